@@ -1,0 +1,376 @@
+"""The history: the one contract every package shares (ARCHITECTURE §2).
+
+A history is the ordered list of operation records a test produced. Clients and
+nemeses write it through :class:`HistoryWriter` while the test runs: one JSON
+object per line, flushed at once, so a harness that dies mid-run still leaves a
+checkable prefix. Checkers read it back with :func:`read_history`, which knows
+JSONL, Parquet, and (through :mod:`harness.history_import`) Jepsen EDN and
+Porcupine logs.
+
+This module imports neither paramiko nor pyspark: the checker depends on it and
+must stay light. Parquet support imports pyarrow lazily.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import logging
+import os
+import threading
+import time as _time
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import IO, Any
+
+from harness.errors import HistoryError
+
+__all__ = [
+    "OP_TYPES",
+    "NEMESIS",
+    "Op",
+    "HistoryWriter",
+    "parse_op",
+    "iter_jsonl",
+    "read_jsonl",
+    "read_history",
+    "write_jsonl",
+    "write_parquet",
+    "read_parquet",
+    "pair_ops",
+    "validate_history",
+    "PARQUET_COLUMNS",
+]
+
+log = logging.getLogger(__name__)
+
+OP_TYPES = ("invoke", "ok", "fail", "info")
+NEMESIS = "nemesis"
+FIELDS = ("index", "time", "type", "process", "f", "key", "value", "node", "error")
+
+
+@dataclass(frozen=True, slots=True)
+class Op:
+    """One record of a history.
+
+    ``process`` is an int for a client, ``"nemesis"`` for faults. ``value`` is
+    any JSON value; its shape per workload is fixed in ARCHITECTURE §2.
+    """
+
+    type: str
+    process: int | str
+    f: str
+    value: Any = None
+    key: str | None = None
+    time: int = 0
+    index: int = -1
+    node: str | None = None
+    error: str | None = None
+
+    @property
+    def is_invoke(self) -> bool:
+        return self.type == "invoke"
+
+    @property
+    def is_client(self) -> bool:
+        return self.process != NEMESIS
+
+    def to_dict(self) -> dict[str, Any]:
+        return {name: getattr(self, name) for name in FIELDS}
+
+    def replace(self, **changes: Any) -> Op:
+        return dataclasses.replace(self, **changes)
+
+    def complete(self, type: str, value: Any = None, *, error: str | None = None, time: int = 0) -> Op:
+        """The completion of this invocation: same process, f, key and node."""
+        return Op(type=type, process=self.process, f=self.f, value=value, key=self.key,
+                  node=self.node, error=error, time=time)
+
+
+def parse_op(obj: Any, *, path: object | None = None, line: int | None = None) -> Op:
+    """Validate one decoded record; errors name file, line and field."""
+    if not isinstance(obj, Mapping):
+        raise HistoryError("record is not a JSON object", path=path, line=line)
+    index = obj.get("index", -1)
+
+    def bad(field: str, why: str) -> HistoryError:
+        return HistoryError(why, path=path, line=line, index=index if isinstance(index, int) else None,
+                            field=field)
+
+    if not isinstance(index, int) or isinstance(index, bool):
+        raise bad("index", f"must be an integer, got {index!r}")
+    t = obj.get("time", 0)
+    if not isinstance(t, int) or isinstance(t, bool):
+        raise bad("time", f"must be integer nanoseconds, got {t!r}")
+    typ = obj.get("type")
+    if typ not in OP_TYPES:
+        raise bad("type", f"must be one of {', '.join(OP_TYPES)}, got {typ!r}")
+    if "process" not in obj:
+        raise bad("process", "is missing")
+    proc = obj["process"]
+    if not ((isinstance(proc, int) and not isinstance(proc, bool)) or proc == NEMESIS):
+        raise bad("process", f"must be an integer or 'nemesis', got {proc!r}")
+    f = obj.get("f")
+    if not isinstance(f, str) or not f:
+        raise bad("f", f"must be a non-empty string, got {f!r}")
+    key = obj.get("key")
+    if key is not None and not isinstance(key, str):
+        raise bad("key", f"must be a string or null, got {key!r}")
+    node = obj.get("node")
+    if node is not None and not isinstance(node, str):
+        raise bad("node", f"must be a string or null, got {node!r}")
+    err = obj.get("error")
+    if err is not None and not isinstance(err, str):
+        err = json.dumps(err)
+    return Op(type=typ, process=proc, f=f, value=obj.get("value"), key=key, time=t, index=index,
+              node=node, error=err)
+
+
+class HistoryWriter:
+    """Appends ops to ``history.jsonl`` as they happen.
+
+    Thread-safe: clients and the nemesis run in threads and share one writer.
+    It assigns ``index`` (and ``time``, from a monotonic clock started with the
+    writer, unless the op carries one) and flushes every line, so a crash of the
+    harness loses at most the line being written. Reopening an existing file
+    continues its numbering: nothing already recorded is overwritten.
+    """
+
+    def __init__(self, path: str | os.PathLike[str], *, fsync_every: int = 0,
+                 start_ns: int | None = None) -> None:
+        self.path = Path(path)
+        self._lock = threading.Lock()
+        self._start = _time.monotonic_ns() if start_ns is None else start_ns
+        self._fsync_every = fsync_every
+        self._next = 0
+        if self.path.exists() and self.path.stat().st_size:
+            self._next = sum(1 for _ in iter_jsonl(self.path))
+            _drop_torn_tail(self.path)
+        self._fh: IO[str] | None = open(self.path, "a", encoding="utf-8")  # noqa: SIM115
+
+    def now(self) -> int:
+        """Nanoseconds since the test started, on the harness's monotonic clock."""
+        return _time.monotonic_ns() - self._start
+
+    def append(self, op: Op) -> Op:
+        with self._lock:
+            if self._fh is None:
+                raise HistoryError("history writer is closed", path=self.path)
+            op = op.replace(index=self._next, time=op.time or self.now())
+            self._fh.write(json.dumps(op.to_dict(), separators=(",", ":"), default=str) + "\n")
+            self._fh.flush()
+            self._next += 1
+            if self._fsync_every and self._next % self._fsync_every == 0:
+                os.fsync(self._fh.fileno())
+            return op
+
+    def __len__(self) -> int:
+        return self._next
+
+    def close(self) -> None:
+        with self._lock:
+            if self._fh is not None:
+                self._fh.flush()
+                os.fsync(self._fh.fileno())
+                self._fh.close()
+                self._fh = None
+
+    def __enter__(self) -> HistoryWriter:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def _drop_torn_tail(path: Path) -> None:
+    """Cut a last line without newline so that appends start on a clean line."""
+    with open(path, "rb+") as fh:
+        fh.seek(0, os.SEEK_END)
+        size = fh.tell()
+        if size == 0:
+            return
+        fh.seek(size - 1)
+        if fh.read(1) == b"\n":
+            return
+        data_end = size
+        chunk = 4096
+        pos = size
+        while pos > 0:
+            step = min(chunk, pos)
+            pos -= step
+            fh.seek(pos)
+            buf = fh.read(step)
+            nl = buf.rfind(b"\n")
+            if nl >= 0:
+                data_end = pos + nl + 1
+                break
+        else:
+            data_end = 0
+        log.warning("%s: dropping a torn last line (%d bytes)", path, size - data_end)
+        fh.truncate(data_end)
+
+
+def iter_jsonl(path: str | os.PathLike[str]) -> Iterator[Op]:
+    """Yield ops from a JSONL history.
+
+    A last line that does not parse and has no newline is a torn write from a
+    killed harness: it is skipped with a warning. Any other bad line is an error
+    naming the file, line and field.
+    """
+    path = Path(path)
+    with open(path, "rb") as fh:
+        lineno = 0
+        for raw in fh:
+            lineno += 1
+            if not raw.strip():
+                continue
+            try:
+                obj = json.loads(raw)
+            except ValueError as e:
+                if not raw.endswith(b"\n") and not fh.read(1):
+                    log.warning("%s:%d: skipping a torn last line", path, lineno)
+                    return
+                raise HistoryError(f"not valid JSON ({e.msg})", path=path, line=lineno) from None
+            yield parse_op(obj, path=path, line=lineno)
+
+
+def read_jsonl(path: str | os.PathLike[str]) -> list[Op]:
+    return list(iter_jsonl(path))
+
+
+def write_jsonl(ops: Iterable[Op], path: str | os.PathLike[str]) -> None:
+    with open(path, "w", encoding="utf-8") as fh:
+        for op in ops:
+            fh.write(json.dumps(op.to_dict(), separators=(",", ":"), default=str) + "\n")
+
+
+# Parquet: values are stored as JSON text so that one schema holds every workload;
+# process is text so that "nemesis" fits beside client ids.
+PARQUET_COLUMNS = ("index", "time", "type", "process", "f", "key", "value", "node", "error")
+
+
+def _parquet_schema() -> Any:
+    import pyarrow as pa
+
+    return pa.schema([
+        ("index", pa.int64()), ("time", pa.int64()), ("type", pa.string()),
+        ("process", pa.string()), ("f", pa.string()), ("key", pa.string()),
+        ("value", pa.string()), ("node", pa.string()), ("error", pa.string()),
+    ])
+
+
+def write_parquet(ops: Iterable[Op], path: str | os.PathLike[str], *, batch: int = 200_000) -> int:
+    """Write ops to Parquet in batches, so memory stays flat for huge histories."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    schema = _parquet_schema()
+    n = 0
+    cols: dict[str, list[Any]] = {c: [] for c in PARQUET_COLUMNS}
+    with pq.ParquetWriter(str(path), schema, compression="zstd") as w:
+        def flush() -> None:
+            if cols["index"]:
+                w.write_table(pa.table(cols, schema=schema))
+                for v in cols.values():
+                    v.clear()
+
+        for op in ops:
+            cols["index"].append(op.index)
+            cols["time"].append(op.time)
+            cols["type"].append(op.type)
+            cols["process"].append(str(op.process))
+            cols["f"].append(op.f)
+            cols["key"].append(op.key)
+            cols["value"].append(json.dumps(op.value, separators=(",", ":")))
+            cols["node"].append(op.node)
+            cols["error"].append(op.error)
+            n += 1
+            if len(cols["index"]) >= batch:
+                flush()
+        flush()
+    return n
+
+
+def read_parquet(path: str | os.PathLike[str]) -> list[Op]:
+    import pyarrow.parquet as pq
+
+    table = pq.read_table(str(path))
+    ops = []
+    for row, rec in enumerate(table.to_pylist()):
+        proc = rec["process"]
+        rec["process"] = NEMESIS if proc == NEMESIS else int(proc)
+        rec["value"] = json.loads(rec["value"]) if rec["value"] is not None else None
+        ops.append(parse_op(rec, path=path, line=row + 1))
+    return ops
+
+
+def read_history(path: str | os.PathLike[str]) -> list[Op]:
+    """Read any supported history file, or the history of a store directory."""
+    path = Path(path)
+    if path.is_dir():
+        for name in ("history.parquet", "history.jsonl"):
+            if (path / name).exists():
+                return read_history(path / name)
+        raise HistoryError("no history.jsonl or history.parquet in this directory", path=path)
+    if not path.exists():
+        raise HistoryError("no such file", path=path)
+    suffix = path.suffix.lower()
+    if suffix == ".jsonl" or suffix == ".json":
+        return read_jsonl(path)
+    if suffix == ".parquet":
+        return read_parquet(path)
+    from harness import history_import
+
+    if suffix == ".edn":
+        return history_import.read_edn(path)
+    if suffix in (".log", ".txt"):
+        return history_import.read_porcupine(path)
+    raise HistoryError(
+        "unknown history format (expected .jsonl, .parquet, .edn, or a Porcupine .log/.txt)",
+        path=path)
+
+
+def pair_ops(ops: Sequence[Op]) -> dict[int, int | None]:
+    """Map each client invocation's position to its completion's position (None if open).
+
+    Positions are offsets into ``ops``. Raises on a double invoke or an orphan
+    completion, as Jepsen's history does, because a checker fed such a history
+    would judge something that never happened.
+    """
+    open_by_proc: dict[int | str, int] = {}
+    pairs: dict[int, int | None] = {}
+    for pos, op in enumerate(ops):
+        if op.process == NEMESIS:
+            continue
+        if op.type == "invoke":
+            if op.process in open_by_proc:
+                prev = open_by_proc[op.process]
+                raise HistoryError(
+                    f"process {op.process} invoked again while op {ops[prev].index} was open",
+                    index=op.index, field="process")
+            open_by_proc[op.process] = pos
+            pairs[pos] = None
+        else:
+            inv = open_by_proc.pop(op.process, None)
+            if inv is None:
+                raise HistoryError(f"{op.type} completion of process {op.process} has no invocation",
+                                   index=op.index, field="process")
+            if ops[inv].f != op.f:
+                raise HistoryError(f"completion f {op.f!r} differs from its invocation's {ops[inv].f!r}",
+                                   index=op.index, field="f")
+            pairs[inv] = pos
+    return pairs
+
+
+def validate_history(ops: Sequence[Op]) -> None:
+    """Raise HistoryError unless ops are well formed: pairing, and no reuse after info."""
+    pairs = pair_ops(ops)
+    crashed: set[int | str] = set()
+    for inv, comp in pairs.items():
+        op = ops[inv]
+        if op.process in crashed:
+            raise HistoryError(f"process {op.process} invoked again after an info completion",
+                               index=op.index, field="process")
+        if comp is not None and ops[comp].type == "info":
+            crashed.add(op.process)

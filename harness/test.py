@@ -1,0 +1,58 @@
+"""The test: one plain, frozen description of a campaign, and the live context.
+
+``TestSpec`` is what ``test.json`` records (no connections, no secrets);
+``RunContext`` is what clients, nemeses and the DB get while the test runs.
+"""
+
+from __future__ import annotations
+
+import random
+from dataclasses import asdict, dataclass, field
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from harness.control.base import Host, Remote
+    from harness.db import DB
+    from harness.history import HistoryWriter
+
+__all__ = ["TestSpec", "RunContext"]
+
+
+@dataclass(frozen=True)
+class TestSpec:
+    name: str
+    nodes: tuple[str, ...]
+    db: str = "dledger"
+    workload: str = "append"
+    nemesis: tuple[str, ...] = ()
+    time_limit: float = 60.0
+    concurrency: int = 5
+    rate: float = 100.0
+    seed: int = 0
+    bug: str | None = None
+    nemesis_interval: float = 5.0
+    options: dict[str, Any] = field(default_factory=dict)
+
+    def to_json(self) -> dict[str, Any]:
+        d = asdict(self)
+        d["nodes"] = list(self.nodes)
+        d["nemesis"] = list(self.nemesis)
+        return d
+
+
+@dataclass
+class RunContext:
+    """Everything live during a run. Owned by the runner; others only read it."""
+
+    spec: TestSpec
+    hosts: dict[str, Host]
+    remotes: dict[str, Remote]
+    db: DB
+    history: HistoryWriter
+    rng: random.Random
+    store_dir: str
+    state: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def nodes(self) -> list[str]:
+        return list(self.spec.nodes)

@@ -1,0 +1,38 @@
+#!/usr/bin/env bash
+# Sets up a fresh Debian/Ubuntu machine for splitbrain: OS packages (as root),
+# then a virtual environment in .venv with splitbrain installed editable.
+# Safe to run again: every step is idempotent.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+OS_PACKAGES=(openssh-server openssh-client iptables iproute2 faketime tini util-linux procps
+             openjdk-17-jre-headless libnetfilter-queue-dev python3-venv python3-dev gcc)
+
+missing=()
+for p in "${OS_PACKAGES[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+# Any JDK >= 17 will do for PySpark 4.
+if command -v java >/dev/null && java -version 2>&1 | grep -Eq 'version "(1[7-9]|[2-9][0-9])'; then
+  missing=("${missing[@]/openjdk-17-jre-headless}")
+fi
+missing=($(printf '%s\n' "${missing[@]}" | sed '/^$/d'))
+if [ ${#missing[@]} -gt 0 ]; then
+  if [ "$(id -u)" -ne 0 ]; then
+    echo "setup: need root to install: ${missing[*]}" >&2; exit 3
+  fi
+  echo "setup: installing OS packages: ${missing[*]}"
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get update -q >/dev/null
+  apt-get install -y -q --no-install-recommends "${missing[@]}" >/dev/null
+fi
+
+PY=${PYTHON:-python3}
+if [ ! -x .venv/bin/python ]; then
+  "$PY" -m venv .venv
+fi
+.venv/bin/python -m pip install -q --upgrade pip >/dev/null 2>&1 || true
+.venv/bin/python -m pip install -q -e ".[dev]" 2>&1 | grep -v "^WARNING: Location" || true
+.venv/bin/python -c "import harness, checker, node_impl, nemesis, workloads" \
+  || { echo "setup: installing splitbrain into .venv failed" >&2; exit 3; }
+echo "setup: ready (.venv/bin/splitbrain)"
