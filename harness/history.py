@@ -320,15 +320,15 @@ def read_history(path: str | os.PathLike[str]) -> list[Op]:
         return read_jsonl(path)
     if suffix == ".parquet":
         return read_parquet(path)
+    if suffix not in (".edn", ".log", ".txt"):
+        raise HistoryError(
+            "unknown history format (expected .jsonl, .parquet, .edn, or a Porcupine .log/.txt)",
+            path=path)
     from harness import history_import
 
     if suffix == ".edn":
         return history_import.read_edn(path)
-    if suffix in (".log", ".txt"):
-        return history_import.read_porcupine(path)
-    raise HistoryError(
-        "unknown history format (expected .jsonl, .parquet, .edn, or a Porcupine .log/.txt)",
-        path=path)
+    return history_import.read_porcupine(path)
 
 
 def pair_ops(ops: Sequence[Op]) -> dict[int, int | None]:

@@ -6,7 +6,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 OS_PACKAGES=(openssh-server openssh-client iptables iproute2 faketime tini util-linux procps
-             openjdk-17-jre-headless libnetfilter-queue-dev python3-venv python3-dev gcc)
+             openjdk-17-jre-headless libnetfilter-queue-dev chromium chromium-driver python3-venv python3-dev gcc)
 
 missing=()
 for p in "${OS_PACKAGES[@]}"; do

@@ -1,0 +1,103 @@
+"""The results browser, driven by a real headless Chromium through selenium."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import threading
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+from harness.history import HistoryWriter, Op
+from harness.serve import list_runs, make_server
+
+
+def _make_run(store: Path, test: str, stamp: str, valid, anomalies=None) -> Path:
+    run = store / test / stamp
+    run.mkdir(parents=True)
+    with HistoryWriter(run / "history.jsonl") as w:
+        w.append(Op("invoke", 0, "append", {"payload": "0-0"}, time=10))
+        w.append(Op("ok", 0, "append", {"payload": "0-0", "index": 1, "term": 1}, time=20))
+        w.append(Op("invoke", "nemesis", "start-partition", {"grudge": {}}, time=30))
+        w.append(Op("info", "nemesis", "start-partition", {"grudge": {}}, time=40))
+        w.append(Op("invoke", 1, "append", {"payload": "1-0"}, time=50))
+        w.append(Op("ok", 1, "append", {"payload": "1-0", "index": 2, "term": 1}, time=60))
+    (run / "test.json").write_text(json.dumps({"name": test, "nemesis": ["partition", "kill"],
+                                               "bug": "ack-before-quorum" if not valid else None}))
+    (run / "results.json").write_text(json.dumps(
+        {"valid": valid, "checkers": {"log-safety": {"valid": valid}},
+         "anomalies": anomalies or {}}))
+    return run
+
+
+@pytest.fixture
+def store(tmp_path):
+    s = tmp_path / "store"
+    _make_run(s, "append-ok", "20261122T100000Z", True)
+    _make_run(s, "append-bug", "20261122T110000Z", False,
+              {"lost-ack": [{"indexes": [5], "payload": "1-0"}]})
+    (s / "append-bug" / "latest").symlink_to("20261122T110000Z")
+    return s
+
+
+@pytest.fixture
+def server(store):
+    srv = make_server(store, "127.0.0.1", 0)
+    t = threading.Thread(target=srv.serve_forever, daemon=True)
+    t.start()
+    yield f"http://127.0.0.1:{srv.server_address[1]}"
+    srv.shutdown()
+    srv.server_close()
+
+
+def test_list_runs_reads_the_store(store):
+    runs = list_runs(store)
+    assert [(r.test, r.valid, r.ops) for r in runs] == [("append-bug", False, 2), ("append-ok", True, 2)]
+    assert runs[0].anomalies == ["lost-ack"] and runs[0].faults == ["partition", "kill"]
+
+
+def test_index_and_lazy_report_over_http(server, store):
+    page = urllib.request.urlopen(server + "/").read().decode()
+    assert "append-bug" in page and "INVALID" in page and "VALID" in page
+    report = urllib.request.urlopen(server + "/append-bug/20261122T110000Z/report.html").read().decode()
+    assert "lost-ack" in report
+    assert (store / "append-bug" / "20261122T110000Z" / "report.html").exists()
+    with pytest.raises(urllib.error.HTTPError):
+        urllib.request.urlopen(server + "/../../etc/passwd")
+
+
+@pytest.mark.integration
+def test_a_newcomer_clicks_through_in_a_real_browser(server, tmp_path):
+    chromium = shutil.which("chromium") or shutil.which("chromium-browser")
+    driver_bin = shutil.which("chromedriver")
+    if not (chromium and driver_bin):
+        pytest.skip("Debian's chromium and chromium-driver are not installed")
+    from PIL import Image
+    from selenium import webdriver
+    from selenium.webdriver.chrome.service import Service
+    from selenium.webdriver.common.by import By
+
+    opts = webdriver.ChromeOptions()
+    opts.binary_location = chromium
+    for flag in ("--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
+                 "--disable-background-networking", "--disable-component-update", "--disable-sync",
+                 "--no-first-run", f"--user-data-dir={tmp_path / 'profile'}", "--window-size=1280,900"):
+        opts.add_argument(flag)
+    browser = webdriver.Chrome(service=Service(driver_bin), options=opts)
+    try:
+        browser.get(server + "/")
+        rows = browser.find_elements(By.CSS_SELECTOR, "tr.INVALID")
+        assert len(rows) == 1 and "append-bug" in rows[0].text and "lost-ack" in rows[0].text
+        shot = tmp_path / "index.png"
+        browser.save_screenshot(str(shot))
+        img = Image.open(shot).convert("RGB")
+        colours = {c for _, c in img.getcolors(maxcolors=1 << 20)}
+        assert (0xFF, 0xD6, 0xD6) in colours, "the invalid run's red verdict cell is not on screen"
+        rows[0].find_element(By.LINK_TEXT, "report").click()
+        assert "INVALID" in browser.find_element(By.CSS_SELECTOR, ".verdict").text
+        assert browser.find_elements(By.CSS_SELECTOR, ".bar.hot"), "offending op not highlighted"
+        browser.save_screenshot(str(tmp_path / "report.png"))
+    finally:
+        browser.quit()
