@@ -3,7 +3,7 @@
 # real PySpark). Extra arguments go to pytest.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-bash scripts/setup.sh
+bash scripts/setup.sh --with-test-tools
 set +e
 .venv/bin/python -m pytest -p no:cacheprovider "$@"
 rc=$?
