@@ -1,1 +1,78 @@
-"""splitbrain: workloads."""
+"""splitbrain workloads: clients and generators for the reference node.
+
+``get_workload(name, spec.options)`` returns a :class:`~workloads.base.Workload`.
+Names: ``append``, ``register``, ``set``, ``mixed`` (append + register),
+``sampler-only``.
+
+How the runner drives a Workload
+--------------------------------
+1. **Pool workers.** ``spec.concurrency`` workers; worker w is bound to node
+   ``nodes[w % len(nodes)]`` and opens ``workload.client.open(ctx, node)``. Its
+   process ids are w, w + concurrency, w + 2*concurrency, ... (next one after
+   each ``info``). Each asks ``generator.op(GenContext(time_ns=history.now(),
+   process, worker=w, node, rng, nodes))`` under one lock shared by all pool
+   workers (generators are shared, mutable state machines), records the op,
+   calls ``client.invoke(ctx, op)``, records the completion and calls
+   ``generator.update(gen_ctx, completion)`` under the same lock.
+   ``PENDING`` -> ask again a few ms later; None -> that worker is done.
+   Pacing to ``spec.rate`` and the time limit are the runner's (wrap the
+   generator in ``generator.time_limit``, or stop asking).
+2. **Extra workers** (``workload.extra_workers(nodes)``, may be None): the
+   per-node status samplers. Each :class:`~workloads.base.ExtraWorker` is
+   one more worker driven the same way, with its own generator and client
+   (``ew.client.open(ctx, ew.node)``), processes ``process_base + k *
+   process_stride`` (1_000_000 + i + k*1000 for the sampler of node i), no
+   rate pacing (the generator throttles itself: poll it on PENDING) and no
+   shared lock. They run alongside all client phases (warm-up, faults, heal,
+   recovery) and are stopped when the final reads begin.
+3. **Final reads.** After the nemesis healed and the recovery phase, run
+   ``workload.final_generator`` (may be None) through the pool workers until
+   it returns None for every worker. Final ops name their target node in
+   ``op.node``; the client sends them there, not to its bound node.
+4. ``workload.checker`` tells the checker what to run: ``model`` (a
+   linearizability model name, or None), ``independent`` (per-key), and
+   ``checks`` (names among ``linearizable``, ``log-safety``, ``set``, ``samples``).
+
+Options read from ``spec.options`` (all optional; bad values -> ConfigError
+naming the field): ``client_timeout`` (s, 5), ``read_chunk`` (1000),
+``read_fraction`` (0.1), ``keys`` (3), ``ops_per_key`` (200), ``max_value`` (5),
+``mixed_weights`` ([1, 1]), ``sampler`` (true), ``sample_rate`` (per node per
+s, 10), ``sample_timeout`` (s, 1); ``client_port`` see :mod:`workloads.addr`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from harness.errors import ConfigError
+from workloads.base import Workload
+
+__all__ = ["WORKLOADS", "get_workload"]
+
+
+def _lazy(module: str) -> Callable[[Mapping[str, Any]], Workload]:
+    def build(options: Mapping[str, Any]) -> Workload:
+        import importlib
+
+        return importlib.import_module(module).workload(options)
+
+    return build
+
+
+WORKLOADS: dict[str, Callable[[Mapping[str, Any]], Workload]] = {
+    "append": _lazy("workloads.append"),
+    "register": _lazy("workloads.register"),
+    "set": _lazy("workloads.sets"),
+    "mixed": _lazy("workloads.mixed"),
+    "sampler-only": _lazy("workloads.sampler"),
+}
+
+
+def get_workload(name: str, options: Mapping[str, Any] | None = None) -> Workload:
+    """The workload called ``name``, configured from ``options`` (spec.options)."""
+    build = WORKLOADS.get(name)
+    if build is None:
+        raise ConfigError(f"unknown workload {name!r} (known: {', '.join(sorted(WORKLOADS))})",
+                          field="workload")
+    return build(dict(options or {}))

@@ -9,6 +9,7 @@ context, pacing is the runner's job, so schedules can be simulated in tests.
 from __future__ import annotations
 
 import random
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
@@ -16,7 +17,7 @@ if TYPE_CHECKING:
     from harness.history import Op
     from harness.test import RunContext
 
-__all__ = ["Client", "Generator", "GenContext", "PENDING", "Workload"]
+__all__ = ["Client", "ExtraWorker", "Generator", "GenContext", "PENDING", "Workload"]
 
 
 class _Pending:
@@ -70,6 +71,27 @@ class Generator(Protocol):
 
 
 @dataclass
+class ExtraWorker:
+    """A dedicated worker outside the client pool, e.g. one status sampler per node.
+
+    The runner drives it exactly like a pool worker (open ``client`` on ``node``,
+    ask ``generator``, record, invoke, record, update) with three differences:
+    its process ids are ``process_base + k * process_stride`` (k = 0, 1, ... bumped
+    after each ``info``), it is not paced by the test's rate (its generator
+    returns ``PENDING`` until its own next due time, so poll it every few ms),
+    and it runs from the start of the client phases (warm-up, faults, heal,
+    recovery) until final reads begin, when the runner stops asking it.
+    """
+
+    name: str
+    node: str
+    generator: Generator
+    client: Client
+    process_base: int
+    process_stride: int = 1000
+
+
+@dataclass
 class Workload:
     """A workload's partial test: its client, its main and final generators, checker options."""
 
@@ -78,3 +100,5 @@ class Workload:
     generator: Generator
     final_generator: Generator | None = None
     checker: dict[str, Any] = field(default_factory=dict)
+    extra_workers: Callable[[Sequence[str]], list[ExtraWorker]] | None = None
+    """Given the test's nodes, the dedicated workers to run beside the pool (optional)."""

@@ -1,0 +1,454 @@
+"""The paramiko implementation of :class:`harness.control.base.Remote`.
+
+One SSH connection per host, shared by every thread that talks to it: paramiko
+multiplexes channels over one transport, so only (re)connecting needs a lock.
+Faults make connections die (a killed sshd, a frozen host, a partition that
+includes the harness), so a command that finds the connection gone reconnects
+once before it reports the host unreachable; a command that was already running
+when the link died is never re-sent, because it may not be idempotent.
+
+Host keys are verified by default; turning that off is an explicit choice on the
+host and is logged. Command environments are logged by name only: values often
+hold passwords or tokens.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import posixpath
+import select
+import shlex
+import socket
+import stat
+import threading
+import time
+import uuid
+from pathlib import Path
+
+import paramiko
+
+from harness.control.base import CommandResult, Host
+from harness.errors import RemoteCommandError, RemoteError
+
+__all__ = ["SSHRemote"]
+
+log = logging.getLogger(__name__)
+
+_RUN_ID = "SPLITBRAIN_RUN_ID"
+_ENV_NAME_OK = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_")
+
+
+def _env_prefix(env: dict[str, str] | None) -> str:
+    if not env:
+        return ""
+    parts = []
+    for k, v in env.items():
+        if not k or not set(k) <= _ENV_NAME_OK or k[0].isdigit():
+            raise ValueError(f"not a valid environment variable name: {k!r}")
+        parts.append(f"{k}={shlex.quote(str(v))}")
+    return "export " + " ".join(parts) + "; "
+
+
+class SSHRemote:
+    """Control channel to one host over SSH (see module docstring for the rules)."""
+
+    def __init__(self, host: Host, *, connect_timeout: float = 5.0) -> None:
+        self.host = host
+        self.connect_timeout = connect_timeout
+        self._client: paramiko.SSHClient | None = None
+        self._lock = threading.Lock()
+        self._closed = False
+
+    def __repr__(self) -> str:
+        h = self.host
+        return f"SSHRemote({h.user}@{h.address}:{h.port} as {h.name!r})"
+
+    def __enter__(self) -> SSHRemote:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # --- connection --------------------------------------------------------------------
+
+    def _connect(self) -> paramiko.SSHClient:
+        h = self.host
+        if h.key_path is not None and not os.path.isfile(h.key_path):
+            raise RemoteError(f"private key {h.key_path} not found", host=h.name)
+        client = paramiko.SSHClient()
+        if h.verify_host_key:
+            try:
+                if h.known_hosts:
+                    client.load_host_keys(h.known_hosts)
+                else:
+                    client.load_system_host_keys()
+            except OSError as e:
+                raise RemoteError(f"cannot read known_hosts {h.known_hosts}: {e.strerror}",
+                                  host=h.name) from None
+            client.set_missing_host_key_policy(paramiko.RejectPolicy())
+        else:
+            log.warning("%s: host key NOT verified (verify_host_key is off)", h.name)
+            client.set_missing_host_key_policy(paramiko.AutoAddPolicy())
+        t = self.connect_timeout
+        try:
+            client.connect(h.address, port=h.port, username=h.user, key_filename=h.key_path,
+                           timeout=t, banner_timeout=t, auth_timeout=t,
+                           look_for_keys=h.key_path is None, allow_agent=h.key_path is None)
+        except paramiko.BadHostKeyException as e:
+            client.close()
+            raise RemoteError(f"host key verification failed: the server's key "
+                              f"({e.key.get_name()}) does not match {h.known_hosts or 'known_hosts'}",
+                              host=h.name) from None
+        except paramiko.AuthenticationException as e:
+            client.close()
+            raise RemoteError(f"authentication failed for {h.user}@{h.address}:{h.port} "
+                              f"with key {h.key_path}: {e}", host=h.name) from None
+        except paramiko.SSHException as e:
+            client.close()
+            msg = str(e)
+            if "not found in known_hosts" in msg:
+                msg = (f"host key verification failed: {h.address}:{h.port} is not in "
+                       f"{h.known_hosts or 'the system known_hosts'}")
+            raise RemoteError(f"SSH to {h.address}:{h.port} failed: {msg}", host=h.name) from None
+        except (OSError, EOFError) as e:
+            client.close()
+            why = "timed out" if isinstance(e, (socket.timeout, TimeoutError)) else str(e) or type(e).__name__
+            raise RemoteError(f"cannot connect to {h.address}:{h.port}: {why}",
+                              host=h.name) from None
+        transport = client.get_transport()
+        if transport is not None:
+            transport.set_keepalive(15)
+        log.debug("%s: connected to %s:%d", h.name, h.address, h.port)
+        return client
+
+    def connect(self) -> SSHRemote:
+        """Open the connection now (it is otherwise opened by the first command)."""
+        self._get()
+        return self
+
+    def _get(self, stale: paramiko.SSHClient | None = None) -> paramiko.SSHClient:
+        """The live client; ``stale`` is one the caller saw fail, to be replaced."""
+        with self._lock:
+            if self._closed:
+                raise RemoteError("remote is closed", host=self.host.name)
+            c = self._client
+            if c is not None and (c is stale or not _alive(c)):
+                c.close()
+                c = self._client = None
+            if c is None:
+                c = self._client = self._connect()
+            return c
+
+    def _open_channel(self, *, reconnect: bool = True) -> paramiko.Channel:
+        client = self._get()
+        deadline = time.monotonic() + self.connect_timeout
+        delay = 0.02
+        while True:
+            try:
+                return client.get_transport().open_session(timeout=self.connect_timeout)  # type: ignore[union-attr]
+            except paramiko.ChannelException as e:
+                # The server refused one more session (MaxSessions) but the connection is
+                # fine: closing it would kill the other threads' commands. Wait for a slot.
+                if time.monotonic() + delay > deadline:
+                    raise RemoteError(f"server refused a new session: {e.text} "
+                                      "(too many concurrent commands? raise MaxSessions)",
+                                      host=self.host.name) from None
+                time.sleep(delay)
+                delay = min(delay * 2, 0.5)
+            except (paramiko.SSHException, OSError, EOFError, AttributeError) as e:
+                if _alive(client) or not reconnect:
+                    # Connected but silent (a paused host): a new connection would only
+                    # wait out the banner timeout as well.
+                    raise RemoteError(f"host does not answer: cannot open a session within "
+                                      f"{self.connect_timeout:.0f} s ({e or type(e).__name__})",
+                                      host=self.host.name) from None
+                log.info("%s: connection lost, reconnecting", self.host.name)
+                break
+        client = self._get(stale=client)
+        try:
+            return client.get_transport().open_session(timeout=self.connect_timeout)  # type: ignore[union-attr]
+        except (paramiko.SSHException, OSError, EOFError, AttributeError) as e:
+            raise RemoteError(f"cannot open a session: {e or type(e).__name__}",
+                              host=self.host.name) from None
+
+    def _sftp(self) -> paramiko.SFTPClient:
+        client = self._get()
+        try:
+            return client.open_sftp()
+        except (paramiko.SSHException, OSError, EOFError):
+            pass
+        client = self._get(stale=client)
+        try:
+            return client.open_sftp()
+        except (paramiko.SSHException, OSError, EOFError) as e:
+            raise RemoteError(f"cannot open SFTP: {e or type(e).__name__}",
+                              host=self.host.name) from None
+
+    def close(self) -> None:
+        with self._lock:
+            self._closed = True
+            if self._client is not None:
+                self._client.close()
+                self._client = None
+
+    # --- commands ----------------------------------------------------------------------
+
+    def _wrap(self, cmd: str, sudo: bool, env: dict[str, str] | None) -> str:
+        full = _env_prefix(env) + cmd
+        if sudo and self.host.user != "root":
+            full = "sudo -n -- sh -c " + shlex.quote(full)
+        return full
+
+    def run(self, cmd: str, *, sudo: bool = False, timeout: float | None = 60.0,
+            env: dict[str, str] | None = None, check: bool = True,
+            stdin: str | bytes | None = None) -> CommandResult:
+        return self._run(cmd, sudo=sudo, timeout=timeout, env=env, check=check, stdin=stdin,
+                         kill_on_timeout=True)
+
+    def _run(self, cmd: str, *, sudo: bool, timeout: float | None, env: dict[str, str] | None,
+             check: bool, stdin: str | bytes | None, kill_on_timeout: bool,
+             reconnect: bool = True) -> CommandResult:
+        # A marker in the environment lets a timeout find and kill what the command
+        # started, children included (sshd offers no way to signal a session's group).
+        run_id = uuid.uuid4().hex[:16] if timeout is not None and kill_on_timeout else None
+        full = self._wrap(cmd, sudo, {**(env or {}), _RUN_ID: run_id} if run_id else env)
+        name = self.host.name
+        log.debug("%s$ %s%s", name, cmd, f"  (env: {', '.join(env)})" if env else "")
+        chan = self._open_channel(reconnect=reconnect)
+        out, err = bytearray(), bytearray()
+        deadline = None if timeout is None else time.monotonic() + timeout
+        # paramiko waits for the reply to `exec` without a time limit; a host paused at
+        # that moment would hang us. Closing the channel from a timer releases the wait.
+        fired = threading.Event()
+        watchdog = None
+        if timeout is not None:
+            watchdog = threading.Timer(timeout, lambda: (fired.set(), chan.close()))
+            watchdog.daemon = True
+            watchdog.start()
+        try:
+            try:
+                chan.exec_command(full)
+                if stdin is not None:
+                    chan.sendall(stdin.encode() if isinstance(stdin, str) else stdin)
+                chan.shutdown_write()
+            except (paramiko.SSHException, OSError, EOFError):
+                if fired.is_set():
+                    raise RemoteCommandError(host=name, cmd=cmd, exit_status=None, stdout="",
+                                             stderr="") from None
+                raise
+            finally:
+                if watchdog is not None:
+                    watchdog.cancel()
+            while True:
+                while chan.recv_ready():
+                    out += chan.recv(65536)
+                while chan.recv_stderr_ready():
+                    err += chan.recv_stderr(65536)
+                # Output may still be in flight after the status; drain until EOF.
+                if (chan.exit_status_ready() and not chan.recv_ready()
+                        and not chan.recv_stderr_ready() and (chan.eof_received or chan.closed)):
+                    break
+                if deadline is not None and time.monotonic() >= deadline:
+                    if run_id is not None:
+                        # In the background: on a paused host this waits out its own timeout.
+                        threading.Thread(target=self._kill_run, args=(run_id, sudo),
+                                         name=f"kill-{name}-{run_id}", daemon=True).start()
+                    raise RemoteCommandError(host=name, cmd=cmd, exit_status=None,
+                                             stdout=out.decode(errors="replace"),
+                                             stderr=err.decode(errors="replace"))
+                if chan.closed and not chan.exit_status_ready():
+                    raise RemoteError(f"connection lost while running {cmd!r}", host=name)
+                wait = 0.02 if deadline is None else max(0.0, min(0.02, deadline - time.monotonic()))
+                select.select([chan], [], [], wait)
+            status = chan.recv_exit_status()
+            if status == -1:  # paramiko's value for a channel closed without an exit status
+                raise RemoteError(f"the server closed the session running {cmd!r} without an "
+                                  "exit status", host=name)
+        except (paramiko.SSHException, OSError, EOFError) as e:
+            raise RemoteError(f"connection lost while running {cmd!r}: {e or type(e).__name__}",
+                              host=name) from None
+        finally:
+            chan.close()
+        res = CommandResult(host=name, cmd=cmd, exit_status=status,
+                            stdout=out.decode(errors="replace"), stderr=err.decode(errors="replace"))
+        if check and status != 0:
+            raise RemoteCommandError(host=name, cmd=cmd, exit_status=status,
+                                     stdout=res.stdout, stderr=res.stderr)
+        return res
+
+    def _kill_run(self, run_id: str, sudo: bool) -> None:
+        """Best effort: SIGKILL every process of a timed-out command on the host."""
+        script = (f"for f in /proc/[0-9]*/environ; do"
+                  f" if grep -qzx {_RUN_ID}={run_id} \"$f\" 2>/dev/null; then"
+                  f' p=${{f#/proc/}}; kill -s KILL "${{p%/environ}}" 2>/dev/null; fi; done; true')
+        try:
+            self._run(script, sudo=sudo, timeout=10.0, env=None, check=False, stdin=None,
+                      kill_on_timeout=False, reconnect=False)
+        except RemoteError as e:
+            log.info("%s: could not kill a timed-out command: %s", self.host.name, e)
+
+    # --- files -------------------------------------------------------------------------
+
+    def upload(self, local: str, remote: str) -> None:
+        """Copy a file (or, given a directory, the whole tree) to ``remote``."""
+        if Path(local).is_dir():
+            self.upload_tree(local, remote)
+            return
+        sftp = self._sftp()
+        try:
+            _sftp_makedirs(sftp, posixpath.dirname(remote))
+            _put(sftp, local, remote)
+        except OSError as e:
+            raise RemoteError(f"upload {local} -> {remote} failed: {_oserr(e)}",
+                              host=self.host.name) from None
+        finally:
+            sftp.close()
+
+    def upload_tree(self, local_dir: str, remote_dir: str) -> None:
+        """Copy ``local_dir``'s contents into ``remote_dir`` (created), keeping file modes."""
+        root = Path(local_dir)
+        if not root.is_dir():
+            raise RemoteError(f"upload_tree: {local_dir} is not a directory", host=self.host.name)
+        sftp = self._sftp()
+        try:
+            _sftp_makedirs(sftp, remote_dir)
+            for dirpath, dirnames, filenames in os.walk(root):
+                rel = Path(dirpath).relative_to(root)
+                rdir = posixpath.join(remote_dir, *rel.parts) if rel.parts else remote_dir
+                for d in sorted(dirnames):
+                    _sftp_makedirs(sftp, posixpath.join(rdir, d))
+                for f in sorted(filenames):
+                    lp = Path(dirpath, f)
+                    if lp.is_symlink() and not lp.exists():
+                        continue
+                    _put(sftp, str(lp), posixpath.join(rdir, f))
+        except OSError as e:
+            raise RemoteError(f"upload {local_dir} -> {remote_dir} failed: {_oserr(e)}",
+                              host=self.host.name) from None
+        finally:
+            sftp.close()
+
+    def download(self, remote: str, local: str) -> None:
+        Path(local).parent.mkdir(parents=True, exist_ok=True)
+        sftp = self._sftp()
+        try:
+            # Into a temporary name: paramiko would leave an empty file behind on failure.
+            tmp = f"{local}.part"
+            sftp.get(remote, tmp)
+            os.replace(tmp, local)
+        except OSError as e:
+            with contextlib.suppress(OSError):
+                os.unlink(tmp)
+            raise RemoteError(f"download {remote} -> {local} failed: {_oserr(e)}",
+                              host=self.host.name) from None
+        finally:
+            sftp.close()
+
+    # --- daemons -----------------------------------------------------------------------
+
+    def start_daemon(self, cmd: str, *, pidfile: str, logfile: str,
+                     env: dict[str, str] | None = None, chdir: str | None = None,
+                     sudo: bool = False) -> int:
+        """Start ``cmd`` detached in its own session; returns its pid.
+
+        The daemon's stdio goes to ``logfile`` (appended) so the SSH channel closes
+        at once; ``exec`` keeps the pid in ``pidfile`` the daemon's own.
+        """
+        q = shlex.quote
+        inner = f"echo $$ > {q(pidfile)}; exec {cmd}"
+        script = (
+            f"mkdir -p {q(posixpath.dirname(pidfile) or '.')} {q(posixpath.dirname(logfile) or '.')}"
+            f" && rm -f {q(pidfile)}"
+            + (f" && cd {q(chdir)}" if chdir else "")
+            + f" && {{ setsid sh -c {q(inner)} >> {q(logfile)} 2>&1 < /dev/null & }}"
+            f" && i=0; while [ ! -s {q(pidfile)} ] && [ $i -lt 500 ]; do sleep 0.01; i=$((i+1)); done;"
+            f" cat {q(pidfile)}"
+        )
+        res = self.run(script, sudo=sudo, env=env, timeout=30.0)
+        try:
+            return int(res.stdout.strip().splitlines()[-1])
+        except (ValueError, IndexError):
+            raise RemoteCommandError(host=self.host.name, cmd=cmd, exit_status=res.exit_status,
+                                     stdout=res.stdout,
+                                     stderr=res.stderr or f"no pid written to {pidfile}") from None
+
+    def signal_daemon(self, pidfile: str, sig: str = "TERM", *, sudo: bool = False) -> bool:
+        """Signal the daemon's process group (its children too); False if it is not running."""
+        sig = sig.upper().removeprefix("SIG")
+        if not sig.isalnum():
+            raise ValueError(f"not a signal name: {sig!r}")
+        script = (_read_pid(pidfile) +
+                  f' && {{ kill -s {sig} -- "-$p" 2>/dev/null || kill -s {sig} "$p" 2>/dev/null; }}')
+        return self.run(script, sudo=sudo, check=False, timeout=15.0).exit_status == 0
+
+    def daemon_running(self, pidfile: str, *, sudo: bool = False) -> bool:
+        script = _read_pid(pidfile) + " && " + _ALIVE
+        return self.run(script, sudo=sudo, check=False, timeout=15.0).exit_status == 0
+
+    def stop_daemon(self, pidfile: str, *, timeout: float = 10.0, sudo: bool = False) -> None:
+        """TERM the daemon's group, wait up to ``timeout``, then KILL; remove the pid file."""
+        steps = max(1, int(timeout / 0.05))
+        q = shlex.quote
+        script = (
+            f"if {_read_pid(pidfile)}; then"
+            ' kill -s TERM -- "-$p" 2>/dev/null || kill -s TERM "$p" 2>/dev/null;'
+            f" i=0; while {_ALIVE} && [ $i -lt {steps} ]; do sleep 0.05; i=$((i+1)); done;"
+            f' if {_ALIVE}; then kill -s KILL -- "-$p" 2>/dev/null || kill -s KILL "$p";'
+            f" i=0; while {_ALIVE} && [ $i -lt 100 ]; do sleep 0.05; i=$((i+1)); done; fi;"
+            f" if {_ALIVE}; then echo \"pid $p survived SIGKILL\" >&2; exit 2; fi;"
+            f" fi; rm -f {q(pidfile)}"
+        )
+        self.run(script, sudo=sudo, timeout=timeout + 15.0)
+
+
+def _read_pid(pidfile: str) -> str:
+    return (f'p=$(cat {shlex.quote(pidfile)} 2>/dev/null) && [ -n "$p" ]'
+            ' && [ "$p" -eq "$p" ] 2>/dev/null')
+
+
+# A zombie still answers kill -0; it is not running.
+_ALIVE = ('{ kill -0 "$p" 2>/dev/null && ! grep -q "^State:[[:space:]]*Z" /proc/$p/status'
+          " 2>/dev/null; }")
+
+
+def _alive(client: paramiko.SSHClient) -> bool:
+    t = client.get_transport()
+    return t is not None and t.is_active()
+
+
+def _oserr(e: OSError) -> str:
+    return e.strerror or str(e) or type(e).__name__
+
+
+def _put(sftp: paramiko.SFTPClient, local: str, remote: str) -> None:
+    """Write beside the target and rename over it: replacing a binary that is running
+    (a DB being upgraded) fails with ETXTBSY if written in place, and readers never
+    see a half-written file."""
+    tmp = f"{remote}.sb-upload"
+    sftp.put(local, tmp)
+    sftp.chmod(tmp, stat.S_IMODE(os.stat(local).st_mode))
+    try:
+        sftp.posix_rename(tmp, remote)
+    except OSError:
+        with contextlib.suppress(OSError):
+            sftp.remove(tmp)
+        raise
+
+
+def _sftp_makedirs(sftp: paramiko.SFTPClient, path: str) -> None:
+    if not path or path in ("/", "."):
+        return
+    try:
+        if stat.S_ISDIR(sftp.stat(path).st_mode):
+            return
+    except OSError:
+        pass
+    _sftp_makedirs(sftp, posixpath.dirname(path.rstrip("/")))
+    try:
+        sftp.mkdir(path)
+    except OSError:
+        # Another thread may have made it meanwhile; fail only if it still is not there.
+        if not stat.S_ISDIR(sftp.stat(path).st_mode):
+            raise

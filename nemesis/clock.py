@@ -1,0 +1,283 @@
+"""Clock faults: bump, strobe and reset, per node.
+
+Two backends, chosen per host. A lab or container host carries
+``Host.extras["faketime_file"]``: everything started in its SSH sessions runs
+under libfaketime reading that file on every call (``FAKETIME_NO_CACHE=1``,
+``FAKETIME_DONT_FAKE_MONOTONIC=1``), so writing an offset such as ``+1.5`` or ``-300``
+(seconds, fractions allowed) skews that host alone. Such a host shares this
+machine's kernel clock, so the real-clock backend refuses it outright: ``date
+-s`` there would move the harness's own clock.
+
+Hosts without a faketime file (VMs) get their real clock changed with ``date
+-s`` after time sync is stopped, and reset with ``chronyc makestep``,
+``ntpdate`` or, failing both, the harness's clock. That path is written for
+VMs and cannot be exercised on the lab machine.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import shlex
+import time
+from typing import TYPE_CHECKING, Any
+
+from harness.errors import NemesisError
+from nemesis.base import (
+    completion,
+    host_errors,
+    log_errors,
+    no_targets,
+    on_nodes,
+    op_nodes,
+    remote_of,
+    sudo_kw,
+)
+
+if TYPE_CHECKING:
+    from harness.control.base import Remote
+    from harness.history import Op
+    from harness.test import RunContext
+
+__all__ = [
+    "format_offset",
+    "parse_offset",
+    "strobe_script",
+    "FaketimeClock",
+    "RealClock",
+    "ClockNemesis",
+]
+
+log = logging.getLogger(__name__)
+
+
+def format_offset(offset_ms: float) -> str:
+    """libfaketime's relative offset: signed seconds, "." as the fraction mark, ``+0`` for none."""
+    if abs(offset_ms) < 0.0005:
+        return "+0"
+    text = f"{offset_ms / 1000.0:+.6f}".rstrip("0").rstrip(".")
+    return text
+
+
+def parse_offset(text: str) -> float:
+    """Milliseconds from a faketime file's first line (``+1.5``, ``-10m``, ``+0``)."""
+    s = text.strip().split()[0] if text.strip() else "+0"
+    mult = {"m": 60.0, "h": 3600.0, "d": 86400.0, "y": 365 * 86400.0}.get(s[-1], 1.0)
+    if s[-1] in "mhdy":
+        s = s[:-1]
+    return float(s.replace(",", ".")) * mult * 1000.0
+
+
+def strobe_script(path: str, base_ms: float, delta_ms: float, period_ms: float,
+                  duration_s: float) -> str:
+    """A POSIX shell loop flipping the offset between base and base+delta, ending at base."""
+    flips = max(1, math.ceil(duration_s * 1000.0 / (2 * period_ms)))
+    f = shlex.quote(path)
+    tmp = shlex.quote(path + ".strobe.tmp")
+    a, b = shlex.quote(format_offset(base_ms)), shlex.quote(format_offset(base_ms + delta_ms))
+    p = f"{period_ms / 1000.0:.4f}"
+    return (
+        "#!/bin/sh\n"
+        f"i=0\n"
+        f"put() {{ printf '%s\\n' \"$1\" > {tmp} && mv -f {tmp} {f}; }}\n"
+        f"trap 'put {a}; exit 0' TERM INT\n"
+        f"while [ $i -lt {flips} ]; do\n"
+        f"  put {b}; sleep {p}\n"
+        f"  put {a}; sleep {p}\n"
+        f"  i=$((i+1))\n"
+        "done\n"
+    )
+
+
+def _sudo(remote: Remote) -> bool:
+    return remote.host.user != "root"
+
+
+class FaketimeClock:
+    """Offsets through a host's libfaketime file; strobe is a shell daemon in the host."""
+
+    def __init__(self, remote: Remote, path: str) -> None:
+        self.remote, self.path = remote, path
+        self.pidfile = path + ".strobe.pid"
+
+    def set_offset(self, offset_ms: float) -> None:
+        f, tmp = shlex.quote(self.path), shlex.quote(self.path + ".tmp")
+        self.remote.run(f"printf '%s\\n' {shlex.quote(format_offset(offset_ms))} > {tmp} && mv -f {tmp} {f}",
+                        timeout=30)
+
+    def read_offset(self) -> float:
+        r = self.remote.run(f"cat {shlex.quote(self.path)} 2>/dev/null || true", timeout=30)
+        return parse_offset(r.stdout)
+
+    def strobe(self, base_ms: float, delta_ms: float, period_ms: float, duration_s: float) -> None:
+        self.stop_strobe()
+        script = self.path + ".strobe.sh"
+        text = strobe_script(self.path, base_ms, delta_ms, period_ms, duration_s)
+        self.remote.run(f"printf '%s' {shlex.quote(text)} > {shlex.quote(script)}", timeout=30)
+        # Not under libfaketime: the loop's own sleeps must follow the real clock.
+        self.remote.start_daemon(f"env -u LD_PRELOAD -u FAKETIME_TIMESTAMP_FILE sh {shlex.quote(script)}",
+                                 pidfile=self.pidfile, logfile=self.path + ".strobe.log")
+
+    def stop_strobe(self) -> None:
+        if self.remote.daemon_running(self.pidfile):
+            self.remote.stop_daemon(self.pidfile, timeout=3.0)
+
+    def reset(self) -> None:
+        self.stop_strobe()
+        self.set_offset(0.0)
+
+
+class RealClock:
+    """The host's real clock (VMs only): ``date -s`` with time sync stopped.
+
+    Untested here: the lab machine has no host with a clock of its own.
+    """
+
+    SYNC_SERVICES = "chrony chronyd ntp ntpsec systemd-timesyncd"
+
+    def __init__(self, remote: Remote) -> None:
+        host = remote.host
+        if host.address.startswith("127.") or host.address in ("localhost", "::1"):
+            raise NemesisError(f"{host.name}: refusing to change the real clock of a host at "
+                               f"{host.address}: it shares this machine's clock (give it a faketime_file)")
+        self.remote = remote
+        self.pidfile = "/tmp/splitbrain-strobe.pid"
+
+    def _stop_sync(self) -> str:
+        return (f"for s in {self.SYNC_SERVICES}; do systemctl stop $s 2>/dev/null "
+                f"|| service $s stop 2>/dev/null; done; true")
+
+    def _shift_cmd(self, delta_ms: float) -> str:
+        d_ns = int(round(delta_ms * 1e6))
+        return ("n=$(( $(date +%s%N) + (" + str(d_ns) + ") )); "
+                "date -s \"@$(( n / 1000000000 )).$(printf %09d $(( n % 1000000000 )))\" >/dev/null")
+
+    def set_offset(self, offset_ms: float, current_ms: float) -> None:
+        self.remote.run(f"{self._stop_sync()}; {self._shift_cmd(offset_ms - current_ms)}",
+                        sudo=_sudo(self.remote), timeout=30)
+
+    def strobe(self, base_ms: float, delta_ms: float, period_ms: float, duration_s: float) -> None:
+        self.stop_strobe()
+        flips = max(1, math.ceil(duration_s * 1000.0 / (2 * period_ms)))
+        p = f"{period_ms / 1000.0:.4f}"
+        loop = (f"i=0; while [ $i -lt {flips} ]; do {self._shift_cmd(delta_ms)}; sleep {p}; "
+                f"{self._shift_cmd(-delta_ms)}; sleep {p}; i=$((i+1)); done")
+        self.remote.run(self._stop_sync(), sudo=_sudo(self.remote), timeout=30)
+        self.remote.start_daemon(f"sh -c {shlex.quote(loop)}", pidfile=self.pidfile,
+                                 logfile="/tmp/splitbrain-strobe.log", **sudo_kw(self.remote))
+
+    def stop_strobe(self) -> None:
+        if self.remote.daemon_running(self.pidfile, **sudo_kw(self.remote)):
+            self.remote.stop_daemon(self.pidfile, timeout=3.0, **sudo_kw(self.remote))
+
+    def reset(self) -> None:
+        self.stop_strobe()
+        server = self.remote.host.extras.get("ntp_server")
+        cmds = ["chronyc -a makestep >/dev/null 2>&1"]
+        if server:
+            cmds.insert(0, f"ntpdate -b {shlex.quote(str(server))} >/dev/null 2>&1")
+        r = self.remote.run(" || ".join(cmds), sudo=_sudo(self.remote), timeout=30, check=False)
+        if not r.ok:
+            # No time source reachable: fall back to the harness's clock (off by one SSH latency).
+            self.remote.run(f"date -s @{time.time():.6f} >/dev/null", sudo=_sudo(self.remote), timeout=30)
+        self.remote.run(f"for s in {self.SYNC_SERVICES}; do systemctl start $s 2>/dev/null; done; true",
+                        sudo=_sudo(self.remote), timeout=30, check=False)
+
+
+class ClockNemesis:
+    """``start-clock`` bumps (cumulative, per node) or strobes; ``stop-clock`` resets all nodes.
+
+    Invocation values: ``{"mode": "bump", "nodes": [...], "offset_ms": d}``,
+    ``{"mode": "strobe", "nodes": [...], "delta_ms": d, "period_ms": p,
+    "duration_s": s}``, ``{"mode": "reset", "nodes": [...]}``; ``"target":
+    "leader"`` in place of ``nodes`` picks the current leader.
+    """
+
+    def __init__(self) -> None:
+        self.offsets: dict[str, float] = {}
+        self.touched_real: set[str] = set()
+
+    def fs(self) -> set[str]:
+        return {"start-clock", "stop-clock"}
+
+    def _clock(self, ctx: RunContext, node: str) -> FaketimeClock | RealClock:
+        remote = remote_of(ctx, node)
+        path = ctx.hosts[node].extras.get("faketime_file") if node in ctx.hosts else None
+        if path:
+            return FaketimeClock(remote, str(path))
+        return RealClock(remote)
+
+    def setup(self, ctx: RunContext) -> None:
+        def one(node: str) -> None:
+            clock = self._clock(ctx, node)
+            if isinstance(clock, FaketimeClock):
+                clock.reset()
+
+        errors = host_errors(on_nodes(ctx.nodes, one))
+        if errors:
+            raise NemesisError("cannot prepare clocks: " + "; ".join(f"{n}: {e}" for n, e in sorted(errors.items())))
+        self.offsets = {n: 0.0 for n in ctx.nodes}
+
+    def invoke(self, ctx: RunContext, op: Op) -> Op:
+        if op.f == "stop-clock":
+            return self._reset(ctx, op, list(ctx.nodes), {"mode": "reset"})
+        if op.f != "start-clock":
+            raise NemesisError(f"clock nemesis cannot handle {op.f!r}")
+        value: dict[str, Any] = dict(op.value or {})
+        mode = value.get("mode", "bump")
+        nodes = op_nodes(ctx, value)
+        if not nodes:
+            return no_targets(op, value)
+        value["nodes"] = nodes
+        if mode == "reset":
+            return self._reset(ctx, op, nodes, value)
+        if mode == "bump":
+            delta = float(value["offset_ms"])
+
+            def bump(node: str) -> float:
+                clock = self._clock(ctx, node)
+                cur = self.offsets.get(node, 0.0)
+                if isinstance(clock, RealClock):
+                    self.touched_real.add(node)
+                    clock.set_offset(cur + delta, cur)
+                else:
+                    clock.set_offset(cur + delta)
+                self.offsets[node] = cur + delta
+                return cur + delta
+
+            results = on_nodes(nodes, bump)
+            value["offsets_ms"] = {n: r for n, r in results.items() if isinstance(r, float)}
+            return completion(op, value, host_errors(results))
+        if mode == "strobe":
+            delta, period = float(value["delta_ms"]), float(value["period_ms"])
+            duration = float(value["duration_s"])
+            if period <= 0 or duration <= 0:
+                raise NemesisError(f"strobe needs positive period_ms and duration_s, got {value!r}")
+
+            def strobe(node: str) -> None:
+                clock = self._clock(ctx, node)
+                if isinstance(clock, RealClock):
+                    self.touched_real.add(node)
+                clock.strobe(self.offsets.get(node, 0.0), delta, period, duration)
+
+            return completion(op, value, host_errors(on_nodes(nodes, strobe)))
+        raise NemesisError(f"unknown clock mode {mode!r}; known: bump, strobe, reset")
+
+    def _reset(self, ctx: RunContext, op: Op, nodes: list[str], value: dict[str, Any]) -> Op:
+        errors = self._reset_nodes(ctx, nodes)
+        value = {**value, "nodes": nodes, "offsets_ms": {n: 0.0 for n in nodes if n not in errors}}
+        return completion(op, value, errors)
+
+    def _reset_nodes(self, ctx: RunContext, nodes: list[str]) -> dict[str, str]:
+        def one(node: str) -> None:
+            clock = self._clock(ctx, node)
+            if isinstance(clock, RealClock) and node not in self.touched_real:
+                return
+            clock.reset()
+            self.offsets[node] = 0.0
+            self.touched_real.discard(node)
+
+        return host_errors(on_nodes(nodes, one))
+
+    def teardown(self, ctx: RunContext) -> None:
+        log_errors("resetting clock", self._reset_nodes(ctx, list(ctx.nodes)))

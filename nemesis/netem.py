@@ -1,0 +1,295 @@
+"""Packet loss and delay, with tc netem where the kernel has it and iptables where not.
+
+Each host is probed once at setup: if ``tc qdisc add ... netem`` works, loss
+and delay become one netem qdisc on the interface towards the peers (egress,
+every destination, as Jepsen does). Otherwise (this lab's kernel has no
+netem) both act on the host's INPUT from peer addresses only: loss is an
+``iptables -m statistic`` DROP in chain ``SPLITBRAIN_LOSS``, delay an NFQUEUE
+rule in ``SPLITBRAIN_DELAY`` feeding :mod:`nemesis.delayer`, a daemon started
+inside the host. The delay chain sits last in INPUT so a partition still drops
+first; ``--queue-bypass`` lets packets through if the delayer dies.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import re
+import shlex
+import sys
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from harness.errors import NemesisError
+from nemesis.base import (
+    completion,
+    host_errors,
+    log_errors,
+    no_targets,
+    on_nodes,
+    op_nodes,
+    remote_of,
+    sudo_kw,
+)
+from nemesis.net import (
+    ensure_chain_script,
+    iptables_cmd,
+    peer_address,
+    remove_chain_script,
+    sudo_for,
+)
+
+if TYPE_CHECKING:
+    from harness.control.base import Remote
+    from harness.history import Op
+    from harness.test import RunContext
+
+__all__ = [
+    "LOSS_CHAIN",
+    "DELAY_CHAIN",
+    "QUEUE",
+    "netem_args",
+    "loss_rules",
+    "delay_rules",
+    "NetemNemesis",
+]
+
+log = logging.getLogger(__name__)
+
+LOSS_CHAIN = "SPLITBRAIN_LOSS"
+DELAY_CHAIN = "SPLITBRAIN_DELAY"
+QUEUE = 4242
+DELAYER_PATH = "/tmp/splitbrain-delayer.py"
+DELAYER_PID = "/tmp/splitbrain-delayer.pid"
+DELAYER_LOG = "/tmp/splitbrain-delayer.log"
+
+
+def netem_args(loss: float | None, delay: tuple[float, float] | None) -> str:
+    """The netem parameters for a loss probability and a (delay, jitter) in ms."""
+    parts = []
+    if delay is not None:
+        d, j = delay
+        parts.append(f"delay {d:g}ms" + (f" {j:g}ms" if j else ""))
+    if loss is not None:
+        parts.append(f"loss {loss * 100:g}%")
+    return " ".join(parts)
+
+
+def loss_rules(ipt: str, sources: list[str], probability: float) -> list[str]:
+    return [f"{ipt} -A {LOSS_CHAIN} -s {shlex.quote(a)} -m statistic --mode random "
+            f"--probability {probability:.6f} -j DROP" for a in sorted(set(sources))]
+
+
+def delay_rules(ipt: str, sources: list[str], queue: int = QUEUE) -> list[str]:
+    return [f"{ipt} -A {DELAY_CHAIN} -s {shlex.quote(a)} -j NFQUEUE --queue-num {queue} --queue-bypass"
+            for a in sorted(set(sources))]
+
+
+def _python_for(remote: Remote) -> str:
+    """The interpreter to run the delayer: a lab host shares this machine's venv."""
+    py = remote.host.extras.get("python")
+    if py:
+        return str(py)
+    return sys.executable if remote.host.address.startswith("127.") else "python3"
+
+
+@dataclass
+class HostState:
+    backend: str = "iptables"  # or "netem"
+    iface: str | None = None
+    delay_ok: bool = False
+    delay_problem: str = ""
+    loss: float | None = None
+    delay: tuple[float, float] | None = None
+    peers: list[str] = field(default_factory=list)
+
+
+class NetemNemesis:
+    """``start-loss``/``stop-loss`` and ``start-delay``/``stop-delay`` on chosen nodes.
+
+    Values: ``{"nodes": [...], "probability": p}``, ``{"nodes": [...],
+    "delay_ms": d, "jitter_ms": j}``; ``stop-*`` heals that kind everywhere.
+    """
+
+    def __init__(self, kinds: tuple[str, ...] = ("loss", "delay")) -> None:
+        bad = set(kinds) - {"loss", "delay"}
+        if bad:
+            raise ValueError(f"netem nemesis handles loss and delay, not {sorted(bad)}")
+        self.kinds = tuple(kinds)
+        self.hosts: dict[str, HostState] = {}
+
+    def fs(self) -> set[str]:
+        return {f"{p}-{k}" for k in self.kinds for p in ("start", "stop")}
+
+    # --- probing -------------------------------------------------------------
+
+    def _probe(self, ctx: RunContext, node: str) -> HostState:
+        remote = remote_of(ctx, node)
+        st = HostState(peers=[peer_address(ctx, n) for n in ctx.nodes if n != node])
+        sudo = sudo_for(remote)
+        if st.peers:
+            r = remote.run(f"ip -o route get {shlex.quote(st.peers[0])}", sudo=sudo, timeout=30, check=False)
+            m = re.search(r"\bdev (\S+)", r.stdout)
+            st.iface = m.group(1) if m else None
+        if st.iface:
+            dev = shlex.quote(st.iface)
+            r = remote.run(f"tc qdisc add dev {dev} root netem delay 1ms && tc qdisc del dev {dev} root",
+                           sudo=sudo, timeout=30, check=False)
+            if r.ok:
+                st.backend = "netem"
+        if st.backend == "netem":
+            st.delay_ok = True
+        elif "delay" in self.kinds:
+            py = _python_for(remote)
+            r = remote.run(f"{shlex.quote(py)} -c 'import netfilterqueue'", timeout=30, check=False)
+            st.delay_ok = r.ok
+            if not r.ok:
+                st.delay_problem = (f"delay unsupported on {node}: no tc netem in its kernel and "
+                                    f"{py} cannot import netfilterqueue (pip install NetfilterQueue)")
+        return st
+
+    def setup(self, ctx: RunContext) -> None:
+        results = on_nodes(ctx.nodes, lambda n: self._probe(ctx, n))
+        errors = host_errors(results)
+        if errors:
+            raise NemesisError("cannot probe hosts for loss/delay: "
+                               + "; ".join(f"{n}: {e}" for n, e in sorted(errors.items())))
+        self.hosts = {n: r for n, r in results.items() if isinstance(r, HostState)}
+        if "delay" in self.kinds:
+            problems = [st.delay_problem for st in self.hosts.values() if not st.delay_ok]
+            if problems:
+                raise NemesisError(problems[0])
+        log_errors("clearing old loss/delay", self._clear(ctx, ctx.nodes))
+        for n, st in self.hosts.items():
+            log.info("loss/delay on %s via %s", n, st.backend)
+
+    # --- applying ------------------------------------------------------------
+
+    def _state(self, ctx: RunContext, node: str) -> HostState:
+        if node not in self.hosts:
+            self.hosts[node] = self._probe(ctx, node)
+        return self.hosts[node]
+
+    def _apply_netem(self, remote: Remote, st: HostState) -> None:
+        dev = shlex.quote(st.iface or "")
+        args = netem_args(st.loss, st.delay)
+        if args:
+            remote.run(f"tc qdisc replace dev {dev} root netem {args}", sudo=sudo_for(remote), timeout=30)
+        else:
+            remote.run(f"tc qdisc del dev {dev} root 2>/dev/null; true", sudo=sudo_for(remote), timeout=30)
+
+    def _apply_loss(self, remote: Remote, st: HostState) -> None:
+        ipt = iptables_cmd(remote)
+        cmds = [f"{ipt} -F {LOSS_CHAIN}"]
+        if st.loss is not None:
+            cmds += loss_rules(ipt, st.peers, st.loss)
+        remote.run(f"{ensure_chain_script(ipt, LOSS_CHAIN)}; " + " && ".join(cmds),
+                   sudo=sudo_for(remote), timeout=30)
+
+    def _apply_delay(self, remote: Remote, st: HostState) -> None:
+        ipt = iptables_cmd(remote)
+        sudo = sudo_for(remote)
+        remote.run(f"{ensure_chain_script(ipt, DELAY_CHAIN, first=False)}; {ipt} -F {DELAY_CHAIN}",
+                   sudo=sudo, timeout=30)
+        if remote.daemon_running(DELAYER_PID, **sudo_kw(remote)):
+            remote.stop_daemon(DELAYER_PID, timeout=3.0, **sudo_kw(remote))
+        if st.delay is None:
+            return
+        d, j = st.delay
+        remote.upload(os.path.join(os.path.dirname(__file__), "delayer.py"), DELAYER_PATH)
+        py = _python_for(remote)
+        remote.start_daemon(
+            f"env -u LD_PRELOAD {shlex.quote(py)} {DELAYER_PATH} --queue {QUEUE} "
+            f"--delay-ms {d:g} --jitter-ms {j:g}",
+            pidfile=DELAYER_PID, logfile=DELAYER_LOG, **sudo_kw(remote))
+        # The queue must be bound before packets are fed to it (bypass covers the gap).
+        remote.run(f"for i in $(seq 50); do grep -q delaying {DELAYER_LOG} 2>/dev/null && exit 0; "
+                   f"sleep 0.1; done; cat {DELAYER_LOG} >&2; exit 1", timeout=30)
+        remote.run(" && ".join(delay_rules(ipt, st.peers)), sudo=sudo, timeout=30)
+
+    def _push(self, ctx: RunContext, node: str, kind: str) -> None:
+        remote = remote_of(ctx, node)
+        st = self._state(ctx, node)
+        if st.backend == "netem":
+            self._apply_netem(remote, st)
+        elif kind == "loss":
+            self._apply_loss(remote, st)
+        else:
+            if not st.delay_ok:
+                raise NemesisError(st.delay_problem or f"delay unsupported on {node}")
+            self._apply_delay(remote, st)
+
+    def invoke(self, ctx: RunContext, op: Op) -> Op:
+        start, _, kind = op.f.partition("-")
+        if kind not in self.kinds or start not in ("start", "stop"):
+            raise NemesisError(f"loss/delay nemesis cannot handle {op.f!r}")
+        if start == "stop":
+            active = [n for n, st in self.hosts.items()
+                      if (st.loss if kind == "loss" else st.delay) is not None]
+
+            def heal(node: str) -> None:
+                st = self._state(ctx, node)
+                if kind == "loss":
+                    st.loss = None
+                else:
+                    st.delay = None
+                self._push(ctx, node, kind)
+
+            errors = host_errors(on_nodes(ctx.nodes, heal))
+            return completion(op, {"nodes": sorted(active)}, errors)
+        value: dict[str, Any] = dict(op.value or {})
+        nodes = op_nodes(ctx, value)
+        if not nodes:
+            return no_targets(op, value)
+        value["nodes"] = nodes
+        if kind == "loss":
+            p = float(value.get("probability", 0.2))
+            if not 0.0 < p <= 1.0:
+                raise NemesisError(f"loss probability must be in (0, 1], got {p}")
+            value["probability"] = p
+        else:
+            d, j = float(value.get("delay_ms", 50.0)), float(value.get("jitter_ms", 0.0))
+            if d <= 0 or j < 0 or j > d:
+                raise NemesisError(f"delay needs delay_ms > 0 and 0 <= jitter_ms <= delay_ms, got {d}, {j}")
+            value["delay_ms"], value["jitter_ms"] = d, j
+
+        def apply(node: str) -> str:
+            st = self._state(ctx, node)
+            if kind == "loss":
+                st.loss = value["probability"]
+            else:
+                st.delay = (value["delay_ms"], value["jitter_ms"])
+            self._push(ctx, node, kind)
+            return st.backend
+
+        results = on_nodes(nodes, apply)
+        value["backend"] = {n: r for n, r in results.items() if isinstance(r, str)}
+        return completion(op, value, host_errors(results))
+
+    # --- healing -------------------------------------------------------------
+
+    def _clear(self, ctx: RunContext, nodes: list[str]) -> dict[str, str]:
+        def one(node: str) -> None:
+            remote = remote_of(ctx, node)
+            st = self.hosts.get(node)
+            sudo = sudo_for(remote)
+            ipt = iptables_cmd(remote)
+            problems = []
+            for chain in (LOSS_CHAIN, DELAY_CHAIN):
+                r = remote.run(remove_chain_script(ipt, chain), sudo=sudo, timeout=30, check=False)
+                if not r.ok:
+                    problems.append(f"chain {chain} still present")
+            if remote.daemon_running(DELAYER_PID, **sudo_kw(remote)):
+                remote.stop_daemon(DELAYER_PID, timeout=3.0, **sudo_kw(remote))
+            if st is not None and st.backend == "netem" and st.iface:
+                remote.run(f"tc qdisc del dev {shlex.quote(st.iface)} root 2>/dev/null; true",
+                           sudo=sudo, timeout=30)
+            if st is not None:
+                st.loss, st.delay = None, None
+            if problems:
+                raise NemesisError("; ".join(problems))
+
+        return host_errors(on_nodes(nodes, one))
+
+    def teardown(self, ctx: RunContext) -> None:
+        log_errors("clearing loss/delay", self._clear(ctx, list(ctx.nodes)))

@@ -1,0 +1,261 @@
+"""Faults bundled with their schedule and their cure (Jepsen's nemesis packages).
+
+``build_package(["partition", "kill"], interval=5, rng=...)`` gives the nemesis
+that can apply those faults, a :class:`Schedule` that alternates a random
+``start-<kind>`` with its ``stop-<kind>``, and ``final_ops`` that heal every
+enabled kind before the final reads. The schedule is pure: its choices (fault,
+shape, grudge, nodes, parameters) come from the rng it was given and the node
+list, so the same seed gives the same faults; only ``leader`` stays symbolic,
+resolved by the nemesis against the live cluster.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from harness.errors import ConfigError, NemesisError
+from harness.history import NEMESIS, Op
+from nemesis import grudge as g
+from nemesis.base import Compose, Nemesis
+from nemesis.clock import ClockNemesis
+from nemesis.net import PartitionNemesis
+from nemesis.netem import NetemNemesis
+from nemesis.process import HostFreezeNemesis, KillNemesis, PauseNemesis
+from nemesis.targets import TARGETS, resolve
+
+if TYPE_CHECKING:
+    from harness.test import RunContext
+
+__all__ = ["FAULTS", "PARTITION_SHAPES", "DEFAULT_TARGETS", "Schedule", "NemesisPackage",
+           "build_package", "parse_faults"]
+
+PARTITION_SHAPES: dict[str, tuple[str, ...]] = {
+    "partition": ("halves", "majority", "majorities-ring", "bridge", "random", "leader"),
+    "partition-halves": ("halves",),
+    "partition-majority": ("majority",),
+    "partition-ring": ("majorities-ring",),
+    "partition-bridge": ("bridge",),
+    "partition-leader": ("leader",),
+    "partition-random": ("random",),
+}
+FAULTS = (*PARTITION_SHAPES, "clock", "kill", "pause", "freeze", "loss", "delay")
+"""Fault names accepted by ``--nemesis``. ``freeze`` is a whole-host pause (lab freezer cgroup)."""
+
+DEFAULT_TARGETS = ("one", "minority", "majority", "all", "leader", "random")
+NODE_FAULTS = ("clock", "kill", "pause", "loss", "delay")
+HEAL_ORDER = ("partition", "loss", "delay", "clock", "pause", "kill")
+"""Network first, so nodes that resume or restart can reach their peers at once."""
+
+BUMP_MS = (5, 50, 500, 5_000, 60_000, 300_000)
+STROBE_DELTA_MS = (10, 100, 1000)
+STROBE_PERIOD_MS = (2, 5, 10, 20)
+LOSS_P = (0.05, 0.1, 0.2, 0.4)
+DELAY_MS = (10, 50, 100, 250)
+
+
+def parse_faults(faults: Sequence[str]) -> tuple[list[str], tuple[str, ...]]:
+    """(kinds in first-seen order, partition shapes) for fault names; ConfigError on unknown names."""
+    kinds: list[str] = []
+    shapes: list[str] = []
+    for raw in faults:
+        name = raw.strip()
+        if name in PARTITION_SHAPES:
+            kind = "partition"
+            shapes += [s for s in PARTITION_SHAPES[name] if s not in shapes]
+        elif name in NODE_FAULTS:
+            kind = name
+        elif name == "freeze":
+            kind = "pause"
+        else:
+            raise ConfigError(f"unknown nemesis fault {name!r}; known: {', '.join(FAULTS)}",
+                              field="nemesis")
+        if kind not in kinds:
+            kinds.append(kind)
+    return kinds, tuple(shapes)
+
+
+def _targets_for(targets: Sequence[str] | Mapping[str, Sequence[str]] | None,
+                 kinds: Sequence[str]) -> dict[str, tuple[str, ...]]:
+    out: dict[str, tuple[str, ...]] = {}
+    for kind in kinds:
+        if kind == "partition":
+            continue
+        if targets is None:
+            ts: Sequence[str] = DEFAULT_TARGETS
+        elif isinstance(targets, Mapping):
+            ts = targets.get(kind, DEFAULT_TARGETS)
+        else:
+            ts = targets
+        if isinstance(ts, str):
+            ts = [ts]
+        bad = [t for t in ts if t not in TARGETS]
+        if bad or not ts:
+            raise ConfigError(f"unknown nemesis target(s) {bad or ts!r} for {kind}; known: {', '.join(TARGETS)}",
+                              field="targets")
+        out[kind] = tuple(ts)
+    return out
+
+
+def _has_primaries(ctx: Any) -> bool:
+    from harness.db import HasPrimaries
+
+    return isinstance(getattr(ctx, "db", None), HasPrimaries)
+
+
+def _op(f: str, value: Any = None) -> Op:
+    return Op(type="invoke", process=NEMESIS, f=f, value=value)
+
+
+@dataclass
+class Schedule:
+    """Alternates ``start-<kind>`` and ``stop-<kind>``, waiting about ``interval`` before each.
+
+    ``next(ctx)`` only reads ``ctx.nodes`` and whether ``ctx.db`` reports
+    primaries, so it can be driven in a unit test with a tiny stand-in context.
+    ``max_ops`` bounds the schedule (None: endless; the runner stops at its
+    time limit and applies ``final_ops``).
+    """
+
+    kinds: tuple[str, ...]
+    shapes: tuple[str, ...]
+    targets: dict[str, tuple[str, ...]]
+    interval: float
+    rng: random.Random
+    max_ops: int | None = None
+    active: str | None = None
+    emitted: int = field(default=0)
+
+    def _wait(self) -> float:
+        return self.interval * self.rng.uniform(0.5, 1.5)
+
+    def next(self, ctx: Any) -> tuple[float, Op] | None:
+        if not self.kinds or (self.max_ops is not None and self.emitted >= self.max_ops):
+            return None
+        wait = self._wait()
+        if self.active is not None:
+            kind, self.active = self.active, None
+            self.emitted += 1
+            return wait, _op(f"stop-{kind}")
+        kind = self.rng.choice(self.kinds)
+        value = self._start_value(ctx, kind)
+        self.active = kind
+        self.emitted += 1
+        return wait, _op(f"start-{kind}", value)
+
+    def _start_value(self, ctx: Any, kind: str) -> dict[str, Any]:
+        nodes = list(ctx.nodes)
+        leader_ok = _has_primaries(ctx)
+        if kind == "partition":
+            shapes = [s for s in self.shapes if s != "leader" or leader_ok]
+            if not shapes:
+                raise NemesisError("partition-leader needs a DB that reports its primaries")
+            shape = self.rng.choice(shapes)
+            if shape == "leader":
+                return {"shape": shape}
+            return {"shape": shape, "grudge": g.grudge_to_json(g.build_shape(shape, nodes, self.rng))}
+        targets = [t for t in self.targets[kind] if t != "leader" or leader_ok]
+        if not targets:
+            raise NemesisError(f"{kind}: the only target is 'leader' and the DB does not report primaries")
+        target = self.rng.choice(targets)
+        value: dict[str, Any] = {"target": target}
+        if target != "leader":
+            value["nodes"] = resolve(target, nodes, self.rng)
+        if kind == "clock":
+            mode = self.rng.choice(("bump", "bump", "strobe"))
+            value["mode"] = mode
+            if mode == "bump":
+                ms = self.rng.choice(BUMP_MS) * self.rng.uniform(0.5, 1.5)
+                value["offset_ms"] = round(ms if self.rng.random() < 0.5 else -ms)
+            else:
+                value["delta_ms"] = self.rng.choice(STROBE_DELTA_MS)
+                value["period_ms"] = self.rng.choice(STROBE_PERIOD_MS)
+                value["duration_s"] = round(self.interval, 3)
+        elif kind == "loss":
+            value["probability"] = self.rng.choice(LOSS_P)
+        elif kind == "delay":
+            d = self.rng.choice(DELAY_MS)
+            value["delay_ms"], value["jitter_ms"] = d, d / 5
+        return value
+
+
+@dataclass
+class NemesisPackage:
+    nemesis: Nemesis
+    schedule: Schedule
+    final_ops: list[Op]
+
+
+class _PackageNemesis(Compose):
+    """The composed nemesis, checking up front what the schedule will need from the DB."""
+
+    def __init__(self, nemeses: Sequence[Nemesis], needs_primaries: bool) -> None:
+        super().__init__(nemeses)
+        self.needs_primaries = needs_primaries
+
+    def setup(self, ctx: RunContext) -> None:
+        if self.needs_primaries and not _has_primaries(ctx):
+            raise NemesisError(f"partition-leader needs a DB that reports its primaries; "
+                               f"{type(ctx.db).__name__} does not")
+        super().setup(ctx)
+
+
+def _split(ts: Any) -> Any:
+    return [t.strip() for t in ts.split(",") if t.strip()] if isinstance(ts, str) else ts
+
+
+def build_package(faults: Sequence[str], *, interval: float, rng: random.Random,
+                  targets: str | Sequence[str] | Mapping[str, Sequence[str]] | None = None,
+                  max_ops: int | None = None, **options: Any) -> NemesisPackage:
+    """The nemesis, schedule and healing ops for ``--nemesis`` fault names.
+
+    ``targets`` applies to every node fault ("one,leader" or a list), or maps a
+    kind to its targets; ``<kind>_targets`` options (``kill_targets=leader``,
+    from ``--nemesis-option``) override it for one kind.
+    """
+    per_kind = {f"{k}_targets": k for k in NODE_FAULTS}
+    unknown = sorted(set(options) - set(per_kind))
+    if unknown:
+        raise ConfigError(f"unknown nemesis option(s) {', '.join(unknown)}; known: targets, max_ops, "
+                          + ", ".join(per_kind), field="nemesis")
+    targets = _split(targets)
+    if any(k in options for k in per_kind):
+        base = dict(targets) if isinstance(targets, Mapping) else {
+            k: targets for k in NODE_FAULTS if targets is not None}
+        targets = {**base, **{per_kind[k]: _split(v) for k, v in options.items()}}
+    if max_ops is not None and (not isinstance(max_ops, int) or max_ops < 0):
+        raise ConfigError(f"max_ops must be a non-negative integer, got {max_ops!r}", field="nemesis")
+    if not interval > 0:
+        raise ConfigError(f"nemesis interval must be positive, got {interval}", field="nemesis_interval")
+    kinds, shapes = parse_faults(faults)
+    names = {f.strip() for f in faults}
+    if {"pause", "freeze"} <= names:
+        raise ConfigError("nemesis faults 'pause' and 'freeze' both pause nodes; choose one",
+                          field="nemesis")
+    tmap = _targets_for(targets, kinds)
+    nemeses: list[Nemesis] = []
+    kill = pause = None
+    if "partition" in kinds:
+        nemeses.append(PartitionNemesis())
+    if "clock" in kinds:
+        nemeses.append(ClockNemesis())
+    if "kill" in kinds:
+        kill = KillNemesis()
+        nemeses.append(kill)
+    if "freeze" in names:
+        nemeses.append(HostFreezeNemesis())
+    elif "pause" in kinds:
+        pause = PauseNemesis()
+        nemeses.append(pause)
+    if kill is not None and pause is not None:
+        kill.paused_by = pause
+    net_kinds = tuple(k for k in ("loss", "delay") if k in kinds)
+    if net_kinds:
+        nemeses.append(NetemNemesis(net_kinds))
+    nemesis = _PackageNemesis(nemeses, needs_primaries=shapes == ("leader",))
+    schedule = Schedule(kinds=tuple(kinds), shapes=shapes, targets=tmap, interval=interval, rng=rng,
+                        max_ops=max_ops)
+    final_ops = [_op(f"stop-{k}") for k in HEAL_ORDER if k in kinds]
+    return NemesisPackage(nemesis=nemesis, schedule=schedule, final_ops=final_ops)

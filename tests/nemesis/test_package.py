@@ -1,0 +1,154 @@
+"""The schedule is pure: same seed, same faults; starts and stops alternate; targets make sense."""
+
+from __future__ import annotations
+
+import random
+from types import SimpleNamespace
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from harness.errors import ConfigError, NemesisError
+from nemesis import grudge as g
+from nemesis.package import FAULTS, build_package, parse_faults
+from nemesis.targets import resolve, resolve_leader
+
+NODES = ["n1", "n2", "n3", "n4", "n5"]
+FAULTS_NO_FREEZE = tuple(f for f in FAULTS if f != "freeze")  # freeze excludes pause
+
+
+class LeaderDB:
+    def setup(self, ctx, node): ...
+    def teardown(self, ctx, node): ...
+    def primaries(self, ctx):
+        return ["n2"]
+
+
+def ctx(db=None, nodes=NODES):
+    return SimpleNamespace(nodes=list(nodes), db=db)
+
+
+def run(faults, seed, n=20, db=None, **kw):
+    pkg = build_package(faults, interval=2.0, rng=random.Random(seed), **kw)
+    c = ctx(db)
+    return [pkg.schedule.next(c) for _ in range(n)]
+
+
+def test_unknown_fault_lists_known_ones() -> None:
+    with pytest.raises(ConfigError) as e:
+        build_package(["partition", "meteor"], interval=1, rng=random.Random(0))
+    msg = str(e.value)
+    assert "'meteor'" in msg and "partition-ring" in msg and "delay" in msg
+
+
+def test_bad_target_and_interval() -> None:
+    with pytest.raises(ConfigError, match="'moon'"):
+        build_package(["kill"], interval=1, rng=random.Random(0), targets=["one", "moon"])
+    with pytest.raises(ConfigError, match="interval"):
+        build_package(["kill"], interval=0, rng=random.Random(0))
+
+
+def test_freeze_is_a_pause_kind_exclusive_with_pause() -> None:
+    pkg = build_package(["freeze"], interval=1, rng=random.Random(0))
+    assert [o.f for o in pkg.final_ops] == ["stop-pause"]
+    assert type(pkg.nemesis.nemeses[0]).__name__ == "HostFreezeNemesis"
+    with pytest.raises(ConfigError, match="choose one"):
+        build_package(["pause", "freeze"], interval=1, rng=random.Random(0))
+
+
+def test_options_from_the_command_line() -> None:
+    pkg = build_package(["kill", "pause"], interval=1, rng=random.Random(0), targets="one,all",
+                        kill_targets="leader", max_ops=3)
+    assert pkg.schedule.targets == {"kill": ("leader",), "pause": ("one", "all")}
+    steps = [pkg.schedule.next(ctx(LeaderDB())) for _ in range(4)]
+    assert steps[3] is None
+    with pytest.raises(ConfigError, match="unknown nemesis option.*colour"):
+        build_package(["kill"], interval=1, rng=random.Random(0), colour="red")
+
+
+def test_parse_faults_merges_partition_shapes() -> None:
+    kinds, shapes = parse_faults(["partition-ring", "kill", "partition-bridge", "partition-ring"])
+    assert kinds == ["partition", "kill"]
+    assert shapes == ("majorities-ring", "bridge")
+
+
+def test_final_ops_heal_every_enabled_kind_network_first() -> None:
+    pkg = build_package(list(FAULTS_NO_FREEZE), interval=1, rng=random.Random(0))
+    assert [o.f for o in pkg.final_ops] == ["stop-partition", "stop-loss", "stop-delay",
+                                           "stop-clock", "stop-pause", "stop-kill"]
+    assert all(o.process == "nemesis" and o.type == "invoke" for o in pkg.final_ops)
+    assert pkg.nemesis.fs() == {f"{p}-{k}" for k in ("partition", "clock", "kill", "pause", "loss", "delay")
+                                for p in ("start", "stop")}
+    assert [o.f for o in build_package(["kill"], interval=1, rng=random.Random(0)).final_ops] == ["stop-kill"]
+
+
+def test_no_faults_no_schedule() -> None:
+    pkg = build_package([], interval=1, rng=random.Random(0))
+    assert pkg.schedule.next(ctx()) is None and pkg.final_ops == []
+
+
+@given(st.integers(0, 2**32), st.lists(st.sampled_from(FAULTS_NO_FREEZE), min_size=1, max_size=4))
+def test_same_seed_same_schedule(seed: int, faults: list[str]) -> None:
+    assert run(faults, seed, db=LeaderDB()) == run(faults, seed, db=LeaderDB())
+
+
+@given(st.integers(0, 2**32), st.lists(st.sampled_from(FAULTS_NO_FREEZE), min_size=1, max_size=5))
+def test_starts_and_stops_alternate_and_match(seed: int, faults: list[str]) -> None:
+    steps = run(faults, seed, n=16, db=LeaderDB())
+    fs = [op.f for _, op in steps]
+    for start, stop in zip(fs[::2], fs[1::2], strict=True):
+        assert start.startswith("start-") and stop == "stop-" + start.removeprefix("start-")
+    assert all(1.0 <= wait <= 3.0 for wait, _ in steps)  # interval 2 s, jittered ±50%
+
+
+@given(st.integers(0, 2**32))
+def test_partition_ops_carry_symmetric_grudges_over_the_nodes(seed: int) -> None:
+    for _, op in run(["partition"], seed, n=10):
+        if op.f == "start-partition":
+            assert op.value["shape"] != "leader"  # the DB reports no primaries
+            gr = g.grudge_from_json(op.value["grudge"])
+            assert set(gr) == set(NODES) and g.is_symmetric(gr)
+
+
+def test_leader_targets_stay_symbolic_and_need_primaries() -> None:
+    ops = [op for _, op in run(["partition-leader", "kill"], 7, n=40, db=LeaderDB(), targets=["leader"])]
+    starts = [op for op in ops if op.f.startswith("start-")]
+    assert {op.f for op in starts} == {"start-partition", "start-kill"}
+    assert all(op.value in ({"shape": "leader"}, {"target": "leader"}) for op in starts)
+    with pytest.raises(NemesisError, match="primaries"):
+        run(["partition-leader"], 7, n=1)
+
+
+def test_fault_parameters_are_in_range() -> None:
+    ops = [op for _, op in run(["clock", "loss", "delay"], 11, n=200) if op.f.startswith("start-")]
+    modes = {op.value["mode"] for op in ops if op.f == "start-clock"}
+    assert modes == {"bump", "strobe"}
+    for op in ops:
+        v = op.value
+        assert set(v["nodes"]) <= set(NODES) and v["nodes"]
+        if op.f == "start-loss":
+            assert 0 < v["probability"] < 1
+        if op.f == "start-delay":
+            assert 0 <= v["jitter_ms"] <= v["delay_ms"]
+        if op.f == "start-clock" and v["mode"] == "bump":
+            assert 1 <= abs(v["offset_ms"]) <= 450_000
+
+
+@given(st.integers(0, 2**32), st.integers(1, 9))
+def test_targets_sizes(seed: int, n: int) -> None:
+    nodes = [f"n{i}" for i in range(n)]
+    rng = random.Random(seed)
+    assert len(resolve("one", nodes, rng)) == 1
+    assert len(resolve("minority", nodes, rng)) == max(1, (n - 1) // 2)
+    maj = resolve("majority", nodes, rng)
+    assert len(maj) == n // 2 + 1 and maj == [x for x in nodes if x in maj]
+    assert resolve("all", nodes, rng) == nodes
+    assert 1 <= len(resolve("random", nodes, rng)) <= n
+
+
+def test_resolve_errors_and_leader() -> None:
+    with pytest.raises(ValueError, match="unknown target"):
+        resolve("moon", NODES, random.Random(0))
+    assert resolve_leader([], NODES, random.Random(0)) == []
+    assert resolve_leader(["n9", "n3"], NODES, random.Random(0)) == ["n3"]

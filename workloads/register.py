@@ -1,0 +1,112 @@
+"""The register workload: Jepsen's independent CAS registers over the node's kv map.
+
+History values (ARCHITECTURE §2), one register per ``key``:
+
+- ``read``: invoke null, ok = the value read (null if the key was never written);
+- ``write``: invoke v, ok v;
+- ``cas``: invoke ``[old, new]``, ok ``[old, new]``; ``fail`` with error
+  ``CAS_MISMATCH`` when the node applied it and found another value.
+
+Keys are ``k0``, ``k1``, ...; ``keys`` of them are live at once, each gets
+``ops_per_key`` ops and is then replaced by a fresh one, so every key's history
+stays small enough for a linearizability search. Values are small ints, so
+cas ops often succeed.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
+
+from workloads.base import GenContext, Workload
+from workloads.dledger_client import DEFAULT_TIMEOUT, DLedgerClient, Session, finish
+from workloads.generator import invoke
+from workloads.options import opt_float, opt_int
+from workloads.sampler import handle_sample, maybe_sampler_workers
+
+if TYPE_CHECKING:
+    from harness.history import Op
+    from harness.test import RunContext
+
+__all__ = ["RegisterGen", "RegisterClient", "handle_register", "workload", "CHECKER"]
+
+CHECKER = {"model": "cas-register", "independent": True, "checks": ["linearizable", "samples"]}
+
+
+class RegisterGen:
+    """Random read/write/cas over a few live keys, each retired after a fixed count."""
+
+    def __init__(self, *, keys: int = 3, ops_per_key: int = 200, max_value: int = 5) -> None:
+        if keys < 1 or ops_per_key < 1 or max_value < 1:
+            raise ValueError("register: keys, ops_per_key and max_value must be positive")
+        self.ops_per_key = ops_per_key
+        self.max_value = max_value
+        self.next_key = keys
+        self.live: list[list[Any]] = [[f"k{i}", ops_per_key] for i in range(keys)]
+
+    def op(self, ctx: GenContext) -> Op:
+        slot = self.live[ctx.rng.randrange(len(self.live))]
+        key = slot[0]
+        slot[1] -= 1
+        if slot[1] <= 0:
+            slot[0], slot[1] = f"k{self.next_key}", self.ops_per_key
+            self.next_key += 1
+        f = ctx.rng.choice(("read", "write", "cas"))
+        if f == "read":
+            return invoke(ctx, "read", None, key=key)
+        if f == "write":
+            return invoke(ctx, "write", ctx.rng.randrange(self.max_value), key=key)
+        return invoke(ctx, "cas", [ctx.rng.randrange(self.max_value),
+                                   ctx.rng.randrange(self.max_value)], key=key)
+
+    def update(self, ctx: GenContext, event: Op) -> None:
+        pass
+
+
+def handle_register(client: DLedgerClient, session: Session, op: Op) -> Op:
+    key = op.key
+    if key is None:
+        raise ValueError(f"register op {op.f!r} has no key")
+    node = client.target(op)
+    if op.f == "read":
+        res = session.call(node, lambda c: c.kv_read(key))
+        return finish(op, res, read=True,
+                      ok_value=lambda r: r.get("value") if r.get("found") else None)
+    if op.f == "write":
+        value = op.value
+        res = session.call(node, lambda c: c.kv_write(key, value))
+        return finish(op, res, read=False)
+    if op.f == "cas":
+        old, new = op.value
+        res = session.call(node, lambda c: c.kv_cas(key, old, new))
+        if res.reply is not None and res.code == "SUCCESS" and res.reply.get("ok") is False:
+            return op.complete("fail", op.value, error="CAS_MISMATCH").replace(node=res.node)
+        return finish(op, res, read=False)
+    raise ValueError(f"register workload cannot do {op.f!r}")
+
+
+class RegisterClient(DLedgerClient):
+    read_fs = frozenset({"read", "sample"})
+
+    def handle(self, session: Session, ctx: RunContext, op: Op) -> Op:
+        if op.f == "sample":
+            return handle_sample(self, session, op)
+        return handle_register(self, session, op)
+
+
+def register_gen(options: Mapping[str, Any]) -> RegisterGen:
+    return RegisterGen(keys=opt_int(options, "keys", 3, minimum=1),
+                       ops_per_key=opt_int(options, "ops_per_key", 200, minimum=1),
+                       max_value=opt_int(options, "max_value", 5, minimum=1))
+
+
+def workload(options: Mapping[str, Any]) -> Workload:
+    return Workload(
+        name="register",
+        client=RegisterClient(timeout=opt_float(options, "client_timeout", DEFAULT_TIMEOUT,
+                                                positive=True)),
+        generator=register_gen(options),
+        final_generator=None,
+        checker=dict(CHECKER),
+        extra_workers=maybe_sampler_workers(options),
+    )

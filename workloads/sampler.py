@@ -1,0 +1,128 @@
+"""The status sampler: every node's role, term and water marks at a fixed rate.
+
+Samples feed the invariants that need a node's own view over time (committed
+monotonic per incarnation, one leader per term, terms never going back). Each
+node gets a dedicated :class:`~workloads.base.ExtraWorker` whose process ids are
+``1_000_000 + i + k*1000`` (node i, k bumped after each info), and whose
+generator throttles itself to ``sample_rate`` per second by the context clock.
+
+A timeout or a refused connection is ``info``: the node is down or cut off,
+which is exactly what the sample shows; the runner then moves that worker on to
+its next process id.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any
+
+from workloads.base import ExtraWorker, GenContext, Generator, Workload
+from workloads.dledger_client import DLedgerClient, Session, jsonable
+from workloads.generator import OpFn, each_node, idle, invoke, once, repeat, throttle
+from workloads.options import opt_bool, opt_float
+
+if TYPE_CHECKING:
+    from harness.history import Op
+    from harness.test import RunContext
+
+__all__ = [
+    "SAMPLER_PROCESS_BASE",
+    "SAMPLER_PROCESS_STRIDE",
+    "SAMPLE_KEYS",
+    "SamplerClient",
+    "sample_value",
+    "handle_sample",
+    "sampler_generator",
+    "sampler_workers",
+    "maybe_sampler_workers",
+    "workload",
+]
+
+SAMPLER_PROCESS_BASE = 1_000_000
+SAMPLER_PROCESS_STRIDE = 1000
+SAMPLE_KEYS = ("role", "term", "leader", "begin", "end", "committed", "incarnation")
+DEFAULT_SAMPLE_TIMEOUT = 1.0
+
+
+def sample_value(status: Mapping[str, Any]) -> dict[str, Any]:
+    """The history's sample value from a ``status`` reply."""
+    return jsonable({
+        "role": status.get("role"),
+        "term": status.get("term"),
+        "leader": status.get("leader"),
+        "begin": status.get("ledgerBeginIndex"),
+        "end": status.get("ledgerEndIndex"),
+        "committed": status.get("committedIndex"),
+        "incarnation": status.get("incarnation"),
+    })
+
+
+def handle_sample(client: DLedgerClient, session: Session, op: Op) -> Op:
+    node = client.target(op)
+    res = session.call(node, lambda c: c.status(), follow=False)
+    if res.exc is not None:
+        return op.complete("info", None, error=f"{type(res.exc).__name__}: {res.exc}").replace(
+            node=node)
+    reply = res.reply or {}
+    if reply.get("code") != "SUCCESS":
+        return op.complete("fail", None, error=str(reply.get("code"))).replace(node=node)
+    return op.complete("ok", sample_value(reply)).replace(node=node)
+
+
+class SamplerClient(DLedgerClient):
+    read_fs = frozenset({"sample"})
+
+    def handle(self, session: Session, ctx: RunContext, op: Op) -> Op:
+        if op.f != "sample":
+            raise ValueError(f"sampler client cannot do {op.f!r}")
+        return handle_sample(self, session, op)
+
+
+def _sample_op(node: str) -> OpFn:
+    def fn(ctx: GenContext) -> Op:
+        return invoke(ctx, "sample", None, node=node)
+
+    return fn
+
+
+def sampler_generator(node: str, rate: float) -> Generator:
+    """Samples of ``node``, at most ``rate`` per second, forever (the runner stops it)."""
+    return throttle(rate, repeat(_sample_op(node)))
+
+
+def sampler_workers(nodes: Sequence[str], *, rate: float = 10.0,
+                    timeout: float = DEFAULT_SAMPLE_TIMEOUT) -> list[ExtraWorker]:
+    client = SamplerClient(timeout=timeout)
+    return [ExtraWorker(name=f"sampler-{node}", node=node, generator=sampler_generator(node, rate),
+                        client=client, process_base=SAMPLER_PROCESS_BASE + i,
+                        process_stride=SAMPLER_PROCESS_STRIDE)
+            for i, node in enumerate(nodes)]
+
+
+ExtraWorkers = Callable[[Sequence[str]], list[ExtraWorker]]
+
+
+def maybe_sampler_workers(options: Mapping[str, Any]) -> ExtraWorkers | None:
+    """The ``extra_workers`` hook for a workload: samplers unless ``sampler: false``."""
+    if not opt_bool(options, "sampler", True):
+        return None
+    rate = opt_float(options, "sample_rate", 10.0, positive=True)
+    timeout = opt_float(options, "sample_timeout", DEFAULT_SAMPLE_TIMEOUT, positive=True)
+
+    def extra(nodes: Sequence[str]) -> list[ExtraWorker]:
+        return sampler_workers(nodes, rate=rate, timeout=timeout)
+
+    return extra
+
+
+def workload(options: Mapping[str, Any]) -> Workload:
+    """Samplers only: pool workers idle, one last sample of every node at the end."""
+    return Workload(
+        name="sampler-only",
+        client=SamplerClient(timeout=opt_float(options, "sample_timeout", DEFAULT_SAMPLE_TIMEOUT,
+                                               positive=True)),
+        generator=idle(),
+        final_generator=each_node(lambda node: once(_sample_op(node))),
+        checker={"model": None, "checks": ["samples"]},
+        extra_workers=maybe_sampler_workers({**options, "sampler": True}),
+    )
