@@ -1,0 +1,38 @@
+"""Databases the harness can install, fault and tear down (see :mod:`harness.db`).
+
+A DB is chosen by name on the command line; ``get_db`` is the only place that
+knows the names, so the runner and the CLI stay free of per-DB code.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from harness.db import DB
+from harness.errors import ConfigError
+
+__all__ = ["get_db", "DB_NAMES"]
+
+
+def _dledger(options: Mapping[str, Any]) -> DB:
+    from harness.dbs.dledger import DLedgerDB
+
+    return DLedgerDB(**dict(options))
+
+
+_FACTORIES: dict[str, Callable[[Mapping[str, Any]], DB]] = {"dledger": _dledger}
+DB_NAMES = tuple(sorted(_FACTORIES))
+
+
+def get_db(name: str, options: Mapping[str, Any] | None = None) -> DB:
+    """Build the DB called ``name``; unknown names and options are ConfigErrors."""
+    try:
+        factory = _FACTORIES[name]
+    except KeyError:
+        raise ConfigError(f"unknown db {name!r} (known: {', '.join(DB_NAMES)})",
+                          field="db") from None
+    try:
+        return factory(options or {})
+    except TypeError as e:
+        raise ConfigError(f"bad option for db {name!r}: {e}", field="db") from None

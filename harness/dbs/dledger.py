@@ -1,0 +1,346 @@
+"""The reference DLedger node (``node_impl``) as a database under test.
+
+Everything happens over the host's ``Remote``, so the same code drives lab
+namespaces, VMs and containers. Per node, one directory holds the uploaded
+code, the data, the pid file and the daemon's stdout::
+
+    <root>/[<lab>/]<test>/<node>/app/node_impl/   the package, uploaded at setup
+    <root>/<test>/<node>/data/            --data-dir (node.log lives here)
+    <root>/<test>/<node>/node.pid
+    <root>/<test>/<node>/stdout.log
+
+Directories are per node even on one machine because lab hosts share this
+machine's disk. Ports bind on each host's own address; when several nodes
+share an address (a nodes file pointing at one machine), ports are spread so
+they do not collide.
+"""
+
+from __future__ import annotations
+
+import logging
+import shlex
+import sys
+import tempfile
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from harness.errors import ConfigError, RemoteError
+
+if TYPE_CHECKING:
+    from harness.control.base import Remote
+    from harness.test import RunContext
+
+__all__ = ["DLedgerDB", "NODE_IMPL_DIR", "node_ports", "check_bug"]
+
+log = logging.getLogger(__name__)
+
+NODE_IMPL_DIR = Path(__file__).resolve().parents[2] / "node_impl"
+
+
+def node_ports(addresses: dict[str, str], peer_port: int, client_port: int
+               ) -> dict[str, tuple[int, int]]:
+    """(peer port, client port) per node: fixed, unless two nodes share an address."""
+    unique = len(set(addresses.values())) == len(addresses)
+    out = {}
+    for i, node in enumerate(addresses):
+        step = 0 if unique else 10 * i
+        out[node] = (peer_port + step, client_port + step)
+    return out
+
+
+def check_bug(bug: str) -> None:
+    """Reject an unknown --bug before any node starts (the node would only exit 2)."""
+    from node_impl.bugs import UnknownBug, parse_bugs
+
+    try:
+        parse_bugs(bug)
+    except UnknownBug as e:
+        raise ConfigError(str(e), field="bug") from None
+
+
+def _fetch_status(host: str, port: int, timeout: float) -> dict[str, Any] | None:
+    """The node's status map, or None if it does not answer in time."""
+    from node_impl.client import NodeClient
+
+    try:
+        try:
+            client = NodeClient(host, port, timeout=timeout)
+        except TypeError:
+            client = NodeClient(host, port)
+        try:
+            st = client.status()
+        finally:
+            close = getattr(client, "close", None)
+            if close:
+                close()
+    except Exception as e:  # noqa: BLE001 - any failure means "not answering"
+        if not isinstance(e, ConnectionRefusedError) and "refused" not in str(e):
+            log.debug("status of %s:%s failed: %s", host, port, e)
+        return None
+    return st if isinstance(st, dict) else getattr(st, "__dict__", None)
+
+
+class DLedgerDB:
+    """Installs, starts, faults and removes ``node_impl`` on every node of a test."""
+
+    def __init__(self, *, root: str = "/var/lib/splitbrain/run", peer_port: int = 9000,
+                 client_port: int = 9001, remote_python: str | None = None,
+                 heartbeat_ms: int | None = None, election_timeout_ms: int | None = None,
+                 read_mode: str | None = None, leader_timeout: float = 30.0,
+                 leave_running: bool = False, bug: str | None = None,
+                 extra_args: str = "", primaries_wait: float = 3.0) -> None:
+        if not root.startswith("/"):
+            raise ConfigError(f"db root must be an absolute path, got {root!r}", field="root")
+        self.root = root.rstrip("/")
+        self.peer_port, self.client_port = peer_port, client_port
+        self.remote_python = remote_python
+        self.heartbeat_ms, self.election_timeout_ms = heartbeat_ms, election_timeout_ms
+        self.read_mode = read_mode
+        self.leader_timeout = leader_timeout
+        self.leave_running = leave_running
+        self.bug = bug
+        self.extra_args = extra_args
+        self.primaries_wait = primaries_wait
+        if bug:
+            check_bug(bug)
+        self._python: dict[str, str] = {}
+        self._cmd: dict[str, str] = {}
+        self._lock = threading.Lock()
+
+    # layout -----------------------------------------------------------------
+    def node_dir(self, ctx: RunContext, node: str) -> str:
+        from harness.store import safe_name
+
+        # Labs share this machine's disk: two labs running the same test must not
+        # share directories, so a lab host gets its lab's name as an extra level.
+        lab = ctx.hosts[node].extras.get("lab")
+        base = f"{self.root}/{safe_name(str(lab))}" if lab else self.root
+        return f"{base}/{safe_name(ctx.spec.name)}/{safe_name(node)}"
+
+    def _paths(self, ctx: RunContext, node: str) -> dict[str, str]:
+        d = self.node_dir(ctx, node)
+        return {"dir": d, "app": f"{d}/app", "data": f"{d}/data", "pid": f"{d}/node.pid",
+                "stdout": f"{d}/stdout.log"}
+
+    def _ports(self, ctx: RunContext) -> dict[str, tuple[int, int]]:
+        addrs = {n: ctx.hosts[n].address for n in ctx.nodes}
+        return node_ports(addrs, self.peer_port, self.client_port)
+
+    def client_addrs(self, ctx: RunContext) -> dict[str, tuple[str, int]]:
+        ports = self._ports(ctx)
+        return {n: (ctx.hosts[n].address, ports[n][1]) for n in ctx.nodes}
+
+    def _publish_addrs(self, ctx: RunContext) -> None:
+        with self._lock:
+            ctx.state.setdefault("client_addrs", {}).update(self.client_addrs(ctx))
+
+    # install ----------------------------------------------------------------
+    def _upload_code(self, remote: Remote, app: str) -> None:
+        dest = f"{app}/node_impl"
+        remote.run(f"rm -rf {shlex.quote(dest)} && mkdir -p {shlex.quote(app)}")
+        upload_tree = getattr(remote, "upload_tree", None)
+        if upload_tree is not None:
+            upload_tree(str(NODE_IMPL_DIR), dest)
+            return
+        # A Remote without upload_tree: ship one tarball.
+        import tarfile
+
+        with tempfile.TemporaryDirectory() as tmp:
+            tgz = Path(tmp) / "node_impl.tgz"
+            with tarfile.open(tgz, "w:gz") as tf:
+                tf.add(NODE_IMPL_DIR, arcname="node_impl",
+                       filter=lambda ti: None if "__pycache__" in ti.name else ti)
+            remote.upload(str(tgz), f"{app}/node_impl.tgz")
+        remote.run(f"cd {shlex.quote(app)} && tar xzf node_impl.tgz && rm node_impl.tgz")
+
+    def _choose_python(self, remote: Remote) -> str:
+        """A remote python that can import msgpack, installing msgpack if needed.
+
+        Lab hosts share this machine's filesystem, so the harness's own
+        interpreter works there; a VM gets ``python3`` plus ``pip install msgpack``.
+        """
+        if self.remote_python:
+            return self.remote_python
+        for py in (sys.executable, "python3"):
+            probe = remote.run(f"{shlex.quote(py)} -c 'import msgpack'", check=False, timeout=30)
+            if probe.ok:
+                return py
+        log.info("%s: installing msgpack for python3", remote.host.name)
+        res = remote.run("python3 -m pip install -q msgpack || "
+                         "python3 -m pip install -q --break-system-packages msgpack",
+                         check=False, timeout=300)
+        if not res.ok:
+            raise RemoteError("python3 on this host cannot import msgpack and `pip install "
+                              "msgpack` failed; pass --db-option remote_python=PATH",
+                              host=remote.host.name)
+        return "python3"
+
+    def _command(self, ctx: RunContext, node: str, python: str) -> str:
+        p = self._paths(ctx, node)
+        ports = self._ports(ctx)
+        peers = ",".join(f"{n}={ctx.hosts[n].address}:{ports[n][0]}" for n in ctx.nodes)
+        args = [python, "-m", "node_impl", "--id", node, "--peers", peers,
+                "--data-dir", p["data"], "--client-port", str(ports[node][1])]
+        if self.heartbeat_ms:
+            args += ["--heartbeat-ms", str(self.heartbeat_ms)]
+        if self.election_timeout_ms:
+            args += ["--election-timeout-ms", str(self.election_timeout_ms)]
+        if self.read_mode:
+            args += ["--read-mode", self.read_mode]
+        bug = self.bug if self.bug is not None else ctx.spec.bug
+        if bug:
+            args += ["--bug", bug]
+        cmd = " ".join(shlex.quote(a) for a in args)
+        if self.extra_args:
+            cmd += " " + self.extra_args
+        # PYTHONPATH set inline: an sshd may refuse environment variables from the client.
+        return f"env PYTHONPATH={shlex.quote(p['app'])} {cmd}"
+
+    def setup(self, ctx: RunContext, node: str) -> None:
+        remote = ctx.remotes[node]
+        p = self._paths(ctx, node)
+        self._publish_addrs(ctx)
+        if remote.daemon_running(p["pid"]):
+            # Left running by an earlier --leave-db-running run of the same test.
+            log.info("%s: stopping a node left running by an earlier run", node)
+            remote.signal_daemon(p["pid"], "CONT")
+            remote.stop_daemon(p["pid"], timeout=5)
+        remote.run(f"rm -rf {shlex.quote(p['data'])} {shlex.quote(p['stdout'])} && "
+                   f"mkdir -p {shlex.quote(p['data'])}")
+        self._upload_code(remote, p["app"])
+        python = self._choose_python(remote)
+        self._python[node] = python
+        self._cmd[node] = self._command(ctx, node, python)
+        self.start(ctx, node)
+        self._await_leader(ctx, node)
+
+    def _await_leader(self, ctx: RunContext, node: str) -> None:
+        """Block until ``node`` knows a leader, so the test does not open with an election."""
+        host, port = self.client_addrs(ctx)[node]
+        remote = ctx.remotes[node]
+        pid = self._paths(ctx, node)["pid"]
+        deadline = time.monotonic() + self.leader_timeout
+        last: dict[str, Any] | None = None
+        while time.monotonic() < deadline:
+            st = _fetch_status(host, port, 1.0)
+            if st is not None:
+                last = st
+                if st.get("leader") is not None and st.get("role") in ("leader", "follower"):
+                    log.info("%s: up, role %s, leader %s, term %s", node, st.get("role"),
+                             st.get("leader"), st.get("term"))
+                    return
+            elif not remote.daemon_running(pid):
+                tail = remote.run(f"tail -n 5 {shlex.quote(self._paths(ctx, node)['stdout'])}",
+                                  check=False).stdout.strip()
+                raise RemoteError(f"node process exited during startup: {tail or 'no output'}",
+                                  host=remote.host.name)
+            time.sleep(0.2)
+        raise RemoteError(f"no leader known after {self.leader_timeout:g} s "
+                          f"(last status: {last})", host=remote.host.name)
+
+    def wait_ready(self, ctx: RunContext, *, settle: float = 0.5) -> None:
+        """After every node's setup: wait until all agree on one leader for ``settle`` s.
+
+        Each node's setup only waits until it knows *a* leader; right after start
+        the first elections may still churn, and a test that opens in the middle of
+        one measures the election, not the fault. Not a failure if it never
+        settles (the run goes on; the log says so).
+        """
+        addrs = self.client_addrs(ctx)
+        deadline = time.monotonic() + self.leader_timeout
+        stable_since: float | None = None
+        last: Any = None
+        while time.monotonic() < deadline:
+            with ThreadPoolExecutor(max_workers=max(1, len(addrs))) as pool:
+                sts = list(pool.map(lambda a: _fetch_status(a[0], a[1], 1.0), addrs.values()))
+            views = {(st.get("term"), st.get("leader")) if st else None for st in sts}
+            leader_roles = [st.get("role") for st, n in zip(sts, addrs, strict=True)
+                            if st and st.get("leader") == n]
+            agreed = len(views) == 1 and None not in views and leader_roles == ["leader"]
+            if agreed:
+                now = time.monotonic()
+                if views == last and stable_since is not None and now - stable_since >= settle:
+                    term, leader = next(iter(views))
+                    log.info("cluster ready: leader %s in term %s", leader, term)
+                    return
+                if views != last or stable_since is None:
+                    stable_since = now
+            else:
+                stable_since = None
+            last = views
+            time.sleep(0.1)
+        log.warning("nodes did not agree on one leader within %gs (last view: %s)",
+                    self.leader_timeout, last)
+
+    # lifecycle ----------------------------------------------------------------
+    def start(self, ctx: RunContext, node: str) -> None:
+        remote = ctx.remotes[node]
+        p = self._paths(ctx, node)
+        if remote.daemon_running(p["pid"]):
+            return
+        cmd = self._cmd.get(node)
+        if cmd is None:
+            self._python[node] = self._choose_python(remote)
+            cmd = self._cmd[node] = self._command(ctx, node, self._python[node])
+        remote.start_daemon(cmd, pidfile=p["pid"], logfile=p["stdout"], chdir=p["app"])
+
+    def kill(self, ctx: RunContext, node: str) -> None:
+        remote = ctx.remotes[node]
+        pid = self._paths(ctx, node)["pid"]
+        remote.signal_daemon(pid, "KILL")
+        deadline = time.monotonic() + 5
+        while remote.daemon_running(pid) and time.monotonic() < deadline:
+            time.sleep(0.05)
+
+    def pause(self, ctx: RunContext, node: str) -> None:
+        ctx.remotes[node].signal_daemon(self._paths(ctx, node)["pid"], "STOP")
+
+    def resume(self, ctx: RunContext, node: str) -> None:
+        ctx.remotes[node].signal_daemon(self._paths(ctx, node)["pid"], "CONT")
+
+    def primaries(self, ctx: RunContext) -> list[str]:
+        """Nodes that say they lead. When none does, ask again for a moment.
+
+        A busy leader can take over a second to answer, and an election may be
+        about to end; a leader-targeted fault that finds nobody does nothing, so
+        a short wait here makes "isolate the leader" hit far more often.
+        """
+        addrs = self.client_addrs(ctx)
+        deadline = time.monotonic() + self.primaries_wait
+        while True:
+            with ThreadPoolExecutor(max_workers=max(1, len(addrs))) as pool:
+                sts = list(pool.map(lambda a: _fetch_status(a[0], a[1], 2.0), addrs.values()))
+            leaders = [n for n, st in zip(addrs, sts, strict=True)
+                       if st and st.get("role") == "leader"]
+            if leaders or time.monotonic() >= deadline:
+                return leaders
+            time.sleep(0.2)
+
+    def log_files(self, ctx: RunContext, node: str) -> list[str]:
+        p = self._paths(ctx, node)
+        return [f"{p['data']}/node.log", p["stdout"]]
+
+    def teardown(self, ctx: RunContext, node: str) -> None:
+        remote = ctx.remotes[node]
+        p = self._paths(ctx, node)
+        if self.leave_running:
+            log.info("%s: leaving the node running in %s", node, p["dir"])
+            return
+        # A paused process holds a pending TERM forever: continue it first.
+        remote.signal_daemon(p["pid"], "CONT")
+        remote.stop_daemon(p["pid"], timeout=5)
+        if remote.daemon_running(p["pid"]):
+            raise RemoteError(f"node process in {p['dir']} survived stop", host=remote.host.name)
+        # The test's (and lab's) directory goes too once its last node is gone;
+        # rmdir only removes empty directories, so racing nodes are harmless.
+        parents = []
+        d = p["dir"]
+        while True:
+            d = d.rsplit("/", 1)[0]
+            if len(d) <= len(self.root):
+                break
+            parents.append(f"rmdir {shlex.quote(d)} 2>/dev/null")
+        remote.run(f"rm -rf {shlex.quote(p['dir'])}; " + "; ".join(parents + ["true"]))

@@ -1,0 +1,239 @@
+"""``splitbrain run``: a campaign of one or more tests against an inventory.
+
+The command is an edge: it turns options into a :class:`TestSpec` and a host
+list, calls :func:`harness.runner.run_test`, prints the verdict and the store
+path, and returns the exit code of ARCHITECTURE §3 (the worst of all runs when
+``--test-count`` asks for several).
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import random
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import click
+
+from harness.control.base import Host
+from harness.errors import ConfigError, LabError
+
+__all__ = ["run", "resolve_hosts", "parse_kv", "parse_nemesis", "worst_exit"]
+
+DEFAULT_NEMESIS = "partition,kill,clock"
+
+
+def parse_kv(pairs: Sequence[str], *, option: str) -> dict[str, Any]:
+    """``k=v`` strings to a dict; values parsed as int, float, bool or kept as text."""
+    out: dict[str, Any] = {}
+    for pair in pairs:
+        key, sep, raw = pair.partition("=")
+        key = key.strip().replace("-", "_")
+        if not sep or not key:
+            raise click.BadParameter(f"expected KEY=VALUE, got {pair!r}", param_hint=option)
+        out[key] = _parse_scalar(raw.strip())
+    return out
+
+
+def _parse_scalar(raw: str) -> Any:
+    low = raw.lower()
+    if low in ("true", "yes", "on"):
+        return True
+    if low in ("false", "no", "off"):
+        return False
+    if low in ("none", "null"):
+        return None
+    for conv in (int, float):
+        try:
+            return conv(raw)
+        except ValueError:
+            pass
+    return raw
+
+
+def parse_nemesis(text: str) -> tuple[str, ...]:
+    """``a,b,c`` to a tuple; ``none`` or empty means no faults."""
+    parts = tuple(p.strip() for p in text.split(",") if p.strip())
+    if parts in ((), ("none",)):
+        return ()
+    return parts
+
+
+def worst_exit(codes: Sequence[int]) -> int:
+    """The exit code of a campaign: invalid beats unknown beats valid."""
+    if not codes:
+        return 2
+    rank = {1: 3, 2: 2, 0: 1}
+    return max(codes, key=lambda c: rank.get(c, 4))
+
+
+def resolve_hosts(*, lab: str | None, nodes_file: str | None, vagrant: str | None,
+                  docker: bool, insecure: bool) -> list[Host]:
+    """Exactly one inventory to a host list (the lab when none is named)."""
+    chosen = [n for n, v in (("--nodes-file", nodes_file), ("--vagrant", vagrant),
+                             ("--docker", docker)) if v]
+    if len(chosen) > 1:
+        raise click.UsageError(f"choose one inventory, not {' and '.join(chosen)}")
+    if nodes_file:
+        from harness.inventory import load_nodes_file
+
+        hosts = load_nodes_file(nodes_file)
+    elif vagrant:
+        from harness.inventory import vagrant_hosts
+
+        hosts = vagrant_hosts(vagrant)
+    elif docker:
+        if importlib.util.find_spec("harness.docker_lab") is None:
+            raise ConfigError("the docker inventory is not available in this build "
+                              "(no harness.docker_lab); use the lab, --vagrant or --nodes-file",
+                              field="docker")
+        from harness import docker_lab
+
+        fn = getattr(docker_lab, "docker_hosts", None)
+        hosts = fn() if fn is not None else docker_lab.DockerLab().hosts()
+    else:
+        hosts = _lab_hosts(lab or "default")
+    if insecure:
+        hosts = [Host(name=h.name, address=h.address, port=h.port, user=h.user,
+                      key_path=h.key_path, known_hosts=h.known_hosts, verify_host_key=False,
+                      extras=dict(h.extras)) for h in hosts]
+    return hosts
+
+
+def _lab_hosts(name: str) -> list[Host]:
+    from harness.inventory import lab_hosts
+
+    try:
+        hosts = lab_hosts(name)
+    except (LabError, FileNotFoundError, OSError) as e:
+        if "splitbrain lab up" in str(e):
+            raise
+        hint = "`splitbrain lab up`" if name == "default" else f"`splitbrain lab up --name {name}`"
+        raise LabError(f"lab {name!r} is not up ({e}); start it with {hint}") from None
+    if not hosts:
+        raise LabError(f"lab {name!r} has no hosts; start it with `splitbrain lab up`")
+    return hosts
+
+
+@click.command(name="run")
+@click.option("--db", default="dledger", show_default=True, help="Database under test.")
+@click.option("--workload", "-w", default="append", show_default=True, help="Workload name.")
+@click.option("--nemesis", default=DEFAULT_NEMESIS, show_default=True,
+              help="Comma-separated faults (e.g. partition,kill,clock,pause); 'none' for none.")
+@click.option("--time-limit", type=click.FloatRange(min=0.1), default=30.0, show_default=True,
+              help="Seconds of load and faults per test.")
+@click.option("--concurrency", "-c", type=click.IntRange(min=1), default=5, show_default=True,
+              help="Client worker threads.")
+@click.option("--rate", type=click.FloatRange(min=0), default=50.0, show_default=True,
+              help="Total client ops/s (0: as fast as possible).")
+@click.option("--test-count", type=click.IntRange(min=1), default=1, show_default=True,
+              help="Run the test N times; the exit code is the worst verdict.")
+@click.option("--bug", default=None, help="Seeded bug for the reference node (--bug NAME).")
+@click.option("--seed", type=int, default=None, help="RNG seed (random and recorded if omitted).")
+@click.option("--nemesis-interval", type=click.FloatRange(min=0.1), default=5.0,
+              show_default=True, help="Mean seconds between fault changes.")
+@click.option("--name", default=None, help="Test name (store/<name>/...).")
+@click.option("--store", "store_root", default="store", show_default=True,
+              type=click.Path(file_okay=False), help="Results store directory.")
+@click.option("--leave-db-running", is_flag=True, help="Do not stop and wipe the nodes at the end.")
+@click.option("--engine", type=click.Choice(["local", "spark", "auto"]), default="local",
+              show_default=True, help="Checker engine.")
+@click.option("--db-option", "db_options", multiple=True, metavar="KEY=VALUE",
+              help="DB option, e.g. remote_python=/usr/bin/python3 (repeatable).")
+@click.option("--workload-option", "workload_options", multiple=True, metavar="KEY=VALUE",
+              help="Workload option (repeatable).")
+@click.option("--nemesis-option", "nemesis_options", multiple=True, metavar="KEY=VALUE",
+              help="Nemesis package option, e.g. targets=leader (repeatable).")
+@click.option("--nodes", "node_count", type=click.IntRange(min=1), default=None,
+              help="Use only the first N hosts of the inventory.")
+@click.option("--lab", default="default", show_default=True,
+              help="Embedded lab to use (built by `splitbrain lab up`).")
+@click.option("--nodes-file", type=click.Path(dir_okay=False), default=None,
+              help="YAML list of existing hosts.")
+@click.option("--vagrant", type=click.Path(file_okay=False), default=None,
+              help="Directory of a Vagrantfile whose VMs are up.")
+@click.option("--docker", is_flag=True, help="Containers started with the docker SDK.")
+@click.option("--insecure-no-host-key-check", "insecure", is_flag=True,
+              help="Do not verify SSH host keys.")
+@click.option("--no-progress", is_flag=True, help="No live status line.")
+def run(db: str, workload: str, nemesis: str, time_limit: float, concurrency: int, rate: float,
+        test_count: int, bug: str | None, seed: int | None, nemesis_interval: float,
+        name: str | None, store_root: str, leave_db_running: bool, engine: str,
+        db_options: tuple[str, ...], workload_options: tuple[str, ...],
+        nemesis_options: tuple[str, ...], node_count: int | None,
+        lab: str, nodes_file: str | None, vagrant: str | None, docker: bool, insecure: bool,
+        no_progress: bool) -> int:
+    """Run a campaign: load, faults, heal, final reads, check. Exit 0 valid, 1 invalid, 2 unknown."""
+    from harness.runner import RunOptions, run_test
+    from harness.test import TestSpec
+
+    faults = parse_nemesis(nemesis)
+    db_opts = parse_kv(db_options, option="--db-option")
+    wl_opts = parse_kv(workload_options, option="--workload-option")
+    nem_opts = parse_kv(nemesis_options, option="--nemesis-option")
+    for reserved in ("db", "nemesis"):
+        if reserved in wl_opts:
+            raise click.BadParameter(f"{reserved!r} is reserved", param_hint="--workload-option")
+    if leave_db_running:
+        db_opts["leave_running"] = True
+    if bug and db == "dledger":
+        from harness.dbs.dledger import check_bug
+
+        check_bug(bug)
+    hosts = resolve_hosts(lab=lab, nodes_file=nodes_file, vagrant=vagrant, docker=docker,
+                          insecure=insecure)
+    if node_count is not None:
+        if node_count > len(hosts):
+            raise click.BadParameter(f"the inventory has only {len(hosts)} hosts",
+                                     param_hint="--nodes")
+        hosts = hosts[:node_count]
+    test_name = name or "-".join([db, workload] + ([bug] if bug else []))
+    base_seed = seed if seed is not None else random.SystemRandom().randrange(2**31)
+    opts = RunOptions(leave_db_running=leave_db_running, engine=engine,
+                      progress=not no_progress)
+    codes = []
+    for i in range(test_count):
+        spec = TestSpec(name=test_name, nodes=tuple(h.name for h in hosts), db=db,
+                        workload=workload, nemesis=faults, time_limit=time_limit,
+                        concurrency=concurrency, rate=rate, seed=base_seed + i, bug=bug,
+                        nemesis_interval=nemesis_interval,
+                        options={**wl_opts, "db": db_opts, "nemesis": nem_opts})
+        result = run_test(spec, hosts, store_root=store_root, options=opts)
+        codes.append(result.exit_code)
+        prefix = f"[{i + 1}/{test_count}] " if test_count > 1 else ""
+        click.echo(f"{prefix}{_verdict_line(result.results)}")
+        click.echo(f"{prefix}store: {_rel(result.store_dir)}")
+        if result.interrupted and (result.reason or "").startswith("interrupted"):
+            break  # the user asked to stop: no further runs
+    rc = worst_exit(codes)
+    if test_count > 1:
+        click.echo(f"campaign: {test_count} runs, exit {rc}")
+    return rc
+
+
+def _rel(p: Path) -> str:
+    try:
+        return str(p.resolve().relative_to(Path.cwd()))
+    except ValueError:
+        return str(p)
+
+
+def _verdict_line(results: dict[str, Any]) -> str:
+    valid = results.get("valid")
+    word = {True: "VALID", False: "INVALID"}.get(valid, "UNKNOWN")  # type: ignore[arg-type]
+    anomalies = results.get("anomalies") or {}
+    run_info = results.get("run") or {}
+    bits = [f"verdict: {word}"]
+    if anomalies:
+        bits.append("anomalies: " + ", ".join(
+            f"{k} ({len(v) if isinstance(v, (list, tuple)) else v})"
+            for k, v in sorted(anomalies.items())))
+    if results.get("reason"):
+        bits.append(f"reason: {results['reason']}")
+    elif results.get("error"):
+        bits.append(f"reason: {results['error']}")
+    if run_info:
+        bits.append(f"ops ok/fail/info: {run_info.get('ok', 0)}/{run_info.get('fail', 0)}/"
+                    f"{run_info.get('info', 0)}")
+    return "; ".join(bits)
