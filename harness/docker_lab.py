@@ -380,3 +380,8 @@ class DockerLab:
                 c.remove(force=True)
         subprocess.run(["ip", "link", "del", self.bridge], capture_output=True, check=False)
         shutil.rmtree(self.dir, ignore_errors=True)
+
+
+def docker_hosts(name: str = "docker") -> list[Host]:
+    """The hosts of a docker lab built by ``splitbrain lab up --driver docker``."""
+    return DockerLab(name=name).hosts()

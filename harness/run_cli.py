@@ -90,8 +90,8 @@ def resolve_hosts(*, lab: str | None, nodes_file: str | None, vagrant: str | Non
                               field="docker")
         from harness import docker_lab
 
-        fn = getattr(docker_lab, "docker_hosts", None)
-        hosts = fn() if fn is not None else docker_lab.DockerLab().hosts()
+        # --lab names the docker lab too; the docker driver's default lab is "docker".
+        hosts = docker_lab.docker_hosts(lab if lab and lab != "default" else "docker")
     else:
         hosts = _lab_hosts(lab or "default")
     if insecure:
@@ -153,7 +153,7 @@ def _lab_hosts(name: str) -> list[Host]:
               help="YAML list of existing hosts.")
 @click.option("--vagrant", type=click.Path(file_okay=False), default=None,
               help="Directory of a Vagrantfile whose VMs are up.")
-@click.option("--docker", is_flag=True, help="Containers started with the docker SDK.")
+@click.option("--docker", is_flag=True, help="Containers of `splitbrain lab up --driver docker` (name them with --lab).")
 @click.option("--insecure-no-host-key-check", "insecure", is_flag=True,
               help="Do not verify SSH host keys.")
 @click.option("--no-progress", is_flag=True, help="No live status line.")
