@@ -6,11 +6,12 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 OS_PACKAGES=(openssh-server openssh-client iptables iproute2 faketime tini util-linux procps
-             openjdk-17-jre-headless libnetfilter-queue-dev python3-venv python3-dev gcc)
+             openjdk-17-jre-headless libnetfilter-queue-dev python3-venv python3-dev gcc
+             etcd-server etcd-client redis-server)
 # Only the test suite needs these: a real browser for the results page, vagrant to
 # validate the Vagrantfile.
 if [ "${1:-}" = "--with-test-tools" ]; then
-  OS_PACKAGES+=(chromium chromium-driver vagrant)
+  OS_PACKAGES+=(chromium chromium-driver vagrant docker.io debootstrap)
 fi
 
 missing=()

@@ -51,11 +51,11 @@ from workloads.base import Workload
 __all__ = ["WORKLOADS", "get_workload"]
 
 
-def _lazy(module: str) -> Callable[[Mapping[str, Any]], Workload]:
+def _lazy(module: str, attr: str = "workload") -> Callable[[Mapping[str, Any]], Workload]:
     def build(options: Mapping[str, Any]) -> Workload:
         import importlib
 
-        return importlib.import_module(module).workload(options)
+        return getattr(importlib.import_module(module), attr)(options)
 
     return build
 
@@ -66,6 +66,11 @@ WORKLOADS: dict[str, Callable[[Mapping[str, Any]], Workload]] = {
     "set": _lazy("workloads.sets"),
     "mixed": _lazy("workloads.mixed"),
     "sampler-only": _lazy("workloads.sampler"),
+    # Third-party targets (--db etcd / --db redis), see docs/thirdparty.md.
+    "etcd-register": _lazy("workloads.etcd"),
+    "etcd-register-serializable": _lazy("workloads.etcd", "serializable_workload"),
+    "redis-register": _lazy("workloads.redis"),
+    "redis-set": _lazy("workloads.redis", "set_workload"),
 }
 
 

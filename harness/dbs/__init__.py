@@ -21,7 +21,20 @@ def _dledger(options: Mapping[str, Any]) -> DB:
     return DLedgerDB(**dict(options))
 
 
-_FACTORIES: dict[str, Callable[[Mapping[str, Any]], DB]] = {"dledger": _dledger}
+def _etcd(options: Mapping[str, Any]) -> DB:
+    from harness.dbs.etcd import EtcdDB
+
+    return EtcdDB(**dict(options))
+
+
+def _redis(options: Mapping[str, Any]) -> DB:
+    from harness.dbs.redis import RedisDB
+
+    return RedisDB(**dict(options))
+
+
+_FACTORIES: dict[str, Callable[[Mapping[str, Any]], DB]] = {
+    "dledger": _dledger, "etcd": _etcd, "redis": _redis}
 DB_NAMES = tuple(sorted(_FACTORIES))
 
 

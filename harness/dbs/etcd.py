@@ -1,0 +1,255 @@
+"""etcd (Debian's ``etcd-server``, 3.4) as a database under test: one member per node.
+
+A static cluster: every member is told the whole membership at start
+(``--initial-cluster``), with a token unique to the test so members of another
+run can never join. Per node, one directory holds the data and the output::
+
+    <root>/[<lab>/]<test>/<node>/data        --data-dir
+    <root>/[<lab>/]<test>/<node>/etcd.pid
+    <root>/[<lab>/]<test>/<node>/etcd.log    etcd's stdout and stderr
+
+Lab hosts share this machine's disk, hence the per-lab and per-node levels.
+A restart after a kill reuses the data directory; etcd then ignores the
+initial-cluster flags and rejoins as the member it was.
+
+The binary is installed with apt when it is missing and we are root
+(``etcd-server``); anything else is a clear error naming the host.
+"""
+
+from __future__ import annotations
+
+import logging
+import shlex
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+from typing import TYPE_CHECKING, Any
+
+from harness.errors import ConfigError, RemoteError
+
+if TYPE_CHECKING:
+    from harness.control.base import Remote
+    from harness.test import RunContext
+
+__all__ = ["EtcdDB", "ensure_package", "member_urls", "stop_process"]
+
+log = logging.getLogger(__name__)
+
+
+def ensure_package(remote: Remote, binary: str, packages: str) -> None:
+    """Make ``binary`` present on the host, installing ``packages`` with apt if we may."""
+    if remote.run(f"command -v {shlex.quote(binary)}", check=False, timeout=30).ok:
+        return
+    if remote.run("test \"$(id -u)\" = 0", check=False, timeout=30).ok:
+        log.info("%s: installing %s", remote.host.name, packages)
+        res = remote.run(f"DEBIAN_FRONTEND=noninteractive apt-get install -y -q "
+                         f"--no-install-recommends {packages}", check=False, timeout=600)
+        if res.ok and remote.run(f"command -v {shlex.quote(binary)}", check=False).ok:
+            return
+        raise RemoteError(f"`apt-get install {packages}` did not provide {binary}: "
+                          f"{res.stderr.strip()[-300:]}", host=remote.host.name)
+    raise RemoteError(f"{binary} is not installed and we are not root to install "
+                      f"{packages}", host=remote.host.name)
+
+
+def stop_process(remote: Remote, pidfile: str, what: str, *, grace: float = 20.0) -> None:
+    """TERM then KILL by pid file, tolerating a slow death (a big fsync or unmap on
+    a loaded machine can keep a killed process around for seconds)."""
+    remote.signal_daemon(pidfile, "CONT")  # a stopped process never handles TERM
+    try:
+        remote.stop_daemon(pidfile, timeout=5)
+    except RemoteError as e:
+        log.info("%s: %s slow to stop (%s); waiting", remote.host.name, what, e)
+    deadline = time.monotonic() + grace
+    while remote.daemon_running(pidfile):
+        if time.monotonic() > deadline:
+            raise RemoteError(f"{what} ({pidfile}) survived SIGKILL for {grace:g} s",
+                              host=remote.host.name)
+        time.sleep(0.2)
+    remote.run(f"rm -f {shlex.quote(pidfile)}", check=False)
+
+
+def member_urls(addresses: dict[str, str], peer_port: int, client_port: int
+                ) -> dict[str, tuple[str, str]]:
+    """(peer URL, client URL) per node; ports spread when nodes share an address."""
+    unique = len(set(addresses.values())) == len(addresses)
+    out = {}
+    for i, (node, addr) in enumerate(addresses.items()):
+        step = 0 if unique else 10 * i
+        out[node] = (f"http://{addr}:{peer_port + step}", f"http://{addr}:{client_port + step}")
+    return out
+
+
+def _status(host: str, port: int, timeout: float) -> dict[str, Any] | None:
+    from workloads.etcd import EtcdHTTP
+
+    try:
+        return EtcdHTTP(host, port, timeout).status()
+    except Exception as e:  # noqa: BLE001 - any failure means "not answering"
+        log.debug("status of %s:%s failed: %s", host, port, e)
+        return None
+
+
+def _is_leader(st: dict[str, Any] | None) -> bool:
+    if not st:
+        return False
+    member = (st.get("header") or {}).get("member_id")
+    return member is not None and str(member) == str(st.get("leader"))
+
+
+class EtcdDB:
+    """Installs, starts, faults and removes one etcd member per node."""
+
+    def __init__(self, *, root: str = "/var/lib/splitbrain/etcd", peer_port: int = 2380,
+                 client_port: int = 2379, binary: str = "etcd",
+                 heartbeat_ms: int | None = None, election_timeout_ms: int | None = None,
+                 ready_timeout: float = 30.0, leave_running: bool = False,
+                 extra_args: str = "") -> None:
+        if not root.startswith("/"):
+            raise ConfigError(f"db root must be an absolute path, got {root!r}", field="root")
+        self.root = root.rstrip("/")
+        self.peer_port, self.client_port = peer_port, client_port
+        self.binary = binary
+        self.heartbeat_ms, self.election_timeout_ms = heartbeat_ms, election_timeout_ms
+        self.ready_timeout = ready_timeout
+        self.leave_running = leave_running
+        self.extra_args = extra_args
+        self._lock = threading.Lock()
+
+    # layout -----------------------------------------------------------------
+    def node_dir(self, ctx: RunContext, node: str) -> str:
+        from harness.store import safe_name
+
+        lab = ctx.hosts[node].extras.get("lab")
+        base = f"{self.root}/{safe_name(str(lab))}" if lab else self.root
+        return f"{base}/{safe_name(ctx.spec.name)}/{safe_name(node)}"
+
+    def _paths(self, ctx: RunContext, node: str) -> dict[str, str]:
+        d = self.node_dir(ctx, node)
+        return {"dir": d, "data": f"{d}/data", "pid": f"{d}/etcd.pid", "log": f"{d}/etcd.log"}
+
+    def _urls(self, ctx: RunContext) -> dict[str, tuple[str, str]]:
+        return member_urls({n: ctx.hosts[n].address for n in ctx.nodes},
+                           self.peer_port, self.client_port)
+
+    def client_addrs(self, ctx: RunContext) -> dict[str, tuple[str, int]]:
+        out = {}
+        for n, (_, client) in self._urls(ctx).items():
+            host, port = client.removeprefix("http://").rsplit(":", 1)
+            out[n] = (host, int(port))
+        return out
+
+    def command(self, ctx: RunContext, node: str) -> str:
+        urls = self._urls(ctx)
+        peer, client = urls[node]
+        cluster = ",".join(f"{n}={u[0]}" for n, u in urls.items())
+        lab = ctx.hosts[node].extras.get("lab") or ""
+        args = [self.binary, "--name", node, "--data-dir", self._paths(ctx, node)["data"],
+                "--initial-advertise-peer-urls", peer, "--listen-peer-urls", peer,
+                "--listen-client-urls", client, "--advertise-client-urls", client,
+                "--initial-cluster", cluster, "--initial-cluster-state", "new",
+                "--initial-cluster-token", f"splitbrain-{lab}-{ctx.spec.name}-{ctx.spec.seed}",
+                "--logger", "zap"]
+        if self.heartbeat_ms:
+            args += ["--heartbeat-interval", str(self.heartbeat_ms)]
+        if self.election_timeout_ms:
+            args += ["--election-timeout", str(self.election_timeout_ms)]
+        cmd = " ".join(shlex.quote(a) for a in args)
+        return f"{cmd} {self.extra_args}".rstrip()
+
+    # lifecycle ----------------------------------------------------------------
+    def setup(self, ctx: RunContext, node: str) -> None:
+        remote = ctx.remotes[node]
+        p = self._paths(ctx, node)
+        with self._lock:
+            ctx.state.setdefault("client_addrs", {}).update(self.client_addrs(ctx))
+        ensure_package(remote, self.binary, "etcd-server etcd-client")
+        if remote.daemon_running(p["pid"]):
+            log.info("%s: stopping an etcd left running by an earlier run", node)
+            stop_process(remote, p["pid"], "etcd")
+        remote.run(f"rm -rf {shlex.quote(p['dir'])} && mkdir -p {shlex.quote(p['dir'])}")
+        self.start(ctx, node)
+        self._await_member(ctx, node)
+
+    def _await_member(self, ctx: RunContext, node: str) -> None:
+        """Until this member knows a leader (the cluster formed), or its process died."""
+        host, port = self.client_addrs(ctx)[node]
+        remote = ctx.remotes[node]
+        p = self._paths(ctx, node)
+        deadline = time.monotonic() + self.ready_timeout
+        while time.monotonic() < deadline:
+            st = _status(host, port, 1.0)
+            if st and str(st.get("leader", "0")) not in ("0", ""):
+                return
+            if st is None and not remote.daemon_running(p["pid"]):
+                tail = remote.run(f"tail -n 5 {shlex.quote(p['log'])}", check=False).stdout
+                raise RemoteError(f"etcd exited during startup: {tail.strip() or 'no output'}",
+                                  host=remote.host.name)
+            time.sleep(0.2)
+        raise RemoteError(f"etcd member {node} knew no leader after {self.ready_timeout:g} s",
+                          host=remote.host.name)
+
+    def wait_ready(self, ctx: RunContext, *, settle: float = 0.5) -> None:
+        """Until every member names the same leader for ``settle`` s (a log line if never)."""
+        addrs = self.client_addrs(ctx)
+        deadline = time.monotonic() + self.ready_timeout
+        since: float | None = None
+        while time.monotonic() < deadline:
+            with ThreadPoolExecutor(max_workers=max(1, len(addrs))) as pool:
+                sts = list(pool.map(lambda a: _status(a[0], a[1], 1.0), addrs.values()))
+            leaders = {str(st.get("leader")) if st else None for st in sts}
+            if len(leaders) == 1 and None not in leaders and "0" not in leaders:
+                since = since or time.monotonic()
+                if time.monotonic() - since >= settle:
+                    log.info("etcd ready: %d members agree on one leader", len(addrs))
+                    return
+            else:
+                since = None
+            time.sleep(0.1)
+        log.warning("etcd members did not agree on a leader within %gs", self.ready_timeout)
+
+    def start(self, ctx: RunContext, node: str) -> None:
+        remote = ctx.remotes[node]
+        p = self._paths(ctx, node)
+        if remote.daemon_running(p["pid"]):
+            return
+        remote.start_daemon(self.command(ctx, node), pidfile=p["pid"], logfile=p["log"],
+                            chdir=p["dir"])
+
+    def kill(self, ctx: RunContext, node: str) -> None:
+        remote = ctx.remotes[node]
+        pid = self._paths(ctx, node)["pid"]
+        remote.signal_daemon(pid, "KILL")
+        deadline = time.monotonic() + 5
+        while remote.daemon_running(pid) and time.monotonic() < deadline:
+            time.sleep(0.05)
+
+    def pause(self, ctx: RunContext, node: str) -> None:
+        ctx.remotes[node].signal_daemon(self._paths(ctx, node)["pid"], "STOP")
+
+    def resume(self, ctx: RunContext, node: str) -> None:
+        ctx.remotes[node].signal_daemon(self._paths(ctx, node)["pid"], "CONT")
+
+    def primaries(self, ctx: RunContext) -> list[str]:
+        """Members that say they are the leader (each compares its id with its leader id)."""
+        addrs = self.client_addrs(ctx)
+        with ThreadPoolExecutor(max_workers=max(1, len(addrs))) as pool:
+            sts = list(pool.map(lambda a: _status(a[0], a[1], 1.0), addrs.values()))
+        return [n for n, st in zip(addrs, sts, strict=True) if _is_leader(st)]
+
+    def log_files(self, ctx: RunContext, node: str) -> list[str]:
+        return [self._paths(ctx, node)["log"]]
+
+    def teardown(self, ctx: RunContext, node: str) -> None:
+        remote = ctx.remotes[node]
+        p = self._paths(ctx, node)
+        if self.leave_running:
+            log.info("%s: leaving etcd running in %s", node, p["dir"])
+            return
+        stop_process(remote, p["pid"], "etcd")
+        # The test's (and lab's) directory go too once empty (other nodes may race).
+        test_dir = p["dir"].rsplit("/", 1)[0]
+        empties = [test_dir] + ([test_dir.rsplit("/", 1)[0]] if ctx.hosts[node].extras.get("lab")
+                                else [])
+        remote.run(f"rm -rf {shlex.quote(p['dir'])}; for d in {' '.join(map(shlex.quote, empties))}; "
+                   f"do rmdir \"$d\" 2>/dev/null; done; true")

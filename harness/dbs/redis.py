@@ -1,0 +1,270 @@
+"""Redis (Debian's ``redis-server``) as one primary, replicas and Sentinel failover.
+
+Failover is done the way an operator would run it: a Sentinel beside every
+Redis (``redis-server sentinel.conf --sentinel``, the same binary), watching
+the primary under the name :data:`workloads.redis.MASTER_NAME`. When a majority
+of Sentinels cannot reach the primary for ``down_after_ms`` they elect one of
+themselves to promote the replica with the most replicated data and repoint
+the others, also the old primary when it comes back. Sentinel sees the
+cluster from inside the hosts, so it reacts to partitions the harness itself
+never sees; a failover done by the harness could not.
+
+Replication is asynchronous: a primary acknowledges a write before any
+replica has it, so a failover can lose acknowledged writes, and an old
+primary cut off on the minority side of a partition keeps accepting writes
+that vanish when it rejoins. Faults touch only ``redis-server``; the Sentinels
+are the operator's tooling and stay up.
+
+Per node, under ``<root>/[<lab>/]<test>/<node>/``: ``redis.conf`` and
+``sentinel.conf`` (both rewritten by Sentinel as roles change), ``data/`` (the
+append-only file, so a killed Redis restarts with what it had written),
+``redis.pid``, ``sentinel.pid``, ``redis.log``, ``sentinel.log``. The first
+node starts as the primary.
+"""
+
+from __future__ import annotations
+
+import logging
+import shlex
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+from typing import TYPE_CHECKING, Any
+
+from harness.dbs.etcd import ensure_package, stop_process
+from harness.errors import ConfigError, RemoteError
+
+if TYPE_CHECKING:
+    from harness.test import RunContext
+
+__all__ = ["RedisDB", "redis_conf", "sentinel_conf"]
+
+log = logging.getLogger(__name__)
+
+_NO_FAKETIME = "env -u LD_PRELOAD"
+"""Debian's redis-server (jemalloc inside) hangs at start under libfaketime
+("unexpected recursive calls to clock_gettime()"), so it runs on the real clock:
+the clock nemesis does not reach Redis on the lab (see docs/thirdparty.md)."""
+
+
+def redis_conf(*, addr: str, port: int, data_dir: str, primary: tuple[str, int] | None,
+               min_replicas: int = 0) -> str:
+    """redis.conf for one node; ``primary`` None makes it the initial primary."""
+    lines = [f"bind {addr}", f"port {port}", "protected-mode no", "daemonize no",
+             'logfile ""', f"dir {data_dir}", 'save ""', "appendonly yes",
+             "appendfsync everysec", "repl-diskless-sync-delay 0",
+             "replica-serve-stale-data yes"]
+    if min_replicas:
+        lines += [f"min-replicas-to-write {min_replicas}", "min-replicas-max-lag 5"]
+    if primary is not None:
+        lines.append(f"replicaof {primary[0]} {primary[1]}")
+    return "\n".join(lines) + "\n"
+
+
+def sentinel_conf(*, addr: str, port: int, work_dir: str, primary: tuple[str, int],
+                  quorum: int, down_after_ms: int, failover_timeout_ms: int) -> str:
+    from workloads.redis import MASTER_NAME as M
+
+    return "\n".join([
+        f"bind {addr}", f"port {port}", "protected-mode no", "daemonize no", 'logfile ""',
+        f"dir {work_dir}",
+        f"sentinel monitor {M} {primary[0]} {primary[1]} {quorum}",
+        f"sentinel down-after-milliseconds {M} {down_after_ms}",
+        f"sentinel failover-timeout {M} {failover_timeout_ms}",
+        f"sentinel parallel-syncs {M} 8",
+    ]) + "\n"
+
+
+def _call(addr: tuple[str, int], *args: Any, timeout: float = 1.0) -> Any:
+    from workloads.redis import call_once
+
+    try:
+        return call_once(addr, timeout, *args)
+    except Exception as e:  # noqa: BLE001 - any failure means "not answering"
+        log.debug("%s to %s:%s failed: %s", args[0], *addr, e)
+        return None
+
+
+class RedisDB:
+    """Installs, starts, faults and removes Redis plus a Sentinel on every node."""
+
+    def __init__(self, *, root: str = "/var/lib/splitbrain/redis", port: int = 6379,
+                 sentinel_port: int = 26379, binary: str = "redis-server",
+                 down_after_ms: int = 2000, failover_timeout_ms: int = 6000,
+                 min_replicas: int = 0, ready_timeout: float = 30.0,
+                 leave_running: bool = False) -> None:
+        if not root.startswith("/"):
+            raise ConfigError(f"db root must be an absolute path, got {root!r}", field="root")
+        if down_after_ms < 100 or failover_timeout_ms < 1000:
+            raise ConfigError("down_after_ms must be >= 100 and failover_timeout_ms >= 1000",
+                              field="down_after_ms")
+        self.root = root.rstrip("/")
+        self.port, self.sentinel_port = port, sentinel_port
+        self.binary = binary
+        self.down_after_ms, self.failover_timeout_ms = down_after_ms, failover_timeout_ms
+        self.min_replicas = min_replicas
+        self.ready_timeout = ready_timeout
+        self.leave_running = leave_running
+        self._lock = threading.Lock()
+
+    # layout -----------------------------------------------------------------
+    def node_dir(self, ctx: RunContext, node: str) -> str:
+        from harness.store import safe_name
+
+        lab = ctx.hosts[node].extras.get("lab")
+        base = f"{self.root}/{safe_name(str(lab))}" if lab else self.root
+        return f"{base}/{safe_name(ctx.spec.name)}/{safe_name(node)}"
+
+    def _paths(self, ctx: RunContext, node: str) -> dict[str, str]:
+        d = self.node_dir(ctx, node)
+        return {"dir": d, "data": f"{d}/data", "conf": f"{d}/redis.conf",
+                "sconf": f"{d}/sentinel.conf", "pid": f"{d}/redis.pid",
+                "spid": f"{d}/sentinel.pid", "log": f"{d}/redis.log",
+                "slog": f"{d}/sentinel.log"}
+
+    def _addrs(self, ctx: RunContext, base: int) -> dict[str, tuple[str, int]]:
+        addresses = {n: ctx.hosts[n].address for n in ctx.nodes}
+        unique = len(set(addresses.values())) == len(addresses)
+        return {n: (a, base + (0 if unique else 10 * i))
+                for i, (n, a) in enumerate(addresses.items())}
+
+    def client_addrs(self, ctx: RunContext) -> dict[str, tuple[str, int]]:
+        return self._addrs(ctx, self.port)
+
+    def sentinel_addrs(self, ctx: RunContext) -> dict[str, tuple[str, int]]:
+        return self._addrs(ctx, self.sentinel_port)
+
+    # lifecycle ----------------------------------------------------------------
+    def setup(self, ctx: RunContext, node: str) -> None:
+        remote = ctx.remotes[node]
+        p = self._paths(ctx, node)
+        with self._lock:
+            ctx.state.setdefault("client_addrs", {}).update(self.client_addrs(ctx))
+            ctx.state.setdefault("sentinel_addrs", {}).update(self.sentinel_addrs(ctx))
+        ensure_package(remote, self.binary, "redis-server")
+        for pid in (p["spid"], p["pid"]):
+            if remote.daemon_running(pid):
+                log.info("%s: stopping a process left running by an earlier run", node)
+                stop_process(remote, pid, "redis")
+        addrs = self.client_addrs(ctx)
+        first = ctx.nodes[0]
+        addr, port = addrs[node]
+        remote.run(f"rm -rf {shlex.quote(p['dir'])} && mkdir -p {shlex.quote(p['data'])}")
+        remote.run(f"cat > {shlex.quote(p['conf'])}", stdin=redis_conf(
+            addr=addr, port=port, data_dir=p["data"],
+            primary=None if node == first else addrs[first], min_replicas=self.min_replicas))
+        s_addr, s_port = self.sentinel_addrs(ctx)[node]
+        remote.run(f"cat > {shlex.quote(p['sconf'])}", stdin=sentinel_conf(
+            addr=s_addr, port=s_port, work_dir=p["dir"], primary=addrs[first],
+            quorum=len(ctx.nodes) // 2 + 1, down_after_ms=self.down_after_ms,
+            failover_timeout_ms=self.failover_timeout_ms))
+        self.start(ctx, node)
+        remote.start_daemon(f"{_NO_FAKETIME} {shlex.quote(self.binary)} "
+                            f"{shlex.quote(p['sconf'])} --sentinel",
+                            pidfile=p["spid"], logfile=p["slog"], chdir=p["dir"])
+        self._await_up(ctx, node)
+
+    def _await_up(self, ctx: RunContext, node: str) -> None:
+        remote = ctx.remotes[node]
+        p = self._paths(ctx, node)
+        deadline = time.monotonic() + self.ready_timeout
+        while time.monotonic() < deadline:
+            if (_call(self.client_addrs(ctx)[node], "PING") == "PONG"
+                    and _call(self.sentinel_addrs(ctx)[node], "PING") == "PONG"):
+                return
+            for pid, logf in ((p["pid"], p["log"]), (p["spid"], p["slog"])):
+                if not remote.daemon_running(pid):
+                    tail = remote.run(f"tail -n 5 {shlex.quote(logf)}", check=False).stdout
+                    raise RemoteError(f"{logf} process exited during startup: "
+                                      f"{tail.strip() or 'no output'}", host=remote.host.name)
+            time.sleep(0.2)
+        raise RemoteError(f"redis or sentinel on {node} did not answer PING in "
+                          f"{self.ready_timeout:g} s", host=remote.host.name)
+
+    def view(self, ctx: RunContext) -> dict[str, Any]:
+        """Each node's ROLE reply and each Sentinel's (primary address, peers seen)."""
+        addrs, saddrs = self.client_addrs(ctx), self.sentinel_addrs(ctx)
+        from workloads.redis import MASTER_NAME
+
+        def sentinel(a: tuple[str, int]) -> tuple[Any, Any]:
+            primary = _call(a, "SENTINEL", "get-master-addr-by-name", MASTER_NAME)
+            info = _call(a, "SENTINEL", "master", MASTER_NAME)
+            fields = dict(zip(info[::2], info[1::2], strict=False)) if isinstance(info, list) else {}
+            return (tuple(primary) if isinstance(primary, list) else None,
+                    fields.get("num-other-sentinels"))
+
+        with ThreadPoolExecutor(max_workers=max(1, 2 * len(addrs))) as pool:
+            roles = list(pool.map(lambda a: _call(a, "ROLE"), addrs.values()))
+            sents = list(pool.map(sentinel, saddrs.values()))
+        return {"roles": dict(zip(addrs, roles, strict=True)),
+                "sentinels": dict(zip(saddrs, sents, strict=True))}
+
+    def wait_ready(self, ctx: RunContext) -> None:
+        """Until one primary has every replica linked and all Sentinels know each other."""
+        n = len(ctx.nodes)
+        primary = self.client_addrs(ctx)[ctx.nodes[0]]
+        deadline = time.monotonic() + self.ready_timeout
+        v: dict[str, Any] = {}
+        while time.monotonic() < deadline:
+            v = self.view(ctx)
+            roles = list(v["roles"].values())
+            replicas_ok = all(isinstance(r, list) and (
+                (r[0] == "master" and len(r[2]) == n - 1) or
+                (r[0] == "slave" and r[3] == "connected")) for r in roles)
+            sents_ok = all(s[0] is not None and (s[0][0], int(s[0][1])) == primary
+                           and str(s[1]) == str(n - 1) for s in v["sentinels"].values())
+            if replicas_ok and sents_ok:
+                log.info("redis ready: primary %s:%s, %d replicas, %d sentinels",
+                         *primary, n - 1, n)
+                return
+            time.sleep(0.2)
+        log.warning("redis did not settle within %gs (last view: %s)", self.ready_timeout, v)
+
+    def start(self, ctx: RunContext, node: str) -> None:
+        remote = ctx.remotes[node]
+        p = self._paths(ctx, node)
+        if remote.daemon_running(p["pid"]):
+            return
+        remote.start_daemon(f"{_NO_FAKETIME} {shlex.quote(self.binary)} {shlex.quote(p['conf'])}",
+                            pidfile=p["pid"], logfile=p["log"], chdir=p["dir"])
+
+    def kill(self, ctx: RunContext, node: str) -> None:
+        remote = ctx.remotes[node]
+        pid = self._paths(ctx, node)["pid"]
+        remote.signal_daemon(pid, "KILL")
+        deadline = time.monotonic() + 5
+        while remote.daemon_running(pid) and time.monotonic() < deadline:
+            time.sleep(0.05)
+
+    def pause(self, ctx: RunContext, node: str) -> None:
+        ctx.remotes[node].signal_daemon(self._paths(ctx, node)["pid"], "STOP")
+
+    def resume(self, ctx: RunContext, node: str) -> None:
+        ctx.remotes[node].signal_daemon(self._paths(ctx, node)["pid"], "CONT")
+
+    def primaries(self, ctx: RunContext) -> list[str]:
+        """Nodes whose Redis says it is a master (two during a split brain)."""
+        addrs = self.client_addrs(ctx)
+        with ThreadPoolExecutor(max_workers=max(1, len(addrs))) as pool:
+            roles = list(pool.map(lambda a: _call(a, "ROLE"), addrs.values()))
+        return [n for n, r in zip(addrs, roles, strict=True)
+                if isinstance(r, list) and r and r[0] == "master"]
+
+    def log_files(self, ctx: RunContext, node: str) -> list[str]:
+        p = self._paths(ctx, node)
+        return [p["log"], p["slog"]]
+
+    def teardown(self, ctx: RunContext, node: str) -> None:
+        remote = ctx.remotes[node]
+        p = self._paths(ctx, node)
+        if self.leave_running:
+            log.info("%s: leaving redis and sentinel running in %s", node, p["dir"])
+            return
+        stop_process(remote, p["spid"], "sentinel")
+        stop_process(remote, p["pid"], "redis-server")
+        # The test's (and lab's) directory go too once empty (other nodes may race).
+        test_dir = p["dir"].rsplit("/", 1)[0]
+        empties = [test_dir] + ([test_dir.rsplit("/", 1)[0]] if ctx.hosts[node].extras.get("lab")
+                                else [])
+        remote.run(f"rm -rf {shlex.quote(p['dir'])}; for d in {' '.join(map(shlex.quote, empties))}; "
+                   f"do rmdir \"$d\" 2>/dev/null; done; true")
