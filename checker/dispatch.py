@@ -1,0 +1,81 @@
+"""Choosing an engine: the one entry point that turns a history into results.json.
+
+``local`` runs in this process (:mod:`checker.local`); ``spark`` hands the
+history to :func:`checker.spark_engine.check_spark`; ``auto`` picks Spark only
+above :data:`AUTO_SPARK_OPS` op records, where a single process would run out
+of memory or patience. Both engines return the same shape and verdicts.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from harness.errors import CheckerError
+from harness.history import Op, read_history
+
+__all__ = ["ENGINES", "AUTO_SPARK_OPS", "check_history", "estimate_ops", "choose_engine"]
+
+ENGINES = ("local", "spark", "auto")
+AUTO_SPARK_OPS = 2_000_000
+_JSONL_BYTES_PER_OP = 120  # a typical record, to estimate size without reading the file
+
+
+def _history_file(path: Path) -> Path:
+    if path.is_dir():
+        for name in ("history.parquet", "history.jsonl"):
+            if (path / name).exists():
+                return path / name
+    return path
+
+
+def estimate_ops(source: Sequence[Op] | str | os.PathLike[str]) -> int:
+    """Number of op records, exact for ops in memory and Parquet, estimated for text files."""
+    if not isinstance(source, (str, os.PathLike)):
+        return len(source)
+    path = _history_file(Path(source))
+    if not path.exists():
+        return 0
+    if path.suffix.lower() == ".parquet":
+        import pyarrow.parquet as pq
+
+        return int(pq.ParquetFile(str(path)).metadata.num_rows)
+    return path.stat().st_size // _JSONL_BYTES_PER_OP
+
+
+def choose_engine(engine: str, source: Sequence[Op] | str | os.PathLike[str]) -> str:
+    if engine not in ENGINES:
+        raise CheckerError(f"unknown engine {engine!r} (known: {', '.join(ENGINES)})")
+    if engine != "auto":
+        return engine
+    return "spark" if estimate_ops(source) > AUTO_SPARK_OPS else "local"
+
+
+def check_history(source: Sequence[Op] | str | os.PathLike[str], *, model: str | None = None,
+                  engine: str = "local", timeout: float | None = None,
+                  opts: Mapping[str, Any] | None = None,
+                  master: str | None = None) -> dict[str, Any]:
+    """Check a history (ops, or a path to a history file or store directory).
+
+    Returns ``{"valid": True | False | "unknown", "checkers": {name: {...}},
+    "anomalies": {kind: [examples]}, "engine", ...}``. Raises
+    :class:`~harness.errors.HistoryError` for an unreadable history and
+    :class:`~harness.errors.CheckerError` for an unknown model or engine.
+    """
+    chosen = choose_engine(engine, source)
+    if chosen == "spark":
+        try:
+            from checker.spark_engine import check_spark
+        except ImportError as e:
+            raise CheckerError(f"the Spark engine is not available: {e}") from None
+        res = check_spark(source, model=model, master=master, timeout=timeout, opts=dict(opts or {}))
+    else:
+        from checker.local import check_local
+
+        ops = read_history(source) if isinstance(source, (str, os.PathLike)) else source
+        res = check_local(ops, model=model, timeout=timeout, opts=opts)
+    if engine == "auto":
+        res["engine_requested"] = "auto"
+    return res

@@ -1,0 +1,561 @@
+"""Linearizability: the Wing-Gong/Lowe search as Porcupine runs it.
+
+The history of one object becomes a doubly linked list of call and return
+events in real-time order. The search walks it from the head: at a call it tries
+to linearize that op next (``step`` must be legal), splicing the op's call and
+return out of the list (``lift``) and pushing it on a stack; at a return it has
+reached an op that had to take effect already, so it backtracks (``unlift``) and
+tries the next candidate. A cache of ``(linearized set, state)`` pairs prunes
+configurations already explored; the set is a Python ``int`` used as a bitset.
+
+Completions follow Knossos: ``ok`` happened with its output; ``fail`` did not
+happen and is dropped (or, with a model whose ``fails="observe"``, is kept as an
+observation); ``info`` or no completion may take effect at any time after its
+invocation or never: its return event is placed after every other event, its
+output is not checked, and an illegal transition is a no-op.
+
+Linearizability is compositional, so a history is split by ``key`` (and the
+model's ``partition``) and each part searched alone under one shared deadline.
+A part that runs out of time is ``"unknown"``, never valid.
+
+Beyond Porcupine, four prunings, each exact (the verdict never changes):
+pending reads are dropped (they fit anywhere); pending ops with equal inputs
+are interchangeable, so they go in call order; a legal read that may go now
+goes now with no alternative (moving a read earlier changes nothing), found in
+O(1) through per-state read lists; and once every completed op is placed, the
+pending rest fit at the end. Each is checked against a brute-force oracle in
+``tests/checker/test_linearizable.py``.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Generator, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from checker.models import NOT_A_READ, UNKNOWN, Fail, Model, freeze
+from harness.history import NEMESIS, Op, pair_ops
+
+__all__ = ["Entry", "make_entries", "search", "check_partition", "check_linearizable", "partition_ops",
+           "lift_keys"]
+
+
+@dataclass(frozen=True, slots=True)
+class Entry:
+    """One op of a partition, as the search sees it.
+
+    ``call`` and ``ret`` order events (positions in the history, pending returns
+    after all). ``index``/``ret_index`` are history indexes, for reports.
+    ``type`` is the completion type, ``"pending"`` when there was none.
+    """
+
+    id: int
+    inp: Any
+    out: Any
+    call: int
+    ret: int
+    index: int
+    ret_index: int | None
+    process: Any
+    type: str
+    key: Any = None
+
+
+def make_entries(ops: Sequence[Op], model: Model, *, keyed: bool = False) -> list[Entry]:
+    """Entries for one partition (ops of one key, in history order).
+
+    Nemesis ops are ignored; fails are dropped unless ``model.fails ==
+    "observe"``; so are ops with an unknown output that ``model.pure`` calls
+    side-effect free. With ``keyed=True`` each input becomes ``(key, (f, value))``
+    for a model made with :func:`lift_keys`. Raises HistoryError on a
+    malformed history (double invoke, orphan completion).
+    """
+    client = [op for op in ops if op.process != NEMESIS]
+    pairs = pair_ops(client)
+    n = len(client)
+    entries: list[Entry] = []
+    pending = 0
+    for inv_pos in sorted(pairs):
+        comp_pos = pairs[inv_pos]
+        inv = client[inv_pos]
+        comp = None if comp_pos is None else client[comp_pos]
+        ctype = "pending" if comp is None else comp.type
+        if ctype == "fail" and model.fails != "observe":
+            continue
+        if ctype == "ok":
+            out = comp.value  # type: ignore[union-attr]
+            ret = comp_pos
+        elif ctype == "fail":
+            out = Fail(comp.value)  # type: ignore[union-attr]
+            ret = comp_pos
+        else:
+            if model.pure is not None and model.pure((inv.f, inv.value)):
+                continue  # an unobserved read fits anywhere: leave it out
+            out = UNKNOWN
+            ret = n + pending
+            pending += 1
+        inp: Any = (inv.f, inv.value)
+        if keyed:
+            inp = (inv.key, inp)
+        entries.append(Entry(len(entries), inp, out, inv_pos, ret, inv.index,  # type: ignore[arg-type]
+                             None if comp is None else comp.index, inv.process, ctype, inv.key))
+    return entries
+
+
+def lift_keys(model: Model) -> Model:
+    """A map of independent ``model`` objects, for checking a keyed history unpartitioned.
+
+    Only useful to measure what partitioning buys (Porcupine's unpartitioned kv
+    test); the state is a sorted tuple of ``(key, state)`` pairs.
+    """
+    init = model.init
+
+    def compile(inp: Any, out: Any) -> Callable[[Any], tuple[bool, Any]]:
+        key, sub = inp
+        fn = model.step_fn(sub, out)
+
+        def step(s: Any) -> tuple[bool, Any]:
+            d = dict(s)
+            ok, ns = fn(d[key] if key in d else init())
+            if not ok:
+                return False, s
+            d[key] = ns
+            return True, tuple(sorted(d.items(), key=lambda kv: str(kv[0])))
+
+        return step
+
+    return Model(name=model.name, init=tuple, step=lambda s, i, o: compile(i, o)(s),
+                 compile=compile, fails=model.fails, params=model.params,
+                 describe_op=lambda inp, out: f"[{inp[0]}] " + model.describe_op(inp[1], out),
+                 describe_state=lambda s: "{" + ", ".join(
+                     f"{k}: {model.describe_state(v)}" for k, v in s) + "}")
+
+
+def _unknown_step(fn: Callable[[Any], tuple[bool, Any]]) -> Callable[[Any], tuple[bool, Any]]:
+    def step(s: Any) -> tuple[bool, Any]:
+        ok, ns = fn(s)
+        return (True, ns) if ok else (True, s)
+
+    return step
+
+
+SLICE = 4096
+"""Search iterations between two looks at the clock (and two turns of the round robin)."""
+
+
+def search(entries: Sequence[Entry], model: Model) -> Generator[None, None, tuple[bool, dict[str, Any]]]:
+    """The search of one partition as a generator that yields every :data:`SLICE` iterations.
+
+    Yielding lets one thread interleave many partitions (as Porcupine races one
+    goroutine per partition) and check a deadline. The generator's return value
+    is ``(True | False, info)``, see :func:`check_partition`.
+    """
+    n = len(entries)
+    if n == 0:
+        return True, {"steps": 0}
+    # Nodes: 0 head, 1..2n events in real-time order, 2n+1 tail.
+    events = sorted([(e.call, e.id, True) for e in entries] + [(e.ret, e.id, False) for e in entries])
+    tail = 2 * n + 1
+    nxt = list(range(1, 2 * n + 2)) + [tail]
+    prv = [0] + list(range(0, 2 * n + 1))
+    nid = [0] * (2 * n + 2)
+    match = [-1] * (2 * n + 2)
+    ret_node = [0] * n
+    call_node = [0] * n
+    for pos, (_, oid, is_call) in enumerate(events, 1):
+        nid[pos] = oid
+        if is_call:
+            call_node[oid] = pos
+        else:
+            ret_node[oid] = pos
+    for oid in range(n):
+        match[call_node[oid]] = ret_node[oid]
+    # Per node, not per op: the hot loop then indexes one list.
+    steps: list[Any] = [None] * (2 * n + 2)
+    bits = [0] * (2 * n + 2)
+    # Symmetry: pending ops with equal inputs are interchangeable (their returns
+    # are all at the end), so only let one go after its earlier twins.
+    prereq = [0] * (2 * n + 2)
+    last_twin: dict[Any, int] = {}
+    for e in sorted(entries, key=lambda e: e.call):
+        fn = model.step_fn(e.inp, e.out)
+        node = call_node[e.id]
+        steps[node] = _unknown_step(fn) if e.out is UNKNOWN else fn
+        bits[node] = 1 << e.id
+        if e.out is UNKNOWN:
+            twin = freeze(e.inp)
+            prereq[node] = last_twin.get(twin, 0)
+            last_twin[twin] = bits[node]
+
+    # Reads (ops that never change the state) need no branching: if a read is
+    # legal and may go now, some linearization puts it now if any exists at
+    # all, so once that choice fails, the configuration has failed.
+    pure = [False] * (2 * n + 2)
+    if model.pure is not None:
+        for e in entries:
+            pure[call_node[e.id]] = bool(model.pure(e.inp))
+    reads: list[Any] = [NOT_A_READ] * (2 * n + 2)
+    if model.read_state is not None and model.equal is None:
+        for e in entries:
+            reads[call_node[e.id]] = model.read_state(e.inp, e.out)
+    # Ops that must be linearized; once they all are, the pending rest fit at the end.
+    need = [False] * (2 * n + 2)
+    for e in entries:
+        if e.out is not UNKNOWN:
+            need[call_node[e.id]] = True
+    remaining = sum(need)
+    if remaining == 0:
+        return True, {"steps": 0}
+
+    simple_cache = model.hash is None and model.equal is None
+    cache: set[tuple[int, Any]] = set()
+    buckets: dict[tuple[int, int], list[Any]] = {}
+    hsh = model.hash or hash
+    eq = model.equal or (lambda a, b: a == b)
+
+    # Equality reads (legal in exactly one state) leave the event list: their
+    # calls go into one list per required state, in call order, so that on
+    # arriving at a configuration the read that may go now, if any, is found
+    # in O(1) (the head of the list for the current state, if its call comes
+    # before the first pending return). Their returns stay in the event list.
+    # Both lists use the same O(1) splice/unsplice, undone in stack order.
+    n_nodes = 2 * n + 2
+    rn = list(range(n_nodes))
+    rp = list(range(n_nodes))
+    rhead: dict[Any, int] = {}
+    is_eqread = [False] * n_nodes
+    if simple_cache:
+        for node in range(1, 2 * n + 1):
+            rv = reads[node]
+            if match[node] < 0 or rv is NOT_A_READ:
+                continue
+            try:
+                hv = rhead.get(rv)
+            except TypeError:       # unhashable read value: keep it in the walk
+                continue
+            if hv is None:
+                hv = rhead[rv] = len(rn)
+                rn.append(hv)
+                rp.append(hv)
+            last = rp[hv]           # append node at the end of the circular list
+            rn[last] = node
+            rp[node] = last
+            rn[node] = hv
+            rp[hv] = node
+            is_eqread[node] = True
+            p, q = prv[node], nxt[node]   # and take its call out of the event list
+            nxt[p] = q
+            prv[q] = p
+    rget = rhead.get
+
+    state = model.init()
+    lin = 0
+    # The stack is a chain of frames (entry, state before it, parent frame), so
+    # that remembering the deepest configuration costs O(1): keep its frame.
+    top: Any = None
+    depth = 0
+    best = -1
+    best_top: Any = None
+    best_state: Any = None
+    count = 0
+    budget = SLICE
+    arrived = True
+    entry = nxt[0]
+    while nxt[0] != tail:
+        budget -= 1
+        if not budget:
+            count += SLICE
+            budget = SLICE
+            yield
+        failed = False
+        if arrived:
+            arrived = False
+            entry = nxt[0]
+            hv = rget(state) if rhead else None
+            if hv is not None and rn[hv] != hv:
+                h = rn[hv]
+                r = entry
+                while match[r] >= 0:
+                    r = nxt[r]
+                if h < r:
+                    # A legal read may go now: it goes, with no alternative.
+                    nl = lin | bits[h]
+                    key = (nl, state)
+                    if key in cache:
+                        failed = True
+                    else:
+                        cache.add(key)
+                        if need[h]:
+                            remaining -= 1
+                            if not remaining:
+                                return True, {"steps": count + SLICE - budget}
+                        top = (h, state, top)
+                        depth += 1
+                        lin = nl
+                        p, q = rp[h], rn[h]
+                        rn[p] = q
+                        rp[q] = p
+                        m = match[h]
+                        p, q = prv[m], nxt[m]
+                        nxt[p] = q
+                        prv[q] = p
+                        if depth > best:
+                            best, best_top, best_state = depth, top, state
+                        arrived = True
+                        continue
+        if not failed:
+            m = match[entry]
+            if m >= 0:
+                if prereq[entry] and not lin & prereq[entry]:
+                    entry = nxt[entry]
+                    continue
+                rv = reads[entry]
+                if rv is NOT_A_READ:
+                    ok, ns = steps[entry](state)
+                    if not ok:
+                        entry = nxt[entry]
+                        continue
+                elif state != rv:
+                    entry = nxt[entry]
+                    continue
+                else:
+                    ns = state
+                nl = lin | bits[entry]
+                if simple_cache:
+                    key = (nl, ns)
+                    fresh = key not in cache
+                    if fresh:
+                        cache.add(key)
+                else:
+                    bucket = buckets.setdefault((nl, hsh(ns)), [])
+                    fresh = not any(eq(ns, x) for x in bucket)
+                    if fresh:
+                        bucket.append(ns)
+                if fresh:
+                    if need[entry]:
+                        remaining -= 1
+                        if not remaining:
+                            return True, {"steps": count + SLICE - budget}
+                    top = (entry, state, top)
+                    depth += 1
+                    state, lin = ns, nl
+                    p, q = prv[entry], nxt[entry]
+                    nxt[p] = q
+                    prv[q] = p
+                    p, q = prv[m], nxt[m]
+                    nxt[p] = q
+                    prv[q] = p
+                    if depth > best:
+                        best, best_top, best_state = depth, top, state
+                    arrived = True
+                    continue
+                if not pure[entry]:
+                    entry = nxt[entry]
+                    continue
+                # A legal read leading to a failed configuration: this one fails too.
+        # Backtrack: the current configuration failed. Popping a read frame
+        # means its parent failed as well (a legal read could have gone first).
+        while True:
+            if top is None:
+                return False, {"steps": count + SLICE - budget,
+                               "longest": _unwind(best_top, best_state, nid)}
+            entry, state, top = top
+            depth -= 1
+            if need[entry]:
+                remaining += 1
+            lin ^= bits[entry]
+            m = match[entry]
+            p = prv[m]
+            nxt[p] = m
+            q = nxt[m]
+            prv[q] = m
+            if is_eqread[entry]:
+                p = rp[entry]
+                rn[p] = entry
+                q = rn[entry]
+                rp[q] = entry
+                continue
+            p = prv[entry]
+            nxt[p] = entry
+            q = nxt[entry]
+            prv[q] = entry
+            if not pure[entry]:
+                break
+        entry = nxt[entry]
+    return True, {"steps": count + SLICE - budget}
+
+
+def _unwind(frame: Any, final_state: Any, nid: list[int]) -> list[tuple[int, Any]]:
+    """The deepest configuration's ops in order, each with the state after it."""
+    out: list[tuple[int, Any]] = []
+    after = final_state
+    while frame is not None:
+        node, before, frame = frame
+        out.append((nid[node], after))
+        after = before
+    out.reverse()
+    return out
+
+
+def check_partition(entries: Sequence[Entry], model: Model,
+                    deadline: float | None = None) -> tuple[bool | str, dict[str, Any]]:
+    """Search one partition; the unit the Spark engine runs per key.
+
+    ``entries`` come from :func:`make_entries` on one key's ops (ids must be
+    0..n-1 in order). ``deadline`` is a ``time.monotonic()`` instant shared by
+    all partitions of a check. Returns ``(True | False | "unknown", info)``;
+    ``info`` has ``steps`` (search iterations) and, when False, ``longest``: the
+    longest linearizable prefix found as ``[(entry id, state after), ...]``, from
+    which :func:`checker.counterexample.build_counterexample` builds the report.
+    """
+    gen = search(entries, model)
+    try:
+        while True:
+            next(gen)
+            if deadline is not None and time.monotonic() > deadline:
+                gen.close()
+                return "unknown", {"reason": "timeout"}
+    except StopIteration as stop:
+        return stop.value
+
+
+def shortest_failing_prefix(ops: Sequence[Op], model: Model, *, keyed: bool = False,
+                            deadline: float | None = None) -> tuple[Op, list[Entry], dict[str, Any]] | None:
+    """The earliest ``ok`` completion by which a failing partition is already broken.
+
+    (With ``fails="observe"``, fail completions are observations too and count.)
+
+    Linearizability is prefix-closed (cutting a history at any event, ops still
+    open becoming pending, keeps it linearizable), so a binary search over the
+    ok completions finds the first one that no linearization can explain: the
+    canonical "first op that could never be linearized", independent of search
+    order. Returns ``(that completion, entries of the cut history, search
+    info)``, or None if a probe ran past ``deadline``.
+    """
+    client = [op for op in ops if op.process != NEMESIS]
+    observed = ("ok", "fail") if model.fails == "observe" else ("ok",)
+    cuts = [pos for pos, op in enumerate(client) if op.type in observed]
+    lo, hi = 0, len(cuts) - 1
+    found: tuple[list[Entry], dict[str, Any]] | None = None
+    while lo <= hi:
+        mid = (lo + hi) // 2
+        entries = make_entries(client[:cuts[mid] + 1], model, keyed=keyed)
+        verdict, info = check_partition(entries, model, deadline)
+        if verdict == "unknown":
+            return None
+        if verdict is False:
+            found = (entries, info)
+            best = mid
+            hi = mid - 1
+        else:
+            lo = mid + 1
+    if found is None:
+        return None
+    return client[cuts[best]], found[0], found[1]
+
+
+def partition_ops(ops: Sequence[Op], model: Model, *, keys: bool = True) -> dict[Any, list[Op]]:
+    """Split client ops into independent parts: by ``key``, then by ``model.partition``.
+
+    Part names are the key (``None`` for unkeyed ops), or ``(key, i)`` for the
+    i-th sub-part a model's partition function returns.
+    """
+    by_key: dict[Any, list[Op]] = {}
+    for op in ops:
+        if op.process == NEMESIS:
+            continue
+        by_key.setdefault(op.key if keys else None, []).append(op)
+    if model.partition is None:
+        return by_key
+    out: dict[Any, list[Op]] = {}
+    for k, part in by_key.items():
+        subs = model.partition(part)
+        if len(subs) == 1:
+            out[k] = list(subs[0])
+        else:
+            for i, sub in enumerate(subs):
+                out[(k, i)] = list(sub)
+    return out
+
+
+SHRINK_BUDGET = 2.0
+"""Seconds the counterexample may spend looking for the earliest failing prefix."""
+
+
+def _counterexample(ops: list[Op], entries: list[Entry], info: dict[str, Any], model: Model,
+                    name: Any, keyed: bool, deadline: float | None) -> dict[str, Any]:
+    from checker.counterexample import build_counterexample
+
+    limit = time.monotonic() + SHRINK_BUDGET
+    if deadline is not None:
+        limit = min(limit, deadline)
+    short = shortest_failing_prefix(ops, model, keyed=keyed, deadline=limit)
+    if short is None:
+        return build_counterexample(entries, info, model, key=name, ops=ops)
+    last, cut_entries, cut_info = short
+    return build_counterexample(cut_entries, cut_info, model, key=name, ops=ops,
+                                first_bad=last.index)
+
+
+def _sort_key(k: Any) -> tuple[int, str]:
+    return (0 if k is None else 1, str(k))
+
+
+def check_linearizable(ops: Sequence[Op], model: Model, *, timeout: float | None = None,
+                       keys: bool = True, all_keys: bool = False,
+                       counterexample: bool = True) -> dict[str, Any]:
+    """Check a (possibly keyed) history against ``model``.
+
+    Parts are searched round-robin in one thread, a slice each, as Porcupine
+    races a goroutine per part: a cheap failing key is found even when another
+    key's search is long. The first failure settles the verdict and stops the
+    other searches (they are listed under ``unchecked_keys``) unless
+    ``all_keys``. Returns ``{"valid": True | False | "unknown", "model", "keys":
+    number of parts, "failures": [part names proven non-linearizable],
+    "unknown_keys": [timed out], "unchecked_keys": [...], "counterexample": {...}
+    | None, "steps"}``. The counterexample is for the first failure found (see
+    :mod:`checker.counterexample`). ``timeout`` (seconds) bounds the whole
+    check; ``keys=False`` searches all keys as one object; ``counterexample=False``
+    skips building the explanation (which re-searches prefixes of the failing part).
+    """
+    deadline = None if timeout is None else time.monotonic() + timeout
+    multi_keys = not keys and len({op.key for op in ops if op.process != NEMESIS}) > 1
+    m = lift_keys(model) if multi_keys else model
+    parts = partition_ops(ops, model, keys=keys)
+    names = sorted(parts, key=_sort_key)
+    entries = {name: make_entries(parts[name], m, keyed=multi_keys) for name in names}
+    running = {name: search(entries[name], m) for name in names}
+    failures: list[Any] = []
+    unknown: list[Any] = []
+    cex = None
+    total = 0
+    try:
+        while running and not (failures and not all_keys):
+            for name in list(running):
+                try:
+                    next(running[name])
+                except StopIteration as stop:
+                    verdict, info = stop.value
+                    del running[name]
+                    total += info["steps"]
+                    if verdict is False:
+                        failures.append(name)
+                        if cex is None and counterexample:
+                            cex = _counterexample(parts[name], entries[name], info, m, name,
+                                                  multi_keys, deadline)
+                        if not all_keys:
+                            break
+            if deadline is not None and time.monotonic() > deadline:
+                unknown = [n for n in names if n in running]
+                break
+    finally:
+        for gen in running.values():
+            gen.close()
+    unchecked = [n for n in names if n in running and n not in unknown]
+    if failures:
+        unknown, unchecked = [], [n for n in names if n in running]
+    valid: bool | str = False if failures else ("unknown" if unknown else True)
+    return {"valid": valid, "model": model.name, "keys": len(parts),
+            "failures": sorted(failures, key=_sort_key), "unknown_keys": unknown,
+            "unchecked_keys": unchecked, "counterexample": cex, "steps": total}

@@ -1,0 +1,169 @@
+"""The local engine: every applicable check, in this process, on a history in memory.
+
+Which checks apply follows from the ops (ARCHITECTURE §2), unless a model is
+named: keyed ``read``/``write``/``cas`` -> linearizability against a
+cas-register (initial nil); ``get``/``put``/keyed ``append`` -> linearizability
+against the kv model; ``txn`` -> multi-register; ``acquire``/``release`` ->
+mutex; unkeyed ``append``, log reads and ``sample`` -> log safety; ``add`` and
+its list reads -> the set checker. Each runs under :func:`checker.base.check_safe`
+and the verdict is the worst of theirs.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from checker.base import FnChecker, check_safe, merge_valid
+from checker.linearizable import check_linearizable
+from checker.log_safety import check_log_safety
+from checker.models import Model, get_model
+from checker.sets import check_set
+from harness.history import NEMESIS, Op, pair_ops
+
+__all__ = ["CAP", "classify", "check_local", "plan_checks"]
+
+CAP = 20
+"""Examples kept per anomaly kind in results.json; totals go to ``anomaly_counts``."""
+
+PREFIX_KEPT = 100
+"""Ops of a counterexample's linearizable prefix kept in results.json (the last ones)."""
+
+_AUTO_MODELS = {"register": "cas-register", "kv": "kv", "txn": "multi-register",
+                "mutex": "mutex"}
+
+
+def classify(ops: Sequence[Op]) -> dict[str, list[Op]]:
+    """Group client op records by the check they feed: register, kv, txn, mutex, log, set, other.
+
+    Invocation and completion always land in the same group (decided on the
+    invocation and, for reads, the completion's value).
+    """
+    ops = sorted(ops, key=lambda o: o.index) if any(
+        ops[i].index > ops[i + 1].index for i in range(len(ops) - 1)) else list(ops)
+    has_adds = any(op.f == "add" for op in ops)
+    groups: dict[str, list[tuple[int, Op]]] = {}
+    for inv_pos, comp_pos in pair_ops(ops).items():
+        inv = ops[inv_pos]
+        comp = None if comp_pos is None else ops[comp_pos]
+        f = inv.f
+        log_read = f == "read" and inv.key is None and (
+            isinstance(inv.value, dict)
+            or (comp is not None and comp.type == "ok" and isinstance(comp.value, dict)))
+        if f == "sample" or (f == "append" and inv.key is None) or log_read:
+            g = "log"
+        elif f == "add" or (f == "read" and inv.key is None and has_adds
+                            and (comp is None or comp.type != "ok" or isinstance(comp.value, list))):
+            g = "set"
+        elif f in ("read", "write", "cas"):
+            g = "register"
+        elif f in ("get", "put", "append"):
+            g = "kv"
+        elif f == "txn":
+            g = "txn"
+        elif f in ("acquire", "release"):
+            g = "mutex"
+        else:
+            g = "other"
+        bucket = groups.setdefault(g, [])
+        bucket.append((inv_pos, inv))
+        if comp is not None:
+            bucket.append((comp_pos, comp))  # type: ignore[arg-type]
+    return {g: [op for _, op in sorted(b, key=lambda t: t[0])] for g, b in groups.items()}
+
+
+def _lin_checker(model: Model, ops: list[Op], timeout: float | None,
+                 keys: bool) -> FnChecker:
+    def run(_: Sequence[Op]) -> dict[str, Any]:
+        res = check_linearizable(ops, model, timeout=timeout, keys=keys)
+        res["failures"] = [_jsonable_key(k) for k in res["failures"]]
+        res["unknown_keys"] = [_jsonable_key(k) for k in res["unknown_keys"]]
+        res["unchecked_keys"] = [_jsonable_key(k) for k in res["unchecked_keys"]]
+        res["model_params"] = dict(model.params)
+        cex = res.get("counterexample")
+        if cex is not None:
+            cex["key"] = _jsonable_key(cex["key"])
+            cex["prefix_length"] = len(cex["prefix"])
+            del cex["prefix"][:-PREFIX_KEPT]
+            res["anomalies"] = {"nonlinearizable": [_lin_example(cex)]}
+        return res
+
+    return FnChecker(run)
+
+
+def _jsonable_key(k: Any) -> Any:
+    return k if k is None or isinstance(k, (str, int)) else str(k)
+
+
+def _lin_example(cex: dict[str, Any]) -> dict[str, Any]:
+    return {"key": cex["key"], "indexes": cex["window"], "op": cex["op"], "state": cex["state"],
+            "why": cex["why"]}
+
+
+def plan_checks(ops: Sequence[Op], *, model: str | None = None, timeout: float | None = None,
+                opts: Mapping[str, Any] | None = None) -> dict[str, FnChecker]:
+    """The checkers that apply to this history, by name (raises CheckerError on a bad model)."""
+    opts = dict(opts or {})
+    groups = classify(ops)
+    keys = bool(opts.get("keys", True))
+    checks: dict[str, FnChecker] = {}
+    if model is not None:
+        m = get_model(model, **dict(opts.get("model_params") or {}))
+        want = {"append-log": ("log",), "set": ("set",)}.get(
+            m.name, ("register", "kv", "txn", "mutex", "other"))
+        lin_ops = sorted((op for g in want for op in groups.get(g, []) if op.f in m.fs),
+                         key=lambda o: o.index)
+        checks["linearizable"] = _lin_checker(m, lin_ops, timeout, keys)
+    else:
+        lin_groups = [g for g in _AUTO_MODELS if groups.get(g)]
+        for g in lin_groups:
+            name = "linearizable" if len(lin_groups) == 1 else f"linearizable-{_AUTO_MODELS[g]}"
+            checks[name] = _lin_checker(get_model(_AUTO_MODELS[g]), groups[g], timeout, keys)
+    if groups.get("log"):
+        log_ops = groups["log"]
+        checks["log-safety"] = FnChecker(lambda _: check_log_safety(log_ops))
+    if groups.get("set") and (model is None or model != "set"):
+        set_ops = groups["set"]
+        checks["set"] = FnChecker(lambda _: check_set(set_ops))
+    return checks
+
+
+def _cap(result: dict[str, Any], cap: int) -> None:
+    """Keep ``cap`` examples per anomaly kind, counting the rest (as the Spark engine does)."""
+    anomalies = result.get("anomalies")
+    if not isinstance(anomalies, dict):
+        return
+    counts = {k: len(v) for k, v in anomalies.items()}
+    for v in anomalies.values():
+        del v[cap:]
+    result.setdefault("stats", {})["anomaly_counts"] = counts
+
+
+def check_local(ops: Sequence[Op], *, model: str | None = None, timeout: float | None = None,
+                opts: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    """Run every applicable check; the results.json map (ARCHITECTURE §3)."""
+    t0 = time.monotonic()
+    opts = dict(opts or {})
+    cap = int(opts.get("cap", CAP))
+    checks = plan_checks(ops, model=model, timeout=timeout, opts=opts)
+    checkers: dict[str, Any] = {}
+    anomalies: dict[str, list[Any]] = {}
+    for name, c in checks.items():
+        res = check_safe(c, {}, ops, opts)
+        _cap(res, cap)
+        checkers[name] = res
+        for kind, ex in (res.get("anomalies") or {}).items():
+            anomalies.setdefault(kind, []).extend(ex)
+    result: dict[str, Any] = {
+        "valid": merge_valid(r["valid"] for r in checkers.values()) if checkers else "unknown",
+        "checkers": checkers,
+        "anomalies": anomalies,
+        "engine": "local",
+        "elapsed_s": round(time.monotonic() - t0, 3),
+    }
+    if not checkers:
+        n_client = sum(1 for op in ops if op.process != NEMESIS)
+        result["error"] = (f"no check applies to this history ({n_client} client op records); "
+                           "name a model with --model")
+    return result

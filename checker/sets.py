@@ -1,0 +1,104 @@
+"""The set workload: adds that were acknowledged must survive, nothing else may appear.
+
+Same shape as :mod:`checker.log_safety`: one pure function per anomaly, each
+returning examples that carry sorted history ``indexes``.
+
+* An add is a pair with ``f == "add"``; its element is the invocation's value.
+* A read is an ``ok`` completion with ``f == "read"``, ``key`` null and a list
+  value. The **final read** is the last such read in history order.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from checker.models import freeze
+from harness.history import Op, pair_ops
+
+__all__ = ["set_lost", "set_unexpected", "check_set", "is_set_op"]
+
+
+def _sorted(ops: Sequence[Op]) -> list[Op]:
+    return sorted(ops, key=lambda o: o.index)
+
+
+def _adds(ops: list[Op]) -> list[tuple[Op, Op | None]]:
+    return [(ops[i], None if c is None else ops[c]) for i, c in pair_ops(ops).items()
+            if ops[i].f == "add"]
+
+
+def _reads(ops: list[Op]) -> list[Op]:
+    return [op for op in ops if op.f == "read" and op.type == "ok" and op.key is None
+            and isinstance(op.value, list)]
+
+
+def set_lost(ops: Sequence[Op]) -> list[dict[str, Any]]:
+    """Acknowledged adds missing from the final read.
+
+    One example per ok add whose element is not in the final read:
+    ``{"element", "indexes": [add completion index, final read index]}``.
+    Returns ``[]`` when there is no read (see :func:`check_set`: "unknown").
+    """
+    s = _sorted(ops)
+    reads = _reads(s)
+    if not reads:
+        return []
+    final = reads[-1]
+    have = {freeze(x) for x in final.value}
+    out = []
+    for inv, comp in _adds(s):
+        if comp is not None and comp.type == "ok" and freeze(inv.value) not in have:
+            out.append({"element": inv.value, "indexes": sorted([comp.index, final.index])})
+    return sorted(out, key=lambda e: e["indexes"])
+
+
+def set_unexpected(ops: Sequence[Op]) -> list[dict[str, Any]]:
+    """Elements read that no add ever tried to add.
+
+    One example per such element, at the first read showing it:
+    ``{"element", "indexes": [read index]}``.
+    """
+    s = _sorted(ops)
+    attempted = {freeze(inv.value) for inv, _ in _adds(s)}
+    first: dict[Any, tuple[Any, int]] = {}
+    for r in _reads(s):
+        for x in r.value:
+            k = freeze(x)
+            if k not in attempted and k not in first:
+                first[k] = (x, r.index)
+    out = [{"element": x, "indexes": [i]} for x, i in first.values()]
+    return sorted(out, key=lambda e: e["indexes"])
+
+
+def is_set_op(op: Op) -> bool:
+    return op.f == "add"
+
+
+def check_set(ops: Sequence[Op]) -> dict[str, Any]:
+    """Both set anomalies as one result map.
+
+    ``valid`` is False on any anomaly; ``"unknown"`` when ok adds exist but no
+    read does (nothing to judge them by).
+    """
+    s = _sorted(ops)
+    anomalies = {}
+    for kind, fn in (("set-lost", set_lost), ("set-unexpected", set_unexpected)):
+        ex = fn(s)
+        if ex:
+            anomalies[kind] = ex
+    adds = _adds(s)
+    reads = _reads(s)
+    ok_adds = [inv for inv, c in adds if c is not None and c.type == "ok"]
+    unknown = ["set-lost"] if ok_adds and not reads else []
+    final = {freeze(x) for x in reads[-1].value} if reads else set()
+    stats = {
+        "adds": {t: sum(1 for _, c in adds if (c.type if c else "info") == t)
+                 for t in ("ok", "fail", "info")},
+        "reads": len(reads),
+        "final_size": len(final),
+        "recovered": sum(1 for inv, c in adds
+                         if (c is None or c.type == "info") and freeze(inv.value) in final),
+    }
+    valid: bool | str = False if anomalies else ("unknown" if unknown else True)
+    return {"valid": valid, "anomalies": anomalies, "unknown": unknown, "stats": stats}

@@ -1,0 +1,175 @@
+"""Each log-safety anomaly: a small history that has it and a near twin that does not."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from checker import log_safety as ls
+from harness.history import Op
+
+
+class H:
+    """Builds a history in order, assigning indexes; terse like Elle's fixtures."""
+
+    def __init__(self) -> None:
+        self.ops: list[Op] = []
+
+    def add(self, type: str, process: Any, f: str, value: Any = None, **kw: Any) -> int:
+        idx = len(self.ops)
+        self.ops.append(Op(type=type, process=process, f=f, value=value, index=idx, **kw))
+        return idx
+
+    def sample(self, node: str, *, committed: int = 0, end: int = 10, term: int = 1,
+               role: str = "follower", inc: int = 1) -> int:
+        self.add("invoke", 99, "sample", None, node=node)
+        return self.add("ok", 99, "sample", {"role": role, "term": term, "leader": None, "begin": 0,
+                                             "end": end, "committed": committed,
+                                             "incarnation": inc}, node=node)
+
+    def append(self, p: int, payload: str, result: str = "ok", index: int | None = None,
+               term: int = 1) -> tuple[int, int]:
+        i = self.add("invoke", p, "append", {"payload": payload})
+        v = {"payload": payload, "index": index, "term": term} if result == "ok" else None
+        return i, self.add(result, p, "append", v)
+
+    def read(self, p: int, entries: list[list[Any]], *, committed: int | None = None,
+             final: bool = False) -> int:
+        inv = {"from": 0, "to": 100}
+        if final:
+            inv["final"] = True
+        self.add("invoke", p, "read", inv)
+        v: dict[str, Any] = {"entries": entries}
+        if committed is not None:
+            v["committed"] = committed
+        return self.add("ok", p, "read", v)
+
+
+def test_committed_regress_positive_and_negative() -> None:
+    h = H()
+    a = h.sample("n1", committed=5)
+    h.sample("n1", committed=5)
+    b = h.sample("n1", committed=3)
+    h.sample("n1", committed=2)          # same (node, inc): reported once
+    h.sample("n2", committed=1)          # another node, lower: fine
+    assert ls.committed_regress(h.ops) == [
+        {"node": "n1", "incarnation": 1, "from": 5, "to": 3, "indexes": [a, b]}]
+    ok = H()
+    ok.sample("n1", committed=1)
+    ok.sample("n1", committed=4)
+    ok.sample("n1", committed=2, inc=2)  # restart: a note, not a violation
+    assert ls.committed_regress(ok.ops) == []
+    notes = ls.committed_regress_restart(ok.ops)
+    assert [n["indexes"] for n in notes] == [[3, 5]] and notes[0]["previous_incarnation"] == 1
+    res = ls.check_log_safety(ok.ops)
+    assert res["valid"] is True and "committed-regress-restart" in res["notes"]
+
+
+def test_committed_beyond_end() -> None:
+    h = H()
+    h.sample("n1", committed=4, end=4)
+    bad = h.sample("n2", committed=6, end=5)
+    assert ls.committed_beyond_end(h.ops) == [
+        {"node": "n2", "incarnation": 1, "committed": 6, "end": 5, "indexes": [bad]}]
+    assert ls.committed_beyond_end(h.ops[:2]) == []
+
+
+def test_two_leaders_in_term() -> None:
+    h = H()
+    a = h.sample("n1", role="leader", term=3)
+    h.sample("n1", role="leader", term=3)
+    b = h.sample("n2", role="leader", term=3)
+    h.sample("n3", role="leader", term=4)
+    h.sample("n3", role="candidate", term=3)
+    assert ls.two_leaders_in_term(h.ops) == [{"term": 3, "nodes": ["n1", "n2"], "indexes": [a, b]}]
+    assert ls.two_leaders_in_term(h.ops[:4]) == []
+
+
+def test_term_regress_across_incarnations() -> None:
+    h = H()
+    a = h.sample("n1", term=4, inc=1)
+    b = h.sample("n1", term=2, inc=2)
+    h.sample("n2", term=1)
+    assert ls.term_regress(h.ops) == [
+        {"node": "n1", "incarnation": 2, "from": 4, "to": 2, "indexes": [a, b]}]
+    assert ls.term_regress(h.ops[:2]) == []
+
+
+def test_divergent_committed_respects_committed_bound() -> None:
+    h = H()
+    r1 = h.read(1, [[1, 1, "a"], [2, 1, "b"]], committed=2)
+    r2 = h.read(2, [[1, 1, "a"], [2, 2, "c"]], committed=1)   # index 2 not committed: fine
+    assert ls.divergent_committed(h.ops) == []
+    r3 = h.read(3, [[1, 1, "a"], [2, 2, None]])                # NOOP counts here
+    assert ls.divergent_committed(h.ops) == [
+        {"index": 2, "values": [[1, "b"], [2, None]], "indexes": [r1, r3]}]
+    assert r2 not in ls.divergent_committed(h.ops)[0]["indexes"]
+
+
+def test_lost_ack_unknown_without_final_reads() -> None:
+    h = H()
+    _, c1 = h.append(1, "p1", index=1)
+    _, c2 = h.append(2, "p2", index=2)
+    res = ls.check_log_safety(h.ops)
+    assert res["valid"] == "unknown" and res["unknown"] == ["lost-ack"]
+    h.read(3, [[1, 1, "p1"], [2, 1, "x"]], final=True)
+    assert ls.lost_ack(h.ops) == [
+        {"payload": "p2", "index": 2, "term": 1, "found": [1, "x"], "indexes": [c2]}]
+    good = H()
+    good.append(1, "p1", index=1)
+    good.read(3, [[1, 1, "p1"]], final=True)
+    good.read(4, [], final=False)
+    assert ls.lost_ack(good.ops) == [] and ls.check_log_safety(good.ops)["valid"] is True
+
+
+def test_lost_ack_missing_index_and_uncommitted() -> None:
+    h = H()
+    _, c = h.append(1, "p1", index=2)
+    h.read(3, [[1, 1, "q"], [2, 1, "p1"]], committed=1, final=True)   # p1 present but not committed
+    assert ls.lost_ack(h.ops)[0]["found"] is None
+    assert ls.lost_ack(h.ops)[0]["indexes"] == [c]
+
+
+def test_failed_append_present() -> None:
+    h = H()
+    _, fc = h.append(1, "p1", result="fail")
+    h.append(2, "p2", result="info")
+    r = h.read(3, [[1, 1, "p2"], [2, 1, "p1"]])
+    assert ls.failed_append_present(h.ops) == [{"payload": "p1", "index": 2, "indexes": [fc, r]}]
+    h2 = H()
+    h2.append(1, "p1", result="fail")
+    h2.read(3, [[1, 1, "p2"], [2, 1, "p1"]], committed=1)
+    assert ls.failed_append_present(h2.ops) == []
+
+
+def test_duplicate_payload() -> None:
+    h = H()
+    r1 = h.read(1, [[1, 1, "a"], [2, 1, None], [3, 1, None]])
+    r2 = h.read(2, [[5, 2, "a"]])
+    assert ls.duplicate_payload(h.ops) == [{"payload": "a", "log_indexes": [1, 5], "indexes": [r1, r2]}]
+    assert ls.duplicate_payload(h.ops[:2]) == []       # NOOPs at 2 and 3 are no duplicate
+
+
+def test_append_order() -> None:
+    h = H()
+    _, ca = h.append(1, "a", index=5)
+    _, cx = h.append(3, "x", index=7)
+    _, cb = h.append(2, "b", index=6)       # invoked after a (5) and x (7) were acked: 6 <= 7
+    assert ls.append_order(h.ops) == [{"a_index": 7, "b_index": 6, "indexes": [cx, cb]}]
+    assert ca < cx
+    # concurrent appends may land in any order
+    c = H()
+    c.add("invoke", 1, "append", {"payload": "a"})
+    c.add("invoke", 2, "append", {"payload": "b"})
+    c.add("ok", 1, "append", {"payload": "a", "index": 9, "term": 1})
+    c.add("ok", 2, "append", {"payload": "b", "index": 8, "term": 1})
+    assert ls.append_order(c.ops) == []
+
+
+def test_check_log_safety_collects_kinds() -> None:
+    h = H()
+    h.append(1, "p", result="fail")
+    h.read(2, [[1, 1, "p"]], final=True)
+    res = ls.check_log_safety(h.ops)
+    assert res["valid"] is False
+    assert set(res["anomalies"]) == {"failed-append-present"}
+    assert res["stats"]["appends"] == {"ok": 0, "fail": 1, "info": 0}
