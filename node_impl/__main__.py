@@ -1,0 +1,66 @@
+"""``python -m node_impl``: run one node until SIGTERM/SIGINT.
+
+Exit codes: 0 after a clean stop, 1 when the node cannot start (a port is taken,
+the data dir is unreadable), 2 for bad arguments (unknown bug, mode not built).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import signal
+import sys
+
+from node_impl.config import ConfigError, NodeConfig, parse_args
+
+__all__ = ["main", "run_node"]
+
+
+async def run_node(cfg: NodeConfig) -> None:
+    from node_impl.node import Node
+
+    node = Node(cfg)
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stop.set)
+    try:
+        await node.start()
+    except BaseException:
+        await node.stop()
+        raise
+    try:
+        await stop.wait()
+    finally:
+        await node.stop()
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = sys.argv[1:] if argv is None else list(argv)
+    if "-h" in args or "--help" in args:
+        from node_impl.config import build_parser
+
+        build_parser().print_help()
+        return 0
+    try:
+        cfg = parse_args(args)
+    except ConfigError as e:
+        print(f"node_impl: error: {e}", file=sys.stderr)
+        return 2
+    if cfg.mode == "ha":
+        print("node_impl: error: --mode ha is not implemented yet", file=sys.stderr)
+        return 2
+    try:
+        asyncio.run(run_node(cfg))
+    except KeyboardInterrupt:
+        return 0
+    except OSError as e:
+        print(f"node_impl: error: {cfg.node_id}: {e}", file=sys.stderr)
+        return 1
+    except Exception as e:  # store recovery or state-file problems
+        print(f"node_impl: error: {cfg.node_id}: {type(e).__name__}: {e}", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

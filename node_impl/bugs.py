@@ -1,0 +1,74 @@
+"""The registry of seeded bugs (spec §11).
+
+Each bug is a deliberate, named deviation that the checker should catch. The node
+reads them only through :class:`Bugs`, one boolean per bug, so every deviation is a
+small ``if self.bugs.x:`` branch beside the correct code rather than a fork of it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, fields
+
+__all__ = ["BUGS", "HA_BUGS", "Bugs", "UnknownBug", "parse_bugs"]
+
+# name -> one-line description (what the node does wrong)
+BUGS: dict[str, str] = {
+    "ack-before-quorum": "leader acks appends and kv writes right after its local write, before a quorum holds them",
+    "no-truncate": "follower acks TRUNCATE without cutting, and acks APPENDs at indexes it already holds without comparing",
+    "commit-old-term": "leader commits the quorum index by counting, whatever its term, and appends no election NOOP (DLedger 0.2)",
+    "vote-without-log-check": "voter skips the log up-to-date check and grants votes to candidates with shorter logs",
+    "stale-read": "every node serves kv-read and get from its local state, with no read barrier and no redirect",
+    "wallclock-lease": "leader serves local reads, and does not step down, while time.time() says its last quorum round is younger than E",
+    "no-fsync": "log and term.json stay in a process buffer flushed every 1 s, after acks and votes",
+    "forget-vote": "votedFor is kept only in memory (term.json always says null)",
+    "commit-regress": "committedIndex is assigned, not raised: followers take a lower leader value, a new leader resets to the checkpoint it recovered at startup",
+    "lax-push-term": "follower takes COMPARE from anyone and COMMIT from any term >= its own, capping commit at ledgerEnd (DLedger 0.2)",
+    "ok-on-term-change": "pending client ops complete with SUCCESS on step-down or quorum-ack timeout",
+}
+
+# Mode `ha` bugs: named by the spec, not implemented by this node yet.
+HA_BUGS: dict[str, str] = {
+    "ha-ok-on-timeout": "sync master says SUCCESS on slave timeout or with no slave (mode ha, not implemented)",
+    "ha-ack-on-send": "push2SlaveMaxOffset raised on send, not on the slave's report (mode ha, not implemented)",
+}
+
+
+class UnknownBug(ValueError):
+    """A --bug name that is not in the registry."""
+
+
+@dataclass(frozen=True)
+class Bugs:
+    ack_before_quorum: bool = False
+    no_truncate: bool = False
+    commit_old_term: bool = False
+    vote_without_log_check: bool = False
+    stale_read: bool = False
+    wallclock_lease: bool = False
+    no_fsync: bool = False
+    forget_vote: bool = False
+    commit_regress: bool = False
+    lax_push_term: bool = False
+    ok_on_term_change: bool = False
+
+    @property
+    def names(self) -> list[str]:
+        return [f.name.replace("_", "-") for f in fields(self) if getattr(self, f.name)]
+
+
+def parse_bugs(spec: str | None) -> Bugs:
+    """``"a,b"`` -> Bugs; raises UnknownBug naming the first unknown or unsupported name."""
+    if not spec:
+        return Bugs()
+    on: dict[str, bool] = {}
+    for raw in spec.split(","):
+        name = raw.strip()
+        if not name:
+            continue
+        if name in HA_BUGS:
+            raise UnknownBug(f"bug {name!r} belongs to mode ha, which is not implemented yet")
+        if name not in BUGS:
+            known = ", ".join(sorted(BUGS))
+            raise UnknownBug(f"unknown bug {name!r} (known: {known})")
+        on[name.replace("-", "_")] = True
+    return Bugs(**on)

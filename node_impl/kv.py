@@ -1,0 +1,99 @@
+"""The key-value state machine and the entry bodies that drive it (spec §8).
+
+Bodies are msgpack maps: ``{"op":"append","p":X}``, ``{"op":"put","k","v"}``,
+``{"op":"cas","k","old","new"}``, ``{"op":"read","k"}``; a NOOP entry has an empty
+body. The map is rebuilt at startup by replaying the committed log (R4), so apply
+must be deterministic: CAS is decided here, at apply time, not when it is proposed.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from node_impl.store import MAGIC_NOOP, Entry, decode_body, encode_body
+
+__all__ = ["KV", "is_plain_append", "body_append", "body_put", "body_cas", "body_read", "entry_view", "decode"]
+
+
+# msgpack of the map {"op": "append", "p": ...} up to the payload: appends are the hot
+# path, so their bodies are built by concatenation, and apply skips decoding them.
+_APPEND_PREFIX = b"\x82\xa2op\xa6append\xa1p"
+
+
+def body_append(payload: Any) -> bytes:
+    return _APPEND_PREFIX + encode_body(payload)
+
+
+def body_put(key: str, value: Any) -> bytes:
+    return encode_body({"op": "put", "k": key, "v": value})
+
+
+def body_cas(key: str, old: Any, new: Any) -> bytes:
+    return encode_body({"op": "cas", "k": key, "old": old, "new": new})
+
+
+def body_read(key: str) -> bytes:
+    return encode_body({"op": "read", "k": key})
+
+
+def decode(e: Entry) -> Any:
+    """The decoded body, or None for a NOOP or an undecodable body."""
+    if e.magic == MAGIC_NOOP or not e.body:
+        return None
+    try:
+        return decode_body(e.body)
+    except Exception:
+        return None
+
+
+def entry_view(e: Entry) -> list:
+    """[index, term, kind, payload] as the client API returns entries."""
+    if e.magic == MAGIC_NOOP:
+        return [e.index, e.term, "noop", None]
+    obj = decode(e)
+    op = obj.get("op") if isinstance(obj, dict) else None
+    if op == "append":
+        return [e.index, e.term, "append", obj.get("p")]
+    if op in ("put", "cas"):
+        return [e.index, e.term, "kv", obj]
+    if op == "read":
+        return [e.index, e.term, "read", obj]
+    return [e.index, e.term, "append", None]
+
+
+def is_plain_append(e: Entry) -> bool:
+    """True for an append body, which never changes the kv map (no decode needed)."""
+    return e.body.startswith(_APPEND_PREFIX)
+
+
+class KV:
+    """An in-memory map; ``apply`` returns the op's result for the waiting client."""
+
+    def __init__(self) -> None:
+        self.data: dict[str, Any] = {}
+
+    def apply(self, obj: Any) -> dict | None:
+        if not isinstance(obj, dict):
+            return None
+        op = obj.get("op")
+        if op == "append":
+            return None
+        key = obj.get("k")
+        if not isinstance(key, str):
+            return None
+        if op == "put":
+            self.data[key] = obj.get("v")
+            return {}
+        if op == "cas":
+            found = key in self.data
+            cur = self.data.get(key)
+            if found and cur == obj.get("old"):
+                self.data[key] = obj.get("new")
+                return {"ok": True, "value": obj.get("new")}
+            return {"ok": False, "value": cur}
+        if op == "read":
+            return self.read(key)
+        return None
+
+    def read(self, key: str) -> dict:
+        return {"found": key in self.data, "value": self.data.get(key)}

@@ -1,0 +1,49 @@
+"""``DIR/node.log``: the lines the checker and humans read after a run.
+
+``ROLE term=T role=R leader=L`` on every change of (term, role, leader) and lines
+starting ``SAFETY`` when an internal check fails (spec §2). Each line goes to the
+OS with one ``write`` so a SIGKILL never leaves a half line or loses a ROLE line
+that was already acted on.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import time
+from pathlib import Path
+
+__all__ = ["NodeLog"]
+
+
+def _fmt(v: object) -> str:
+    if v is None:
+        return "-"
+    s = str(v)
+    return s.replace(" ", "_").replace("\n", "_")
+
+
+class NodeLog:
+    def __init__(self, path: Path) -> None:
+        self.path = Path(path)
+        self._fd = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+
+    def line(self, kind: str, **fields: object) -> None:
+        parts = [kind] + [f"{k}={_fmt(v)}" for k, v in fields.items()]
+        parts.append(f"time={time.time():.6f}")
+        data = (" ".join(parts) + "\n").encode()
+        with contextlib.suppress(OSError):
+            os.write(self._fd, data)
+
+    def role(self, term: int, role: str, leader: str | None) -> None:
+        self.line("ROLE", term=term, role=role, leader=leader)
+
+    def safety(self, what: str, **fields: object) -> None:
+        self.line("SAFETY", check=what, **fields)
+
+    def info(self, what: str, **fields: object) -> None:
+        self.line("INFO", event=what, **fields)
+
+    def close(self) -> None:
+        with contextlib.suppress(OSError):
+            os.close(self._fd)

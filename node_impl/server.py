@@ -1,0 +1,292 @@
+"""The node's two TCP servers: peer RPC and the client API (spec §4-6, §8).
+
+Peer frames are dispatched inline (votes and heartbeats answer at once; pushes
+answer when the entry handler is done). Each client request runs as its own task,
+so one connection may pipeline many requests and get replies out of order.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from typing import TYPE_CHECKING, Any
+
+from node_impl.kv import body_append, body_cas, body_put, body_read, entry_view
+from node_impl.node import LEADER, PendingOp
+from node_impl.wire import MAX_FRAME, FrameError, encode_frame, read_frame
+
+if TYPE_CHECKING:
+    from node_impl.node import Node
+
+__all__ = ["Servers", "ClientAPI"]
+
+MAX_GET_BYTES = MAX_FRAME // 2
+
+
+class BindError(OSError):
+    """A configured port could not be bound."""
+
+
+def _send(writer: asyncio.StreamWriter, msg: dict) -> None:
+    if writer.is_closing():
+        return
+    try:
+        writer.write(encode_frame(msg))
+    except FrameError as e:
+        with contextlib.suppress(FrameError):
+            writer.write(encode_frame({"type": str(msg.get("type")), "rid": msg.get("rid"),
+                                       "code": "UNSUPPORTED", "error": str(e)}))
+    except (OSError, RuntimeError):
+        pass
+
+
+class Servers:
+    def __init__(self, node: Node) -> None:
+        self.node = node
+        self.api = ClientAPI(node)
+        self._servers: list[asyncio.base_events.Server] = []
+        self._conns: set[asyncio.StreamWriter] = set()
+        self._tasks: set[asyncio.Task] = set()
+
+    async def start(self) -> None:
+        cfg = self.node.cfg
+        host = cfg.host
+        for port, handler, what in (
+            (cfg.peer_port, self._peer_conn, "peer"),
+            (cfg.client_port, self._client_conn, "client"),
+        ):
+            try:
+                srv = await asyncio.start_server(handler, host, port, reuse_address=True,
+                                                 limit=MAX_FRAME + 8)
+            except OSError as e:
+                raise BindError(f"cannot bind {what} port {host}:{port}: {e.strerror or e}") from e
+            self._servers.append(srv)
+
+    async def stop(self) -> None:
+        for s in self._servers:
+            s.close()
+        for w in list(self._conns):
+            with contextlib.suppress(Exception):
+                w.close()
+        for t in list(self._tasks):
+            t.cancel()
+        for s in self._servers:
+            with contextlib.suppress(Exception):
+                await asyncio.wait_for(s.wait_closed(), 1.0)
+
+    # ------------------------------------------------------------------ peers
+
+    async def _peer_conn(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        node = self.node
+        self._conns.add(writer)
+
+        def reply(msg: dict) -> None:
+            _send(writer, msg)
+
+        try:
+            while not node.stopping:
+                msg = await read_frame(reader)
+                t = msg.get("type")
+                if t == "vote":
+                    reply(node.elector.handle_vote(msg))
+                elif t == "heartbeat":
+                    reply(node.elector.handle_heartbeat(msg))
+                elif t == "push":
+                    node.handler.handle_push(msg, reply)
+                else:
+                    reply({"type": f"{t}-resp", "rid": msg.get("rid"), "code": "UNSUPPORTED"})
+                if writer.transport.get_write_buffer_size() > (4 << 20):
+                    await writer.drain()
+        except (OSError, EOFError, FrameError, asyncio.IncompleteReadError):
+            pass
+        except asyncio.CancelledError:
+            pass
+        finally:
+            self._conns.discard(writer)
+            with contextlib.suppress(Exception):
+                writer.close()
+
+    # ------------------------------------------------------------------ clients
+
+    async def _client_conn(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        node = self.node
+        self._conns.add(writer)
+        loop = asyncio.get_running_loop()
+        try:
+            while not node.stopping:
+                try:
+                    msg = await read_frame(reader)
+                except FrameError as e:
+                    _send(writer, {"type": "error", "rid": None, "code": "BAD_FRAME", "error": str(e)})
+                    break
+                t = loop.create_task(self._serve_one(msg, writer))
+                self._tasks.add(t)
+                t.add_done_callback(self._tasks.discard)
+        except (OSError, EOFError, asyncio.IncompleteReadError, asyncio.CancelledError):
+            pass
+        finally:
+            self._conns.discard(writer)
+            with contextlib.suppress(Exception):
+                writer.close()
+
+    async def _serve_one(self, msg: dict, writer: asyncio.StreamWriter) -> None:
+        try:
+            resp = await self.api.handle(msg)
+        except asyncio.CancelledError:
+            return
+        except Exception as e:  # a bug in a handler must not kill the connection
+            self.node.log.info("client-error", type=msg.get("type"), error=repr(e))
+            resp = {"type": f"{msg.get('type')}-resp", "code": "UNSUPPORTED", "error": repr(e)}
+        resp["rid"] = msg.get("rid")
+        _send(writer, resp)
+        if writer.transport.get_write_buffer_size() > (4 << 20):
+            with contextlib.suppress(Exception):
+                await writer.drain()
+
+
+class ClientAPI:
+    """Client requests -> node operations -> reply maps (without rid)."""
+
+    def __init__(self, node: Node) -> None:
+        self.node = node
+
+    def redirect(self) -> dict:
+        n = self.node
+        return {"type": "redirect", "code": "NOT_LEADER", "leader": n.leader_id,
+                "leader_addr": n.leader_addr}
+
+    async def handle(self, msg: dict) -> dict:
+        t = msg.get("type")
+        fn = {
+            "status": self.status,
+            "append": self.append,
+            "get": self.get,
+            "kv-write": self.kv_write,
+            "kv-read": self.kv_read,
+            "kv-cas": self.kv_cas,
+        }.get(t)  # type: ignore[arg-type]
+        if fn is None:
+            return {"type": f"{t}-resp", "code": "UNSUPPORTED", "error": f"unknown request type {t!r}"}
+        return await fn(msg)
+
+    def _err(self, t: str, code: str, error: str | None = None) -> dict:
+        if code == "NOT_LEADER":
+            return self.redirect()
+        out = {"type": f"{t}-resp", "code": code}
+        if error:
+            out["error"] = error
+        return out
+
+    async def status(self, msg: dict) -> dict:
+        return {"type": "status-resp", "code": "SUCCESS", **self.node.status()}
+
+    async def _propose(self, t: str, bodies: list[bytes], kind: str) -> tuple[dict | None, Any]:
+        r = self.node.propose(bodies, kind)
+        if isinstance(r, str):
+            return self._err(t, r), None
+        assert isinstance(r, PendingOp)
+        code, res = await r.fut
+        if code != "SUCCESS":
+            return self._err(t, code), None
+        return None, res
+
+    async def append(self, msg: dict) -> dict:
+        if "bodies" in msg:
+            bodies = msg["bodies"]
+            if not isinstance(bodies, list) or not bodies:
+                return self._err("append", "UNSUPPORTED", "'bodies' must be a non-empty list")
+        elif "body" in msg:
+            bodies = [msg["body"]]
+        else:
+            return self._err("append", "UNSUPPORTED", "append needs 'body' or 'bodies'")
+        err, res = await self._propose("append", [body_append(b) for b in bodies], "append")
+        if err is not None:
+            return err
+        out = {"type": "append-resp", "code": "SUCCESS", "index": res["index"], "term": res["term"],
+               "leader": self.node.id}
+        if "bodies" in msg:
+            out["indexes"] = res.get("indexes", [res["index"]])
+        return out
+
+    async def kv_write(self, msg: dict) -> dict:
+        key = msg.get("key")
+        if not isinstance(key, str):
+            return self._err("kv-write", "UNSUPPORTED", "'key' must be a string")
+        err, res = await self._propose("kv-write", [body_put(key, msg.get("value"))], "put")
+        if err is not None:
+            return err
+        return {"type": "kv-write-resp", "code": "SUCCESS", "index": res["index"], "term": res["term"]}
+
+    async def kv_cas(self, msg: dict) -> dict:
+        key = msg.get("key")
+        if not isinstance(key, str):
+            return self._err("kv-cas", "UNSUPPORTED", "'key' must be a string")
+        err, res = await self._propose(
+            "kv-cas", [body_cas(key, msg.get("old"), msg.get("new"))], "cas"
+        )
+        if err is not None:
+            return err
+        return {"type": "kv-cas-resp", "code": "SUCCESS", "ok": bool(res.get("ok")),
+                "value": res.get("value"), "index": res["index"], "term": res["term"]}
+
+    async def kv_read(self, msg: dict) -> dict:
+        n = self.node
+        key = msg.get("key")
+        if not isinstance(key, str):
+            return self._err("kv-read", "UNSUPPORTED", "'key' must be a string")
+        local = n.bugs.stale_read or (n.bugs.wallclock_lease and n.lease_valid_wallclock())
+        if local:  # seeded bugs: answer from local state, no barrier
+            r = n.kv.read(key)
+            return {"type": "kv-read-resp", "code": "SUCCESS", "found": r["found"],
+                    "value": r["value"], "readIndex": n.applied}
+        if n.cfg.read_mode == "log":
+            err, res = await self._propose("kv-read", [body_read(key)], "read")
+            if err is not None:
+                return err
+            return {"type": "kv-read-resp", "code": "SUCCESS", "found": bool(res.get("found")),
+                    "value": res.get("value"), "readIndex": res["index"]}
+        why, read_index = await n.read_barrier()
+        if why is not None:
+            return self._err("kv-read", why)
+        r = n.kv.read(key)
+        return {"type": "kv-read-resp", "code": "SUCCESS", "found": r["found"], "value": r["value"],
+                "readIndex": read_index}
+
+    async def get(self, msg: dict) -> dict:
+        n = self.node
+        local = bool(msg.get("local"))
+        if "index" in msg and msg["index"] is not None:
+            lo = hi = msg["index"]
+            single = True
+        else:
+            lo, hi = msg.get("from"), msg.get("to")
+            single = False
+            if lo is None:
+                lo = 0
+            if hi is None:
+                hi = n.store.end_index
+        if not isinstance(lo, int) or not isinstance(hi, int):
+            return self._err("get", "UNSUPPORTED", "'index', 'from' and 'to' must be ints")
+        if not local and not n.bugs.stale_read:
+            if n.role != LEADER:
+                return self.redirect()
+            if not (n.bugs.wallclock_lease and n.lease_valid_wallclock()):
+                why, _ = await n.read_barrier()
+                if why is not None:
+                    return self._err("get", why)
+        limit = n.store.end_index if local else n.committed
+        if lo < 0 or (single and lo > n.store.end_index and local):
+            return self._err("get", "INDEX_OUT_OF_RANGE",
+                             f"index {lo} outside [{n.store.begin_index}, {n.store.end_index}]")
+        if not local and lo > limit:
+            return self._err("get", "NOT_COMMITTED", f"index {lo} > committedIndex {limit}")
+        hi = min(hi, limit)
+        entries: list[list] = []
+        size = 0
+        for e in n.store.entries(lo, hi):
+            size += e.size
+            if size > MAX_GET_BYTES and entries:
+                break
+            entries.append(entry_view(e))
+        return {"type": "get-resp", "code": "SUCCESS", "entries": entries,
+                "committedIndex": n.committed, "ledgerEndIndex": n.store.end_index}
