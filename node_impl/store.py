@@ -517,11 +517,13 @@ class LogStore:
             end = len(self._pos) - 1
             gen = self._gen
             self._spill()
-            dfd, ifd = self._dfd, self._ifd
+            dfd = self._dfd
         if self._fsync:
+            # Only the data file is synced on the hot path: index.idx is derived from
+            # data.log and recovery rewrites any record that disagrees with it, so one
+            # sync per group commit (not two) is all durability needs.
             try:
                 os.fdatasync(dfd)
-                os.fdatasync(ifd)
             except OSError:
                 if self._closed:  # closed under us: nothing more can become durable
                     return self._durable

@@ -7,7 +7,8 @@ History values (ARCHITECTURE §2):
   no two attempts share one, even across retries after info (invariant I4).
 - ``read`` (key null): invoke ``{"from": a, "to": b}``, ok ``{"entries": [[index,
   term, payload], ...], "committed": c}``; payload is null for NOOP entries and
-  the kv op map for kv entries. During the run a read goes to the leader
+  ``{"kind", "at": index, "op": kv op map}`` for kv (and log-mode read) entries,
+  which are not unique by content. During the run a read goes to the leader
   (non-local get: committed entries only, linearizable) and covers at most
   ``read_chunk`` entries near the highest index seen acked.
 - final reads: invoke ``{"from", "to", "final": true, "local": true}`` naming the
@@ -126,7 +127,13 @@ def log_entries(reply: Mapping[str, Any]) -> list[list[Any]]:
     out = []
     for e in reply.get("entries") or []:
         index, term, kind, payload = e[0], e[1], e[2], e[3] if len(e) > 3 else None
-        out.append([index, term, None if kind == "noop" else payload])
+        if kind == "noop":
+            payload = None
+        elif kind != "append":
+            # kv ops repeat by content (two clients may both put k0=3), so only
+            # append payloads are unique (I4); a kv entry's identity is its index.
+            payload = {"kind": kind, "at": index, "op": payload}
+        out.append([index, term, payload])
     return out
 
 
