@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import importlib.util
 import random
+import time
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -18,8 +19,9 @@ import click
 
 from harness.control.base import Host
 from harness.errors import ConfigError, LabError
+from harness.junit import junit_xml, worst_exit_code
 
-__all__ = ["run", "resolve_hosts", "parse_kv", "parse_nemesis", "worst_exit"]
+__all__ = ["run", "resolve_hosts", "parse_kv", "parse_nemesis"]
 
 DEFAULT_NEMESIS = "partition,kill,clock"
 
@@ -58,14 +60,6 @@ def parse_nemesis(text: str) -> tuple[str, ...]:
     if parts in ((), ("none",)):
         return ()
     return parts
-
-
-def worst_exit(codes: Sequence[int]) -> int:
-    """The exit code of a campaign: invalid beats unknown beats valid."""
-    if not codes:
-        return 2
-    rank = {1: 3, 2: 2, 0: 1}
-    return max(codes, key=lambda c: rank.get(c, 4))
 
 
 def resolve_hosts(*, lab: str | None, nodes_file: str | None, vagrant: str | None,
@@ -157,13 +151,18 @@ def _lab_hosts(name: str) -> list[Host]:
 @click.option("--insecure-no-host-key-check", "insecure", is_flag=True,
               help="Do not verify SSH host keys.")
 @click.option("--no-progress", is_flag=True, help="No live status line.")
+@click.option("--junit-xml", "junit_path", type=click.Path(dir_okay=False), default=None,
+              help="Write a JUnit XML file with one test case per run (for CI).")
+@click.option("--fail-on", type=click.Choice(["invalid", "unknown"]), default="invalid",
+              show_default=True,
+              help="'unknown': an undecided run fails the exit code (1) and the JUnit case too.")
 def run(db: str, workload: str, nemesis: str, time_limit: float, concurrency: int, rate: float,
         test_count: int, bug: str | None, seed: int | None, nemesis_interval: float,
         name: str | None, store_root: str, leave_db_running: bool, engine: str,
         db_options: tuple[str, ...], workload_options: tuple[str, ...],
         nemesis_options: tuple[str, ...], node_count: int | None,
         lab: str, nodes_file: str | None, vagrant: str | None, docker: bool, insecure: bool,
-        no_progress: bool) -> int:
+        no_progress: bool, junit_path: str | None, fail_on: str) -> int:
     """Run a campaign: load, faults, heal, final reads, check. Exit 0 valid, 1 invalid, 2 unknown."""
     from harness.runner import RunOptions, run_test
     from harness.test import TestSpec
@@ -193,23 +192,41 @@ def run(db: str, workload: str, nemesis: str, time_limit: float, concurrency: in
     opts = RunOptions(leave_db_running=leave_db_running, engine=engine,
                       progress=not no_progress)
     codes = []
+    summary: list[dict[str, Any]] = []
     for i in range(test_count):
         spec = TestSpec(name=test_name, nodes=tuple(h.name for h in hosts), db=db,
                         workload=workload, nemesis=faults, time_limit=time_limit,
                         concurrency=concurrency, rate=rate, seed=base_seed + i, bug=bug,
                         nemesis_interval=nemesis_interval,
                         options={**wl_opts, "db": db_opts, "nemesis": nem_opts})
+        started = time.monotonic()
         result = run_test(spec, hosts, store_root=store_root, options=opts)
         codes.append(result.exit_code)
+        summary.append({"name": f"{test_name} seed={spec.seed}", "path": _rel(result.store_dir),
+                        "seconds": time.monotonic() - started, "results": result.results})
         prefix = f"[{i + 1}/{test_count}] " if test_count > 1 else ""
         click.echo(f"{prefix}{_verdict_line(result.results)}")
         click.echo(f"{prefix}store: {_rel(result.store_dir)}")
         if result.interrupted and (result.reason or "").startswith("interrupted"):
             break  # the user asked to stop: no further runs
-    rc = worst_exit(codes)
+    if fail_on == "unknown":
+        codes = [1 if c == 2 else c for c in codes]
+    rc = worst_exit_code(codes)
     if test_count > 1:
-        click.echo(f"campaign: {test_count} runs, exit {rc}")
+        counts = {w: sum(1 for r in summary if _word(r["results"]) == w)
+                  for w in ("VALID", "INVALID", "UNKNOWN")}
+        click.echo(f"campaign: {len(summary)} runs: {counts['VALID']} valid, "
+                   f"{counts['INVALID']} invalid, {counts['UNKNOWN']} unknown; exit {rc}")
+    if junit_path:
+        Path(junit_path).parent.mkdir(parents=True, exist_ok=True)
+        Path(junit_path).write_text(junit_xml(summary, suite=test_name,
+                                              fail_on_unknown=fail_on == "unknown"))
+        click.echo(f"junit: {junit_path}")
     return rc
+
+
+def _word(results: dict[str, Any]) -> str:
+    return {True: "VALID", False: "INVALID"}.get(results.get("valid"), "UNKNOWN")  # type: ignore[arg-type]
 
 
 def _rel(p: Path) -> str:
