@@ -122,7 +122,8 @@ def plan_checks(ops: Sequence[Op], *, model: str | None = None, timeout: float |
             checks[name] = _lin_checker(get_model(_AUTO_MODELS[g]), groups[g], timeout, keys)
     if groups.get("log"):
         log_ops = groups["log"]
-        checks["log-safety"] = FnChecker(lambda _: check_log_safety(log_ops))
+        ha = opts.get("ha")  # mode ha (workloads/append.py sets it)
+        checks["log-safety"] = FnChecker(lambda _: check_log_safety(log_ops, ha=ha))
     if groups.get("set") and (model is None or model != "set"):
         set_ops = groups["set"]
         checks["set"] = FnChecker(lambda _: check_set(set_ops))

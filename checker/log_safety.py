@@ -519,7 +519,7 @@ def is_log_safety_op(op: Op) -> bool:
     return op.f == "read" and op.key is None and isinstance(op.value, dict)
 
 
-def check_log_safety(ops: Sequence[Op]) -> dict[str, Any]:
+def check_log_safety(ops: Sequence[Op], ha: dict[str, Any] | None = None) -> dict[str, Any]:
     """Every log-safety anomaly over one history, as one result map.
 
     ``{"valid", "anomalies": {kind: [examples]} (non-empty kinds only),
@@ -527,6 +527,10 @@ def check_log_safety(ops: Sequence[Op]) -> dict[str, Any]:
     "stats": {...}}``. ``valid`` is False if any anomaly was found, else
     ``"unknown"`` if lost-ack could not be judged (ok appends but no final read),
     else True.
+
+    ``ha`` (classic master/slave, ``{"sync": bool}``): an async master's failover
+    loses acked appends by design (spec §12), so there lost-ack and the append-order
+    it causes are measured as the note ``loss-window`` instead of anomalies.
     """
     ops = _prepare(ops)
     anomalies = {}
@@ -535,6 +539,10 @@ def check_log_safety(ops: Sequence[Op]) -> dict[str, Any]:
         if ex:
             anomalies[kind] = ex
     notes = {}
+    if ha is not None and not ha.get("sync"):  # mode ha, async master: a loss window
+        for kind, note in (("lost-ack", "loss-window"), ("append-order", "loss-window-order")):
+            if kind in anomalies:
+                notes[note] = anomalies.pop(kind)
     restart = committed_regress_restart(ops)
     if restart:
         notes["committed-regress-restart"] = restart
@@ -548,6 +556,8 @@ def check_log_safety(ops: Sequence[Op]) -> dict[str, Any]:
         "final_reads": sum(1 for r in reads if r.final),
         "committed_observations": sum(len(r.committed) for r in reads),
     }
+    if ha is not None:
+        stats["loss_window"] = len(notes.get("loss-window", anomalies.get("lost-ack", [])))
     valid: bool | str = False if anomalies else ("unknown" if unknown else True)
     return {"valid": valid, "anomalies": anomalies, "notes": notes, "unknown": unknown,
             "stats": stats}

@@ -21,6 +21,7 @@ from harness.history import NEMESIS, Op
 from nemesis import grudge as g
 from nemesis.base import Compose, Nemesis
 from nemesis.clock import ClockNemesis
+from nemesis.failover import FailoverNemesis
 from nemesis.net import PartitionNemesis
 from nemesis.netem import NetemNemesis
 from nemesis.process import HostFreezeNemesis, KillNemesis, PauseNemesis
@@ -41,12 +42,12 @@ PARTITION_SHAPES: dict[str, tuple[str, ...]] = {
     "partition-leader": ("leader",),
     "partition-random": ("random",),
 }
-FAULTS = (*PARTITION_SHAPES, "clock", "kill", "pause", "freeze", "loss", "delay")
+FAULTS = (*PARTITION_SHAPES, "clock", "kill", "pause", "freeze", "loss", "delay", "failover")
 """Fault names accepted by ``--nemesis``. ``freeze`` is a whole-host pause (lab freezer cgroup)."""
 
 DEFAULT_TARGETS = ("one", "minority", "majority", "all", "leader", "random")
 NODE_FAULTS = ("clock", "kill", "pause", "loss", "delay")
-HEAL_ORDER = ("partition", "loss", "delay", "clock", "pause", "kill")
+HEAL_ORDER = ("partition", "loss", "delay", "clock", "pause", "kill", "failover")
 """Network first, so nodes that resume or restart can reach their peers at once."""
 
 BUMP_MS = (5, 50, 500, 5_000, 60_000, 300_000)
@@ -69,6 +70,8 @@ def parse_faults(faults: Sequence[str]) -> tuple[list[str], tuple[str, ...]]:
             kind = name
         elif name == "freeze":
             kind = "pause"
+        elif name == "failover":  # mode ha: nemesis/failover.py
+            kind = name
         else:
             raise ConfigError(f"unknown nemesis fault {name!r}; known: {', '.join(FAULTS)}",
                               field="nemesis")
@@ -81,7 +84,7 @@ def _targets_for(targets: Sequence[str] | Mapping[str, Sequence[str]] | None,
                  kinds: Sequence[str]) -> dict[str, tuple[str, ...]]:
     out: dict[str, tuple[str, ...]] = {}
     for kind in kinds:
-        if kind == "partition":
+        if kind in ("partition", "failover"):
             continue
         if targets is None:
             ts: Sequence[str] = DEFAULT_TARGETS
@@ -146,6 +149,8 @@ class Schedule:
         return wait, _op(f"start-{kind}", value)
 
     def _start_value(self, ctx: Any, kind: str) -> dict[str, Any]:
+        if kind == "failover":
+            return {"target": "master"}
         nodes = list(ctx.nodes)
         leader_ok = _has_primaries(ctx)
         if kind == "partition":
@@ -254,6 +259,8 @@ def build_package(faults: Sequence[str], *, interval: float, rng: random.Random,
     net_kinds = tuple(k for k in ("loss", "delay") if k in kinds)
     if net_kinds:
         nemeses.append(NetemNemesis(net_kinds))
+    if "failover" in kinds:
+        nemeses.append(FailoverNemesis())
     nemesis = _PackageNemesis(nemeses, needs_primaries=shapes == ("leader",))
     schedule = Schedule(kinds=tuple(kinds), shapes=shapes, targets=tmap, interval=interval, rng=rng,
                         max_ops=max_ops)

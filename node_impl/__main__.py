@@ -1,7 +1,7 @@
 """``python -m node_impl``: run one node until SIGTERM/SIGINT.
 
 Exit codes: 0 after a clean stop, 1 when the node cannot start (a port is taken,
-the data dir is unreadable), 2 for bad arguments (unknown bug, mode not built).
+the data dir is unreadable), 2 for bad arguments (unknown bug, missing --ha-master).
 """
 
 from __future__ import annotations
@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import signal
 import sys
+from typing import Any
 
 from node_impl.config import ConfigError, NodeConfig, parse_args
 
@@ -16,9 +17,14 @@ __all__ = ["main", "run_node"]
 
 
 async def run_node(cfg: NodeConfig) -> None:
-    from node_impl.node import Node
+    if cfg.mode == "ha":  # mode dispatch: classic master/slave lives in node_impl/ha.py
+        from node_impl.ha import HANode
 
-    node = Node(cfg)
+        node: Any = HANode(cfg)
+    else:
+        from node_impl.node import Node
+
+        node = Node(cfg)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
@@ -45,9 +51,6 @@ def main(argv: list[str] | None = None) -> int:
         cfg = parse_args(args)
     except ConfigError as e:
         print(f"node_impl: error: {e}", file=sys.stderr)
-        return 2
-    if cfg.mode == "ha":
-        print("node_impl: error: --mode ha is not implemented yet", file=sys.stderr)
         return 2
     try:
         asyncio.run(run_node(cfg))

@@ -124,6 +124,20 @@ def parse_args(argv: list[str]) -> NodeConfig:
         bugs = parse_bugs(a.bug)
     except UnknownBug as e:
         raise ConfigError(f"--bug: {e}") from None
+    # mode ha (node_impl/ha.py): its bugs only there, and a master among the peers
+    ha_named = [b for b in bugs.names if b.startswith("ha-")]
+    if a.mode != "ha" and ha_named:
+        raise ConfigError(f"--bug: bug {ha_named[0]!r} belongs to --mode ha")
+    if a.mode == "ha":
+        other = [b for b in bugs.names if not b.startswith("ha-")]
+        if other:
+            raise ConfigError(f"--bug: bug {other[0]!r} belongs to --mode dledger")
+        if a.ha_master is None:
+            raise ConfigError("--mode ha needs --ha-master ID")
+        if a.ha_master not in peers:
+            raise ConfigError(f"--ha-master: {a.ha_master!r} is not among --peers ({', '.join(peers)})")
+        if a.ha_slave_timeout_ms <= 0:
+            raise ConfigError("--ha-slave-timeout-ms must be positive")
     client_port = a.client_port if a.client_port is not None else peers[a.node_id][1] + 1000
     if not 0 < client_port < 65536:
         raise ConfigError(f"--client-port {client_port} is out of range")

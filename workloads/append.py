@@ -187,12 +187,16 @@ class AppendClient(DLedgerClient):
 def workload(options: Mapping[str, Any]) -> Workload:
     chunk = opt_int(options, "read_chunk", DEFAULT_CHUNK, minimum=1)
     read_fraction = opt_float(options, "read_fraction", 0.1, maximum=1.0)
+    checker: dict[str, Any] = {"model": None, "checks": ["log-safety", "samples"]}
+    db_opts = options.get("db") or {}
+    if isinstance(db_opts, Mapping) and db_opts.get("mode") == "ha":  # classic HA (spec §12)
+        checker["ha"] = {"sync": db_opts.get("sync") in (True, "true", "yes", "on")}
     return Workload(
         name="append",
         client=AppendClient(timeout=opt_float(options, "client_timeout", DEFAULT_TIMEOUT,
                                               positive=True)),
         generator=AppendGen(read_fraction=read_fraction, chunk=chunk),
         final_generator=final_log_reads(chunk=chunk),
-        checker={"model": None, "checks": ["log-safety", "samples"]},
+        checker=checker,
         extra_workers=maybe_sampler_workers(options),
     )

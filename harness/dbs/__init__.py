@@ -16,8 +16,13 @@ __all__ = ["get_db", "DB_NAMES"]
 
 
 def _dledger(options: Mapping[str, Any]) -> DB:
+    if options.get("mode", "dledger") != "dledger":  # mode=ha: harness/dbs/ha.py
+        from harness.dbs.ha import HADB
+
+        return HADB(**dict(options))
     from harness.dbs.dledger import DLedgerDB
 
+    options = {k: v for k, v in options.items() if k != "mode"}
     return DLedgerDB(**dict(options))
 
 

@@ -1,0 +1,119 @@
+"""The reference node in mode ``ha`` (RocketMQ classic master/slave) as a database under test.
+
+Chosen with ``--db dledger --db-option mode=ha [--db-option sync=true]``. Install,
+start, kill and teardown are DLedgerDB's; what differs is the command line (one
+master, the others its slaves), what "ready" means (the master sees every slave),
+who the primary is (the node whose role is ``master``), and two operator actions
+the failover nemesis needs: reading every node's status, and turning a dead old
+master into an empty slave of the new one (classic HA cannot truncate its tail).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import shlex
+import time
+from concurrent.futures import ThreadPoolExecutor
+from typing import TYPE_CHECKING, Any
+
+from harness.dbs.dledger import DLedgerDB, _fetch_status
+from harness.errors import ConfigError, RemoteError
+
+if TYPE_CHECKING:
+    from harness.test import RunContext
+
+__all__ = ["HADB"]
+
+log = logging.getLogger(__name__)
+
+
+def _as_bool(v: Any, name: str) -> bool:
+    if isinstance(v, bool):
+        return v
+    if isinstance(v, str) and v.lower() in ("true", "false", "yes", "no", "on", "off"):
+        return v.lower() in ("true", "yes", "on")
+    raise ConfigError(f"db option {name} must be true or false, got {v!r}", field=name)
+
+
+class HADB(DLedgerDB):
+    """``node_impl --mode ha``: master ``master`` (default: the first node), slaves the rest."""
+
+    def __init__(self, *, mode: str = "ha", sync: Any = False, master: str | None = None,
+                 slave_timeout_ms: int | None = None, **options: Any) -> None:
+        if mode != "ha":
+            raise ConfigError(f"HADB runs mode ha, got mode={mode!r}", field="mode")
+        super().__init__(**options)
+        self.sync = _as_bool(sync, "sync")
+        self.master = master
+        if slave_timeout_ms is not None and (not isinstance(slave_timeout_ms, int)
+                                             or slave_timeout_ms <= 0):
+            raise ConfigError(f"slave_timeout_ms must be a positive int, got {slave_timeout_ms!r}",
+                              field="slave_timeout_ms")
+        self.slave_timeout_ms = slave_timeout_ms
+
+    def initial_master(self, ctx: RunContext) -> str:
+        m = self.master or ctx.nodes[0]
+        if m not in ctx.nodes:
+            raise ConfigError(f"db option master={m!r} is not a node ({', '.join(ctx.nodes)})",
+                              field="master")
+        return m
+
+    def _command(self, ctx: RunContext, node: str, python: str) -> str:
+        args = ["--mode", "ha", "--ha-master", self.initial_master(ctx)]
+        if self.sync:
+            args.append("--ha-sync")
+        if self.slave_timeout_ms:
+            args += ["--ha-slave-timeout-ms", str(self.slave_timeout_ms)]
+        return super()._command(ctx, node, python) + " " + " ".join(map(shlex.quote, args))
+
+    def _await_leader(self, ctx: RunContext, node: str) -> None:
+        host, port = self.client_addrs(ctx)[node]
+        pid = self._paths(ctx, node)["pid"]
+        remote = ctx.remotes[node]
+        deadline = time.monotonic() + self.leader_timeout
+        while time.monotonic() < deadline:
+            st = _fetch_status(host, port, 1.0)
+            if st is not None and st.get("role") in ("master", "slave"):
+                log.info("%s: up as %s of %s, epoch %s", node, st.get("role"), st.get("leader"),
+                         st.get("term"))
+                return
+            if st is None and not remote.daemon_running(pid):
+                raise RemoteError("node process exited during startup", host=remote.host.name)
+            time.sleep(0.2)
+        raise RemoteError(f"no status after {self.leader_timeout:g} s", host=remote.host.name)
+
+    def statuses(self, ctx: RunContext, timeout: float = 2.0) -> dict[str, dict | None]:
+        """Every node's status (None: not answering), asked in parallel."""
+        addrs = self.client_addrs(ctx)
+        with ThreadPoolExecutor(max_workers=max(1, len(addrs))) as pool:
+            sts = list(pool.map(lambda a: _fetch_status(a[0], a[1], timeout), addrs.values()))
+        return dict(zip(addrs, sts, strict=True))
+
+    def wait_ready(self, ctx: RunContext, *, settle: float = 0.5) -> None:
+        """Wait until the master has every slave connected (a warning if it never does)."""
+        m = self.initial_master(ctx)
+        host, port = self.client_addrs(ctx)[m]
+        want = len(ctx.nodes) - 1
+        deadline = time.monotonic() + self.leader_timeout
+        st: dict | None = None
+        while time.monotonic() < deadline:
+            st = _fetch_status(host, port, 1.0)
+            if st is not None and st.get("role") == "master" and st.get("slaves", 0) >= want:
+                log.info("ha group ready: master %s with %d slaves (sync=%s)", m, want, self.sync)
+                time.sleep(settle)
+                return
+            time.sleep(0.1)
+        log.warning("master %s did not see %d slaves within %gs (last status: %s)", m, want,
+                    self.leader_timeout, st)
+
+    def primaries(self, ctx: RunContext) -> list[str]:
+        return [n for n, st in self.statuses(ctx).items() if st and st.get("role") == "master"]
+
+    def reset_as_slave(self, ctx: RunContext, node: str, master: str, epoch: int) -> None:
+        """Empty ``node``'s data dir and point it at ``master`` (the operator's rejoin)."""
+        remote = ctx.remotes[node]
+        data = self._paths(ctx, node)["data"]
+        term = json.dumps({"term": epoch, "votedFor": master})
+        remote.run(f"rm -rf {shlex.quote(data)} && mkdir -p {shlex.quote(data)} && "
+                   f"printf '%s' {shlex.quote(term)} > {shlex.quote(data + '/term.json')}")

@@ -1,0 +1,135 @@
+"""Classic master/slave failover, done the way an operator does it (spec §9).
+
+``start-failover`` kills the master with SIGKILL, promotes the slave that holds the
+most data (``ha-promote`` with a new epoch) and points the other slaves at it
+(``ha-follow``). ``stop-failover`` brings the old master back as a slave of the
+current master, with an emptied data dir: classic HA cannot cut a divergent tail,
+so this is the only safe rejoin. What the promotion loses is not the nemesis's
+business; the checker measures it (async: a loss window; sync: a violation).
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import TYPE_CHECKING, Any
+
+from harness.errors import NemesisError
+from nemesis.base import completion
+
+if TYPE_CHECKING:
+    from harness.history import Op
+    from harness.test import RunContext
+
+__all__ = ["FailoverNemesis", "choose_new_master"]
+
+log = logging.getLogger(__name__)
+
+
+def choose_new_master(statuses: dict[str, dict | None], dead: str) -> str | None:
+    """The live slave with the highest offset (ties: the lowest node name), or None."""
+    live = [(n, st) for n, st in statuses.items()
+            if n != dead and st and st.get("role") == "slave" and isinstance(st.get("offset"), int)]
+    if not live:
+        return None
+    return min(live, key=lambda x: (-x[1]["offset"], x[0]))[0]
+
+
+def _call(ctx: RunContext, node: str, msg: dict, timeout: float = 5.0) -> dict:
+    from node_impl.client import NodeClient
+
+    host, port = ctx.db.client_addrs(ctx)[node]
+    with NodeClient(host, port, timeout=timeout) as c:
+        return c.call(msg, timeout)
+
+
+class FailoverNemesis:
+    def __init__(self) -> None:
+        self.rejoin: set[str] = set()
+
+    def fs(self) -> set[str]:
+        return {"start-failover", "stop-failover"}
+
+    def _db(self, ctx: RunContext) -> Any:
+        db = ctx.db
+        for need in ("statuses", "reset_as_slave", "kill", "start", "client_addrs"):
+            if not hasattr(db, need):
+                raise NemesisError(f"failover needs a master/slave DB (--db dledger --db-option "
+                                   f"mode=ha); {type(db).__name__} has no {need}()")
+        return db
+
+    def setup(self, ctx: RunContext) -> None:
+        self._db(ctx)
+        self.rejoin = set()
+
+    def invoke(self, ctx: RunContext, op: Op) -> Op:
+        db = self._db(ctx)
+        if op.f == "start-failover":
+            return self._start(ctx, db, op)
+        if op.f == "stop-failover":
+            done, errors = self._rejoin(ctx, db)
+            return completion(op, {"rejoined": done}, errors)
+        raise NemesisError(f"failover nemesis cannot handle {op.f!r}")
+
+    def _start(self, ctx: RunContext, db: Any, op: Op) -> Op:
+        value: dict[str, Any] = dict(op.value or {})
+        before = db.statuses(ctx)
+        masters = [n for n, st in before.items() if st and st.get("role") == "master"]
+        if not masters:
+            return completion(op, {**value, "nodes": []}, {"cluster": "no master answers; nothing done"})
+        old = max(masters, key=lambda n: before[n].get("term") or 0)
+        db.kill(ctx, old)
+        self.rejoin.add(old)
+        after = db.statuses(ctx)
+        epoch = max([st.get("term") or 0 for st in (*before.values(), *after.values()) if st]) + 1
+        new = choose_new_master(after, old)
+        value.update({"nodes": [old], "killed": old,
+                      "offsets": {n: st.get("offset") for n, st in after.items() if st},
+                      "master_offset": (before[old] or {}).get("offset")})
+        if new is None:
+            return completion(op, value, {"cluster": "no live slave to promote"})
+        errors: dict[str, str] = {}
+        r = _call(ctx, new, {"type": "ha-promote", "epoch": epoch})
+        if r.get("code") != "SUCCESS":
+            errors[new] = f"ha-promote: {r.get('code')} {r.get('error') or ''}".strip()
+            return completion(op, {**value, "promoted": None}, errors)
+        followed, refused = [], []
+        for n, st in after.items():
+            if n in (new, old) or st is None:
+                continue
+            try:
+                r = _call(ctx, n, {"type": "ha-follow", "master": new, "epoch": epoch})
+            except Exception as e:  # one unreachable slave must not stop the others
+                errors[n] = f"ha-follow: {e}"
+                continue
+            (followed if r.get("code") == "SUCCESS" else refused).append(n)
+        value.update({"promoted": new, "epoch": epoch, "followed": followed, "refused": refused})
+        log.info("failover: killed %s, promoted %s (epoch %d), followed %s, refused %s",
+                 old, new, epoch, followed, refused)
+        return completion(op, value, errors)
+
+    def _rejoin(self, ctx: RunContext, db: Any) -> tuple[list[str], dict[str, str]]:
+        done: list[str] = []
+        errors: dict[str, str] = {}
+        if not self.rejoin:
+            return done, errors
+        sts = db.statuses(ctx)
+        masters = [n for n, st in sts.items() if st and st.get("role") == "master"]
+        if not masters:
+            return done, {n: "no master to rejoin" for n in self.rejoin}
+        m = max(masters, key=lambda n: sts[n].get("term") or 0)
+        epoch = sts[m].get("term") or 1
+        for n in sorted(self.rejoin):
+            try:
+                db.reset_as_slave(ctx, n, m, epoch)
+                db.start(ctx, n)
+            except Exception as e:
+                errors[n] = f"{type(e).__name__}: {e}"
+                continue
+            done.append(n)
+            self.rejoin.discard(n)
+        return done, errors
+
+    def teardown(self, ctx: RunContext) -> None:
+        if self.rejoin:
+            for n, err in sorted(self._rejoin(ctx, ctx.db)[1].items()):
+                log.error("rejoining old master %s failed: %s", n, err)

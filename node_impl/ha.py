@@ -1,0 +1,598 @@
+"""Mode ``ha``: RocketMQ's classic master/slave HAService (spec §9).
+
+There is no election: one master (named by ``--ha-master``, or by ``term.json``
+after a failover) writes, and slaves copy its ``data.log`` byte for byte. The
+point of this mode is the contrast with DLedger: an async master acks after its
+local write, so a failover loses whatever the promoted slave had not received; a
+sync master waits for *any one* slave's offset report (push2SlaveMaxOffset is one
+maximum over all slaves), so promoting the highest-offset slave loses nothing.
+
+Both sides share the store format of mode ``dledger`` (offsets are ``pos`` values,
+identical on every replica), so a slave validates every entry it receives with the
+same chain checks and can later serve as master. Failover is the operator's job:
+``ha-promote`` and ``ha-follow`` arrive on the client port.
+
+Two small extensions to the spec's frames, both ignored by nothing else: ``ha-data``
+carries the master's ``epoch`` and client address (so slaves report the right term
+and can redirect), and a master refusing a report beyond its end sends one
+``ha-refused`` frame before closing, so the operator's ``ha-follow`` can say why.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import bisect
+import contextlib
+import random
+import socket
+import time
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+from node_impl.config import NodeConfig
+from node_impl.kv import body_append, entry_view
+from node_impl.nodelog import NodeLog
+from node_impl.server import MAX_GET_BYTES, BindError, _send
+from node_impl.store import _HEADER, HEADER_SIZE, Entry, InconsistentState, LogStore, TermStore
+from node_impl.wakeup import Signal
+from node_impl.wire import MAX_FRAME, FrameError, encode_frame, read_frame
+
+__all__ = ["HANode", "MASTER", "SLAVE", "last_index_within", "parse_entries"]
+
+MASTER, SLAVE = "master", "slave"
+CHUNK = 32 * 1024  # one ha-data frame (RocketMQ haTransferBatchSize)
+SLAVE_FALL_BEHIND = 256 * 2**20  # RocketMQ haMaxGapNotInSync
+RETRY_S = 1.0  # RocketMQ: 5 s
+FLUSH_EVERY_S = 0.05
+
+
+def last_index_within(positions: Any, data_length: int, offset: int) -> int:
+    """The last entry index whose bytes all lie below ``offset`` (-1 if none).
+
+    ``positions`` is the ascending list of entry start offsets; entry i ends where
+    entry i+1 starts, and the last entry ends at ``data_length``.
+    """
+    n = len(positions)
+    if n == 0 or offset <= 0:
+        return -1
+    if offset >= data_length:
+        return n - 1
+    k = bisect.bisect_right(positions, offset)  # entries starting at or below offset
+    return k - 2
+
+
+def parse_entries(buf: bytes | bytearray, start_index: int) -> tuple[list[Entry], int]:
+    """Complete entries at the head of ``buf``; returns them and the bytes they used.
+
+    A chunk boundary may split an entry, so the tail stays for the next chunk. The
+    header is taken at its word here; the store's follower append validates it.
+    """
+    out: list[Entry] = []
+    off = 0
+    index = start_index
+    while len(buf) - off >= HEADER_SIZE:
+        magic, size, eindex, term, pos, _ch, ccrc, bcrc, bsize = _HEADER.unpack_from(buf, off)
+        if size != HEADER_SIZE + bsize or bsize < 0 or size > MAX_FRAME:
+            raise InconsistentState(f"ha-data: bad entry header at index {index} (size {size})")
+        if len(buf) - off < size:
+            break
+        body = bytes(buf[off + HEADER_SIZE : off + size])
+        out.append(Entry(eindex, term, magic, pos, size, bcrc, ccrc, body))
+        off += size
+        index += 1
+    return out, off
+
+
+def _read_data(store: LogStore, pos: int, n: int) -> bytes:
+    """Raw ``data.log`` bytes, buffered tail included (the master pushes page cache)."""
+    with store._lock:
+        n = min(n, store.data_length - pos)
+        if n <= 0:
+            return b""
+        return store._read(pos, n)
+
+
+def _positions(store: LogStore) -> Any:
+    return store._pos
+
+
+def _nodelay(writer: asyncio.StreamWriter) -> None:
+    sock = writer.get_extra_info("socket")
+    if sock is not None:
+        with contextlib.suppress(OSError):
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+
+
+class _Refused(Exception):
+    """The master refused our report (we are ahead of it)."""
+
+
+class HANode:
+    """One broker of a master/slave group; same lifecycle as :class:`node_impl.node.Node`."""
+
+    def __init__(self, cfg: NodeConfig) -> None:
+        self.cfg = cfg
+        self.bugs = cfg.bugs
+        self.id = cfg.node_id
+        cfg.data_dir.mkdir(parents=True, exist_ok=True)
+        self.log = NodeLog(cfg.data_dir / "node.log")
+        self.store = LogStore(cfg.data_dir)
+        self.term_store = TermStore(cfg.data_dir)
+        epoch, master = self.term_store.load()
+        if master is None or master not in cfg.peers or epoch < 1:
+            epoch, master = 1, cfg.ha_master
+        self.epoch: int = epoch
+        self.master: str = master  # type: ignore[assignment]
+        self.term_store.save(self.epoch, self.master)
+        self.role = MASTER if self.master == self.id else SLAVE
+        self.master_client_addr: str | None = cfg.client_addr if self.role == MASTER else None
+        self.incarnation = random.getrandbits(63)
+        self.committed = self.store.end_index if self.role == SLAVE else -1
+        self.push2slave = 0  # one maximum over all slaves (RocketMQ push2SlaveMaxOffset)
+        self.slaves: dict[int, str] = {}  # connection id -> peer address, after a first report
+        self.stopping = False
+        self.offset_signal = Signal()  # push2slave rose
+        self.data_signal = Signal()  # the master appended
+        self.slave_state = "idle"  # slave side: idle / connecting / streaming / refused
+        self.slave_state_signal = Signal()
+        self._slave_writer: asyncio.StreamWriter | None = None
+        self._flush_wanted: asyncio.Event | None = None
+        self._pool: ThreadPoolExecutor | None = None
+        self._servers: list[asyncio.base_events.Server] = []
+        self._conns: set[asyncio.StreamWriter] = set()
+        self._ha_conns: set[asyncio.StreamWriter] = set()  # master side, one per slave
+        self._tasks: set[asyncio.Task] = set()
+        self._conn_ids = 0
+        self._last_role: tuple | None = None
+        self._slave_flush = asyncio.Event()
+
+    # ------------------------------------------------------------------ lifecycle
+
+    async def start(self) -> None:
+        self._flush_wanted = asyncio.Event()
+        self._pool = ThreadPoolExecutor(1, thread_name_prefix="flush")
+        self.log.info("start", id=self.id, incarnation=self.incarnation, term=self.epoch,
+                      master=self.master, end=self.store.end_index, mode="ha",
+                      sync=self.cfg.ha_sync, bug=self.cfg.bug_spec or None)
+        self._log_role()
+        host = self.cfg.host
+        for port, handler, what in ((self.cfg.peer_port, self._peer_conn, "peer"),
+                                    (self.cfg.client_port, self._client_conn, "client")):
+            try:
+                srv = await asyncio.start_server(handler, host, port, reuse_address=True,
+                                                 limit=MAX_FRAME + 8)
+            except OSError as e:
+                raise BindError(f"cannot bind {what} port {host}:{port}: {e.strerror or e}") from e
+            self._servers.append(srv)
+        self._spawn(self._flush_loop())
+        self._spawn(self._ha_client_loop())
+
+    async def stop(self) -> None:
+        self.stopping = True
+        for s in self._servers:
+            s.close()
+        for w in list(self._conns):
+            with contextlib.suppress(Exception):
+                w.close()
+        for _ in range(20):
+            live = [t for t in self._tasks if not t.done()]
+            if not live:
+                break
+            for t in live:
+                t.cancel()
+            await asyncio.wait(live, timeout=0.1)
+        with contextlib.suppress(Exception):
+            self.store.close()
+        self.log.info("stop", end=self.store.end_index, offset=self.store.data_length)
+        if self._pool is not None:
+            self._pool.shutdown(wait=True)
+        self.log.close()
+
+    def _spawn(self, coro: Any) -> asyncio.Task:
+        t = asyncio.get_running_loop().create_task(coro)
+        self._tasks.add(t)
+        t.add_done_callback(self._tasks.discard)
+        return t
+
+    def _log_role(self) -> None:
+        key = (self.epoch, self.role, self.master)
+        if key != self._last_role:
+            self._last_role = key
+            self.log.role(self.epoch, self.role, self.master)
+
+    async def _flush_loop(self) -> None:
+        assert self._flush_wanted is not None
+        loop = asyncio.get_running_loop()
+        while not self.stopping:
+            await self._flush_wanted.wait()
+            self._flush_wanted.clear()
+            try:
+                await loop.run_in_executor(self._pool, self.store.flush)
+            except Exception as e:
+                self.log.safety("flush-failed", error=e)
+            await asyncio.sleep(FLUSH_EVERY_S)
+
+    # ------------------------------------------------------------------ commit view
+
+    def _raise_committed(self) -> None:
+        """committedIndex as §9 defines it, never lowered within an incarnation (I1)."""
+        if self.role == SLAVE:
+            new = self.store.end_index
+        else:
+            new = last_index_within(_positions(self.store), self.store.data_length, self.push2slave)
+        self.committed = max(self.committed, min(new, self.store.end_index))
+
+    def _raise_push2slave(self, offset: int) -> None:
+        if offset > self.push2slave:
+            self.push2slave = offset
+            self._raise_committed()
+            self.offset_signal.notify()
+
+    # ------------------------------------------------------------------ master: HAConnection
+
+    async def _peer_conn(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        self._conns.add(writer)
+        self._ha_conns.add(writer)
+        _nodelay(writer)
+        self._conn_ids += 1
+        cid = self._conn_ids
+        peer = writer.get_extra_info("peername")
+        pusher: asyncio.Task | None = None
+        try:
+            while not self.stopping:
+                msg = await read_frame(reader)
+                if msg.get("type") != "ha-report":
+                    _send(writer, {"type": f"{msg.get('type')}-resp", "rid": msg.get("rid"),
+                                   "code": "UNSUPPORTED"})
+                    continue
+                off = msg.get("offset")
+                if self.role != MASTER or type(off) is not int or off < 0:
+                    break
+                if off > self.store.data_length:
+                    self.log.info("ha-slave-ahead", peer=peer, offset=off,
+                                  mine=self.store.data_length)
+                    _send(writer, {"type": "ha-refused", "rid": 0, "code": "SLAVE_AHEAD",
+                                   "offset": self.store.data_length, "epoch": self.epoch})
+                    with contextlib.suppress(Exception):
+                        await writer.drain()
+                    break
+                if pusher is None:  # the first report sets slaveRequest
+                    self.slaves[cid] = str(peer)
+                    self.log.info("ha-slave-connected", peer=peer, offset=off,
+                                  mine=self.store.data_length)
+                    pusher = self._spawn(self._push(writer, off))
+                if not self.bugs.ha_ack_on_send:  # seeded bug: sends count instead (_push)
+                    self._raise_push2slave(off)
+        except (OSError, EOFError, FrameError, asyncio.IncompleteReadError, asyncio.CancelledError):
+            pass
+        finally:
+            if self.slaves.pop(cid, None) is not None:
+                self.log.info("ha-slave-gone", peer=peer)
+            if pusher is not None:
+                pusher.cancel()
+            self._conns.discard(writer)
+            self._ha_conns.discard(writer)
+            with contextlib.suppress(Exception):
+                writer.close()
+
+    async def _push(self, writer: asyncio.StreamWriter, next_from: int) -> None:
+        """WriteSocketService: stream data.log from slaveRequest; heartbeat when idle."""
+        h = self.cfg.heartbeat_s
+        last_send = 0.0
+        with contextlib.suppress(OSError, asyncio.CancelledError, ConnectionError):
+            while not self.stopping and self.role == MASTER and not writer.is_closing():
+                data = _read_data(self.store, next_from, CHUNK)
+                now = time.monotonic()
+                if not data and now - last_send < h:
+                    await self.data_signal.wait(h - (now - last_send))
+                    continue
+                writer.write(encode_frame({"type": "ha-data", "rid": 0, "offset": next_from,
+                                           "data": data, "epoch": self.epoch,
+                                           "clientAddr": self.cfg.client_addr}))
+                await writer.drain()
+                last_send = time.monotonic()
+                next_from += len(data)
+                if self.bugs.ha_ack_on_send and data:
+                    self._raise_push2slave(next_from)  # seeded bug: sent is not received
+
+    # ------------------------------------------------------------------ slave: HAClient
+
+    async def _ha_client_loop(self) -> None:
+        while not self.stopping:
+            if self.role != SLAVE:
+                await self.slave_state_signal.wait(0.2)
+                continue
+            master = self.master
+            host, port = self.cfg.peers[master]
+            self._set_slave_state("connecting")
+            # everything we hold is durable before the first report names it
+            await asyncio.get_running_loop().run_in_executor(self._pool, self.store.flush)
+            try:
+                reader, writer = await asyncio.wait_for(
+                    asyncio.open_connection(host, port, limit=MAX_FRAME + 8), RETRY_S)
+            except (OSError, asyncio.TimeoutError):
+                await asyncio.sleep(RETRY_S)
+                continue
+            _nodelay(writer)
+            self._slave_writer = writer
+            self._conns.add(writer)
+            reporter = self._spawn(self._report_loop(writer))
+            flusher = self._spawn(self._slave_flush_loop(writer))
+            try:
+                await self._slave_session(reader, writer, master)
+            except _Refused:
+                self._set_slave_state("refused")
+            except (OSError, EOFError, FrameError, asyncio.IncompleteReadError,
+                    asyncio.TimeoutError, InconsistentState) as e:
+                self.log.info("ha-client-reconnect", master=master, error=repr(e))
+            finally:
+                reporter.cancel()
+                flusher.cancel()
+                self._conns.discard(writer)
+                self._slave_writer = None
+                with contextlib.suppress(Exception):
+                    writer.close()
+            if self.slave_state != "refused":
+                self._set_slave_state("connecting")
+            if master == self.master and not self.stopping:
+                await asyncio.sleep(RETRY_S)
+
+    def _set_slave_state(self, s: str) -> None:
+        if s != self.slave_state:
+            self.slave_state = s
+            self.slave_state_signal.notify()
+
+    def _report(self, writer: asyncio.StreamWriter) -> None:
+        _send(writer, {"type": "ha-report", "rid": 0, "offset": self._durable_offset()})
+
+    def _durable_offset(self) -> int:
+        d = self.store.durable_end
+        if d < 0:
+            return 0
+        e = self.store.get(d)
+        return e.pos + e.size
+
+    async def _report_loop(self, writer: asyncio.StreamWriter) -> None:
+        with contextlib.suppress(asyncio.CancelledError):
+            while not writer.is_closing():
+                self._report(writer)
+                await asyncio.sleep(self.cfg.heartbeat_s)
+
+    async def _slave_session(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter,
+                             master: str) -> None:
+        partial = bytearray()
+        silence = 4 * self.cfg.election_s
+        while not self.stopping and self.role == SLAVE and self.master == master:
+            msg = await asyncio.wait_for(read_frame(reader), silence)
+            t = msg.get("type")
+            if t == "ha-refused":
+                self.log.info("ha-refused", master=master, master_offset=msg.get("offset"),
+                              mine=self.store.data_length)
+                raise _Refused()
+            if t != "ha-data":
+                continue
+            off, data = msg.get("offset"), msg.get("data")
+            if type(off) is not int or not isinstance(data, bytes):
+                raise FrameError("ha-data without int offset and bin data")
+            self._set_slave_state("streaming")
+            ep = msg.get("epoch")
+            if type(ep) is int and ep > self.epoch:
+                self.epoch = ep
+                self.term_store.save(self.epoch, self.master)
+                self._log_role()
+            if isinstance(msg.get("clientAddr"), str):
+                self.master_client_addr = msg["clientAddr"]
+            mine = self.store.data_length + len(partial)
+            if mine != off:
+                self.log.info("ha-offset-mismatch", master=master, offset=off, mine=mine)
+                return  # close; the loop retries after RETRY_S
+            if not data:
+                continue
+            partial += data
+            entries, used = parse_entries(partial, self.store.end_index + 1)
+            del partial[:used]
+            for e in entries:
+                self.store.append_follower(e)  # InconsistentState -> reconnect
+            if entries:
+                self._raise_committed()
+                self._slave_flush.set()  # group commit: one fsync, then one report
+
+    async def _slave_flush_loop(self, writer: asyncio.StreamWriter) -> None:
+        """Fsync what arrived, then report it: the report is the slave's durable ack."""
+        loop = asyncio.get_running_loop()
+        with contextlib.suppress(asyncio.CancelledError):
+            while not writer.is_closing():
+                await self._slave_flush.wait()
+                self._slave_flush.clear()
+                await loop.run_in_executor(self._pool, self.store.flush)
+                self._report(writer)
+
+    # ------------------------------------------------------------------ failover
+
+    async def promote(self, epoch: Any) -> dict:
+        if type(epoch) is not int or epoch < 1:
+            return {"code": "UNSUPPORTED", "error": "'epoch' must be a positive int"}
+        if self.role == MASTER:
+            if epoch == self.epoch:
+                return {"code": "SUCCESS", "offset": self.store.data_length}
+            return {"code": "UNSUPPORTED", "error": f"already master of epoch {self.epoch}"}
+        if epoch <= self.epoch:
+            return {"code": "UNSUPPORTED",
+                    "error": f"epoch {epoch} does not exceed the current epoch {self.epoch}"}
+        self.epoch, self.master, self.role = epoch, self.id, MASTER
+        self.term_store.save(self.epoch, self.master)
+        self.master_client_addr = self.cfg.client_addr
+        if self._slave_writer is not None:
+            self._slave_writer.close()
+        await asyncio.get_running_loop().run_in_executor(self._pool, self.store.flush)
+        self.push2slave = 0
+        self._raise_committed()
+        self._log_role()
+        self.log.info("ha-promote", epoch=epoch, offset=self.store.data_length)
+        self.slave_state_signal.notify()
+        return {"code": "SUCCESS", "offset": self.store.data_length}
+
+    async def follow(self, master: Any, epoch: Any) -> dict:
+        if not isinstance(master, str) or master not in self.cfg.peers or master == self.id:
+            return {"code": "UNSUPPORTED", "error": f"'master' must be another peer id, got {master!r}"}
+        if epoch is not None and (type(epoch) is not int or epoch < 1):
+            return {"code": "UNSUPPORTED", "error": "'epoch' must be a positive int"}
+        if epoch is not None and epoch < self.epoch:
+            return {"code": "UNSUPPORTED",
+                    "error": f"epoch {epoch} is below the current epoch {self.epoch}"}
+        if epoch is not None:
+            self.epoch = epoch
+        was_master = self.role == MASTER
+        self.master, self.role = master, SLAVE
+        self.master_client_addr = None
+        self.term_store.save(self.epoch, self.master)
+        if was_master:
+            for w in list(self._ha_conns):  # drop our slaves' connections
+                with contextlib.suppress(Exception):
+                    w.close()
+        elif self._slave_writer is not None:
+            self._slave_writer.close()
+        self._set_slave_state("connecting")
+        self._log_role()
+        self.log.info("ha-follow", master=master, epoch=self.epoch)
+        deadline = time.monotonic() + 2.0
+        while self.slave_state == "connecting" and time.monotonic() < deadline:
+            await self.slave_state_signal.wait(deadline - time.monotonic())
+        if self.slave_state == "refused":
+            return {"code": "SLAVE_AHEAD", "offset": self.store.data_length,
+                    "error": f"{self.id} holds more data than master {master}"}
+        return {"code": "SUCCESS", "offset": self.store.data_length,
+                "connected": self.slave_state == "streaming"}
+
+    # ------------------------------------------------------------------ client API
+
+    async def _client_conn(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        self._conns.add(writer)
+        try:
+            while not self.stopping:
+                try:
+                    msg = await read_frame(reader)
+                except FrameError as e:
+                    _send(writer, {"type": "error", "rid": None, "code": "BAD_FRAME", "error": str(e)})
+                    break
+                self._spawn(self._serve_one(msg, writer))
+        except (OSError, EOFError, asyncio.IncompleteReadError, asyncio.CancelledError):
+            pass
+        finally:
+            self._conns.discard(writer)
+            with contextlib.suppress(Exception):
+                writer.close()
+
+    async def _serve_one(self, msg: dict, writer: asyncio.StreamWriter) -> None:
+        t = msg.get("type")
+        try:
+            resp = await self.handle(msg)
+        except asyncio.CancelledError:
+            return
+        except Exception as e:
+            self.log.info("client-error", type=t, error=repr(e))
+            resp = {"code": "UNSUPPORTED", "error": repr(e)}
+        resp.setdefault("type", f"{t}-resp")
+        resp["rid"] = msg.get("rid")
+        _send(writer, resp)
+
+    def redirect(self) -> dict:
+        return {"type": "redirect", "code": "NOT_LEADER", "leader": self.master,
+                "leader_addr": self.master_client_addr}
+
+    async def handle(self, msg: dict) -> dict:
+        t = msg.get("type")
+        if t == "status":
+            return {"code": "SUCCESS", **self.status()}
+        if t == "append":
+            return await self.append(msg)
+        if t == "get":
+            return self.get(msg)
+        if t in ("kv-write", "kv-read", "kv-cas"):
+            return {"code": "UNSUPPORTED", "error": "mode ha has no kv state machine"}
+        if t == "ha-promote":
+            return await self.promote(msg.get("epoch"))
+        if t == "ha-follow":
+            return await self.follow(msg.get("master"), msg.get("epoch"))
+        return {"code": "UNSUPPORTED", "error": f"unknown request type {t!r}"}
+
+    async def append(self, msg: dict) -> dict:
+        if self.role != MASTER:
+            return self.redirect()
+        if "bodies" in msg:
+            bodies = msg["bodies"]
+            if not isinstance(bodies, list) or not bodies:
+                return {"code": "UNSUPPORTED", "error": "'bodies' must be a non-empty list"}
+        elif "body" in msg:
+            bodies = [msg["body"]]
+        else:
+            return {"code": "UNSUPPORTED", "error": "append needs 'body' or 'bodies'"}
+        epoch = self.epoch
+        entries = [self.store.append_leader(epoch, body_append(b)) for b in bodies]
+        last = entries[-1]
+        assert self._flush_wanted is not None
+        self._flush_wanted.set()
+        self.data_signal.notify()
+        ok = {"code": "SUCCESS", "index": last.index, "term": last.term, "leader": self.id}
+        if "bodies" in msg:
+            ok["indexes"] = [e.index for e in entries]
+        if not self.cfg.ha_sync:
+            return ok  # ASYNC_MASTER: acked after the local write
+        o = last.pos + last.size
+        if not self.slaves or o - self.push2slave >= SLAVE_FALL_BEHIND:
+            return ok if self.bugs.ha_ok_on_timeout else {"code": "SLAVE_NOT_AVAILABLE"}
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + self.cfg.ha_slave_timeout_ms / 1000.0
+        while self.push2slave < o:
+            left = deadline - loop.time()
+            if left <= 0 or self.stopping:
+                return ok if self.bugs.ha_ok_on_timeout else {"code": "FLUSH_SLAVE_TIMEOUT"}
+            await self.offset_signal.wait(left)
+        return ok
+
+    def get(self, msg: dict) -> dict:
+        local = bool(msg.get("local"))
+        if not local and self.role != MASTER:
+            return self.redirect()
+        end = self.store.end_index
+        if "index" in msg and msg["index"] is not None:
+            lo = hi = msg["index"]
+        else:
+            lo = 0 if msg.get("from") is None else msg.get("from")
+            hi = end if msg.get("to") is None else msg.get("to")
+        if not isinstance(lo, int) or not isinstance(hi, int):
+            return {"code": "UNSUPPORTED", "error": "'index', 'from' and 'to' must be ints"}
+        if lo < 0 or ("index" in msg and msg["index"] is not None and lo > end):
+            return {"code": "INDEX_OUT_OF_RANGE",
+                    "error": f"index {lo} outside [{self.store.begin_index}, {end}]"}
+        entries: list[list] = []
+        size = 0
+        for e in self.store.entries(lo, min(hi, end)):
+            size += e.size
+            if size > MAX_GET_BYTES and entries:
+                break
+            entries.append(entry_view(e))
+        self._raise_committed()
+        return {"code": "SUCCESS", "entries": entries, "committedIndex": self.committed,
+                "ledgerEndIndex": end}
+
+    def status(self) -> dict:
+        self._raise_committed()
+        return {
+            "role": self.role,
+            "term": self.epoch,
+            "leader": self.master,
+            "ledgerBeginIndex": self.store.begin_index,
+            "ledgerEndIndex": self.store.end_index,
+            "committedIndex": self.committed,
+            "appliedIndex": self.committed,
+            "votedFor": self.master,
+            "incarnation": self.incarnation,
+            "mode": "ha",
+            "bug": self.cfg.bug_spec or None,
+            "sync": self.cfg.ha_sync,
+            "offset": self.store.data_length,
+            "push2SlaveMaxOffset": self.push2slave,
+            "slaves": len(self.slaves),
+            "haState": self.slave_state if self.role == SLAVE else None,
+        }
