@@ -1,0 +1,563 @@
+"""``splitbrain zoo``: evidence that the harness finds real bugs, and cries wolf never.
+
+A checker that says "valid" proves little unless the same campaign says
+"invalid" when the database really is broken. The zoo runs ONE default campaign,
+the same for everyone (workload, fault mix, targets, rates, interval, time
+limit), against the correct reference node and against every seeded bug the
+node lists at run time (``node_impl.bugs``; mode-``ha`` bugs are left out, they
+need the HA mode), N times each with recorded seeds, and tabulates how often
+each bug was caught and how soon.
+
+There is deliberately no per-bug configuration: a bug that only a tailored
+campaign catches says more about the tailor than about the harness.
+
+The verdict: exit 1 if some bug was never found (in runs that finished) or if
+the correct node was ever reported invalid (a false alarm); 2 if some runs
+ended unknown and nothing else failed; 0 otherwise.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import statistics
+import sys
+import time
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import asdict, dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+import click
+
+from harness.errors import ConfigError
+
+__all__ = [
+    "Campaign", "DEFAULT_CAMPAIGN", "QUICK_TIME_LIMIT", "CORRECT", "RunRecord", "Row",
+    "zoo_bugs", "select_targets", "run_seeds", "first_anomaly_seconds", "anomaly_indexes",
+    "summarize", "zoo_exit_code", "render_table", "summary_json", "campaign_command",
+    "describe_campaign", "profile_steps", "ProfileSchedule", "build_zoo_package", "PROFILES",
+    "read_op_times", "zoo",
+]
+
+CORRECT = "(correct)"
+"""The label of the node with no seeded bug, in the table and the JSON."""
+
+
+@dataclass(frozen=True)
+class Campaign:
+    """Everything a ``splitbrain run`` needs besides the inventory, the bug and the seed."""
+
+    workload: str
+    nemesis: tuple[str, ...]
+    profiles: tuple[str, ...]
+    nemesis_interval: float
+    time_limit: float
+    rate: float
+    concurrency: int
+    workload_options: tuple[tuple[str, Any], ...] = ()
+
+    def with_time_limit(self, seconds: float) -> Campaign:
+        return replace(self, time_limit=seconds)
+
+    def to_json(self) -> dict[str, Any]:
+        d = asdict(self)
+        d["nemesis"] = list(self.nemesis)
+        d["profiles"] = list(self.profiles)
+        d["workload_options"] = dict(self.workload_options)
+        return d
+
+
+# The fault program (docs/zoo.md has the measurements). Jepsen's combined
+# nemesis overlaps faults; the stock `splitbrain run` schedule applies one fault
+# at a time, which can never isolate a leader whose wall clock is skewed. So
+# the zoo cycles a few fault *profiles*, each a short scripted overlap with
+# seeded details, the same for every bug:
+#   lease   every clock set back, then the leader isolated, healed: the
+#           old leader's wall-clock lease outlives its leadership (wallclock-lease).
+#           Any leader isolation under load also exposes ack-before-quorum,
+#           no-truncate, ok-on-term-change and commit-regress.
+#   crash   kill -9 every node right after acks, restart at once, and again
+#           during the election that follows (no-fsync; forget-vote:
+#           restarted voters forget whom they chose this term).
+#   bridge  one node sees both halves (lax-push-term).
+#   lag     a minority cut off while the majority commits, then the heal and a
+#           kill -9 of the leader together: a lagging node may win the next
+#           election (vote-without-log-check); leader changes with old-term
+#           entries in flight are commit-old-term's chance (Figure 8).
+# "mixed" runs the append log and per-key registers at once, with the status
+# sampler, so log safety (I2-I4), linearizability (I7) and the sampled
+# invariants (I1, I5, I6) are checked in every run; reads served by followers
+# and isolated leaders expose stale-read. Two workers per node keep reads
+# flowing on an isolated leader while its writes hang.
+PROFILES = ("lease", "crash", "bridge", "lag")
+DEFAULT_CAMPAIGN = Campaign(
+    workload="mixed",
+    nemesis=("partition-leader", "partition-bridge", "partition-majority", "kill", "clock"),
+    profiles=PROFILES,
+    nemesis_interval=2.5,
+    time_limit=20.0,
+    rate=60.0,
+    concurrency=10,
+)
+QUICK_TIME_LIMIT = 16.0
+
+
+# --------------------------------------------------------------------------
+# pure logic
+
+
+def zoo_bugs() -> list[str]:
+    """The reference node's seeded bugs as it lists them now, minus the mode-``ha`` ones.
+
+    Read at run time (another developer may be adding bugs), never a copy.
+    """
+    import importlib
+
+    bugs = importlib.import_module("node_impl.bugs")
+    names = list(getattr(bugs, "BUGS", {}))
+    return [n for n in names if not n.startswith("ha-")]
+
+
+def select_targets(available: Sequence[str], requested: str | None) -> list[str | None]:
+    """The correct node (None) first, then the requested bugs (all when None), in list order.
+
+    ``requested`` is ``a,b,...``; ``none`` or ``correct`` alone runs only the correct node.
+    An unknown name is a :class:`ConfigError` naming it and the known ones.
+    """
+    if requested is None:
+        return [None, *available]
+    names = [p.strip() for p in requested.split(",") if p.strip()]
+    if not names:
+        raise ConfigError("--bugs is empty; name bugs or leave the option out", field="bugs")
+    chosen: list[str] = []
+    for name in names:
+        if name in ("none", "correct", CORRECT):
+            continue
+        if name.startswith("ha-"):
+            raise ConfigError(f"bug {name!r} needs the HA mode; the zoo runs mode dledger only",
+                              field="bugs")
+        if name not in available:
+            raise ConfigError(f"unknown bug {name!r} (known: {', '.join(available)})",
+                              field="bugs")
+        if name not in chosen:
+            chosen.append(name)
+    return [None, *sorted(chosen, key=available.index)]
+
+
+def run_seeds(base: int, runs: int) -> list[int]:
+    """Seed of run i is ``base + i``: every bug meets the same fault schedules, run by run."""
+    return [base + i for i in range(runs)]
+
+
+def anomaly_indexes(anomalies: Mapping[str, Any]) -> set[int]:
+    """Every history index that an anomaly example names (its ``indexes``)."""
+    out: set[int] = set()
+    for examples in anomalies.values():
+        if not isinstance(examples, list):
+            continue
+        for ex in examples:
+            if isinstance(ex, Mapping):
+                for i in ex.get("indexes") or ():
+                    if isinstance(i, int) and not isinstance(i, bool):
+                        out.add(i)
+    return out
+
+
+def first_anomaly_seconds(anomalies: Mapping[str, Any], times: Mapping[int, int]) -> float | None:
+    """Seconds from test start to the earliest op any anomaly example names; None if none."""
+    ts = [times[i] for i in anomaly_indexes(anomalies) if i in times]
+    return min(ts) / 1e9 if ts else None
+
+
+@dataclass
+class RunRecord:
+    """One run of the campaign against one target."""
+
+    bug: str | None
+    run: int
+    seed: int
+    valid: Any
+    kinds: list[str] = field(default_factory=list)
+    first_anomaly_s: float | None = None
+    store: str | None = None
+    seconds: float = 0.0
+    reason: str | None = None
+
+    @property
+    def label(self) -> str:
+        return self.bug or CORRECT
+
+
+@dataclass
+class Row:
+    """One line of the table: a target over all its runs."""
+
+    bug: str | None
+    runs: int
+    invalid: int
+    valid: int
+    unknown: int
+    median_first_s: float | None
+    kinds: list[str]
+    stores: list[str]
+    status: str
+
+    @property
+    def label(self) -> str:
+        return self.bug or CORRECT
+
+
+def _status(bug: str | None, invalid: int, valid: int, unknown: int) -> str:
+    if bug is None:
+        if invalid:
+            return "FALSE ALARM"
+        return "unknown" if unknown else "ok"
+    if invalid:
+        return "found"
+    # Runs that could not finish say nothing about whether the bug escapes.
+    return "ESCAPED" if valid else "unknown"
+
+
+def summarize(records: Iterable[RunRecord]) -> list[Row]:
+    """Rows in first-seen target order."""
+    by: dict[str | None, list[RunRecord]] = {}
+    for r in records:
+        by.setdefault(r.bug, []).append(r)
+    rows = []
+    for bug, rs in by.items():
+        invalid = sum(1 for r in rs if r.valid is False)
+        valid = sum(1 for r in rs if r.valid is True)
+        unknown = len(rs) - invalid - valid
+        firsts = [r.first_anomaly_s for r in rs if r.valid is False and r.first_anomaly_s is not None]
+        kinds = sorted({k for r in rs if r.valid is False for k in r.kinds})
+        rows.append(Row(bug=bug, runs=len(rs), invalid=invalid, valid=valid, unknown=unknown,
+                        median_first_s=statistics.median(firsts) if firsts else None,
+                        kinds=kinds, stores=[r.store for r in rs if r.store],
+                        status=_status(bug, invalid, valid, unknown)))
+    return rows
+
+
+def zoo_exit_code(rows: Sequence[Row]) -> int:
+    """1: a bug escaped or a false alarm; 2: some runs unknown, nothing else wrong; 0: all good."""
+    if any(r.status in ("ESCAPED", "FALSE ALARM") for r in rows):
+        return 1
+    if not rows or any(r.unknown for r in rows):
+        return 2
+    return 0
+
+
+def _fmt_s(s: float | None) -> str:
+    return "-" if s is None else f"{s:.1f}"
+
+
+def render_table(rows: Sequence[Row], *, full_paths: bool = True) -> str:
+    """A plain-text table; the correct node's "found" column counts its false alarms."""
+    head = ("bug", "found", "median 1st anomaly (s)", "anomaly kinds", "status", "stores")
+    lines = []
+    for r in rows:
+        found = f"{r.invalid}/{r.runs}"
+        if r.unknown:
+            found += f" ({r.unknown} unknown)"
+        stores = ", ".join(r.stores if full_paths else [Path(s).name for s in r.stores])
+        lines.append((r.label, found, _fmt_s(r.median_first_s), ", ".join(r.kinds) or "-",
+                      r.status, stores or "-"))
+    widths = [max(len(head[i]), *(len(x[i]) for x in lines)) if lines else len(head[i])
+              for i in range(len(head) - 1)]
+    out = []
+    for cells in (head, *lines):
+        out.append("  ".join(c.ljust(w) for c, w in zip(cells[:-1], widths, strict=True)) + "  " + cells[-1])
+        if cells is head:
+            out.append("  ".join("-" * w for w in widths) + "  " + "-" * len(head[-1]))
+    return "\n".join(out)
+
+
+def campaign_command(c: Campaign, *, lab: str | None = None, bug: str | None = None,
+                     seed: int | None = None) -> str:
+    """The command line that reproduces one zoo run (the correct node runs too)."""
+    parts = ["splitbrain zoo", "--runs 1"]
+    if c.time_limit != DEFAULT_CAMPAIGN.time_limit:
+        parts.append(f"--time-limit {c.time_limit:g}")
+    parts.append(f"--bugs {bug}" if bug else "--bugs none")
+    if seed is not None:
+        parts.append(f"--seed {seed}")
+    if lab:
+        parts.append(f"--lab {lab}")
+    return " ".join(parts)
+
+
+def describe_campaign(c: Campaign) -> str:
+    """One line saying what every run does."""
+    wl = "".join(f", {k}={v}" for k, v in c.workload_options)
+    return (f"workload {c.workload}{wl}; concurrency {c.concurrency}, {c.rate:g} ops/s; "
+            f"fault profiles {','.join(c.profiles)} cycled (basic hold {c.nemesis_interval:g} s); "
+            f"time limit {c.time_limit:g} s")
+
+
+# --------------------------------------------------------------------------
+# the fault program
+
+
+Step = tuple[float, str, dict[str, Any] | None]
+
+
+def profile_steps(name: str, nodes: Sequence[str], rng: random.Random,
+                  hold: float) -> list[Step]:
+    """One profile as (wait before, op f, op value) steps; every fault it starts, it stops."""
+    from nemesis import grudge as g
+
+    def shape(kind: str) -> dict[str, Any]:
+        return {"shape": kind, "grudge": g.grudge_to_json(g.build_shape(kind, list(nodes), rng))}
+
+    gap = hold * rng.uniform(0.1, 0.3)
+    if name == "lease":
+        # Every clock, not just the leader's: leadership may move between two
+        # nemesis ops on a loaded machine, and the node isolated next must be skewed.
+        back_ms = -round(rng.uniform(14.0, 18.0) * 1000)
+        return [(gap, "start-clock", {"target": "all", "nodes": list(nodes), "mode": "bump",
+                                      "offset_ms": back_ms}),
+                (0.1, "start-partition", {"shape": "leader"}),
+                (hold * rng.uniform(2.4, 2.8), "stop-partition", None),
+                (0.1, "stop-clock", None)]
+    everyone = {"target": "all", "nodes": list(nodes)}
+    if name == "crash":
+        # Twice: the second kill lands in the election that follows the first restart.
+        return [(gap, "start-kill", everyone), (hold * rng.uniform(0.2, 0.3), "stop-kill", None),
+                (hold * rng.uniform(0.1, 0.3), "start-kill", everyone),
+                (hold * rng.uniform(0.2, 0.3), "stop-kill", None)]
+    if name == "bridge":
+        return [(gap, "start-partition", shape("bridge")),
+                (hold * rng.uniform(0.8, 1.0), "stop-partition", None)]
+    if name == "lag":
+        # The cut-off minority keeps campaigning; with the leader gone at the
+        # heal, the first candidate of the next term may be a lagging one.
+        return [(gap, "start-partition", shape("majority")),
+                (hold * rng.uniform(0.8, 1.0), "start-kill", {"target": "leader"}),
+                (0.0, "stop-partition", None),
+                (hold * rng.uniform(0.4, 0.6), "stop-kill", None)]
+    raise ConfigError(f"unknown fault profile {name!r} (known: {', '.join(PROFILES)})",
+                      field="profiles")
+
+
+class ProfileSchedule:
+    """Cycles the campaign's profiles in order, forever; the runner stops it at the time limit.
+
+    Pure like the stock schedule: its choices come from the seeded rng and
+    ``ctx.nodes`` only (``leader`` stays symbolic, resolved when applied).
+    """
+
+    def __init__(self, profiles: Sequence[str], *, hold: float, rng: random.Random) -> None:
+        if not profiles:
+            raise ConfigError("a zoo campaign needs at least one fault profile", field="profiles")
+        self.profiles = list(profiles)
+        self.hold = hold
+        self.rng = rng
+        self.turn = 0
+        self.pending: list[Step] = []
+
+    def next(self, ctx: Any) -> tuple[float, Any]:
+        from harness.history import NEMESIS, Op
+
+        if not self.pending:
+            name = self.profiles[self.turn % len(self.profiles)]
+            self.turn += 1
+            self.pending = profile_steps(name, list(ctx.nodes), self.rng, self.hold)
+        wait, f, value = self.pending.pop(0)
+        return wait, Op(type="invoke", process=NEMESIS, f=f, value=value)
+
+
+def build_zoo_package(c: Campaign, seed: int) -> Any:
+    """The stock nemeses and heal ops for the campaign's faults, driven by the profile schedule."""
+    from nemesis.package import NemesisPackage, build_package
+
+    rng = random.Random(seed ^ 0x5EED)
+    base = build_package(list(c.nemesis), interval=c.nemesis_interval, rng=rng)
+    return NemesisPackage(nemesis=base.nemesis,
+                          schedule=ProfileSchedule(c.profiles, hold=c.nemesis_interval, rng=rng),
+                          final_ops=base.final_ops)
+
+
+def summary_json(rows: Sequence[Row], records: Sequence[RunRecord], *, campaign: Campaign,
+                 base_seed: int, runs: int, exit_code: int, lab: str | None,
+                 aborted: str | None = None, seconds: float = 0.0) -> dict[str, Any]:
+    """The --json document for CI: the verdict, the table and every run with its seed."""
+    return {
+        "exit_code": exit_code,
+        "verdict": {0: "ok", 1: "failed", 2: "unknown"}.get(exit_code, "error"),
+        "escaped": [r.bug for r in rows if r.status == "ESCAPED"],
+        "false_alarms": sum(r.invalid for r in rows if r.bug is None),
+        "aborted": aborted,
+        "seconds": round(seconds, 1),
+        "seed": base_seed,
+        "runs_per_target": runs,
+        "campaign": campaign.to_json(),
+        "campaign_text": describe_campaign(campaign),
+        "command": campaign_command(campaign, lab=lab),
+        "rows": [{"bug": r.bug, "label": r.label, "runs": r.runs, "found": r.invalid,
+                  "valid": r.valid, "unknown": r.unknown, "status": r.status,
+                  "median_first_anomaly_s": r.median_first_s, "kinds": r.kinds,
+                  "stores": r.stores} for r in rows],
+        "runs": [{"bug": r.bug, "run": r.run, "seed": r.seed, "valid": r.valid, "kinds": r.kinds,
+                  "first_anomaly_s": r.first_anomaly_s, "store": r.store,
+                  "seconds": round(r.seconds, 1), "reason": r.reason} for r in records],
+    }
+
+
+# --------------------------------------------------------------------------
+# I/O edge
+
+
+def read_op_times(store_dir: str | Path, wanted: set[int] | None = None) -> dict[int, int]:
+    """``index -> time`` (ns since test start) from a run's history.jsonl.
+
+    Only the ops in ``wanted`` are kept when given; torn or foreign lines are skipped
+    (a crashed harness leaves a checkable prefix, and a time is all we need).
+    """
+    path = Path(store_dir) / "history.jsonl"
+    out: dict[int, int] = {}
+    if not path.exists():
+        return out
+    with path.open(encoding="utf-8") as f:
+        for line in f:
+            try:
+                obj = json.loads(line)
+                i, t = obj["index"], obj["time"]
+            except (ValueError, KeyError, TypeError):
+                continue
+            if isinstance(i, int) and isinstance(t, int) and (wanted is None or i in wanted):
+                out[i] = t
+    return out
+
+
+def _rel(p: Path) -> str:
+    try:
+        return str(p.resolve().relative_to(Path.cwd()))
+    except ValueError:
+        return str(p)
+
+
+def _run_one(campaign: Campaign, hosts: Sequence[Any], bug: str | None, run: int, seed: int,
+             store_root: str) -> tuple[RunRecord, bool]:
+    """One run; returns its record and whether the user interrupted it."""
+    from harness.runner import RunOptions, run_test
+    from harness.test import TestSpec
+
+    spec = TestSpec(name=f"zoo-{bug or 'correct'}", nodes=tuple(h.name for h in hosts),
+                    db="dledger", workload=campaign.workload, nemesis=campaign.nemesis,
+                    time_limit=campaign.time_limit, concurrency=campaign.concurrency,
+                    rate=campaign.rate, seed=seed, bug=bug,
+                    nemesis_interval=campaign.nemesis_interval,
+                    options={**dict(campaign.workload_options), "db": {}, "nemesis": {},
+                             "zoo_profiles": list(campaign.profiles)})
+    # No HTML report per run: it costs seconds, and `splitbrain report PATH` makes one later.
+    opts = RunOptions(progress=False, report=False)
+    t0 = time.monotonic()
+    result = run_test(spec, hosts, store_root=store_root, options=opts,
+                      nemesis_package=build_zoo_package(campaign, seed))
+    res = result.results
+    anomalies = res.get("anomalies") or {}
+    valid = res.get("valid", "unknown")
+    first = None
+    if valid is False:
+        first = first_anomaly_seconds(anomalies,
+                                      read_op_times(result.store_dir, anomaly_indexes(anomalies)))
+    reason = res.get("reason") or res.get("error") or result.reason
+    rec = RunRecord(bug=bug, run=run, seed=seed, valid=valid, kinds=sorted(anomalies),
+                    first_anomaly_s=first, store=_rel(result.store_dir),
+                    seconds=time.monotonic() - t0, reason=reason)
+    user_stop = bool(result.interrupted and (result.reason or "").startswith("interrupted"))
+    return rec, user_stop
+
+
+def _progress_line(rec: RunRecord, k: int, total: int, runs: int) -> str:
+    word = {True: "valid", False: "INVALID"}.get(rec.valid, "unknown")  # type: ignore[arg-type]
+    bits = [f"[{k}/{total}] {rec.label} run {rec.run + 1}/{runs} seed {rec.seed}: {word}"]
+    if rec.kinds:
+        bits.append(", ".join(rec.kinds))
+    if rec.first_anomaly_s is not None:
+        bits.append(f"first anomaly at {rec.first_anomaly_s:.1f}s")
+    if rec.valid not in (True, False) and rec.reason:
+        bits.append(f"reason: {rec.reason}")
+    bits.append(f"{rec.seconds:.0f}s")
+    bits.append(str(rec.store))
+    return "; ".join(bits)
+
+
+@click.command(name="zoo")
+@click.option("--quick", is_flag=True,
+              help=f"One run per target with a {QUICK_TIME_LIMIT:g} s time limit.")
+@click.option("--runs", type=click.IntRange(min=1), default=None,
+              help="Runs per target.  [default: 3, or 1 with --quick]")
+@click.option("--bugs", default=None, metavar="A,B,...",
+              help="Only these seeded bugs (the correct node always runs).  [default: all]")
+@click.option("--time-limit", type=click.FloatRange(min=1.0), default=None,
+              help=f"Seconds of load and faults per run.  [default: {DEFAULT_CAMPAIGN.time_limit:g}, "
+                   f"{QUICK_TIME_LIMIT:g} with --quick]")
+@click.option("--lab", default="default", show_default=True,
+              help="Embedded lab to run on (`splitbrain lab up --name NAME`).")
+@click.option("--store", "store_root", default="store", show_default=True,
+              type=click.Path(file_okay=False), help="Results store directory.")
+@click.option("--seed", type=int, default=None,
+              help="Base seed; run i uses seed+i.  [default: random, and printed]")
+@click.option("--json", "json_path", type=click.Path(dir_okay=False), default=None,
+              help="Write a JSON summary here (for CI).")
+def zoo(quick: bool, runs: int | None, bugs: str | None, time_limit: float | None, lab: str,
+        store_root: str, seed: int | None, json_path: str | None) -> int:
+    """Run the default campaign on the correct node and on every seeded bug; tabulate catches.
+
+    Exit 1 if a bug is never found or the correct node is ever reported invalid,
+    2 if runs ended unknown and nothing else failed, 0 otherwise.
+    """
+    from harness.run_cli import resolve_hosts
+
+    targets = select_targets(zoo_bugs(), bugs)
+    n = runs if runs is not None else (1 if quick else 3)
+    limit = time_limit if time_limit is not None else (QUICK_TIME_LIMIT if quick else None)
+    campaign = DEFAULT_CAMPAIGN if limit is None else DEFAULT_CAMPAIGN.with_time_limit(limit)
+    if json_path is not None and Path(json_path).is_dir():
+        raise click.BadParameter(f"{json_path} is a directory", param_hint="--json")
+    hosts = resolve_hosts(lab=lab, nodes_file=None, vagrant=None, docker=False, insecure=False)
+    base = seed if seed is not None else random.SystemRandom().randrange(2**31)
+    seeds = run_seeds(base, n)
+    total = len(targets) * n
+    click.echo(f"zoo: {len(targets) - 1} bugs + the correct node, {n} run(s) each "
+               f"({total} runs), base seed {base}", err=True)
+    click.echo(f"zoo: campaign: {describe_campaign(campaign)}", err=True)
+    records: list[RunRecord] = []
+    aborted: str | None = None
+    t0 = time.monotonic()
+    k = 0
+    for bug in targets:
+        for i, s in enumerate(seeds):
+            k += 1
+            rec, user_stop = _run_one(campaign, hosts, bug, i, s, store_root)
+            records.append(rec)
+            click.echo(_progress_line(rec, k, total, n), err=True)
+            if user_stop:
+                aborted = rec.reason or "interrupted"
+                break
+        if aborted:
+            break
+    rows = summarize(records)
+    rc = zoo_exit_code(rows)
+    if aborted and rc == 0:
+        rc = 2
+    click.echo(render_table(rows))
+    escaped = [r.label for r in rows if r.status == "ESCAPED"]
+    alarms = sum(r.invalid for r in rows if r.bug is None)
+    verdict = [f"zoo: exit {rc}"]
+    if escaped:
+        verdict.append(f"escaped: {', '.join(escaped)}")
+    if alarms:
+        verdict.append(f"false alarms on the correct node: {alarms}")
+    if aborted:
+        verdict.append(f"stopped early ({aborted})")
+    verdict.append(f"{time.monotonic() - t0:.0f}s, base seed {base}")
+    click.echo("; ".join(verdict))
+    if json_path is not None:
+        doc = summary_json(rows, records, campaign=campaign, base_seed=base, runs=n,
+                           exit_code=rc, lab=lab, aborted=aborted, seconds=time.monotonic() - t0)
+        Path(json_path).parent.mkdir(parents=True, exist_ok=True)
+        Path(json_path).write_text(json.dumps(doc, indent=2) + "\n", encoding="utf-8")
+    sys.stdout.flush()
+    return rc

@@ -1,0 +1,230 @@
+"""The zoo: pure table/verdict/median logic, and a real quick zoo on the lab."""
+
+from __future__ import annotations
+
+import json
+import random
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from harness.errors import ConfigError
+from harness.zoo import (
+    CORRECT,
+    DEFAULT_CAMPAIGN,
+    PROFILES,
+    ProfileSchedule,
+    RunRecord,
+    campaign_command,
+    describe_campaign,
+    first_anomaly_seconds,
+    profile_steps,
+    read_op_times,
+    render_table,
+    run_seeds,
+    select_targets,
+    summarize,
+    summary_json,
+    zoo,
+    zoo_bugs,
+    zoo_exit_code,
+)
+
+
+def rec(bug: str | None, run: int, valid: object, first: float | None = None,
+        kinds: tuple[str, ...] = ()) -> RunRecord:
+    return RunRecord(bug=bug, run=run, seed=7 + run, valid=valid, kinds=list(kinds),
+                     first_anomaly_s=first, store=f"store/zoo-{bug or 'correct'}/r{run}")
+
+
+# --------------------------------------------------------------------------- pure logic
+
+
+def test_bug_list_is_read_from_the_node_and_skips_ha_bugs() -> None:
+    from node_impl.bugs import BUGS
+
+    bugs = zoo_bugs()
+    assert bugs == [b for b in BUGS if not b.startswith("ha-")]
+    assert "stale-read" in bugs and not any(b.startswith("ha-") for b in bugs)
+
+
+def test_select_targets_puts_the_correct_node_first_and_keeps_list_order() -> None:
+    avail = ["a", "b", "c"]
+    assert select_targets(avail, None) == [None, "a", "b", "c"]
+    assert select_targets(avail, "c, a,a") == [None, "a", "c"]
+    assert select_targets(avail, "none") == [None]
+    with pytest.raises(ConfigError, match="unknown bug 'zz'"):
+        select_targets(avail, "a,zz")
+    with pytest.raises(ConfigError, match="HA mode"):
+        select_targets(avail, "ha-ack-on-send")
+    with pytest.raises(ConfigError, match="empty"):
+        select_targets(avail, " , ")
+
+
+def test_seeds_are_derived_from_the_base_seed() -> None:
+    assert run_seeds(41, 3) == [41, 42, 43]
+
+
+def test_first_anomaly_is_the_earliest_op_named_by_any_example() -> None:
+    anomalies = {"lost-ack": [{"indexes": [10, 12]}, {"indexes": [30]}],
+                 "nonlinearizable": [{"indexes": [5, 40], "op": {"index": 1}}],
+                 "counted-only": 3}
+    times = {5: 9_000_000_000, 10: 2_500_000_000, 12: 1, 30: 7, 40: 8}
+    # 12 -> 1 ns is the earliest; ops not in the map are ignored
+    assert first_anomaly_seconds(anomalies, times) == pytest.approx(1e-9)
+    assert first_anomaly_seconds(anomalies, {5: 3_000_000_000}) == pytest.approx(3.0)
+    assert first_anomaly_seconds({}, times) is None
+    assert first_anomaly_seconds({"x": [{"why": "no indexes"}]}, times) is None
+
+
+def test_read_op_times_keeps_wanted_ops_and_skips_torn_lines(tmp_path: Path) -> None:
+    lines = [json.dumps({"index": i, "time": 1000 * i, "type": "invoke", "process": 0, "f": "read"})
+             for i in range(5)]
+    (tmp_path / "history.jsonl").write_text("\n".join(lines) + '\n{"index": 5, "ti')
+    assert read_op_times(tmp_path, {1, 3, 5}) == {1: 1000, 3: 3000}
+    assert len(read_op_times(tmp_path)) == 5
+    assert read_op_times(tmp_path / "missing") == {}
+
+
+def test_summary_counts_finds_medians_and_statuses() -> None:
+    records = [
+        rec(None, 0, True), rec(None, 1, True), rec(None, 2, True),
+        rec("a", 0, False, 4.0, ("lost-ack",)), rec("a", 1, True),
+        rec("a", 2, False, 10.0, ("nonlinearizable", "lost-ack")),
+        rec("b", 0, True), rec("b", 1, True), rec("b", 2, "unknown"),
+        rec("c", 0, "unknown"), rec("c", 1, "unknown"), rec("c", 2, "unknown"),
+    ]
+    rows = {r.label: r for r in summarize(records)}
+    assert list(rows) == [CORRECT, "a", "b", "c"]
+    a = rows["a"]
+    assert (a.invalid, a.valid, a.unknown, a.status) == (2, 1, 0, "found")
+    assert a.median_first_s == pytest.approx(7.0)
+    assert a.kinds == ["lost-ack", "nonlinearizable"]
+    assert len(a.stores) == 3
+    assert rows["b"].status == "ESCAPED" and rows["b"].median_first_s is None
+    assert rows["c"].status == "unknown"       # never finished: not evidence of escape
+    assert rows[CORRECT].status == "ok"
+    assert zoo_exit_code(list(rows.values())) == 1
+
+
+def test_exit_codes() -> None:
+    found = [rec(None, 0, True), rec("a", 0, False, 1.0, ("lost-ack",))]
+    assert zoo_exit_code(summarize(found)) == 0
+    # one unknown run of a found bug: nothing failed, but not everything finished
+    assert zoo_exit_code(summarize([*found, rec("a", 1, "unknown")])) == 2
+    assert zoo_exit_code(summarize([*found, rec("c", 0, "unknown")])) == 2
+    # a false alarm beats everything, even with every bug found
+    alarm = summarize([*found, rec(None, 1, False, 3.0, ("lost-ack",))])
+    assert alarm[0].status == "FALSE ALARM" and zoo_exit_code(alarm) == 1
+    assert zoo_exit_code(summarize([rec(None, 0, True), rec("b", 0, True)])) == 1
+    assert zoo_exit_code([]) == 2
+
+
+def test_table_and_json_name_every_target() -> None:
+    records = [rec(None, 0, True), rec("a", 0, False, 2.25, ("lost-ack",)), rec("b", 0, True),
+               rec("b", 1, "unknown")]
+    rows = summarize(records)
+    table = render_table(rows)
+    lines = table.splitlines()
+    assert lines[0].split()[:2] == ["bug", "found"]
+    assert set(lines[1]) <= {"-", " "}
+    body = {ln.split()[0]: ln for ln in lines[2:]}
+    assert "0/1" in body[CORRECT] and " ok " in body[CORRECT]
+    assert "1/1" in body["a"] and "2.2" in body["a"] and "lost-ack" in body["a"]
+    assert "0/2 (1 unknown)" in body["b"] and "ESCAPED" in body["b"]
+    assert "store/zoo-a/r0" in body["a"]
+    doc = summary_json(rows, records, campaign=DEFAULT_CAMPAIGN, base_seed=7, runs=2,
+                       exit_code=zoo_exit_code(rows), lab="zoo")
+    assert doc["exit_code"] == 1 and doc["escaped"] == ["b"] and doc["false_alarms"] == 0
+    assert [r["label"] for r in doc["rows"]] == [CORRECT, "a", "b"]
+    assert doc["runs"][1]["seed"] == 7 and doc["runs"][1]["first_anomaly_s"] == 2.25
+    assert doc["command"].startswith("splitbrain zoo") and "--lab zoo" in doc["command"]
+    json.dumps(doc)  # serializable
+
+
+def test_campaign_command_reproduces_one_run() -> None:
+    line = campaign_command(DEFAULT_CAMPAIGN, bug="stale-read", seed=3, lab="zoo")
+    assert line == "splitbrain zoo --runs 1 --bugs stale-read --seed 3 --lab zoo"
+    assert "--time-limit 9 " in campaign_command(DEFAULT_CAMPAIGN.with_time_limit(9), seed=1)
+    text = describe_campaign(DEFAULT_CAMPAIGN)
+    assert "mixed" in text and ",".join(PROFILES) in text
+
+
+class _Ctx:
+    nodes = ["n1", "n2", "n3", "n4", "n5"]
+
+
+def test_every_profile_heals_what_it_breaks() -> None:
+    for name in PROFILES:
+        steps = profile_steps(name, _Ctx.nodes, random.Random(1), 2.5)
+        fs = [f for _, f, _ in steps]
+        assert all(w >= 0 for w, _, _ in steps)
+        for kind in ("partition", "kill", "clock"):
+            assert fs.count(f"start-{kind}") <= fs.count(f"stop-{kind}"), (name, fs)
+            if f"start-{kind}" in fs:
+                assert fs.index(f"stop-{kind}") > fs.index(f"start-{kind}"), (name, fs)
+        for _, f, v in steps:
+            if f == "start-partition" and v["shape"] != "leader":
+                assert set(v["grudge"]) == set(_Ctx.nodes)
+    lease = profile_steps("lease", _Ctx.nodes, random.Random(2), 2.5)
+    assert lease[0][1] == "start-clock" and lease[0][2]["offset_ms"] < -10_000
+    assert lease[1][2] == {"shape": "leader"}
+    with pytest.raises(ConfigError, match="unknown fault profile"):
+        profile_steps("nope", _Ctx.nodes, random.Random(1), 2.5)
+
+
+def test_profile_schedule_cycles_in_order_and_is_seeded() -> None:
+    def ops(seed: int) -> list[tuple[float, str, object]]:
+        sch = ProfileSchedule(PROFILES, hold=2.5, rng=random.Random(seed))
+        out = []
+        for _ in range(40):
+            wait, op = sch.next(_Ctx())
+            assert op.type == "invoke" and op.process == "nemesis"
+            out.append((wait, op.f, op.value))
+        return out
+
+    a = ops(5)
+    assert a == ops(5) and a != ops(6)
+    first = [f for _, f, _ in a]
+    n_lease = len(profile_steps("lease", _Ctx.nodes, random.Random(0), 2.5))
+    assert first[0] == "start-clock" and first[n_lease] == "start-kill"
+    with pytest.raises(ConfigError):
+        ProfileSchedule((), hold=1.0, rng=random.Random(0))
+
+
+def test_cli_rejects_an_unknown_bug_before_touching_any_lab() -> None:
+    res = CliRunner().invoke(zoo, ["--bugs", "no-such-bug", "--lab", "no-such-lab"],
+                             standalone_mode=False)
+    assert isinstance(res.exception, ConfigError)
+    assert "unknown bug 'no-such-bug'" in str(res.exception)
+
+
+# --------------------------------------------------------------------------- the real thing
+
+
+@pytest.mark.integration
+@pytest.mark.lab
+@pytest.mark.slow
+def test_quick_zoo_finds_two_bugs_and_no_false_alarm(lab, tmp_path: Path) -> None:
+    out = tmp_path / "zoo.json"
+    res = CliRunner().invoke(
+        zoo, ["--quick", "--bugs", "ack-before-quorum,stale-read", "--lab", lab.name,
+              "--store", str(tmp_path / "store"), "--seed", "11", "--json", str(out)],
+        standalone_mode=False)
+    assert res.exception is None, res.output
+    doc = json.loads(out.read_text())
+    rows = {r["label"]: r for r in doc["rows"]}
+    assert list(rows) == [CORRECT, "ack-before-quorum", "stale-read"], res.output
+    assert rows[CORRECT]["found"] == 0 and rows[CORRECT]["status"] in ("ok", "unknown"), res.output
+    for bug in ("ack-before-quorum", "stale-read"):
+        assert rows[bug]["found"] == 1 and rows[bug]["status"] == "found", res.output
+        assert rows[bug]["kinds"] and rows[bug]["median_first_anomaly_s"] > 0
+        assert Path(rows[bug]["stores"][0], "results.json").exists()
+    assert doc["false_alarms"] == 0 and doc["escaped"] == []
+    assert res.return_value == doc["exit_code"] in (0, 2)
+    assert [r["seed"] for r in doc["runs"]] == [11, 11, 11]
+    # the printed table says the same
+    table = {ln.split()[0]: ln for ln in res.stdout.splitlines() if ln and not ln.startswith("zoo")}
+    assert "1/1" in table["stale-read"] and "found" in table["stale-read"]
+    assert "0/1" in table[CORRECT] and "FALSE ALARM" not in res.output
