@@ -1,0 +1,243 @@
+"""``splitbrain bench checker``: how fast the checkers are, against fixed baselines.
+
+Two questions, two parts. (a) Is our linearizability search in Porcupine's
+league? Every corpus history is checked with the local engine and its time set
+beside Porcupine's own timing of the same file on a 2-core machine (shipped
+with the corpora). (b) Does the Spark engine scale? Synthetic append+sampler
+histories of growing size are checked on Spark, with wall time, throughput and
+the driver's peak memory (the Python process and, in local mode, its JVM
+child), and the local engine on the smallest size as a same-run baseline.
+Everything is printed as one JSON document.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import os
+import statistics
+import tempfile
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import click
+
+__all__ = ["bench_checker", "corpora_bench", "scale_bench", "MemorySampler"]
+
+DEFAULT_CORPORA = Path(__file__).resolve().parents[2] / "shared" / "corpora"
+ABSENT = {"jepsen/etcd_095.log", "mutex/bad/hazelcast.edn"}
+_MODELS: dict[str, tuple[str, dict[str, Any]]] = {
+    "etcd-cas-register": ("cas-register", {}),
+    "cas-register": ("knossos-cas-register", {}),
+    "kv-put-get-append": ("kv", {}),
+    "multi-register": ("multi-register", {"initial": {"x": 0, "y": 0}}),
+    "mutex": ("mutex", {}),
+}
+
+
+# --------------------------------------------------------------------------- (a) corpora
+
+def _baselines(root: Path) -> dict[tuple[str, str], float]:
+    """Porcupine's median check time in seconds, by (corpus, file)."""
+    out: dict[tuple[str, str], float] = {}
+    p = root / "porcupine" / "porcupine_baseline_timings.csv"
+    if p.exists():
+        with open(p, newline="") as fh:
+            for r in csv.DictReader(fh):
+                out[("porcupine", r["file"])] = float(r["check_us_median"]) / 1e6
+    k = root / "knossos" / "porcupine_crosscheck.csv"
+    if k.exists():
+        with open(k, newline="") as fh:
+            for r in csv.DictReader(fh):
+                # Knossos' cas-register starts at 0; keep that row where there are two.
+                if r["initial_state"] in ("0", "") or ("knossos", r["file"]) not in out:
+                    out[("knossos", r["file"])] = float(r["check_us_median"]) / 1e6
+    return out
+
+
+def corpora_bench(root: Path, *, timeout: float = 60.0, worst: int = 5) -> dict[str, Any]:
+    from checker.local import check_local
+    from harness.history import read_history
+
+    if not root.is_dir():
+        raise click.BadParameter(f"{root}: no such corpora directory", param_hint="--corpora")
+    base = _baselines(root)
+    per_corpus: dict[str, Any] = {}
+    files: list[dict[str, Any]] = []
+    for corpus in sorted(p.name for p in root.iterdir() if (p / "manifest.csv").exists()):
+        with open(root / corpus / "manifest.csv", newline="") as fh:
+            rows = [r for r in csv.DictReader(fh) if r["file"] not in ABSENT]
+        ours_total = theirs_total = 0.0
+        matched = 0
+        for r in rows:
+            path = root / corpus / r["file"]
+            if not path.exists() or r["model"] not in _MODELS:
+                continue
+            name, params = _MODELS[r["model"]]
+            ops = read_history(path)
+            t = time.perf_counter()
+            res = check_local(ops, model=name, timeout=timeout, opts={"model_params": params})
+            took = time.perf_counter() - t
+            expected = r["expected_verdict"] == "linearizable"
+            ok = res["valid"] is expected
+            matched += ok
+            theirs = base.get((corpus, r["file"]))
+            files.append({"corpus": corpus, "file": r["file"], "ops": len(ops), "ours_s": round(took, 6),
+                          "porcupine_s": theirs, "ratio": round(took / theirs, 2) if theirs else None,
+                          "verdict": res["valid"], "expected": expected, "match": ok})
+            ours_total += took
+            theirs_total += theirs or 0.0
+        n = sum(1 for f in files if f["corpus"] == corpus)
+        ratios = [f["ratio"] for f in files if f["corpus"] == corpus and f["ratio"]]
+        per_corpus[corpus] = {
+            "files": n, "verdicts_matched": matched, "ours_total_s": round(ours_total, 3),
+            "porcupine_total_s": round(theirs_total, 3),
+            "ratio_total": round(ours_total / theirs_total, 2) if theirs_total else None,
+            "ratio_median": round(statistics.median(ratios), 2) if ratios else None}
+    by_time = sorted(files, key=lambda f: -f["ours_s"])[:worst]
+    by_ratio = sorted((f for f in files if f["ratio"]), key=lambda f: -f["ratio"])[:worst]
+    return {"corpora": per_corpus, "all_verdicts_match": all(f["match"] for f in files),
+            "files_checked": len(files), "slowest_files": by_time, "worst_ratio_files": by_ratio,
+            "mismatches": [f for f in files if not f["match"]]}
+
+
+# --------------------------------------------------------------------------- (b) scale
+
+class MemorySampler:
+    """Peak RSS of this process and of its JVM child (and its Python workers), sampled."""
+
+    def __init__(self, every: float = 0.2) -> None:
+        import psutil
+
+        self.me = psutil.Process()
+        self.every = every
+        self.peak = {"python_driver": 0, "jvm_driver": 0, "python_workers": 0}
+        self._stop = threading.Event()
+        self._t = threading.Thread(target=self._run, daemon=True)
+
+    def _sample(self) -> None:
+        import psutil
+
+        self.peak["python_driver"] = max(self.peak["python_driver"], self.me.memory_info().rss)
+        jvm = workers = 0
+        try:
+            for c in self.me.children(recursive=True):
+                try:
+                    name = c.name()
+                    rss = c.memory_info().rss
+                except psutil.Error:
+                    continue
+                if "java" in name:
+                    jvm += rss
+                elif "python" in name:
+                    workers += rss
+        except psutil.Error:
+            pass
+        self.peak["jvm_driver"] = max(self.peak["jvm_driver"], jvm)
+        self.peak["python_workers"] = max(self.peak["python_workers"], workers)
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            self._sample()
+            self._stop.wait(self.every)
+
+    def __enter__(self) -> MemorySampler:
+        self._t.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._t.join()
+        self._sample()
+
+    def mib(self) -> dict[str, float]:
+        return {k: round(v / 2**20, 1) for k, v in self.peak.items()}
+
+
+def scale_bench(sizes: list[int], *, master: str | None = None, local_baseline: bool = True,
+                keep: Path | None = None) -> dict[str, Any]:
+    from checker.spark_engine import check_spark
+    from checker.spark_session import get_session
+    from checker.synth import write_history
+
+    tmp = Path(tempfile.mkdtemp(prefix="splitbrain-bench-")) if keep is None else keep
+    tmp.mkdir(parents=True, exist_ok=True)
+    out: dict[str, Any] = {"sizes": [], "master": master or "local[*]"}
+    t = time.perf_counter()
+    get_session(master)
+    out["spark_startup_s"] = round(time.perf_counter() - t, 2)
+    try:
+        for n in sizes:
+            path = tmp / f"synth-{n}.parquet"
+            t = time.perf_counter()
+            records = write_history(path, n, workload="append", seed=1)
+            gen_s = time.perf_counter() - t
+            with MemorySampler() as mem:
+                t = time.perf_counter()
+                res = check_spark(str(path), master=master)
+                took = time.perf_counter() - t
+            out["sizes"].append({
+                "records": records, "generate_s": round(gen_s, 2), "parquet_mib": round(
+                    path.stat().st_size / 2**20, 1),
+                "check_s": round(took, 2), "ops_per_s": round(records / took),
+                "valid": res["valid"], "peak_rss_mib": mem.mib(),
+                "stats": res["checkers"].get("log-safety", {}).get("stats")})
+        s = out["sizes"]
+        for a, b in zip(s, s[1:], strict=False):
+            b["growth_vs_previous"] = {"records_x": round(b["records"] / a["records"], 2),
+                                       "time_x": round(b["check_s"] / a["check_s"], 2)}
+        if local_baseline and sizes:
+            from checker.local import check_local
+            from harness.history import read_history
+
+            path = tmp / f"synth-{sizes[0]}.parquet"
+            with MemorySampler() as mem:
+                t = time.perf_counter()
+                ops = read_history(path)
+                read_s = time.perf_counter() - t
+                res = check_local(ops)
+                took = time.perf_counter() - t
+            del ops
+            out["local_baseline"] = {"records": s[0]["records"], "read_s": round(read_s, 2),
+                                     "total_s": round(took, 2), "valid": res["valid"],
+                                     "peak_rss_mib": mem.mib()["python_driver"]}
+    finally:
+        if keep is None:
+            for p in tmp.glob("*.parquet"):
+                p.unlink()
+            tmp.rmdir()
+    return out
+
+
+def _sizes(text: str) -> list[int]:
+    try:
+        return [int(float(x)) for x in text.split(",") if x.strip()]
+    except ValueError:
+        raise click.BadParameter(f"{text!r}: expected sizes like 1e6,1e7", param_hint="--scale") from None
+
+
+@click.command("checker")
+@click.option("--corpora", "corpora", type=click.Path(path_type=Path), default=None,
+              help=f"Corpora directory (default {DEFAULT_CORPORA}).")
+@click.option("--scale", "scale", default=None, help="Spark scale run: sizes in records, e.g. 1e6,1e7.")
+@click.option("--skip-corpora", is_flag=True, help="Only the scale run.")
+@click.option("--spark-master", default=None, help="Spark master URL (default local[*]).")
+@click.option("--no-local-baseline", is_flag=True, help="Skip timing the local engine at the smallest size.")
+@click.option("--timeout", type=float, default=60.0, show_default=True,
+              help="Per-file timeout of the corpora checks.")
+@click.option("--output", type=click.Path(path_type=Path), default=None, help="Also write the JSON here.")
+def bench_checker(corpora: Path | None, scale: str | None, skip_corpora: bool, spark_master: str | None,
+                  no_local_baseline: bool, timeout: float, output: Path | None) -> None:
+    """Checker speed: corpora vs Porcupine's timings; Spark engine at scale."""
+    result: dict[str, Any] = {"machine": {"cpus": os.cpu_count()}}
+    if not skip_corpora:
+        result["corpora"] = corpora_bench(corpora or DEFAULT_CORPORA, timeout=timeout)
+    if scale:
+        result["scale"] = scale_bench(_sizes(scale), master=spark_master,
+                                      local_baseline=not no_local_baseline)
+    text = json.dumps(result, indent=2, default=str)
+    if output is not None:
+        output.write_text(text + "\n", encoding="utf-8")
+    click.echo(text)

@@ -1,0 +1,401 @@
+"""Synthetic histories: valid by construction, or with planted anomalies.
+
+The checkers need histories far larger than any lab run produces (the Spark
+engine is benchmarked at 10M records), and tests need histories whose verdict is
+known without trusting a checker. So this module simulates an idealised cluster
+and records what clients would have seen. Validity follows from how the
+simulation works, not from checking: an append is placed in the log at the
+moment it completes (so real-time order holds), every read returns the log as it
+is, the leader changes only with the term, and a register op takes effect at its
+completion. Each planted ``anomaly`` (one kind, or several) bends exactly one of
+those rules once, past the first third of the run.
+
+The simulation is a stream: it keeps the log as two compact integer arrays (about
+16 bytes per entry), never a list of ops, and writes values as JSON text
+directly, so ``gen-history --ops 10000000 --out h.parquet`` runs in bounded
+memory and without building 10M :class:`Op` objects.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+from array import array
+from collections.abc import Iterable, Iterator
+from pathlib import Path
+from typing import Any
+
+import click
+
+from harness.history import PARQUET_COLUMNS, Op
+
+__all__ = ["ANOMALIES", "WORKLOADS", "generate", "records", "write_history", "gen_history"]
+
+WORKLOADS = ("append", "register", "mixed")
+LOG_ANOMALIES = (
+    "lost-ack", "divergent-committed", "duplicate-payload", "committed-regress",
+    "two-leaders-in-term", "term-regress", "committed-beyond-end", "failed-append-present",
+    "append-order",
+)
+REGISTER_ANOMALIES = ("nonlinearizable",)
+ANOMALIES = LOG_ANOMALIES + REGISTER_ANOMALIES
+
+# One raw record: (type, process, f, key, value as JSON text, node, error).
+Record = tuple[str, "int | str", str, "str | None", str, "str | None", "str | None"]
+
+_READ_SPAN = 16          # entries asked for by a non-final read
+_FINAL_CHUNK = 1000      # entries per final read
+_TERM_EVERY = 4000       # records between elections, on average
+_RESTART_EVERY = 9000    # records between node restarts, on average
+
+
+class _Log:
+    """The simulated committed log: term and payload id per index (-1 = NOOP)."""
+
+    def __init__(self) -> None:
+        self.terms = array("q")
+        self.pids = array("q")
+        self.ghost: dict[int, str] = {}   # log index -> payload JSON that no client appended
+
+    def __len__(self) -> int:
+        return len(self.terms)
+
+    def add(self, term: int, pid: int) -> int:
+        self.terms.append(term)
+        self.pids.append(pid)
+        return len(self.terms) - 1
+
+    def payload_json(self, i: int) -> str:
+        g = self.ghost.get(i)
+        if g is not None:
+            return g
+        pid = self.pids[i]
+        return "null" if pid < 0 else f'"p{pid}"'
+
+    def entries_json(self, lo: int, hi: int, *, corrupt: int | None = None) -> str:
+        """JSON text of entries lo..hi inclusive; ``corrupt`` swaps one payload."""
+        parts = []
+        for i in range(lo, hi + 1):
+            p = '"ghost-divergent"' if i == corrupt else self.payload_json(i)
+            parts.append(f"[{i},{self.terms[i]},{p}]")
+        return "[" + ",".join(parts) + "]"
+
+
+def _kinds(anomaly: str | Iterable[str] | None) -> list[str]:
+    if anomaly is None:
+        return []
+    return [anomaly] if isinstance(anomaly, str) else list(anomaly)
+
+
+def _check_args(workload: str, anomaly: str | Iterable[str] | None, nodes: int,
+                concurrency: int) -> None:
+    if workload not in WORKLOADS:
+        raise click.BadParameter(f"workload must be one of {', '.join(WORKLOADS)}, got {workload!r}")
+    for kind in _kinds(anomaly):
+        if kind not in ANOMALIES:
+            raise click.BadParameter(f"anomaly must be one of {', '.join(ANOMALIES)}, got {kind!r}")
+        if kind in LOG_ANOMALIES and workload == "register":
+            raise click.BadParameter(f"anomaly {kind} needs the append or mixed workload")
+        if kind in REGISTER_ANOMALIES and workload == "append":
+            raise click.BadParameter(f"anomaly {kind} needs the register or mixed workload")
+    if nodes < 2 or concurrency < 1:
+        raise click.BadParameter("need at least 2 nodes and 1 client")
+
+
+def records(n_ops: int, *, workload: str = "append", anomaly: str | Iterable[str] | None = None, seed: int = 0,
+            nodes: int = 5, concurrency: int = 10, keys: int | None = None) -> Iterator[Record]:
+    """Yield about ``n_ops`` raw history records (final reads come on top), in history order.
+
+    Process ids: clients ``0..concurrency-1`` (a client whose op ends ``info``
+    continues under a fresh id), the sampler uses its own ids above them.
+    """
+    _check_args(workload, anomaly, nodes, concurrency)
+    rng = random.Random(seed)
+    names = [f"n{i + 1}" for i in range(nodes)]
+    do_log = workload in ("append", "mixed")
+    do_reg = workload in ("register", "mixed")
+    n_keys = keys if keys is not None else max(1, n_ops // 400)
+    plant_at = max(n_ops // 3, 1)         # the record count after which anomalies are planted
+    pending = set(_kinds(anomaly))
+
+    def due(kind: str) -> bool:
+        return kind in pending and emitted >= plant_at
+    term_every = max(200, min(_TERM_EVERY, n_ops // 8))
+    restart_every = max(300, min(_RESTART_EVERY, n_ops // 6))
+
+    log = _Log()
+    term, leader = 1, rng.randrange(nodes)
+    log.add(term, -1)                    # the first leader's NOOP
+    commit_of = [0] * nodes              # per node, what its last sample said
+    incarnation = [1] * nodes
+    seen_term = [0] * nodes              # per node, the highest term its samples showed
+    next_pid = 0
+    # append-order: a slot reserved for the next ok append, placed below an already acked one.
+    reserved: int | None = None
+    reserved_at = 0
+    regs: dict[str, int | None] = {}
+    next_val = 1
+
+    next_proc = concurrency + 1
+    sampler = concurrency
+    procs = list(range(concurrency))
+    open_op: dict[int, tuple[str, str | None, Any]] = {}   # worker -> (f, key, invoke detail)
+    emitted = 0
+
+    def committed() -> int:
+        return (reserved - 1) if reserved is not None else len(log) - 1
+
+    while emitted < n_ops:
+        # ----- cluster events: elections and restarts
+        if do_log and reserved is None and (rng.randrange(term_every) == 0 or (
+                due("term-regress") and term == 1)):
+            term += 1
+            leader = rng.randrange(nodes)
+            log.add(term, -1)
+        if do_log and rng.randrange(restart_every) == 0:
+            n = rng.randrange(nodes)
+            incarnation[n] += 1
+            commit_of[n] = -1            # committedIndex is not persisted: it restarts low
+        # ----- the sampler: one complete sample now and then
+        if do_log and rng.random() < 0.2:
+            n = rng.randrange(nodes)
+            end = len(log) - 1
+            prev = commit_of[n]
+            c = max(prev, min(committed(), prev + rng.randrange(1, 40)))
+            commit_of[n] = c
+            role = "leader" if n == leader else "follower"
+            t, inc = term, incarnation[n]
+            if due("committed-regress") and prev >= 3:
+                c = prev - 2
+                pending.discard("committed-regress")
+            elif due("two-leaders-in-term") and n != leader:
+                role = "leader"
+                pending.discard("two-leaders-in-term")
+            elif due("term-regress") and seen_term[n] > 1:
+                t, role = seen_term[n] - 1, "follower"
+                pending.discard("term-regress")
+            elif due("committed-beyond-end") and c >= 1:
+                end = c - 1
+                pending.discard("committed-beyond-end")
+            seen_term[n] = max(seen_term[n], t)
+            val = (f'{{"role":"{role}","term":{t},"leader":"{names[leader]}","begin":0,'
+                   f'"end":{end},"committed":{c},"incarnation":{inc}}}')
+            yield ("invoke", sampler, "sample", None, "null", names[n], None)
+            yield ("ok", sampler, "sample", None, val, names[n], None)
+            emitted += 2
+            continue
+        # ----- a client worker steps: complete its open op, or invoke a new one
+        w = rng.randrange(concurrency)
+        proc = procs[w]
+        node = names[leader] if do_log else names[w % nodes]
+        op = open_op.pop(w, None)
+        if op is None:
+            if do_reg and (not do_log or rng.random() < 0.5):
+                key = f"k{rng.randrange(n_keys)}"
+                r = rng.random()
+                if r < 0.4:
+                    open_op[w] = ("read", key, None)
+                    yield ("invoke", proc, "read", key, "null", node, None)
+                elif r < 0.75:
+                    v = next_val
+                    next_val += 1
+                    open_op[w] = ("write", key, v)
+                    yield ("invoke", proc, "write", key, str(v), node, None)
+                else:
+                    cur = regs.get(key)
+                    old = cur if (cur is not None and rng.random() < 0.6) else rng.randrange(1, next_val + 1)
+                    v = next_val
+                    next_val += 1
+                    open_op[w] = ("cas", key, (old, v))
+                    yield ("invoke", proc, "cas", key, f"[{old},{v}]", node, None)
+            elif rng.random() < 0.9:
+                pid = next_pid
+                next_pid += 1
+                open_op[w] = ("append", None, (pid, emitted))
+                yield ("invoke", proc, "append", None, f'{{"payload":"p{pid}"}}', node, None)
+            else:
+                hi = committed()
+                lo = max(0, hi - rng.randrange(_READ_SPAN * 4))
+                open_op[w] = ("read", None, (lo, lo + _READ_SPAN - 1))
+                yield ("invoke", proc, "read", None, f'{{"from":{lo},"to":{lo + _READ_SPAN - 1}}}', node, None)
+            emitted += 1
+            continue
+
+        f, key, detail = op
+        emitted += 1
+        if f == "append":
+            pid, invoked_at = detail
+            r = rng.random()
+            if due("failed-append-present"):
+                log.add(term, pid)
+                pending.discard("failed-append-present")
+                yield ("fail", proc, f, None, f'{{"payload":"p{pid}"}}', node, "not-leader")
+                continue
+            if r < 0.03:
+                yield ("fail", proc, f, None, f'{{"payload":"p{pid}"}}', node, "not-leader")
+                continue
+            if r < 0.05:
+                if rng.random() < 0.5:
+                    log.add(term, pid)           # an info append may or may not have landed
+                procs[w] = next_proc
+                next_proc += 1
+                yield ("info", proc, f, None, f'{{"payload":"p{pid}"}}', node, "timeout")
+                continue
+            if reserved is not None and invoked_at > reserved_at:
+                idx, log.pids[reserved] = reserved, pid
+                reserved = None
+            elif due("append-order"):
+                reserved = log.add(term, -2)     # filled by an append invoked after this ack
+                reserved_at = emitted
+                idx = log.add(term, pid)
+                pending.discard("append-order")
+            else:
+                idx = log.add(term, pid)
+            t = log.terms[idx]
+            if due("lost-ack"):
+                log.ghost[idx] = '"ghost-lost"'
+                pending.discard("lost-ack")
+            elif due("duplicate-payload"):
+                log.add(term, pid)
+                pending.discard("duplicate-payload")
+            yield ("ok", proc, f, None, f'{{"payload":"p{pid}","index":{idx},"term":{t}}}', node, None)
+        elif f == "read" and key is None:
+            lo, hi = detail
+            c = committed()
+            hi = min(hi, c)
+            corrupt = None
+            if due("divergent-committed") and hi >= lo:
+                corrupt = hi
+                pending.discard("divergent-committed")
+            ents = log.entries_json(lo, hi, corrupt=corrupt) if hi >= lo else "[]"
+            yield ("ok", proc, f, None, f'{{"entries":{ents},"committed":{c}}}', node, None)
+        else:
+            cur = regs.get(key)
+            if f == "read":
+                got = cur
+                if due("nonlinearizable"):
+                    got = -7
+                    pending.discard("nonlinearizable")
+                yield ("ok", proc, f, key, "null" if got is None else str(got), node, None)
+            elif f == "write":
+                if rng.random() < 0.03:
+                    if rng.random() < 0.5:
+                        regs[key] = detail
+                    procs[w] = next_proc
+                    next_proc += 1
+                    yield ("info", proc, f, key, str(detail), node, "timeout")
+                else:
+                    regs[key] = detail
+                    yield ("ok", proc, f, key, str(detail), node, None)
+            else:
+                old, new = detail
+                if cur == old:
+                    regs[key] = new
+                    yield ("ok", proc, f, key, f"[{old},{new}]", node, None)
+                else:
+                    yield ("fail", proc, f, key, f"[{old},{new}]", node, "precondition")
+
+    # ----- quiesce: complete what is open (as info: never judged), then the final reads
+    for w, (f, key, detail) in sorted(open_op.items()):
+        proc = procs[w]
+        if f == "append":
+            yield ("info", proc, f, None, f'{{"payload":"p{detail[0]}"}}', names[leader], "timeout")
+        elif f == "read" and key is None:
+            yield ("info", proc, f, None, "null", names[leader], "timeout")
+        else:
+            yield ("info", proc, f, key, "null" if f == "read" else json.dumps(list(detail) if f == "cas" else detail),
+                   names[w % nodes], "timeout")
+    if reserved is not None:   # append-order planted at the very end: fill the hole with a NOOP
+        log.pids[reserved] = -1
+    if do_log:
+        proc = next_proc
+        last = len(log) - 1
+        for n in range(nodes):
+            for lo in range(0, last + 1, _FINAL_CHUNK):
+                hi = min(lo + _FINAL_CHUNK - 1, last)
+                yield ("invoke", proc, "read", None, f'{{"from":{lo},"to":{hi},"final":true}}', names[n], None)
+                yield ("ok", proc, "read", None,
+                       f'{{"entries":{log.entries_json(lo, hi)},"committed":{last}}}', names[n], None)
+
+
+def generate(n_ops: int, *, workload: str = "append", anomaly: str | Iterable[str] | None = None, seed: int = 0,
+             nodes: int = 5, concurrency: int = 10, keys: int | None = None) -> Iterator[Op]:
+    """The same stream as :func:`records`, as :class:`Op` objects with index and time set."""
+    for i, (typ, proc, f, key, val, node, err) in enumerate(
+            records(n_ops, workload=workload, anomaly=anomaly, seed=seed, nodes=nodes,
+                    concurrency=concurrency, keys=keys)):
+        yield Op(type=typ, process=proc, f=f, value=json.loads(val), key=key, time=i * 1000,
+                 index=i, node=node, error=err)
+
+
+def write_history(path: str | Path, n_ops: int, *, batch: int = 200_000, **kw: Any) -> int:
+    """Stream a synthetic history to ``.parquet`` (columnar batches) or ``.jsonl``."""
+    path = Path(path)
+    suffix = path.suffix.lower()
+    if suffix == ".jsonl":
+        n = 0
+        with open(path, "w", encoding="utf-8") as fh:
+            for i, (typ, proc, f, key, val, node, err) in enumerate(records(n_ops, **kw)):
+                fh.write(f'{{"index":{i},"time":{i * 1000},"type":"{typ}","process":'
+                         f'{json.dumps(proc)},"f":"{f}","key":{json.dumps(key)},"value":{val},'
+                         f'"node":{json.dumps(node)},"error":{json.dumps(err)}}}\n')
+                n += 1
+        return n
+    if suffix != ".parquet":
+        raise click.BadParameter(f"{path}: output must end in .jsonl or .parquet")
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from harness.history import _parquet_schema
+
+    schema = _parquet_schema()
+    n = 0
+    cols: list[list[Any]] = [[] for _ in PARQUET_COLUMNS[2:]]
+    ctype, cproc, cf, ckey, cval, cnode, cerr = cols
+    with pq.ParquetWriter(str(path), schema, compression="zstd") as w:
+        def flush() -> None:
+            nonlocal n
+            m = len(ctype)
+            if not m:
+                return
+            idx = pa.array(range(n, n + m), pa.int64())
+            tm = pa.array(range(n * 1000, (n + m) * 1000, 1000), pa.int64())
+            w.write_table(pa.Table.from_arrays([idx, tm] + [pa.array(c, pa.string()) for c in cols],
+                                               schema=schema))
+            n += m
+            for c in cols:
+                c.clear()
+
+        for typ, proc, f, key, val, node, err in records(n_ops, **kw):
+            ctype.append(typ)
+            cproc.append(str(proc))
+            cf.append(f)
+            ckey.append(key)
+            cval.append(val)
+            cnode.append(node)
+            cerr.append(err)
+            if len(ctype) >= batch:
+                flush()
+        flush()
+    return n
+
+
+@click.command("gen-history")
+@click.option("--ops", "n_ops", type=float, required=True, help="About how many records (1e6 works).")
+@click.option("--workload", type=click.Choice(WORKLOADS), default="append", show_default=True)
+@click.option("--anomaly", type=click.Choice(ANOMALIES), default=None,
+              help="Plant one anomaly of this kind (default: a valid history).")
+@click.option("--seed", type=int, default=0, show_default=True)
+@click.option("--nodes", type=int, default=5, show_default=True)
+@click.option("--concurrency", type=int, default=10, show_default=True)
+@click.option("--out", "out", type=click.Path(dir_okay=False), required=True,
+              help="Output file: .parquet or .jsonl.")
+def gen_history(n_ops: float, workload: str, anomaly: str | None, seed: int, nodes: int,
+                concurrency: int, out: str) -> None:
+    """Write a synthetic history, valid unless --anomaly plants one."""
+    if n_ops < 1:
+        raise click.BadParameter("--ops must be at least 1")
+    _check_args(workload, anomaly, nodes, concurrency)
+    n = write_history(out, int(n_ops), workload=workload, anomaly=anomaly, seed=seed, nodes=nodes,
+                      concurrency=concurrency)
+    click.echo(f"wrote {n} records to {out}")
