@@ -114,8 +114,11 @@ def check(path: Path, model: str | None, model_params: tuple[str, ...], engine: 
         from checker.models import get_model
 
         get_model(model, **params)  # a bad name or parameter fails here, before any reading
-    results = check_history(path, model=model, engine=engine, timeout=timeout,
-                            master=spark_master, opts={"model_params": params})
+    from harness.progress import step_status
+
+    with step_status(f"checking {path} ({engine} engine)"):
+        results = check_history(path, model=model, engine=engine, timeout=timeout,
+                                master=spark_master, opts={"model_params": params})
     out = output or default_output(path)
     try:
         if output is None and not out.parent.stat().st_mode & 0o222:

@@ -20,11 +20,9 @@ import click
 
 from harness import __version__
 from harness.errors import SplitbrainError
+from harness.exitcodes import EXIT_INVALID, EXIT_UNKNOWN, EXIT_USAGE, EXIT_VALID
 
 __all__ = ["main", "cli", "LazyGroup", "EXIT_VALID", "EXIT_INVALID", "EXIT_UNKNOWN", "EXIT_USAGE"]
-
-EXIT_VALID, EXIT_INVALID, EXIT_UNKNOWN, EXIT_USAGE = 0, 1, 2, 3
-
 
 class LazyGroup(click.Group):
     """A click group whose subcommands are ``"module:attr"`` strings, imported on use."""

@@ -11,25 +11,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 from xml.sax.saxutils import escape, quoteattr
 
-__all__ = ["junit_xml", "worst_exit_code", "exit_code_for"]
-
-
-def exit_code_for(valid: Any, *, fail_on_unknown: bool = False) -> int:
-    """ARCHITECTURE §3: 0 valid, 1 invalid, 2 unknown (1 with ``--fail-on unknown``)."""
-    if valid is True:
-        return 0
-    if valid is False:
-        return 1
-    return 1 if fail_on_unknown else 2
-
-
-def worst_exit_code(codes: Sequence[int]) -> int:
-    """Invalid beats unknown beats valid; usage errors (3+) beat everything."""
-    if not codes:
-        return 2
-    if any(c >= 3 for c in codes):
-        return max(codes)
-    return 1 if 1 in codes else (2 if 2 in codes else 0)
+__all__ = ["junit_xml"]
 
 
 def junit_xml(runs: Sequence[Mapping[str, Any]], *, suite: str = "splitbrain",

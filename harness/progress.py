@@ -16,7 +16,7 @@ from typing import IO, Any
 
 from harness.history import NEMESIS, Op
 
-__all__ = ["Counters", "Progress", "describe_fault"]
+__all__ = ["Counters", "Progress", "describe_fault", "step_status"]
 
 
 def describe_fault(op: Op) -> str | None:
@@ -181,3 +181,34 @@ class Progress:
 
     def __exit__(self, *exc: object) -> None:
         self.stop()
+
+
+class step_status:  # noqa: N801 (used as a context manager, like open())
+    """A live "doing X... 12 s" line for a long step that has no counters (check, report).
+
+    On a terminal a rich spinner with the elapsed time, then one line saying how long
+    it took. Elsewhere nothing: scripts read these commands' output, and stderr stays
+    for errors.
+    """
+
+    def __init__(self, what: str, *, stream: IO[str] | None = None) -> None:
+        self.what = what
+        self.stream = stream or sys.stderr
+        self._status: Any = None
+        self._t0 = 0.0
+
+    def __enter__(self) -> step_status:
+        self._t0 = time.monotonic()
+        if self.stream.isatty():
+            from rich.console import Console
+
+            self._status = Console(file=self.stream).status(self.what + " ...")
+            self._status.__enter__()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        took = time.monotonic() - self._t0
+        if self._status is not None:
+            self._status.__exit__(*exc)
+            print(f"{self.what}: {'failed' if exc[0] else 'done'} in {took:.1f} s",
+                  file=self.stream, flush=True)

@@ -20,6 +20,9 @@ def report(path: Path) -> int:
 
     if not path.is_dir():
         raise ConfigError("not a run directory (expected store/<test>/<time>)", path=path)
-    out = write_report(path)
+    from harness.progress import step_status
+
+    with step_status(f"building the report of {path}"):
+        out = write_report(path)
     click.echo(str(out))
     return 0

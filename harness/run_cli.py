@@ -19,7 +19,8 @@ import click
 
 from harness.control.base import Host
 from harness.errors import ConfigError, LabError
-from harness.junit import junit_xml, worst_exit_code
+from harness.exitcodes import worst_exit_code
+from harness.junit import junit_xml
 
 __all__ = ["run", "resolve_hosts", "parse_kv", "parse_nemesis"]
 

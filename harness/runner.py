@@ -33,6 +33,7 @@ from typing import Any
 
 from harness.control.base import Host, Remote
 from harness.errors import ConfigError, SplitbrainError
+from harness.exitcodes import exit_code_for
 from harness.history import NEMESIS, HistoryWriter, Op
 from harness.progress import Counters, Progress
 from harness.store import RunStore
@@ -43,15 +44,6 @@ __all__ = ["RunResult", "run_test", "exit_code_for", "RunOptions", "parallel",
            "NullNemesisPackage"]
 
 log = logging.getLogger(__name__)
-
-
-def exit_code_for(valid: Any) -> int:
-    """ARCHITECTURE §3: 0 valid, 1 invalid, 2 unknown."""
-    if valid is True:
-        return 0
-    if valid is False:
-        return 1
-    return 2
 
 
 @dataclass

@@ -34,7 +34,7 @@ from node_impl.kv import body_append, entry_view
 from node_impl.nodelog import NodeLog
 from node_impl.server import MAX_GET_BYTES, BindError, _send
 from node_impl.store import _HEADER, HEADER_SIZE, Entry, InconsistentState, LogStore, TermStore
-from node_impl.wakeup import Signal
+from node_impl.wakeup import Signal, cancel_all
 from node_impl.wire import MAX_FRAME, FrameError, encode_frame, read_frame
 
 __all__ = ["HANode", "MASTER", "SLAVE", "last_index_within", "parse_entries"]
@@ -174,13 +174,7 @@ class HANode:
         for w in list(self._conns):
             with contextlib.suppress(Exception):
                 w.close()
-        for _ in range(20):
-            live = [t for t in self._tasks if not t.done()]
-            if not live:
-                break
-            for t in live:
-                t.cancel()
-            await asyncio.wait(live, timeout=0.1)
+        await cancel_all(self._tasks)
         with contextlib.suppress(Exception):
             self.store.close()
         self.log.info("stop", end=self.store.end_index, offset=self.store.data_length)

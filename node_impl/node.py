@@ -27,7 +27,7 @@ from node_impl.peers import PeerLink
 from node_impl.quorum import next_committed, quorum_index
 from node_impl.replication import EntryDispatcher
 from node_impl.store import MAGIC_NOOP, Checkpoint, InconsistentState, LogStore, TermStore
-from node_impl.wakeup import Signal
+from node_impl.wakeup import Signal, cancel_all
 
 __all__ = ["Node", "PendingOp", "LEADER", "FOLLOWER", "CANDIDATE"]
 
@@ -139,15 +139,7 @@ class Node:
         self.stopping = True
         if self.servers is not None:
             await self.servers.stop()
-        # Cancel until every loop has ended: on 3.11 a wait_for that completes in the
-        # same step as the cancel can swallow it, so one cancel is not always enough.
-        for _ in range(20):
-            live = [t for t in self._tasks if not t.done()]
-            if not live:
-                break
-            for t in live:
-                t.cancel()
-            await asyncio.wait(live, timeout=0.1)
+        await cancel_all(self._tasks)
         for link in self.links.values():
             link.close()
         self._fail_pending("TERM_CHANGED")

@@ -10,7 +10,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 
-__all__ = ["Signal"]
+__all__ = ["Signal", "cancel_all"]
 
 
 class Signal:
@@ -29,3 +29,18 @@ class Signal:
             self._fut = asyncio.get_running_loop().create_future()
         with contextlib.suppress(asyncio.TimeoutError):
             await asyncio.wait_for(asyncio.shield(self._fut), timeout)
+
+
+async def cancel_all(tasks: set[asyncio.Task] | list[asyncio.Task], *, rounds: int = 20) -> None:
+    """Cancel until every task has ended.
+
+    On 3.11 a ``wait_for`` that completes in the same step as the cancel can swallow
+    it, so one cancel is not always enough: keep cancelling what is still alive.
+    """
+    for _ in range(rounds):
+        live = [t for t in tasks if not t.done()]
+        if not live:
+            return
+        for t in live:
+            t.cancel()
+        await asyncio.wait(live, timeout=0.1)

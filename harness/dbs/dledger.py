@@ -27,6 +27,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from harness.dbs.daemon import PidfileDaemonDB
 from harness.errors import ConfigError, RemoteError
 
 if TYPE_CHECKING:
@@ -83,7 +84,7 @@ def _fetch_status(host: str, port: int, timeout: float) -> dict[str, Any] | None
     return st if isinstance(st, dict) else getattr(st, "__dict__", None)
 
 
-class DLedgerDB:
+class DLedgerDB(PidfileDaemonDB):
     """Installs, starts, faults and removes ``node_impl`` on every node of a test."""
 
     def __init__(self, *, root: str = "/var/lib/splitbrain/run", peer_port: int = 9000,
@@ -111,15 +112,6 @@ class DLedgerDB:
         self._lock = threading.Lock()
 
     # layout -----------------------------------------------------------------
-    def node_dir(self, ctx: RunContext, node: str) -> str:
-        from harness.store import safe_name
-
-        # Labs share this machine's disk: two labs running the same test must not
-        # share directories, so a lab host gets its lab's name as an extra level.
-        lab = ctx.hosts[node].extras.get("lab")
-        base = f"{self.root}/{safe_name(str(lab))}" if lab else self.root
-        return f"{base}/{safe_name(ctx.spec.name)}/{safe_name(node)}"
-
     def _paths(self, ctx: RunContext, node: str) -> dict[str, str]:
         d = self.node_dir(ctx, node)
         return {"dir": d, "app": f"{d}/app", "data": f"{d}/data", "pid": f"{d}/node.pid",
@@ -286,20 +278,6 @@ class DLedgerDB:
             self._python[node] = self._choose_python(remote)
             cmd = self._cmd[node] = self._command(ctx, node, self._python[node])
         remote.start_daemon(cmd, pidfile=p["pid"], logfile=p["stdout"], chdir=p["app"])
-
-    def kill(self, ctx: RunContext, node: str) -> None:
-        remote = ctx.remotes[node]
-        pid = self._paths(ctx, node)["pid"]
-        remote.signal_daemon(pid, "KILL")
-        deadline = time.monotonic() + 5
-        while remote.daemon_running(pid) and time.monotonic() < deadline:
-            time.sleep(0.05)
-
-    def pause(self, ctx: RunContext, node: str) -> None:
-        ctx.remotes[node].signal_daemon(self._paths(ctx, node)["pid"], "STOP")
-
-    def resume(self, ctx: RunContext, node: str) -> None:
-        ctx.remotes[node].signal_daemon(self._paths(ctx, node)["pid"], "CONT")
 
     def primaries(self, ctx: RunContext) -> list[str]:
         """Nodes that say they lead. When none does, ask again for a moment.

@@ -25,6 +25,7 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any
 
+from harness.dbs.daemon import PidfileDaemonDB
 from harness.errors import ConfigError, RemoteError
 
 if TYPE_CHECKING:
@@ -97,7 +98,7 @@ def _is_leader(st: dict[str, Any] | None) -> bool:
     return member is not None and str(member) == str(st.get("leader"))
 
 
-class EtcdDB:
+class EtcdDB(PidfileDaemonDB):
     """Installs, starts, faults and removes one etcd member per node."""
 
     def __init__(self, *, root: str = "/var/lib/splitbrain/etcd", peer_port: int = 2380,
@@ -117,13 +118,6 @@ class EtcdDB:
         self._lock = threading.Lock()
 
     # layout -----------------------------------------------------------------
-    def node_dir(self, ctx: RunContext, node: str) -> str:
-        from harness.store import safe_name
-
-        lab = ctx.hosts[node].extras.get("lab")
-        base = f"{self.root}/{safe_name(str(lab))}" if lab else self.root
-        return f"{base}/{safe_name(ctx.spec.name)}/{safe_name(node)}"
-
     def _paths(self, ctx: RunContext, node: str) -> dict[str, str]:
         d = self.node_dir(ctx, node)
         return {"dir": d, "data": f"{d}/data", "pid": f"{d}/etcd.pid", "log": f"{d}/etcd.log"}
@@ -215,20 +209,6 @@ class EtcdDB:
             return
         remote.start_daemon(self.command(ctx, node), pidfile=p["pid"], logfile=p["log"],
                             chdir=p["dir"])
-
-    def kill(self, ctx: RunContext, node: str) -> None:
-        remote = ctx.remotes[node]
-        pid = self._paths(ctx, node)["pid"]
-        remote.signal_daemon(pid, "KILL")
-        deadline = time.monotonic() + 5
-        while remote.daemon_running(pid) and time.monotonic() < deadline:
-            time.sleep(0.05)
-
-    def pause(self, ctx: RunContext, node: str) -> None:
-        ctx.remotes[node].signal_daemon(self._paths(ctx, node)["pid"], "STOP")
-
-    def resume(self, ctx: RunContext, node: str) -> None:
-        ctx.remotes[node].signal_daemon(self._paths(ctx, node)["pid"], "CONT")
 
     def primaries(self, ctx: RunContext) -> list[str]:
         """Members that say they are the leader (each compares its id with its leader id)."""

@@ -31,6 +31,7 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any
 
+from harness.dbs.daemon import PidfileDaemonDB
 from harness.dbs.etcd import ensure_package, stop_process
 from harness.errors import ConfigError, RemoteError
 
@@ -85,7 +86,7 @@ def _call(addr: tuple[str, int], *args: Any, timeout: float = 1.0) -> Any:
         return None
 
 
-class RedisDB:
+class RedisDB(PidfileDaemonDB):
     """Installs, starts, faults and removes Redis plus a Sentinel on every node."""
 
     def __init__(self, *, root: str = "/var/lib/splitbrain/redis", port: int = 6379,
@@ -108,13 +109,6 @@ class RedisDB:
         self._lock = threading.Lock()
 
     # layout -----------------------------------------------------------------
-    def node_dir(self, ctx: RunContext, node: str) -> str:
-        from harness.store import safe_name
-
-        lab = ctx.hosts[node].extras.get("lab")
-        base = f"{self.root}/{safe_name(str(lab))}" if lab else self.root
-        return f"{base}/{safe_name(ctx.spec.name)}/{safe_name(node)}"
-
     def _paths(self, ctx: RunContext, node: str) -> dict[str, str]:
         d = self.node_dir(ctx, node)
         return {"dir": d, "data": f"{d}/data", "conf": f"{d}/redis.conf",
@@ -227,20 +221,6 @@ class RedisDB:
             return
         remote.start_daemon(f"{_NO_FAKETIME} {shlex.quote(self.binary)} {shlex.quote(p['conf'])}",
                             pidfile=p["pid"], logfile=p["log"], chdir=p["dir"])
-
-    def kill(self, ctx: RunContext, node: str) -> None:
-        remote = ctx.remotes[node]
-        pid = self._paths(ctx, node)["pid"]
-        remote.signal_daemon(pid, "KILL")
-        deadline = time.monotonic() + 5
-        while remote.daemon_running(pid) and time.monotonic() < deadline:
-            time.sleep(0.05)
-
-    def pause(self, ctx: RunContext, node: str) -> None:
-        ctx.remotes[node].signal_daemon(self._paths(ctx, node)["pid"], "STOP")
-
-    def resume(self, ctx: RunContext, node: str) -> None:
-        ctx.remotes[node].signal_daemon(self._paths(ctx, node)["pid"], "CONT")
 
     def primaries(self, ctx: RunContext) -> list[str]:
         """Nodes whose Redis says it is a master (two during a split brain)."""

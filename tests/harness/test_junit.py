@@ -2,7 +2,8 @@
 
 import xml.etree.ElementTree as ET
 
-from harness.junit import exit_code_for, junit_xml, worst_exit_code
+from harness.exitcodes import exit_code_for, worst_exit_code
+from harness.junit import junit_xml
 
 
 def test_exit_codes():

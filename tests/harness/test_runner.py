@@ -273,7 +273,7 @@ def test_cli_rejects_two_inventories_and_bad_options(tmp_path):
 
 
 def test_cli_helpers():
-    from harness.junit import worst_exit_code as worst_exit
+    from harness.exitcodes import worst_exit_code as worst_exit
     from harness.run_cli import parse_kv, parse_nemesis
 
     assert parse_nemesis("partition, kill,clock") == ("partition", "kill", "clock")
