@@ -37,6 +37,7 @@ import shutil
 import signal
 import socket
 import subprocess
+import sys
 import threading
 import time
 from collections.abc import Iterator
@@ -481,13 +482,22 @@ Subsystem sftp internal-sftp
         if faketime:
             _write(d / "faketime", "+0\n")
         q = shlex.quote
+        # Each host has its own /tmp, but the harness itself (its checkout and venv,
+        # whose python runs inside the hosts) may live under /tmp: stage those paths
+        # before /tmp is replaced, then mount them back at the same place.
+        keep = _paths_under_tmp()
+        stage = "".join(f"mkdir -p {q(str(d / f'keep{i}'))}\n"
+                        f"mount --bind {q(p)} {q(str(d / f'keep{i}'))}\n"
+                        for i, p in enumerate(keep))
+        restore = "".join(f"mkdir -p {q(p)}\nmount --bind {q(str(d / f'keep{i}'))} {q(p)}\n"
+                          for i, p in enumerate(keep))
         script = f"""\
 set -e
 echo 1 > /proc/sys/net/ipv4/conf/all/route_localnet
 hostname {q(hp.name)}
 mount --bind {q(str(d / 'run'))} /run
-mount --bind {q(str(d / 'tmp'))} /tmp
-mount --bind {q(str(d / 'srv'))} /srv
+{stage}mount --bind {q(str(d / 'tmp'))} /tmp
+{restore}mount --bind {q(str(d / 'srv'))} /srv
 mount --bind {q(str(d / 'hosts'))} /etc/hosts
 if [ -f /root/.bashrc ]; then mount --bind {q(str(d / 'bashrc'))} /root/.bashrc; fi
 mount -t tmpfs -o mode=1777,size=256m shm /dev/shm
@@ -748,3 +758,16 @@ def _tail(path: Path, lines: int = 5) -> str:
     except OSError:
         return f"(no log at {path})"
     return " | ".join(text[-lines:]) or f"(empty log {path})"
+
+
+def _paths_under_tmp() -> list[str]:
+    """The harness's own directories (checkout, venv) that a private /tmp would hide."""
+    import harness
+
+    found: list[str] = []
+    for p in (Path(harness.__file__).resolve().parents[1], Path(sys.prefix).resolve()):
+        if p.is_relative_to("/tmp") and p != Path("/tmp"):
+            if any(p.is_relative_to(f) for f in found):
+                continue
+            found = [f for f in found if not Path(f).is_relative_to(p)] + [str(p)]
+    return found
