@@ -222,6 +222,7 @@ class SSHRemote:
         # paramiko waits for the reply to `exec` without a time limit; a host paused at
         # that moment would hang us. Closing the channel from a timer releases the wait.
         fired = threading.Event()
+        exec_failed_on_live_link = False
         watchdog = None
         if timeout is not None:
             watchdog = threading.Timer(timeout, lambda: (fired.set(), chan.close()))
@@ -237,10 +238,21 @@ class SSHRemote:
                 if fired.is_set():
                     raise RemoteCommandError(host=name, cmd=cmd, exit_status=None, stdout="",
                                              stderr="") from None
-                raise
+                if reconnect and _alive(self._get()):
+                    # The connection is fine but this session's exec was refused or its
+                    # channel closed under load: nothing ran, so one fresh session is safe.
+                    log.info("%s: exec of %r failed on a live connection; retrying once",
+                             name, cmd)
+                    exec_failed_on_live_link = True
+                else:
+                    raise
             finally:
                 if watchdog is not None:
                     watchdog.cancel()
+            if exec_failed_on_live_link:
+                chan.close()
+                return self._run(cmd, sudo=sudo, timeout=timeout, env=env, check=check,
+                                 stdin=stdin, kill_on_timeout=kill_on_timeout, reconnect=False)
             while True:
                 while chan.recv_ready():
                     out += chan.recv(65536)
