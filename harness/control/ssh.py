@@ -209,7 +209,7 @@ class SSHRemote:
 
     def _run(self, cmd: str, *, sudo: bool, timeout: float | None, env: dict[str, str] | None,
              check: bool, stdin: str | bytes | None, kill_on_timeout: bool,
-             reconnect: bool = True) -> CommandResult:
+             reconnect: bool = True, retried: bool = False) -> CommandResult:
         # A marker in the environment lets a timeout find and kill what the command
         # started, children included (sshd offers no way to signal a session's group).
         run_id = uuid.uuid4().hex[:16] if timeout is not None and kill_on_timeout else None
@@ -238,7 +238,7 @@ class SSHRemote:
                 if fired.is_set():
                     raise RemoteCommandError(host=name, cmd=cmd, exit_status=None, stdout="",
                                              stderr="") from None
-                if reconnect and _alive(self._get()):
+                if reconnect and not retried and _alive(self._get()):
                     # The connection is fine but this session's exec was refused or its
                     # channel closed under load: nothing ran, so one fresh session is safe.
                     log.info("%s: exec of %r failed on a live connection; retrying once",
@@ -252,7 +252,7 @@ class SSHRemote:
             if exec_failed_on_live_link:
                 chan.close()
                 return self._run(cmd, sudo=sudo, timeout=timeout, env=env, check=check,
-                                 stdin=stdin, kill_on_timeout=kill_on_timeout, reconnect=False)
+                                 stdin=stdin, kill_on_timeout=kill_on_timeout, retried=True)
             while True:
                 while chan.recv_ready():
                     out += chan.recv(65536)
@@ -279,10 +279,23 @@ class SSHRemote:
                 raise RemoteError(f"the server closed the session running {cmd!r} without an "
                                   "exit status", host=name)
         except (paramiko.SSHException, OSError, EOFError) as e:
-            raise RemoteError(f"connection lost while running {cmd!r}: {e or type(e).__name__}",
-                              host=name) from None
+            lost = RemoteError(f"connection lost while running {cmd!r}: "
+                               f"{str(e) or type(e).__name__}", host=name)
+            retry = (reconnect and not retried and not out and not err
+                     and not chan.exit_status_ready())
+        else:
+            lost, retry = None, False
         finally:
             chan.close()
+        if lost is not None:
+            if not retry:
+                raise lost
+            # The session died before the command said anything (seen rarely with many
+            # threads on one connection under load): reconnect if needed and run it once
+            # more. The same rule as for a dropped connection before the command.
+            log.info("%s: %s; retrying once", name, lost)
+            return self._run(cmd, sudo=sudo, timeout=timeout, env=env, check=check, stdin=stdin,
+                             kill_on_timeout=kill_on_timeout, retried=True)
         res = CommandResult(host=name, cmd=cmd, exit_status=status,
                             stdout=out.decode(errors="replace"), stderr=err.decode(errors="replace"))
         if check and status != 0:
