@@ -191,8 +191,21 @@ def test_redis_fails_over_to_a_replica_and_rejoins_the_old_primary(running: RunC
     assert c.invoke(ctx, _op("cas", [3, 4], ctx.nodes[1])).type == "ok"
     assert c.invoke(ctx, _op("read", None, ctx.nodes[1])).value == 4
 
+    # Sentinels find each other through hello messages every 2 s; a kill before they
+    # have, and failover needs more time to reach its quorum. Wait for the mesh first.
+    from harness.dbs.redis import _call
+
+    def mesh() -> bool:
+        for n in ctx.nodes:
+            peers = _call((ctx.hosts[n].address, db.sentinel_port), "SENTINEL", "sentinels",
+                          "splitbrain")
+            if not isinstance(peers, list) or len(peers) < len(ctx.nodes) - 1:
+                return False
+        return True
+
+    _until(mesh, 30, "every Sentinel to know the others")
     db.kill(ctx, first)
-    new = _until(lambda: [p for p in db.primaries(ctx) if p != first], 20,
+    new = _until(lambda: [p for p in db.primaries(ctx) if p != first], 45,
                  "Sentinel to promote a replica")[0]
     ok = _until(lambda: (lambda o: o if o.type == "ok" else None)(
         c.invoke(ctx, _op("write", 5, first))), 15, "a write through the new primary")
