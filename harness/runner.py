@@ -472,6 +472,12 @@ class _Run:
                 delay, op = nxt
                 if self.stop.wait(max(0.0, float(delay))):
                     return
+                if callable(op):
+                    # A fault that depends on the cluster at the moment it lands
+                    # (who leads now) is built only after the wait.
+                    op = op(self.ctx)
+                    if op is None:
+                        continue
                 self.record_nemesis(op)
         except Exception:
             log.exception("nemesis schedule crashed; no further faults this run")

@@ -23,7 +23,7 @@ import random
 import statistics
 import sys
 import time
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -90,15 +90,16 @@ class Campaign:
 # invariants (I1, I5, I6) are checked in every run; reads served by followers
 # and isolated leaders expose stale-read. Two workers per node keep reads
 # flowing on an isolated leader while its writes hang.
-PROFILES = ("lease", "crash", "bridge", "lag")
+PROFILES = ("lease", "rejoin", "crash", "lag", "bridge")
 DEFAULT_CAMPAIGN = Campaign(
     workload="mixed",
-    nemesis=("partition-leader", "partition-bridge", "partition-majority", "kill", "clock"),
+    nemesis=("partition-leader", "partition-bridge", "partition-majority", "kill", "pause", "clock"),
     profiles=PROFILES,
     nemesis_interval=2.5,
-    time_limit=20.0,
+    time_limit=40.0,
     rate=60.0,
-    concurrency=10,
+    concurrency=15,
+    workload_options=(("mixed_weights", (1, 2)), ("read_fraction", 0.25)),
 )
 QUICK_TIME_LIMIT = 16.0
 
@@ -298,7 +299,8 @@ def describe_campaign(c: Campaign) -> str:
 # the fault program
 
 
-Step = tuple[float, str, dict[str, Any] | None]
+Step = tuple[float, str, "dict[str, Any] | Callable[[Any], dict[str, Any]] | None"]
+"""(wait before, op f, op value); a callable value is computed when the op lands."""
 
 
 def profile_steps(name: str, nodes: Sequence[str], rng: random.Random,
@@ -317,7 +319,7 @@ def profile_steps(name: str, nodes: Sequence[str], rng: random.Random,
         return [(gap, "start-clock", {"target": "all", "nodes": list(nodes), "mode": "bump",
                                       "offset_ms": back_ms}),
                 (0.1, "start-partition", {"shape": "leader"}),
-                (hold * rng.uniform(2.4, 2.8), "stop-partition", None),
+                (hold * rng.uniform(3.6, 4.0), "stop-partition", None),
                 (0.1, "stop-clock", None)]
     everyone = {"target": "all", "nodes": list(nodes)}
     if name == "crash":
@@ -335,8 +337,85 @@ def profile_steps(name: str, nodes: Sequence[str], rng: random.Random,
                 (hold * rng.uniform(0.8, 1.0), "start-kill", {"target": "leader"}),
                 (0.0, "stop-partition", None),
                 (hold * rng.uniform(0.4, 0.6), "stop-kill", None)]
+    if name == "rejoin":
+        return _rejoin_steps(list(nodes), rng, hold, gap)
     raise ConfigError(f"unknown fault profile {name!r} (known: {', '.join(PROFILES)})",
                       field="profiles")
+
+
+def _current_leader(ctx: Any, rng: random.Random) -> str | None:
+    """Who leads now, by the DB's own account; None when nobody claims to (or it cannot say)."""
+    from harness.db import HasPrimaries
+    from nemesis.targets import resolve_leader
+
+    if not isinstance(ctx.db, HasPrimaries):
+        return None
+    try:
+        leaders = resolve_leader(ctx.db.primaries(ctx), ctx.nodes, rng)
+    except Exception:  # a node that cannot answer is no leader; the profile goes on
+        return None
+    return leaders[0] if leaders else None
+
+
+def _rejoin_steps(nodes: list[str], rng: random.Random, hold: float, gap: float) -> list[Step]:
+    """A minority around the leader sleeps through an election; then one of the voters restarts.
+
+    1. The leader and ``k - 1`` others (k = the largest minority) are paused
+       (SIGSTOP); the rest, exactly a quorum, must all vote for the new leader A
+       of term T.
+    2. Resume: the paused nodes learn T from A's heartbeats, so they follow A
+       without having voted in T. (A partition would not do: cut-off nodes
+       keep polling, and after the heal their first poll makes them vote for
+       themselves in T, whereas a paused node's sockets stay open and it wakes
+       up to A's queued messages.)
+    3. Cut off A with all its voters but Y, which stays with the k nodes of
+       step 1; kill -9 Y and start it again at once. Y's persisted vote for A forbids it to
+       vote for itself in T, so a correct node moves to T+1; a node that forgot
+       its vote (forget-vote) can win T with the nodes of step 1, and term T
+       then has two leaders.
+
+    Steps 1 and 3 pick their sides when they land (``leader`` is whoever leads
+    then); the values in the history name every node.
+    """
+    k = max(1, (len(nodes) - 1) // 2)
+    memo: dict[str, list[str]] = {}
+
+    def pause_leader_side(ctx: Any) -> dict[str, Any]:
+        lead = _current_leader(ctx, rng) or rng.choice(nodes)
+        side = [lead, *rng.sample([n for n in nodes if n != lead], k - 1)]
+        memo["side"] = side
+        return {"nodes": side, "why": "rejoin-leader-side"}
+
+    def cut_new_leader(ctx: Any) -> dict[str, Any]:
+        first = memo.get("side") or rng.sample(nodes, k)
+        voters = [n for n in nodes if n not in first]
+        lead = _current_leader(ctx, rng)
+        if lead not in voters:
+            lead = rng.choice(voters)
+        others = [n for n in voters if n != lead]
+        rng.shuffle(others)
+        memo["victims"] = others[k - 1:]
+        return _split_value("rejoin-cut", nodes, [lead, *others[: k - 1]])
+
+    def restart_voter(ctx: Any) -> dict[str, Any]:
+        return {"nodes": memo.get("victims") or [rng.choice(nodes)], "why": "rejoin-voter"}
+
+    # The cut comes first, so the voter's log is as long as its new side's; it
+    # must then be back and polling before that side loses patience (E) and
+    # votes for itself, hence no waits.
+    return [(gap, "start-pause", pause_leader_side),
+            (hold * rng.uniform(1.4, 1.8), "stop-pause", None),
+            (hold * rng.uniform(0.4, 0.6), "start-partition", cut_new_leader),
+            (0.0, "start-kill", restart_voter),
+            (0.0, "stop-kill", None),
+            (hold * rng.uniform(1.0, 1.2), "stop-partition", None)]
+
+
+def _split_value(shape: str, nodes: Sequence[str], side: Sequence[str]) -> dict[str, Any]:
+    from nemesis import grudge as g
+
+    rest = [n for n in nodes if n not in side]
+    return {"shape": shape, "grudge": g.grudge_to_json(g.complete_grudge([list(side), rest]))}
 
 
 class ProfileSchedule:
@@ -363,6 +442,13 @@ class ProfileSchedule:
             self.turn += 1
             self.pending = profile_steps(name, list(ctx.nodes), self.rng, self.hold)
         wait, f, value = self.pending.pop(0)
+        if callable(value):
+            make = value
+
+            def at_apply(ctx: Any) -> Op:
+                return Op(type="invoke", process=NEMESIS, f=f, value=make(ctx))
+
+            return wait, at_apply
         return wait, Op(type="invoke", process=NEMESIS, f=f, value=value)
 
 

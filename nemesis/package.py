@@ -188,8 +188,15 @@ class Schedule:
 
 @dataclass
 class NemesisPackage:
+    """What the runner drives: ``schedule.next(ctx)`` gives ``(wait, op)`` or None to stop.
+
+    ``op`` may instead be a callable ``ctx -> Op | None``, called after the wait:
+    a fault aimed at whoever leads *when it lands* must not be computed seconds
+    earlier (None: skip this one).
+    """
+
     nemesis: Nemesis
-    schedule: Schedule
+    schedule: Any
     final_ops: list[Op]
 
 

@@ -322,6 +322,9 @@ class Elector:
         d = decide_vote(state, req, from_self=from_self,
                         skip_log_check=node.bugs.vote_without_log_check)
         if d.grant:
+            if node.voted_for != req.candidate:
+                # Votes are the evidence an operator needs when a term has two leaders.
+                node.log.info("vote", term=req.term, candidate=req.candidate)
             node.grant_vote(req.candidate)
         elif d.step_to_candidate:
             node.become_candidate(req.term, need_increase=True)

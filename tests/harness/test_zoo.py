@@ -153,6 +153,24 @@ def test_campaign_command_reproduces_one_run() -> None:
 
 class _Ctx:
     nodes = ["n1", "n2", "n3", "n4", "n5"]
+    db = None
+
+
+class _LeaderDB:
+    """Reports a fixed leader: enough for the pure side-picking of the rejoin profile."""
+
+    def __init__(self, leader: str) -> None:
+        self.leader = leader
+
+    def primaries(self, ctx: object) -> list[str]:
+        return [self.leader]
+
+
+class _LedCtx:
+    nodes = _Ctx.nodes
+
+    def __init__(self, leader: str) -> None:
+        self.db = _LeaderDB(leader)
 
 
 def test_every_profile_heals_what_it_breaks() -> None:
@@ -160,13 +178,51 @@ def test_every_profile_heals_what_it_breaks() -> None:
         steps = profile_steps(name, _Ctx.nodes, random.Random(1), 2.5)
         fs = [f for _, f, _ in steps]
         assert all(w >= 0 for w, _, _ in steps)
-        for kind in ("partition", "kill", "clock"):
+        for kind in ("partition", "kill", "clock", "pause"):
             assert fs.count(f"start-{kind}") <= fs.count(f"stop-{kind}"), (name, fs)
             if f"start-{kind}" in fs:
                 assert fs.index(f"stop-{kind}") > fs.index(f"start-{kind}"), (name, fs)
         for _, f, v in steps:
+            if callable(v):
+                v = v(_Ctx())
             if f == "start-partition" and v["shape"] != "leader":
                 assert set(v["grudge"]) == set(_Ctx.nodes)
+
+
+def _sides(grudge: dict[str, list[str]]) -> set[frozenset[str]]:
+    return {frozenset([n, *(m for m in grudge if m not in grudge[n] and m != n)]) for n in grudge}
+
+
+def test_rejoin_profile_restarts_the_new_leaders_last_voter_beside_the_sleepers() -> None:
+    for seed in range(20):
+        steps = profile_steps("rejoin", _Ctx.nodes, random.Random(seed), 2.5)
+        assert [f for _, f, _ in steps] == ["start-pause", "stop-pause", "start-partition",
+                                            "start-kill", "stop-kill", "stop-partition"]
+        # The first step lands while n3 leads: n3 and one other sleep.
+        paused = steps[0][2](_LedCtx("n3"))["nodes"]
+        assert paused[0] == "n3" and len(paused) == 2
+        voters = [n for n in _Ctx.nodes if n not in paused]
+        new_leader = voters[seed % 3]
+        cut = steps[2][2](_LedCtx(new_leader))
+        victim = steps[3][2](_LedCtx(new_leader))["nodes"]
+        assert len(victim) == 1 and victim[0] in voters and victim[0] != new_leader
+        sides = _sides(cut["grudge"])
+        assert frozenset([*paused, victim[0]]) in sides
+        assert len(sides) == 2 and any(new_leader in s and len(s) == 2 for s in sides)
+    # With nobody leading (or no way to ask), the profile still picks valid sides.
+    steps = profile_steps("rejoin", _Ctx.nodes, random.Random(1), 2.5)
+    assert len(steps[0][2](_Ctx())["nodes"]) == 2
+    assert len(_sides(steps[2][2](_Ctx())["grudge"])) == 2
+
+
+def test_profile_schedule_builds_leader_dependent_ops_when_they_land() -> None:
+    sch = ProfileSchedule(("rejoin",), hold=2.5, rng=random.Random(3))
+    wait, make = sch.next(_Ctx())
+    assert callable(make) and wait >= 0
+    op = make(_LedCtx("n2"))
+    assert op.f == "start-pause" and op.process == "nemesis" and "n2" in op.value["nodes"]
+    _, stop = sch.next(_Ctx())
+    assert not callable(stop) and stop.f == "stop-pause"
     lease = profile_steps("lease", _Ctx.nodes, random.Random(2), 2.5)
     assert lease[0][1] == "start-clock" and lease[0][2]["offset_ms"] < -10_000
     assert lease[1][2] == {"shape": "leader"}
@@ -180,6 +236,8 @@ def test_profile_schedule_cycles_in_order_and_is_seeded() -> None:
         out = []
         for _ in range(40):
             wait, op = sch.next(_Ctx())
+            if callable(op):
+                op = op(_Ctx())
             assert op.type == "invoke" and op.process == "nemesis"
             out.append((wait, op.f, op.value))
         return out
@@ -188,7 +246,7 @@ def test_profile_schedule_cycles_in_order_and_is_seeded() -> None:
     assert a == ops(5) and a != ops(6)
     first = [f for _, f, _ in a]
     n_lease = len(profile_steps("lease", _Ctx.nodes, random.Random(0), 2.5))
-    assert first[0] == "start-clock" and first[n_lease] == "start-kill"
+    assert first[0] == "start-clock" and first[n_lease] == "start-pause"
     with pytest.raises(ConfigError):
         ProfileSchedule((), hold=1.0, rng=random.Random(0))
 
