@@ -1,12 +1,13 @@
 """``splitbrain zoo``: evidence that the harness finds real bugs, and cries wolf never.
 
 A checker that says "valid" proves little unless the same campaign says
-"invalid" when the database really is broken. The zoo runs ONE default campaign,
-the same for everyone (workload, fault mix, targets, rates, interval, time
-limit), against the correct reference node and against every seeded bug the
-node lists at run time (``node_impl.bugs``; mode-``ha`` bugs are left out, they
-need the HA mode), N times each with recorded seeds, and tabulates how often
-each bug was caught and how soon.
+"invalid" when the database really is broken. The zoo runs ONE default campaign
+per node mode, the same for everyone in that mode (workload, fault mix, targets,
+rates, interval, time limit), against the correct reference node and against
+every seeded bug the node lists at run time (``node_impl.bugs``; the ``ha-*``
+bugs meet the mode-``ha`` campaign beside a correct mode-``ha`` node), N times
+each with recorded seeds, and tabulates how often each bug was caught and how
+soon.
 
 There is deliberately no per-bug configuration: a bug that only a tailored
 campaign catches says more about the tailor than about the harness.
@@ -33,8 +34,8 @@ import click
 from harness.errors import ConfigError
 
 __all__ = [
-    "Campaign", "DEFAULT_CAMPAIGN", "QUICK_TIME_LIMIT", "CORRECT", "RunRecord", "Row",
-    "zoo_bugs", "select_targets", "run_seeds", "first_anomaly_seconds", "anomaly_indexes",
+    "Campaign", "DEFAULT_CAMPAIGN", "HA_CAMPAIGN", "CAMPAIGNS", "QUICK_TIME_LIMIT", "CORRECT",
+    "RunRecord", "Row", "zoo_bugs", "bug_mode", "target_label", "select_targets", "run_seeds", "first_anomaly_seconds", "anomaly_indexes",
     "summarize", "zoo_exit_code", "render_table", "summary_json", "campaign_command",
     "describe_campaign", "profile_steps", "ProfileSchedule", "build_zoo_package", "PROFILES",
     "read_op_times", "zoo",
@@ -56,6 +57,8 @@ class Campaign:
     rate: float
     concurrency: int
     workload_options: tuple[tuple[str, Any], ...] = ()
+    db_options: tuple[tuple[str, Any], ...] = ()
+    nemesis_options: tuple[tuple[str, Any], ...] = ()
 
     def with_time_limit(self, seconds: float) -> Campaign:
         return replace(self, time_limit=seconds)
@@ -65,6 +68,8 @@ class Campaign:
         d["nemesis"] = list(self.nemesis)
         d["profiles"] = list(self.profiles)
         d["workload_options"] = dict(self.workload_options)
+        d["db_options"] = dict(self.db_options)
+        d["nemesis_options"] = dict(self.nemesis_options)
         return d
 
 
@@ -101,6 +106,24 @@ DEFAULT_CAMPAIGN = Campaign(
     concurrency=15,
     workload_options=(("mixed_weights", (1, 2)), ("read_fraction", 0.25)),
 )
+# Mode ha (RocketMQ master/slave) has no election, so its bugs need other
+# faults: the master cut off from every slave *while* the operator fails over.
+# The stock schedule with two faults active at once gives exactly that overlap
+# now and then; a sync master that keeps acking (ha-ok-on-timeout) or counts
+# sent bytes as stored (ha-ack-on-send) then loses acked appends, which sync
+# mode forbids.
+HA_CAMPAIGN = Campaign(
+    workload="append",
+    nemesis=("partition-leader", "failover"),
+    profiles=(),
+    nemesis_interval=3.0,
+    time_limit=40.0,
+    rate=50.0,
+    concurrency=5,
+    db_options=(("mode", "ha"), ("sync", True), ("slave_timeout_ms", 1000)),
+    nemesis_options=(("overlap", 2),),
+)
+CAMPAIGNS = {"dledger": DEFAULT_CAMPAIGN, "ha": HA_CAMPAIGN}
 QUICK_TIME_LIMIT = 16.0
 
 
@@ -108,42 +131,60 @@ QUICK_TIME_LIMIT = 16.0
 # pure logic
 
 
+Target = tuple[str, "str | None"]
+"""(mode, bug); bug None is the correct node of that mode."""
+
+
 def zoo_bugs() -> list[str]:
-    """The reference node's seeded bugs as it lists them now, minus the mode-``ha`` ones.
+    """The reference node's seeded bugs as it lists them now, both modes.
 
     Read at run time (another developer may be adding bugs), never a copy.
     """
     import importlib
 
     bugs = importlib.import_module("node_impl.bugs")
-    names = list(getattr(bugs, "BUGS", {}))
-    return [n for n in names if not n.startswith("ha-")]
+    return [*getattr(bugs, "BUGS", {}), *getattr(bugs, "HA_BUGS", {})]
 
 
-def select_targets(available: Sequence[str], requested: str | None) -> list[str | None]:
-    """The correct node (None) first, then the requested bugs (all when None), in list order.
+def bug_mode(bug: str) -> str:
+    """The node mode a seeded bug lives in (``node_impl.bugs`` names mode-ha bugs ``ha-*``)."""
+    return "ha" if bug.startswith("ha-") else "dledger"
 
-    ``requested`` is ``a,b,...``; ``none`` or ``correct`` alone runs only the correct node.
-    An unknown name is a :class:`ConfigError` naming it and the known ones.
+
+def target_label(mode: str, bug: str | None) -> str:
+    return bug or (CORRECT if mode == "dledger" else f"(correct, {mode})")
+
+
+def select_targets(available: Sequence[str], requested: str | None) -> list[Target]:
+    """Per mode, its correct node first, then its requested bugs (all when None), in list order.
+
+    Mode dledger always runs its correct node; mode ha runs only when one of its
+    bugs is chosen. ``requested`` is ``a,b,...``; ``none`` or ``correct`` alone
+    runs only the correct node. An unknown name is a :class:`ConfigError` naming
+    it and the known ones.
     """
     if requested is None:
-        return [None, *available]
-    names = [p.strip() for p in requested.split(",") if p.strip()]
-    if not names:
-        raise ConfigError("--bugs is empty; name bugs or leave the option out", field="bugs")
-    chosen: list[str] = []
-    for name in names:
-        if name in ("none", "correct", CORRECT):
-            continue
-        if name.startswith("ha-"):
-            raise ConfigError(f"bug {name!r} needs the HA mode; the zoo runs mode dledger only",
-                              field="bugs")
-        if name not in available:
-            raise ConfigError(f"unknown bug {name!r} (known: {', '.join(available)})",
-                              field="bugs")
-        if name not in chosen:
-            chosen.append(name)
-    return [None, *sorted(chosen, key=available.index)]
+        chosen = list(available)
+    else:
+        names = [p.strip() for p in requested.split(",") if p.strip()]
+        if not names:
+            raise ConfigError("--bugs is empty; name bugs or leave the option out", field="bugs")
+        chosen = []
+        for name in names:
+            if name in ("none", "correct", CORRECT):
+                continue
+            if name not in available:
+                raise ConfigError(f"unknown bug {name!r} (known: {', '.join(available)})",
+                                  field="bugs")
+            if name not in chosen:
+                chosen.append(name)
+        chosen.sort(key=available.index)
+    out: list[Target] = []
+    for mode in CAMPAIGNS:
+        mine = [b for b in chosen if bug_mode(b) == mode]
+        if mode == "dledger" or mine:
+            out += [(mode, None), *((mode, b) for b in mine)]
+    return out
 
 
 def run_seeds(base: int, runs: int) -> list[int]:
@@ -184,10 +225,11 @@ class RunRecord:
     store: str | None = None
     seconds: float = 0.0
     reason: str | None = None
+    mode: str = "dledger"
 
     @property
     def label(self) -> str:
-        return self.bug or CORRECT
+        return target_label(self.mode, self.bug)
 
 
 @dataclass
@@ -203,10 +245,11 @@ class Row:
     kinds: list[str]
     stores: list[str]
     status: str
+    mode: str = "dledger"
 
     @property
     def label(self) -> str:
-        return self.bug or CORRECT
+        return target_label(self.mode, self.bug)
 
 
 def _status(bug: str | None, invalid: int, valid: int, unknown: int) -> str:
@@ -222,11 +265,11 @@ def _status(bug: str | None, invalid: int, valid: int, unknown: int) -> str:
 
 def summarize(records: Iterable[RunRecord]) -> list[Row]:
     """Rows in first-seen target order."""
-    by: dict[str | None, list[RunRecord]] = {}
+    by: dict[Target, list[RunRecord]] = {}
     for r in records:
-        by.setdefault(r.bug, []).append(r)
+        by.setdefault((r.mode, r.bug), []).append(r)
     rows = []
-    for bug, rs in by.items():
+    for (mode, bug), rs in by.items():
         invalid = sum(1 for r in rs if r.valid is False)
         valid = sum(1 for r in rs if r.valid is True)
         unknown = len(rs) - invalid - valid
@@ -235,7 +278,7 @@ def summarize(records: Iterable[RunRecord]) -> list[Row]:
         rows.append(Row(bug=bug, runs=len(rs), invalid=invalid, valid=valid, unknown=unknown,
                         median_first_s=statistics.median(firsts) if firsts else None,
                         kinds=kinds, stores=[r.store for r in rs if r.store],
-                        status=_status(bug, invalid, valid, unknown)))
+                        status=_status(bug, invalid, valid, unknown), mode=mode))
     return rows
 
 
@@ -290,9 +333,15 @@ def campaign_command(c: Campaign, *, lab: str | None = None, bug: str | None = N
 def describe_campaign(c: Campaign) -> str:
     """One line saying what every run does."""
     wl = "".join(f", {k}={v}" for k, v in c.workload_options)
-    return (f"workload {c.workload}{wl}; concurrency {c.concurrency}, {c.rate:g} ops/s; "
-            f"fault profiles {','.join(c.profiles)} cycled (basic hold {c.nemesis_interval:g} s); "
-            f"time limit {c.time_limit:g} s")
+    db = "".join(f", {k}={v}" for k, v in c.db_options)
+    if c.profiles:
+        faults = (f"fault profiles {','.join(c.profiles)} cycled "
+                  f"(basic hold {c.nemesis_interval:g} s)")
+    else:
+        opts = "".join(f", {k}={v}" for k, v in c.nemesis_options)
+        faults = f"faults {','.join(c.nemesis)} (interval {c.nemesis_interval:g} s{opts})"
+    return (f"db dledger{db}; workload {c.workload}{wl}; concurrency {c.concurrency}, "
+            f"{c.rate:g} ops/s; {faults}; time limit {c.time_limit:g} s")
 
 
 # --------------------------------------------------------------------------
@@ -453,11 +502,17 @@ class ProfileSchedule:
 
 
 def build_zoo_package(c: Campaign, seed: int) -> Any:
-    """The stock nemeses and heal ops for the campaign's faults, driven by the profile schedule."""
+    """The stock nemeses and heal ops for the campaign's faults, driven by the profile schedule.
+
+    A campaign without profiles keeps the stock schedule (with its nemesis options).
+    """
     from nemesis.package import NemesisPackage, build_package
 
     rng = random.Random(seed ^ 0x5EED)
-    base = build_package(list(c.nemesis), interval=c.nemesis_interval, rng=rng)
+    base = build_package(list(c.nemesis), interval=c.nemesis_interval, rng=rng,
+                         **dict(c.nemesis_options))
+    if not c.profiles:
+        return base
     return NemesisPackage(nemesis=base.nemesis,
                           schedule=ProfileSchedule(c.profiles, hold=c.nemesis_interval, rng=rng),
                           final_ops=base.final_ops)
@@ -465,8 +520,13 @@ def build_zoo_package(c: Campaign, seed: int) -> Any:
 
 def summary_json(rows: Sequence[Row], records: Sequence[RunRecord], *, campaign: Campaign,
                  base_seed: int, runs: int, exit_code: int, lab: str | None,
-                 aborted: str | None = None, seconds: float = 0.0) -> dict[str, Any]:
-    """The --json document for CI: the verdict, the table and every run with its seed."""
+                 aborted: str | None = None, seconds: float = 0.0,
+                 campaigns: Mapping[str, Campaign] | None = None) -> dict[str, Any]:
+    """The --json document for CI: the verdict, the table and every run with its seed.
+
+    ``campaign`` is mode dledger's (kept for older readers); ``campaigns`` has every mode run.
+    """
+    every = dict(campaigns or {"dledger": campaign})
     return {
         "exit_code": exit_code,
         "verdict": {0: "ok", 1: "failed", 2: "unknown"}.get(exit_code, "error"),
@@ -478,12 +538,14 @@ def summary_json(rows: Sequence[Row], records: Sequence[RunRecord], *, campaign:
         "runs_per_target": runs,
         "campaign": campaign.to_json(),
         "campaign_text": describe_campaign(campaign),
+        "campaigns": {m: {**c.to_json(), "text": describe_campaign(c)} for m, c in every.items()},
         "command": campaign_command(campaign, lab=lab),
-        "rows": [{"bug": r.bug, "label": r.label, "runs": r.runs, "found": r.invalid,
+        "rows": [{"bug": r.bug, "mode": r.mode, "label": r.label, "runs": r.runs, "found": r.invalid,
                   "valid": r.valid, "unknown": r.unknown, "status": r.status,
                   "median_first_anomaly_s": r.median_first_s, "kinds": r.kinds,
                   "stores": r.stores} for r in rows],
-        "runs": [{"bug": r.bug, "run": r.run, "seed": r.seed, "valid": r.valid, "kinds": r.kinds,
+        "runs": [{"bug": r.bug, "mode": r.mode, "run": r.run, "seed": r.seed, "valid": r.valid,
+                  "kinds": r.kinds,
                   "first_anomaly_s": r.first_anomaly_s, "store": r.store,
                   "seconds": round(r.seconds, 1), "reason": r.reason} for r in records],
     }
@@ -523,17 +585,19 @@ def _rel(p: Path) -> str:
 
 
 def _run_one(campaign: Campaign, hosts: Sequence[Any], bug: str | None, run: int, seed: int,
-             store_root: str) -> tuple[RunRecord, bool]:
+             store_root: str, mode: str = "dledger") -> tuple[RunRecord, bool]:
     """One run; returns its record and whether the user interrupted it."""
     from harness.runner import RunOptions, run_test
     from harness.test import TestSpec
 
-    spec = TestSpec(name=f"zoo-{bug or 'correct'}", nodes=tuple(h.name for h in hosts),
+    name = f"zoo-{bug or 'correct'}" + ("" if mode == "dledger" or bug else f"-{mode}")
+    spec = TestSpec(name=name, nodes=tuple(h.name for h in hosts),
                     db="dledger", workload=campaign.workload, nemesis=campaign.nemesis,
                     time_limit=campaign.time_limit, concurrency=campaign.concurrency,
                     rate=campaign.rate, seed=seed, bug=bug,
                     nemesis_interval=campaign.nemesis_interval,
-                    options={**dict(campaign.workload_options), "db": {}, "nemesis": {},
+                    options={**dict(campaign.workload_options), "db": dict(campaign.db_options),
+                             "nemesis": dict(campaign.nemesis_options),
                              "zoo_profiles": list(campaign.profiles)})
     # No HTML report per run: it costs seconds, and `splitbrain report PATH` makes one later.
     opts = RunOptions(progress=False, report=False)
@@ -550,7 +614,7 @@ def _run_one(campaign: Campaign, hosts: Sequence[Any], bug: str | None, run: int
     reason = res.get("reason") or res.get("error") or result.reason
     rec = RunRecord(bug=bug, run=run, seed=seed, valid=valid, kinds=sorted(anomalies),
                     first_anomaly_s=first, store=_rel(result.store_dir),
-                    seconds=time.monotonic() - t0, reason=reason)
+                    seconds=time.monotonic() - t0, reason=reason, mode=mode)
     user_stop = bool(result.interrupted and (result.reason or "").startswith("interrupted"))
     return rec, user_stop
 
@@ -589,7 +653,9 @@ def _progress_line(rec: RunRecord, k: int, total: int, runs: int) -> str:
               help="Write a JSON summary here (for CI).")
 def zoo(quick: bool, runs: int | None, bugs: str | None, time_limit: float | None, lab: str,
         store_root: str, seed: int | None, json_path: str | None) -> int:
-    """Run the default campaign on the correct node and on every seeded bug; tabulate catches.
+    """Run the default campaigns on the correct node and on every seeded bug; tabulate catches.
+
+    Mode dledger's bugs meet one campaign, mode ha's another (with its own correct node).
 
     Exit 1 if a bug is never found or the correct node is ever reported invalid,
     2 if runs ended unknown and nothing else failed, 0 otherwise.
@@ -599,24 +665,28 @@ def zoo(quick: bool, runs: int | None, bugs: str | None, time_limit: float | Non
     targets = select_targets(zoo_bugs(), bugs)
     n = runs if runs is not None else (1 if quick else 3)
     limit = time_limit if time_limit is not None else (QUICK_TIME_LIMIT if quick else None)
-    campaign = DEFAULT_CAMPAIGN if limit is None else DEFAULT_CAMPAIGN.with_time_limit(limit)
+    campaigns = {m: c if limit is None else c.with_time_limit(limit) for m, c in CAMPAIGNS.items()
+                 if any(tm == m for tm, _ in targets)}
+    campaign = campaigns["dledger"]
     if json_path is not None and Path(json_path).is_dir():
         raise click.BadParameter(f"{json_path} is a directory", param_hint="--json")
     hosts = resolve_hosts(lab=lab, nodes_file=None, vagrant=None, docker=False, insecure=False)
     base = seed if seed is not None else random.SystemRandom().randrange(2**31)
     seeds = run_seeds(base, n)
     total = len(targets) * n
-    click.echo(f"zoo: {len(targets) - 1} bugs + the correct node, {n} run(s) each "
-               f"({total} runs), base seed {base}", err=True)
-    click.echo(f"zoo: campaign: {describe_campaign(campaign)}", err=True)
+    n_bugs = sum(1 for _, b in targets if b)
+    click.echo(f"zoo: {n_bugs} bugs + the correct node of {len(campaigns)} mode(s), {n} run(s) "
+               f"each ({total} runs), base seed {base}", err=True)
+    for m, c in campaigns.items():
+        click.echo(f"zoo: campaign, mode {m}: {describe_campaign(c)}", err=True)
     records: list[RunRecord] = []
     aborted: str | None = None
     t0 = time.monotonic()
     k = 0
-    for bug in targets:
+    for mode, bug in targets:
         for i, s in enumerate(seeds):
             k += 1
-            rec, user_stop = _run_one(campaign, hosts, bug, i, s, store_root)
+            rec, user_stop = _run_one(campaigns[mode], hosts, bug, i, s, store_root, mode)
             records.append(rec)
             click.echo(_progress_line(rec, k, total, n), err=True)
             if user_stop:
@@ -642,7 +712,8 @@ def zoo(quick: bool, runs: int | None, bugs: str | None, time_limit: float | Non
     click.echo("; ".join(verdict))
     if json_path is not None:
         doc = summary_json(rows, records, campaign=campaign, base_seed=base, runs=n,
-                           exit_code=rc, lab=lab, aborted=aborted, seconds=time.monotonic() - t0)
+                           exit_code=rc, lab=lab, aborted=aborted, seconds=time.monotonic() - t0,
+                           campaigns=campaigns)
         Path(json_path).parent.mkdir(parents=True, exist_ok=True)
         Path(json_path).write_text(json.dumps(doc, indent=2) + "\n", encoding="utf-8")
     sys.stdout.flush()

@@ -114,7 +114,13 @@ def _op(f: str, value: Any = None) -> Op:
 
 @dataclass
 class Schedule:
-    """Alternates ``start-<kind>`` and ``stop-<kind>``, waiting about ``interval`` before each.
+    """Starts and stops faults, waiting about ``interval`` before each op.
+
+    With ``overlap`` 1 (the default) it alternates a random ``start-<kind>``
+    with its ``stop-<kind>``. With ``overlap`` k > 1, up to k kinds are active
+    at once, as in Jepsen's combined nemesis: a leader isolated while its clock
+    is skewed, a partition during a failover. Then each step starts an idle
+    kind or stops an active one, by a coin flip while both are possible.
 
     ``next(ctx)`` only reads ``ctx.nodes`` and whether ``ctx.db`` reports
     primaries, so it can be driven in a unit test with a tiny stand-in context.
@@ -128,7 +134,8 @@ class Schedule:
     interval: float
     rng: random.Random
     max_ops: int | None = None
-    active: str | None = None
+    overlap: int = 1
+    active: list[str] = field(default_factory=list)
     emitted: int = field(default=0)
 
     def _wait(self) -> float:
@@ -138,14 +145,15 @@ class Schedule:
         if not self.kinds or (self.max_ops is not None and self.emitted >= self.max_ops):
             return None
         wait = self._wait()
-        if self.active is not None:
-            kind, self.active = self.active, None
-            self.emitted += 1
-            return wait, _op(f"stop-{kind}")
-        kind = self.rng.choice(self.kinds)
-        value = self._start_value(ctx, kind)
-        self.active = kind
         self.emitted += 1
+        idle = [k for k in self.kinds if k not in self.active]
+        if self.active and (len(self.active) >= self.overlap or not idle
+                            or self.rng.random() < 0.5):
+            i = 0 if len(self.active) == 1 else self.rng.randrange(len(self.active))
+            return wait, _op(f"stop-{self.active.pop(i)}")
+        kind = self.rng.choice(idle)
+        value = self._start_value(ctx, kind)
+        self.active.append(kind)
         return wait, _op(f"start-{kind}", value)
 
     def _start_value(self, ctx: Any, kind: str) -> dict[str, Any]:
@@ -220,18 +228,22 @@ def _split(ts: Any) -> Any:
 
 def build_package(faults: Sequence[str], *, interval: float, rng: random.Random,
                   targets: str | Sequence[str] | Mapping[str, Sequence[str]] | None = None,
-                  max_ops: int | None = None, **options: Any) -> NemesisPackage:
+                  max_ops: int | None = None, overlap: int = 1, **options: Any) -> NemesisPackage:
     """The nemesis, schedule and healing ops for ``--nemesis`` fault names.
 
     ``targets`` applies to every node fault ("one,leader" or a list), or maps a
     kind to its targets; ``<kind>_targets`` options (``kill_targets=leader``,
-    from ``--nemesis-option``) override it for one kind.
+    from ``--nemesis-option``) override it for one kind. ``overlap`` is how
+    many fault kinds may be active at once (see :class:`Schedule`).
     """
     per_kind = {f"{k}_targets": k for k in NODE_FAULTS}
     unknown = sorted(set(options) - set(per_kind))
     if unknown:
         raise ConfigError(f"unknown nemesis option(s) {', '.join(unknown)}; known: targets, max_ops, "
-                          + ", ".join(per_kind), field="nemesis")
+                          "overlap, " + ", ".join(per_kind), field="nemesis")
+    if isinstance(overlap, bool) or not isinstance(overlap, int) or overlap < 1:
+        raise ConfigError(f"overlap must be a positive integer (faults active at once), got {overlap!r}",
+                          field="nemesis")
     targets = _split(targets)
     if any(k in options for k in per_kind):
         base = dict(targets) if isinstance(targets, Mapping) else {
@@ -270,6 +282,6 @@ def build_package(faults: Sequence[str], *, interval: float, rng: random.Random,
         nemeses.append(FailoverNemesis())
     nemesis = _PackageNemesis(nemeses, needs_primaries=shapes == ("leader",))
     schedule = Schedule(kinds=tuple(kinds), shapes=shapes, targets=tmap, interval=interval, rng=rng,
-                        max_ops=max_ops)
+                        max_ops=max_ops, overlap=overlap)
     final_ops = [_op(f"stop-{k}") for k in HEAL_ORDER if k in kinds]
     return NemesisPackage(nemesis=nemesis, schedule=schedule, final_ops=final_ops)

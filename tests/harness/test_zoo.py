@@ -13,9 +13,12 @@ from harness.errors import ConfigError
 from harness.zoo import (
     CORRECT,
     DEFAULT_CAMPAIGN,
+    HA_CAMPAIGN,
     PROFILES,
     ProfileSchedule,
     RunRecord,
+    bug_mode,
+    build_zoo_package,
     campaign_command,
     describe_campaign,
     first_anomaly_seconds,
@@ -41,25 +44,44 @@ def rec(bug: str | None, run: int, valid: object, first: float | None = None,
 # --------------------------------------------------------------------------- pure logic
 
 
-def test_bug_list_is_read_from_the_node_and_skips_ha_bugs() -> None:
-    from node_impl.bugs import BUGS
+def test_bug_list_is_read_from_the_node_in_both_modes() -> None:
+    from node_impl.bugs import BUGS, HA_BUGS
 
     bugs = zoo_bugs()
-    assert bugs == [b for b in BUGS if not b.startswith("ha-")]
-    assert "stale-read" in bugs and not any(b.startswith("ha-") for b in bugs)
+    assert bugs == [*BUGS, *HA_BUGS]
+    assert bug_mode("stale-read") == "dledger" and bug_mode("ha-ack-on-send") == "ha"
 
 
-def test_select_targets_puts_the_correct_node_first_and_keeps_list_order() -> None:
-    avail = ["a", "b", "c"]
-    assert select_targets(avail, None) == [None, "a", "b", "c"]
-    assert select_targets(avail, "c, a,a") == [None, "a", "c"]
-    assert select_targets(avail, "none") == [None]
+def test_select_targets_puts_each_modes_correct_node_first_and_keeps_list_order() -> None:
+    avail = ["a", "b", "c", "ha-x", "ha-y"]
+    assert select_targets(avail, None) == [("dledger", None), ("dledger", "a"), ("dledger", "b"),
+                                           ("dledger", "c"), ("ha", None), ("ha", "ha-x"),
+                                           ("ha", "ha-y")]
+    assert select_targets(avail, "c, a,a") == [("dledger", None), ("dledger", "a"), ("dledger", "c")]
+    assert select_targets(avail, "none") == [("dledger", None)]
+    assert select_targets(avail, "ha-y") == [("dledger", None), ("ha", None), ("ha", "ha-y")]
     with pytest.raises(ConfigError, match="unknown bug 'zz'"):
         select_targets(avail, "a,zz")
-    with pytest.raises(ConfigError, match="HA mode"):
-        select_targets(avail, "ha-ack-on-send")
     with pytest.raises(ConfigError, match="empty"):
         select_targets(avail, " , ")
+
+
+def test_each_mode_has_its_own_correct_row() -> None:
+    records = [rec(None, 0, True), RunRecord(bug=None, run=0, seed=7, valid=False, mode="ha",
+                                             kinds=["lost-ack"]),
+               RunRecord(bug="ha-x", run=0, seed=7, valid=False, mode="ha", kinds=["lost-ack"])]
+    rows = summarize(records)
+    assert [r.label for r in rows] == [CORRECT, "(correct, ha)", "ha-x"]
+    assert [r.status for r in rows] == ["ok", "FALSE ALARM", "found"]
+    assert zoo_exit_code(rows) == 1
+    text = describe_campaign(HA_CAMPAIGN)
+    assert "mode=ha" in text and "overlap=2" in text and "partition-leader,failover" in text
+
+
+def test_a_campaign_without_profiles_keeps_the_stock_schedule_with_its_overlap() -> None:
+    pkg = build_zoo_package(HA_CAMPAIGN, 5)
+    assert pkg.schedule.overlap == 2 and set(pkg.schedule.kinds) == {"partition", "failover"}
+    assert [op.f for op in pkg.final_ops] == ["stop-partition", "stop-failover"]
 
 
 def test_seeds_are_derived_from_the_base_seed() -> None:

@@ -103,6 +103,36 @@ def test_starts_and_stops_alternate_and_match(seed: int, faults: list[str]) -> N
     assert all(1.0 <= wait <= 3.0 for wait, _ in steps)  # interval 2 s, jittered ±50%
 
 
+@given(st.integers(0, 2**32), st.lists(st.sampled_from(FAULTS_NO_FREEZE), min_size=1, max_size=5),
+       st.integers(1, 4))
+def test_overlap_bounds_the_active_faults_and_every_stop_ends_an_active_one(
+        seed: int, faults: list[str], overlap: int) -> None:
+    steps = run(faults, seed, n=60, db=LeaderDB(), overlap=overlap)
+    kinds = set(parse_faults(faults)[0])
+    active: set[str] = set()
+    most = 0
+    for _, op in steps:
+        verb, kind = op.f.split("-", 1)
+        assert kind in kinds
+        if verb == "start":
+            assert kind not in active, "a kind already active was started again"
+            active.add(kind)
+        else:
+            assert kind in active, "a stop for a fault that is not active"
+            active.remove(kind)
+        most = max(most, len(active))
+        assert len(active) <= overlap
+    if overlap > 1 and len(kinds) > 1:
+        assert most > 1, "faults never overlapped in 60 steps"
+
+
+def test_overlap_one_is_the_plain_alternation_and_bad_values_are_refused() -> None:
+    assert run(["partition", "kill", "clock"], 9) == run(["partition", "kill", "clock"], 9, overlap=1)
+    for bad in (0, -1, "2", True):
+        with pytest.raises(ConfigError, match="overlap"):
+            build_package(["kill"], interval=1, rng=random.Random(0), overlap=bad)
+
+
 @given(st.integers(0, 2**32))
 def test_partition_ops_carry_symmetric_grudges_over_the_nodes(seed: int) -> None:
     for _, op in run(["partition"], seed, n=10):
