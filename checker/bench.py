@@ -4,10 +4,11 @@ Two questions, two parts. (a) Is our linearizability search in Porcupine's
 league? Every corpus history is checked with the local engine and its time set
 beside Porcupine's own timing of the same file on a 2-core machine (shipped
 with the corpora). (b) Does the Spark engine scale? Synthetic append+sampler
-histories of growing size are checked on Spark, with wall time, throughput and
-the driver's peak memory (the Python process and, in local mode, its JVM
-child), and the local engine on the smallest size as a same-run baseline.
-Everything is printed as one JSON document.
+histories of growing size (generated in a child process) are checked on Spark,
+with wall time, throughput, the driver's peak memory (the Python process and, in
+local mode, its JVM child) and the machine's load meanwhile, and the local engine
+on the smallest size as a same-run baseline. Everything is printed as one JSON
+document.
 """
 
 from __future__ import annotations
@@ -110,7 +111,8 @@ def corpora_bench(root: Path, *, timeout: float = 60.0, worst: int = 5) -> dict[
 # --------------------------------------------------------------------------- (b) scale
 
 class MemorySampler:
-    """Peak RSS of this process and of its JVM child (and its Python workers), sampled."""
+    """Peak RSS of this process and of its JVM child (and its Python workers), sampled,
+    with the machine's 1-minute load average over the same time (others' jobs share it)."""
 
     def __init__(self, every: float = 0.2) -> None:
         import psutil
@@ -118,13 +120,17 @@ class MemorySampler:
         self.me = psutil.Process()
         self.every = every
         self.peak = {"python_driver": 0, "jvm_driver": 0, "python_workers": 0}
+        self.driver_total = 0
+        self.loads: list[float] = []
         self._stop = threading.Event()
         self._t = threading.Thread(target=self._run, daemon=True)
 
     def _sample(self) -> None:
         import psutil
 
-        self.peak["python_driver"] = max(self.peak["python_driver"], self.me.memory_info().rss)
+        me = self.me.memory_info().rss
+        self.peak["python_driver"] = max(self.peak["python_driver"], me)
+        self.loads.append(os.getloadavg()[0])
         jvm = workers = 0
         try:
             for c in self.me.children(recursive=True):
@@ -141,6 +147,7 @@ class MemorySampler:
             pass
         self.peak["jvm_driver"] = max(self.peak["jvm_driver"], jvm)
         self.peak["python_workers"] = max(self.peak["python_workers"], workers)
+        self.driver_total = max(self.driver_total, me + jvm)
 
     def _run(self) -> None:
         while not self._stop.is_set():
@@ -157,18 +164,39 @@ class MemorySampler:
         self._sample()
 
     def mib(self) -> dict[str, float]:
-        return {k: round(v / 2**20, 1) for k, v in self.peak.items()}
+        """Peaks in MiB; ``driver_total`` is the peak of Python driver + JVM at one instant."""
+        out = {k: round(v / 2**20, 1) for k, v in self.peak.items()}
+        out["driver_total"] = round(self.driver_total / 2**20, 1)
+        return out
+
+    def load(self) -> dict[str, float]:
+        if not self.loads:
+            return {}
+        return {"mean": round(statistics.fmean(self.loads), 2), "max": round(max(self.loads), 2)}
+
+
+def _generate(path: Path, n: int) -> int:
+    """Write a synthetic history in a child process, so that the generator's heap does not
+    count in this process's RSS while the check is measured."""
+    import subprocess
+    import sys
+
+    code = ("import sys; from checker.synth import write_history; "
+            "print(write_history(sys.argv[1], int(sys.argv[2]), workload='append', seed=1))")
+    out = subprocess.run([sys.executable, "-c", code, str(path), str(n)], check=True,
+                         capture_output=True, text=True)
+    return int(out.stdout.split()[-1])
 
 
 def scale_bench(sizes: list[int], *, master: str | None = None, local_baseline: bool = True,
                 keep: Path | None = None) -> dict[str, Any]:
     from checker.spark_engine import check_spark
     from checker.spark_session import get_session
-    from checker.synth import write_history
 
     tmp = Path(tempfile.mkdtemp(prefix="splitbrain-bench-")) if keep is None else keep
     tmp.mkdir(parents=True, exist_ok=True)
-    out: dict[str, Any] = {"sizes": [], "master": master or "local[*]"}
+    out: dict[str, Any] = {"sizes": [], "master": master or "local[*]", "driver_memory": os.environ.get(
+        "SPLITBRAIN_SPARK_DRIVER_MEMORY", "1g")}
     t = time.perf_counter()
     get_session(master)
     out["spark_startup_s"] = round(time.perf_counter() - t, 2)
@@ -176,7 +204,7 @@ def scale_bench(sizes: list[int], *, master: str | None = None, local_baseline: 
         for n in sizes:
             path = tmp / f"synth-{n}.parquet"
             t = time.perf_counter()
-            records = write_history(path, n, workload="append", seed=1)
+            records = _generate(path, n)
             gen_s = time.perf_counter() - t
             with MemorySampler() as mem:
                 t = time.perf_counter()
@@ -186,7 +214,7 @@ def scale_bench(sizes: list[int], *, master: str | None = None, local_baseline: 
                 "records": records, "generate_s": round(gen_s, 2), "parquet_mib": round(
                     path.stat().st_size / 2**20, 1),
                 "check_s": round(took, 2), "ops_per_s": round(records / took),
-                "valid": res["valid"], "peak_rss_mib": mem.mib(),
+                "valid": res["valid"], "peak_rss_mib": mem.mib(), "load_avg_1m": mem.load(),
                 "stats": res["checkers"].get("log-safety", {}).get("stats")})
         s = out["sizes"]
         for a, b in zip(s, s[1:], strict=False):
@@ -206,7 +234,8 @@ def scale_bench(sizes: list[int], *, master: str | None = None, local_baseline: 
             del ops
             out["local_baseline"] = {"records": s[0]["records"], "read_s": round(read_s, 2),
                                      "total_s": round(took, 2), "valid": res["valid"],
-                                     "peak_rss_mib": mem.mib()["python_driver"]}
+                                     "peak_rss_mib": mem.mib()["python_driver"],
+                                     "load_avg_1m": mem.load()}
     finally:
         if keep is None:
             for p in tmp.glob("*.parquet"):

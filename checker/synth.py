@@ -13,11 +13,16 @@ those rules once, past the first third of the run.
 The simulation is a stream: it keeps the log as two compact integer arrays (about
 16 bytes per entry), never a list of ops, and writes values as JSON text
 directly, so ``gen-history --ops 10000000 --out h.parquet`` runs in bounded
-memory and without building 10M :class:`Op` objects.
+memory and without building 10M :class:`Op` objects. Log reads are the bulk of a
+big history (every final read copies a thousand entries), so the simulation
+hands them on as slices of those arrays; the Parquet writer turns the slices
+into its typed entry column and into the JSON text with Arrow kernels, never
+one Python string per entry.
 """
 
 from __future__ import annotations
 
+import gc
 import json
 import random
 from array import array
@@ -27,7 +32,7 @@ from typing import Any
 
 import click
 
-from harness.history import PARQUET_COLUMNS, Op
+from harness.history import Op
 
 __all__ = ["ANOMALIES", "WORKLOADS", "generate", "records", "write_history", "gen_history"]
 
@@ -42,6 +47,15 @@ ANOMALIES = LOG_ANOMALIES + REGISTER_ANOMALIES
 
 # One raw record: (type, process, f, key, value as JSON text, node, error).
 Record = tuple[str, "int | str", str, "str | None", str, "str | None", "str | None"]
+
+# Typed columns of the values the simulation yields most (see _simulate).
+_NONE5 = (None,) * 5
+_NONE7 = (None,) * 7
+_NULL = ("null", None, *_NONE7)
+_NUMBER = ("number", None, *_NONE7)
+_ARRAY = ("array", None, *_NONE7)
+_OBJECT = ("object", None, *_NONE7)
+_FINAL = ("object", *_NONE7, "true")
 
 _READ_SPAN = 16          # entries asked for by a non-final read
 _FINAL_CHUNK = 1000      # entries per final read
@@ -65,20 +79,30 @@ class _Log:
         self.pids.append(pid)
         return len(self.terms) - 1
 
-    def payload_json(self, i: int) -> str:
-        g = self.ghost.get(i)
-        if g is not None:
-            return g
-        pid = self.pids[i]
-        return "null" if pid < 0 else f'"p{pid}"'
+    def read(self, lo: int, hi: int, committed: int, *, corrupt: int | None = None) -> _Slice:
+        """A read of entries lo..hi inclusive as the log is now; ``corrupt`` swaps one payload."""
+        patches = {i - lo: g for i, g in self.ghost.items() if lo <= i <= hi}
+        if corrupt is not None:
+            patches[corrupt - lo] = '"ghost-divergent"'
+        return _Slice(lo, self.terms[lo:hi + 1], self.pids[lo:hi + 1], patches, committed)
 
-    def entries_json(self, lo: int, hi: int, *, corrupt: int | None = None) -> str:
-        """JSON text of entries lo..hi inclusive; ``corrupt`` swaps one payload."""
+
+class _Slice:
+    """A log read's ok value, ``{"entries": [[index, term, payload], ...], "committed": c}``,
+    kept as copies of the log's arrays; ``patches`` (offset -> payload JSON) override pids."""
+
+    __slots__ = ("lo", "terms", "pids", "patches", "committed")
+
+    def __init__(self, lo: int, terms: array, pids: array, patches: dict[int, str],
+                 committed: int) -> None:
+        self.lo, self.terms, self.pids, self.patches, self.committed = lo, terms, pids, patches, committed
+
+    def json(self) -> str:
         parts = []
-        for i in range(lo, hi + 1):
-            p = '"ghost-divergent"' if i == corrupt else self.payload_json(i)
-            parts.append(f"[{i},{self.terms[i]},{p}]")
-        return "[" + ",".join(parts) + "]"
+        for k, (t, pid) in enumerate(zip(self.terms, self.pids, strict=True)):
+            p = self.patches.get(k) or ("null" if pid < 0 else f'"p{pid}"')
+            parts.append(f"[{self.lo + k},{t},{p}]")
+        return f'{{"entries":[{",".join(parts)}],"committed":{self.committed}}}'
 
 
 def _kinds(anomaly: str | Iterable[str] | None) -> list[str]:
@@ -109,6 +133,27 @@ def records(n_ops: int, *, workload: str = "append", anomaly: str | Iterable[str
     Process ids: clients ``0..concurrency-1`` (a client whose op ends ``info``
     continues under a fresh id), the sampler uses its own ids above them.
     """
+    for typ, proc, f, key, val, node, err, _ in _simulate(
+            n_ops, workload=workload, anomaly=anomaly, seed=seed, nodes=nodes,
+            concurrency=concurrency, keys=keys):
+        yield (typ, proc, f, key, val if isinstance(val, str) else val.json(), node, err)
+
+
+def _read(committed: int) -> tuple[str | None, ...]:
+    return ("object", None, None, None, str(committed), *_NONE5[1:])
+
+
+def _payload(pid: int) -> tuple[str, str]:
+    p = f'"p{pid}"'
+    return f'{{"payload":{p}}}', p
+
+
+def _simulate(n_ops: int, *, workload: str, anomaly: str | Iterable[str] | None, seed: int,
+              nodes: int, concurrency: int, keys: int | None) -> Iterator[tuple[Any, ...]]:
+    """The records of :func:`records`, with two differences for the Parquet writer: a log
+    read's ok value is a :class:`_Slice` rather than text, and each record carries its
+    value's typed columns: ``v_kind``, then one text (or None) per
+    :data:`harness.history.VALUE_FIELDS`."""
     _check_args(workload, anomaly, nodes, concurrency)
     rng = random.Random(seed)
     names = [f"n{i + 1}" for i in range(nodes)]
@@ -180,8 +225,9 @@ def records(n_ops: int, *, workload: str = "append", anomaly: str | Iterable[str
             seen_term[n] = max(seen_term[n], t)
             val = (f'{{"role":"{role}","term":{t},"leader":"{names[leader]}","begin":0,'
                    f'"end":{end},"committed":{c},"incarnation":{inc}}}')
-            yield ("invoke", sampler, "sample", None, "null", names[n], None)
-            yield ("ok", sampler, "sample", None, val, names[n], None)
+            yield ("invoke", sampler, "sample", None, "null", names[n], None, _NULL)
+            yield ("ok", sampler, "sample", None, val, names[n], None,
+                   ("object", None, None, str(t), str(c), str(end), f'"{role}"', str(inc), None))
             emitted += 2
             continue
         # ----- a client worker steps: complete its open op, or invoke a new one
@@ -195,29 +241,31 @@ def records(n_ops: int, *, workload: str = "append", anomaly: str | Iterable[str
                 r = rng.random()
                 if r < 0.4:
                     open_op[w] = ("read", key, None)
-                    yield ("invoke", proc, "read", key, "null", node, None)
+                    yield ("invoke", proc, "read", key, "null", node, None, _NULL)
                 elif r < 0.75:
                     v = next_val
                     next_val += 1
                     open_op[w] = ("write", key, v)
-                    yield ("invoke", proc, "write", key, str(v), node, None)
+                    yield ("invoke", proc, "write", key, str(v), node, None, _NUMBER)
                 else:
                     cur = regs.get(key)
                     old = cur if (cur is not None and rng.random() < 0.6) else rng.randrange(1, next_val + 1)
                     v = next_val
                     next_val += 1
                     open_op[w] = ("cas", key, (old, v))
-                    yield ("invoke", proc, "cas", key, f"[{old},{v}]", node, None)
+                    yield ("invoke", proc, "cas", key, f"[{old},{v}]", node, None, _ARRAY)
             elif rng.random() < 0.9:
                 pid = next_pid
                 next_pid += 1
                 open_op[w] = ("append", None, (pid, emitted))
-                yield ("invoke", proc, "append", None, f'{{"payload":"p{pid}"}}', node, None)
+                val, p = _payload(pid)
+                yield ("invoke", proc, "append", None, val, node, None, ("object", p, *_NONE7))
             else:
                 hi = committed()
                 lo = max(0, hi - rng.randrange(_READ_SPAN * 4))
                 open_op[w] = ("read", None, (lo, lo + _READ_SPAN - 1))
-                yield ("invoke", proc, "read", None, f'{{"from":{lo},"to":{lo + _READ_SPAN - 1}}}', node, None)
+                yield ("invoke", proc, "read", None, f'{{"from":{lo},"to":{lo + _READ_SPAN - 1}}}', node,
+                       None, _OBJECT)
             emitted += 1
             continue
 
@@ -229,17 +277,20 @@ def records(n_ops: int, *, workload: str = "append", anomaly: str | Iterable[str
             if due("failed-append-present"):
                 log.add(term, pid)
                 pending.discard("failed-append-present")
-                yield ("fail", proc, f, None, f'{{"payload":"p{pid}"}}', node, "not-leader")
+                val, p = _payload(pid)
+                yield ("fail", proc, f, None, val, node, "not-leader", ("object", p, *_NONE7))
                 continue
             if r < 0.03:
-                yield ("fail", proc, f, None, f'{{"payload":"p{pid}"}}', node, "not-leader")
+                val, p = _payload(pid)
+                yield ("fail", proc, f, None, val, node, "not-leader", ("object", p, *_NONE7))
                 continue
             if r < 0.05:
                 if rng.random() < 0.5:
                     log.add(term, pid)           # an info append may or may not have landed
                 procs[w] = next_proc
                 next_proc += 1
-                yield ("info", proc, f, None, f'{{"payload":"p{pid}"}}', node, "timeout")
+                val, p = _payload(pid)
+                yield ("info", proc, f, None, val, node, "timeout", ("object", p, *_NONE7))
                 continue
             if reserved is not None and invoked_at > reserved_at:
                 idx, log.pids[reserved] = reserved, pid
@@ -258,7 +309,9 @@ def records(n_ops: int, *, workload: str = "append", anomaly: str | Iterable[str
             elif due("duplicate-payload"):
                 log.add(term, pid)
                 pending.discard("duplicate-payload")
-            yield ("ok", proc, f, None, f'{{"payload":"p{pid}","index":{idx},"term":{t}}}', node, None)
+            p = f'"p{pid}"'
+            yield ("ok", proc, f, None, f'{{"payload":{p},"index":{idx},"term":{t}}}', node, None,
+                   ("object", p, str(idx), str(t), *_NONE5))
         elif f == "read" and key is None:
             lo, hi = detail
             c = committed()
@@ -267,8 +320,7 @@ def records(n_ops: int, *, workload: str = "append", anomaly: str | Iterable[str
             if due("divergent-committed") and hi >= lo:
                 corrupt = hi
                 pending.discard("divergent-committed")
-            ents = log.entries_json(lo, hi, corrupt=corrupt) if hi >= lo else "[]"
-            yield ("ok", proc, f, None, f'{{"entries":{ents},"committed":{c}}}', node, None)
+            yield ("ok", proc, f, None, log.read(lo, hi, c, corrupt=corrupt), node, None, _read(c))
         else:
             cur = regs.get(key)
             if f == "read":
@@ -276,35 +328,43 @@ def records(n_ops: int, *, workload: str = "append", anomaly: str | Iterable[str
                 if due("nonlinearizable"):
                     got = -7
                     pending.discard("nonlinearizable")
-                yield ("ok", proc, f, key, "null" if got is None else str(got), node, None)
+                if got is None:
+                    yield ("ok", proc, f, key, "null", node, None, _NULL)
+                else:
+                    yield ("ok", proc, f, key, str(got), node, None, _NUMBER)
             elif f == "write":
                 if rng.random() < 0.03:
                     if rng.random() < 0.5:
                         regs[key] = detail
                     procs[w] = next_proc
                     next_proc += 1
-                    yield ("info", proc, f, key, str(detail), node, "timeout")
+                    yield ("info", proc, f, key, str(detail), node, "timeout", _NUMBER)
                 else:
                     regs[key] = detail
-                    yield ("ok", proc, f, key, str(detail), node, None)
+                    yield ("ok", proc, f, key, str(detail), node, None, _NUMBER)
             else:
                 old, new = detail
                 if cur == old:
                     regs[key] = new
-                    yield ("ok", proc, f, key, f"[{old},{new}]", node, None)
+                    yield ("ok", proc, f, key, f"[{old},{new}]", node, None, _ARRAY)
                 else:
-                    yield ("fail", proc, f, key, f"[{old},{new}]", node, "precondition")
+                    yield ("fail", proc, f, key, f"[{old},{new}]", node, "precondition", _ARRAY)
 
     # ----- quiesce: complete what is open (as info: never judged), then the final reads
     for w, (f, key, detail) in sorted(open_op.items()):
         proc = procs[w]
         if f == "append":
-            yield ("info", proc, f, None, f'{{"payload":"p{detail[0]}"}}', names[leader], "timeout")
+            val, p = _payload(detail[0])
+            yield ("info", proc, f, None, val, names[leader], "timeout", ("object", p, *_NONE7))
         elif f == "read" and key is None:
-            yield ("info", proc, f, None, "null", names[leader], "timeout")
+            yield ("info", proc, f, None, "null", names[leader], "timeout", _NULL)
         else:
-            yield ("info", proc, f, key, "null" if f == "read" else json.dumps(list(detail) if f == "cas" else detail),
-                   names[w % nodes], "timeout")
+            if f == "read":
+                yield ("info", proc, f, key, "null", names[w % nodes], "timeout", _NULL)
+            elif f == "cas":
+                yield ("info", proc, f, key, json.dumps(list(detail)), names[w % nodes], "timeout", _ARRAY)
+            else:
+                yield ("info", proc, f, key, json.dumps(detail), names[w % nodes], "timeout", _NUMBER)
     if reserved is not None:   # append-order planted at the very end: fill the hole with a NOOP
         log.pids[reserved] = -1
     if do_log:
@@ -313,9 +373,9 @@ def records(n_ops: int, *, workload: str = "append", anomaly: str | Iterable[str
         for n in range(nodes):
             for lo in range(0, last + 1, _FINAL_CHUNK):
                 hi = min(lo + _FINAL_CHUNK - 1, last)
-                yield ("invoke", proc, "read", None, f'{{"from":{lo},"to":{hi},"final":true}}', names[n], None)
-                yield ("ok", proc, "read", None,
-                       f'{{"entries":{log.entries_json(lo, hi)},"committed":{last}}}', names[n], None)
+                yield ("invoke", proc, "read", None, f'{{"from":{lo},"to":{hi},"final":true}}', names[n],
+                       None, _FINAL)
+                yield ("ok", proc, "read", None, log.read(lo, hi, last), names[n], None, _read(last))
 
 
 def generate(n_ops: int, *, workload: str = "append", anomaly: str | Iterable[str] | None = None, seed: int = 0,
@@ -329,7 +389,7 @@ def generate(n_ops: int, *, workload: str = "append", anomaly: str | Iterable[st
 
 
 def write_history(path: str | Path, n_ops: int, *, batch: int = 200_000, **kw: Any) -> int:
-    """Stream a synthetic history to ``.parquet`` (columnar batches) or ``.jsonl``."""
+    """Stream a synthetic history to ``.parquet`` (columnar batches, typed columns) or ``.jsonl``."""
     path = Path(path)
     suffix = path.suffix.lower()
     if suffix == ".jsonl":
@@ -343,41 +403,106 @@ def write_history(path: str | Path, n_ops: int, *, batch: int = 200_000, **kw: A
         return n
     if suffix != ".parquet":
         raise click.BadParameter(f"{path}: output must end in .jsonl or .parquet")
-    import pyarrow as pa
+    kw = {"workload": "append", "anomaly": None, "seed": 0, "nodes": 5, "concurrency": 10,
+          "keys": None, **kw}
+    _check_args(kw["workload"], kw["anomaly"], kw["nodes"], kw["concurrency"])
     import pyarrow.parquet as pq
 
     from harness.history import _parquet_schema
 
-    schema = _parquet_schema()
-    n = 0
-    cols: list[list[Any]] = [[] for _ in PARQUET_COLUMNS[2:]]
-    ctype, cproc, cf, ckey, cval, cnode, cerr = cols
-    with pq.ParquetWriter(str(path), schema, compression="zstd") as w:
-        def flush() -> None:
-            nonlocal n
-            m = len(ctype)
-            if not m:
-                return
-            idx = pa.array(range(n, n + m), pa.int64())
-            tm = pa.array(range(n * 1000, (n + m) * 1000, 1000), pa.int64())
-            w.write_table(pa.Table.from_arrays([idx, tm] + [pa.array(c, pa.string()) for c in cols],
-                                               schema=schema))
-            n += m
-            for c in cols:
-                c.clear()
+    out = _ParquetBatch(_parquet_schema())
+    # The stream makes no reference cycles, and a batch holds hundreds of thousands of small
+    # tuples that the collector would scan again and again (a fifth of the time).
+    paused = gc.isenabled()
+    gc.disable()
+    try:
+        with pq.ParquetWriter(str(path), out.schema, compression="zstd") as w:
+            for rec in _simulate(n_ops, **kw):
+                if out.add(rec) >= batch or out.entries >= 2_000_000:
+                    w.write_table(out.table())
+            if out.rows:
+                w.write_table(out.table())
+    finally:
+        if paused:
+            gc.enable()
+    return out.n
 
-        for typ, proc, f, key, val, node, err in records(n_ops, **kw):
-            ctype.append(typ)
-            cproc.append(str(proc))
-            cf.append(f)
-            ckey.append(key)
-            cval.append(val)
-            cnode.append(node)
-            cerr.append(err)
-            if len(ctype) >= batch:
-                flush()
-        flush()
-    return n
+
+class _ParquetBatch:
+    """One Parquet batch. Records are kept as the simulation yields them and turned into
+    columns when the batch is written; log reads' entries (:class:`_Slice`) become flat
+    integer arrays from which Arrow kernels make both ``v_entries`` and the JSON text
+    of ``value``."""
+
+    def __init__(self, schema: Any) -> None:
+        self.schema = schema
+        self.n = 0                    # records written before this batch
+        self.recs: list[tuple[Any, ...]] = []
+        self.entries = 0
+
+    @property
+    def rows(self) -> int:
+        return len(self.recs)
+
+    def add(self, rec: tuple[Any, ...]) -> int:
+        self.recs.append(rec)
+        if rec[4].__class__ is _Slice:
+            self.entries += len(rec[4].pids)
+        return len(self.recs)
+
+    def table(self) -> Any:
+        import numpy as np
+        import pyarrow as pa
+        import pyarrow.compute as pc
+
+        from harness.history import _entries_array
+
+        m = len(self.recs)
+        typ, proc, f, key, val, node, err, fields = zip(*self.recs, strict=True)
+        is_text = [v.__class__ is str for v in val]
+        e_index, e_terms, e_pids = array("q"), array("q"), array("q")
+        patches: list[str] = []       # e_pids <= -10 name the patch text -10 - pid
+        for v in val:
+            if v.__class__ is _Slice:
+                start = len(e_pids)
+                e_index.extend(range(v.lo, v.lo + len(v.pids)))
+                e_terms.extend(v.terms)
+                e_pids.extend(v.pids)
+                for k, text in v.patches.items():
+                    e_pids[start + k] = -10 - len(patches)
+                    patches.append(text)
+        counts = np.fromiter((0 if t else len(v.pids) for t, v in zip(is_text, val, strict=True)),
+                             np.int64, m)
+        offsets = pa.array(np.concatenate(([0], np.cumsum(counts))).astype(np.int32))
+        pid = pa.array(np.frombuffer(e_pids, np.int64))
+        payload = pc.if_else(pc.less(pid, 0), pa.scalar("null"),
+                             pc.binary_join_element_wise('"p', pc.cast(pid, pa.string()), '"', ""))
+        if patches:
+            k = pc.if_else(pc.less_equal(pid, -10), pc.subtract(pa.scalar(-10, pa.int64()), pid),
+                           pa.scalar(None, pa.int64()))
+            payload = pc.coalesce(pc.take(pa.array(patches, pa.string()), k), payload)
+        terms = pc.cast(pa.array(np.frombuffer(e_terms, np.int64)), pa.string())
+        idx = pa.array(np.frombuffer(e_index, np.int64))
+        entries = _entries_array(offsets, [not t for t in is_text], idx, terms, payload)
+        kind, *fields = zip(*fields, strict=True)
+        text = pc.binary_join_element_wise("[", pc.cast(idx, pa.string()), ",", terms, ",", payload,
+                                           "]", "")
+        joined = pc.binary_join(pa.ListArray.from_arrays(offsets, text, mask=entries.is_null()), ",")
+        reads = pc.binary_join_element_wise('{"entries":[', joined, '],"committed":',
+                                            pa.array(fields[3], pa.string()), "}", "")
+        value = pc.coalesce(pa.array([v if t else None for t, v in zip(is_text, val, strict=True)],
+                                     pa.string()), reads)
+        s = pa.string()
+        index = np.arange(self.n, self.n + m, dtype=np.int64)
+        cols = [pa.array(index), pa.array(index * 1000),
+                pa.array(typ, s), pa.array([str(p) for p in proc], s), pa.array(f, s),
+                pa.array(key, s), value, pa.array(node, s), pa.array(err, s), pa.array(kind, s),
+                *(pa.array(c, s) for c in fields), entries]
+        table = pa.Table.from_arrays(cols, schema=self.schema)
+        self.n += m
+        self.recs = []
+        self.entries = 0
+        return table
 
 
 @click.command("gen-history")

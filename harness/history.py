@@ -41,6 +41,8 @@ __all__ = [
     "pair_ops",
     "validate_history",
     "PARQUET_COLUMNS",
+    "PARQUET_VALUE_COLUMNS",
+    "VALUE_FIELDS",
 ]
 
 log = logging.getLogger(__name__)
@@ -245,48 +247,156 @@ def write_jsonl(ops: Iterable[Op], path: str | os.PathLike[str]) -> None:
             fh.write(json.dumps(op.to_dict(), separators=(",", ":"), default=str) + "\n")
 
 
-# Parquet: values are stored as JSON text so that one schema holds every workload;
+# Parquet. Values are stored as JSON text so that one schema holds every workload;
 # process is text so that "nemesis" fits beside client ids.
+#
+# Beside ``value``, typed columns repeat the fields of object values that the
+# log-safety checks read (ARCHITECTURE §2: append, log read, sample). They are
+# extracted once, here, so that the Spark engine never parses JSON per record or
+# per log entry: at 10M records that parsing was most of its time. ``value`` stays
+# the full record; the typed columns are derived from it and add nothing. Scalars
+# are kept as compact JSON text (keys sorted), the form both engines compare
+# payloads and terms in, so a string "1" and a number 1 stay different.
 PARQUET_COLUMNS = ("index", "time", "type", "process", "f", "key", "value", "node", "error")
+VALUE_FIELDS = ("payload", "index", "term", "committed", "end", "role", "incarnation", "final")
+"""Object fields with a typed column ``v_<field>``: ``value[field]`` as compact JSON text
+(null when ``value`` is not an object or lacks the field; a JSON null is the text ``null``)."""
+PARQUET_VALUE_COLUMNS = ("v_kind", *(f"v_{f}" for f in VALUE_FIELDS), "v_entries")
+"""The typed columns. ``v_kind``: the JSON type of ``value`` (``null``, ``boolean``,
+``number``, ``string``, ``array``, ``object``). ``v_entries``: when ``value`` is an object
+whose ``entries`` is a list, its ``[index, term, payload]`` items with an integer index,
+as ``list<struct<index: int64, term: string, payload: string>>`` (term and payload as
+JSON text); other items are left out, since no check reads them. Files written before
+these columns existed have ``value`` only; readers must accept both."""
+
+_ENTRY_TYPE = None   # pyarrow type of v_entries, made on first use (pyarrow is imported lazily)
+_INT64 = (-(2**63), 2**63 - 1)
+_sorted_json = json.JSONEncoder(separators=(",", ":"), sort_keys=True).encode
+
+
+def _json_text(x: Any) -> str:
+    """Compact JSON with sorted keys, so equal objects give equal text whatever their key order."""
+    try:
+        return _sorted_json(x)
+    except TypeError:   # keys of mixed types cannot be sorted
+        return json.dumps(x, separators=(",", ":"))
+
+
+def _kind(v: Any) -> str:
+    if v is None:
+        return "null"
+    if isinstance(v, bool):
+        return "boolean"
+    if isinstance(v, (int, float)):
+        return "number"
+    if isinstance(v, str):
+        return "string"
+    if isinstance(v, (list, tuple)):
+        return "array"
+    return "object" if isinstance(v, Mapping) else "string"
+
+
+def _entries(items: Any) -> list[tuple[int, str, str]] | None:
+    if not isinstance(items, (list, tuple)):
+        return None
+    out = []
+    for e in items:
+        if (isinstance(e, (list, tuple)) and len(e) == 3 and isinstance(e[0], int)
+                and not isinstance(e[0], bool) and _INT64[0] <= e[0] <= _INT64[1]):
+            out.append((e[0], _json_text(e[1]), _json_text(e[2])))
+    return out
 
 
 def _parquet_schema() -> Any:
     import pyarrow as pa
 
+    global _ENTRY_TYPE
+    if _ENTRY_TYPE is None:
+        _ENTRY_TYPE = pa.list_(pa.struct([("index", pa.int64()), ("term", pa.string()),
+                                          ("payload", pa.string())]))
     return pa.schema([
         ("index", pa.int64()), ("time", pa.int64()), ("type", pa.string()),
         ("process", pa.string()), ("f", pa.string()), ("key", pa.string()),
         ("value", pa.string()), ("node", pa.string()), ("error", pa.string()),
+        ("v_kind", pa.string()), *((f"v_{f}", pa.string()) for f in VALUE_FIELDS),
+        ("v_entries", _ENTRY_TYPE),
     ])
 
 
+def _entries_array(offsets: Sequence[int], valid: Sequence[bool], index: Sequence[int],
+                   term: Any, payload: Any) -> Any:
+    """A ``v_entries`` column from flat entry arrays and per-row offsets into them."""
+    import pyarrow as pa
+
+    def arr(x: Any, t: Any) -> Any:
+        return x if isinstance(x, pa.Array) else pa.array(x, t)
+
+    _parquet_schema()
+    items = pa.StructArray.from_arrays(
+        [arr(index, pa.int64()), arr(term, pa.string()), arr(payload, pa.string())],
+        names=["index", "term", "payload"])
+    mask = None if all(valid) else pa.array([not v for v in valid], pa.bool_())
+    return pa.ListArray.from_arrays(arr(offsets, pa.int32()), items, type=_ENTRY_TYPE, mask=mask)
+
+
 def write_parquet(ops: Iterable[Op], path: str | os.PathLike[str], *, batch: int = 200_000) -> int:
-    """Write ops to Parquet in batches, so memory stays flat for huge histories."""
+    """Write ops to Parquet in batches, so memory stays flat for huge histories.
+
+    A batch is also cut when its log entries pass a million, since a final read
+    can carry thousands of them.
+    """
     import pyarrow as pa
     import pyarrow.parquet as pq
 
     schema = _parquet_schema()
     n = 0
-    cols: dict[str, list[Any]] = {c: [] for c in PARQUET_COLUMNS}
+    cols: dict[str, list[Any]] = {c: [] for c in PARQUET_COLUMNS + PARQUET_VALUE_COLUMNS[:-1]}
+    offsets, valid = [0], []
+    e_index: list[int] = []
+    e_term: list[str] = []
+    e_payload: list[str] = []
+    fields = [(f, cols[f"v_{f}"]) for f in VALUE_FIELDS]
     with pq.ParquetWriter(str(path), schema, compression="zstd") as w:
         def flush() -> None:
-            if cols["index"]:
-                w.write_table(pa.table(cols, schema=schema))
-                for v in cols.values():
-                    v.clear()
+            if not cols["index"]:
+                return
+            arrays = [pa.array(cols[c], schema.field(c).type) for c in schema.names[:-1]]
+            arrays.append(_entries_array(offsets, valid, e_index, e_term, e_payload))
+            w.write_table(pa.Table.from_arrays(arrays, schema=schema))
+            for v in (*cols.values(), valid, e_index, e_term, e_payload):
+                v.clear()
+            del offsets[1:]
 
         for op in ops:
+            v = op.value
             cols["index"].append(op.index)
             cols["time"].append(op.time)
             cols["type"].append(op.type)
             cols["process"].append(str(op.process))
             cols["f"].append(op.f)
             cols["key"].append(op.key)
-            cols["value"].append(json.dumps(op.value, separators=(",", ":")))
+            cols["value"].append(json.dumps(v, separators=(",", ":")))
             cols["node"].append(op.node)
             cols["error"].append(op.error)
+            kind = _kind(v)
+            cols["v_kind"].append(kind)
+            ents = None
+            if kind == "object":
+                for f, col in fields:
+                    col.append(_json_text(v[f]) if f in v else None)
+                ents = _entries(v.get("entries"))
+            else:
+                for _, col in fields:
+                    col.append(None)
+            valid.append(ents is not None)
+            if ents:
+                for i, t, p in ents:
+                    e_index.append(i)
+                    e_term.append(t)
+                    e_payload.append(p)
+            offsets.append(len(e_index))
             n += 1
-            if len(cols["index"]) >= batch:
+            if len(cols["index"]) >= batch or len(e_index) >= 1_000_000:
                 flush()
         flush()
     return n
@@ -295,7 +405,7 @@ def write_parquet(ops: Iterable[Op], path: str | os.PathLike[str], *, batch: int
 def read_parquet(path: str | os.PathLike[str]) -> list[Op]:
     import pyarrow.parquet as pq
 
-    table = pq.read_table(str(path))
+    table = pq.read_table(str(path), columns=list(PARQUET_COLUMNS))
     ops = []
     for row, rec in enumerate(table.to_pylist()):
         proc = rec["process"]

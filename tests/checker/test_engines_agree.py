@@ -8,14 +8,16 @@ is under the cap, the examples themselves must be identical.
 from __future__ import annotations
 
 import random
+from pathlib import Path
 from typing import Any
 
+import pyarrow.parquet as pq
 import pytest
 
-from checker.local import check_local
+from checker.local import check_local, classify
 from checker.synth import ANOMALIES, generate
 from harness.errors import HistoryError
-from harness.history import Op
+from harness.history import PARQUET_COLUMNS, PARQUET_VALUE_COLUMNS, Op, pair_ops, write_parquet
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow]
 
@@ -50,11 +52,68 @@ def assert_same(local: dict[str, Any], spark: dict[str, Any]) -> None:
             assert sp["keys"] == lo["keys"]
 
 
-def test_every_anomaly_at_once(spark: Any) -> None:
+@pytest.mark.parametrize("columns", ["typed", "value-only"])
+def test_every_anomaly_at_once(spark: Any, tmp_path: Path, columns: str) -> None:
+    """Also on a Parquet file from before the typed value columns: the engine derives them."""
+    from checker.spark_engine import check_spark
+
     ops = list(generate(1500, workload="mixed", anomaly=ANOMALIES, seed=11))
     local = check_local(ops)
     assert set(local["anomalies"]) == set(ANOMALIES)
-    assert_same(local, _spark(ops))
+    path = tmp_path / "h.parquet"
+    write_parquet(ops, path)
+    if columns == "value-only":
+        pq.write_table(pq.read_table(path, columns=list(PARQUET_COLUMNS)), path)
+        assert not set(PARQUET_VALUE_COLUMNS) & set(pq.read_schema(path).names)
+    assert_same(local, check_spark(str(path)))
+
+
+def test_groups_and_pairs_agree_with_classify_across_window_blocks(spark: Any) -> None:
+    """The first pass labels ops as classify does (keyed appends are kv, not log) and pairs
+    completions with their invocations; with windows cut into blocks of 8 history
+    indexes, so that nearly every record is a block edge, it answers as one window."""
+    from pyspark.sql import functions as F
+
+    from checker.spark_engine import _GROUPS, _Pairing, _to_parquet, _with_typed
+    from checker.spark_session import work_dir
+
+    ops = list(generate(600, workload="mixed", seed=9))
+    extra = [Op("invoke", 90, "append", "x", key="k1"), Op("ok", 90, "append", "x", key="k1"),
+             Op("invoke", 91, "add", 3), Op("ok", 91, "add", 3),
+             Op("invoke", 92, "read", None), Op("ok", 92, "read", [3]),
+             Op("invoke", 93, "read", None), Op("info", 93, "read", None),
+             Op("invoke", 94, "txn", [["r", "x", None]])]
+    ops = [op.replace(index=i) for i, op in enumerate(ops + extra)]
+    want = {g: len(v) for g, v in classify(ops).items()}
+    inv = next(i for i, op in enumerate(ops) if op.f == "append" and op.type == "invoke" and i > 300)
+    bad = [op.replace(index=i) for i, op in enumerate(ops[:inv + 1] + [ops[inv]] + ops[inv + 1:])]
+    with pytest.raises(HistoryError) as lo:
+        check_local(bad)
+
+    def first_pass(history: list[Op], block: int) -> tuple[dict[str, Any], list[tuple[Any, ...]]]:
+        hist = spark.read.parquet(_to_parquet(history, work_dir()))
+        p = _Pairing(_with_typed(F, hist).where(F.col("process") != "nemesis"), block=block,
+                     max_index=len(history) - 1)
+        try:
+            s = p.summary()
+            return s, sorted(tuple(r) for r in p.paired.collect())
+        finally:
+            p.close()
+
+    whole, pairs = first_pass(ops, 40)     # one block: no edge pass at all
+    cut, cut_pairs = first_pass(ops, 3)
+    got = {g: whole[g] for g in _GROUPS if whole[g]}
+    got["set"] += got.pop("maybe-set")   # keyless reads, set reads as the history has adds
+    assert got == want
+    assert cut == whole and cut_pairs == pairs and whole["bad"] is None
+    expect = {(ops[i].index, ops[c].index) for i, c in pair_ops(ops).items()
+              if c is not None and ops[i].key is None and (
+                  (ops[i].f == "append" and ops[c].type in ("ok", "fail"))
+                  or (ops[i].f == "read" and ops[c].type == "ok"))}
+    assert {(r[1], r[2]) for r in pairs} == expect and len(pairs) == len(expect)
+    whole, _ = first_pass(bad, 40)
+    cut, _ = first_pass(bad, 3)
+    assert whole["bad"] == cut["bad"] == lo.value.index and whole["why"] == cut["why"]
 
 
 @pytest.mark.parametrize("seed", [1, 2])
