@@ -220,7 +220,7 @@ class _Worker(threading.Thread):
 
         return GenContext(time_ns=self.run_.history.now(), process=self.process,
                           worker=self.worker, node=self.node, rng=self.rng,
-                          nodes=self.run_.node_list)
+                          nodes=self.run_.node_list, lull=self.run_.ctx.writes.lull)
 
     def _open_client(self) -> bool:
         ctx = self.run_.ctx
@@ -300,6 +300,8 @@ class _Worker(threading.Thread):
             if not isinstance(op, Op):
                 raise ConfigError(f"generator produced {type(op).__name__}, not an Op",
                                   field="workload")
+            if op.f not in self.proto.read_fs and not self._wait_for_writes():
+                return
             node = op.node if op.node in hosts else self.node
             with self._open_lock:
                 if self.abandoned:
@@ -322,6 +324,18 @@ class _Worker(threading.Thread):
                 self._close_client()
             elif self.client.broken:
                 self._close_client()
+
+    def _wait_for_writes(self) -> bool:
+        """Hold a write through a lull (not yet recorded, so it is simply sent later).
+
+        False when the run stops meanwhile. Lull-aware generators propose reads
+        during a lull, so only the others' writes wait here.
+        """
+        gate = self.run_.ctx.writes
+        while not gate.wait_open(0.05):
+            if self.stop.is_set() or self.abandoned:
+                return False
+        return True
 
     def abandon(self, why: str) -> bool:
         """Close the open invocation as ``info`` and forbid this worker any later write.

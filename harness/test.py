@@ -10,6 +10,8 @@ import random
 from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from harness.traffic import WriteGate
+
 if TYPE_CHECKING:
     from harness.control.base import Host, Remote
     from harness.db import DB
@@ -52,6 +54,8 @@ class RunContext:
     rng: random.Random
     store_dir: str
     state: dict[str, Any] = field(default_factory=dict)
+    writes: WriteGate = field(default_factory=WriteGate)
+    """Closed during a lull (nemesis/lull.py): pool workers then send only reads."""
 
     @property
     def nodes(self) -> list[str]:

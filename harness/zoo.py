@@ -63,6 +63,14 @@ class Campaign:
     def with_time_limit(self, seconds: float) -> Campaign:
         return replace(self, time_limit=seconds)
 
+    def with_profiles(self, names: Sequence[str]) -> Campaign:
+        """Only these fault profiles (for tuning one, or reproducing a run); none known is an error."""
+        unknown = [n for n in names if n not in PROFILES]
+        if unknown or not names:
+            raise ConfigError(f"unknown fault profile(s) {', '.join(unknown) or '(none given)'} "
+                              f"(known: {', '.join(PROFILES)})", field="profiles")
+        return replace(self, profiles=tuple(names)) if self.profiles else self
+
     def to_json(self) -> dict[str, Any]:
         d = asdict(self)
         d["nemesis"] = list(self.nemesis)
@@ -95,13 +103,14 @@ class Campaign:
 # invariants (I1, I5, I6) are checked in every run; reads served by followers
 # and isolated leaders expose stale-read. Two workers per node keep reads
 # flowing on an isolated leader while its writes hang.
-PROFILES = ("lease", "rejoin", "crash", "lag", "bridge")
+PROFILES = ("lease", "rejoin", "crash", "lag", "bridge", "figure8")
 DEFAULT_CAMPAIGN = Campaign(
     workload="mixed",
-    nemesis=("partition-leader", "partition-bridge", "partition-majority", "kill", "pause", "clock"),
+    nemesis=("partition-leader", "partition-bridge", "partition-majority", "kill", "pause", "clock",
+             "lull"),
     profiles=PROFILES,
     nemesis_interval=2.5,
-    time_limit=40.0,
+    time_limit=60.0,
     rate=60.0,
     concurrency=15,
     workload_options=(("mixed_weights", (1, 2)), ("read_fraction", 0.25)),
@@ -322,6 +331,8 @@ def campaign_command(c: Campaign, *, lab: str | None = None, bug: str | None = N
     parts = ["splitbrain zoo", "--runs 1"]
     if c.time_limit != DEFAULT_CAMPAIGN.time_limit:
         parts.append(f"--time-limit {c.time_limit:g}")
+    if c.profiles and c.profiles != DEFAULT_CAMPAIGN.profiles:
+        parts.append(f"--profiles {','.join(c.profiles)}")
     parts.append(f"--bugs {bug}" if bug else "--bugs none")
     if seed is not None:
         parts.append(f"--seed {seed}")
@@ -388,22 +399,45 @@ def profile_steps(name: str, nodes: Sequence[str], rng: random.Random,
                 (hold * rng.uniform(0.4, 0.6), "stop-kill", None)]
     if name == "rejoin":
         return _rejoin_steps(list(nodes), rng, hold, gap)
+    if name == "figure8":
+        return _figure8_steps(list(nodes), rng, hold, gap)
     raise ConfigError(f"unknown fault profile {name!r} (known: {', '.join(PROFILES)})",
                       field="profiles")
 
 
-def _current_leader(ctx: Any, rng: random.Random) -> str | None:
+def _current_leader(ctx: Any, rng: random.Random, among: Sequence[str] | None = None) -> str | None:
     """Who leads now, by the DB's own account; None when nobody claims to (or it cannot say)."""
-    from harness.db import HasPrimaries
-    from nemesis.targets import resolve_leader
+    from nemesis.base import leader_now
 
-    if not isinstance(ctx.db, HasPrimaries):
-        return None
     try:
-        leaders = resolve_leader(ctx.db.primaries(ctx), ctx.nodes, rng)
+        leaders = leader_now(ctx, rng, among)
     except Exception:  # a node that cannot answer is no leader; the profile goes on
         return None
     return leaders[0] if leaders else None
+
+
+def _pause(ctx: Any, seconds: float) -> None:
+    """Sleep inside a profile step, cut short when the run stops."""
+    stop = ctx.state.get("stop") if isinstance(getattr(ctx, "state", None), dict) else None
+    if stop is not None:
+        stop.wait(seconds)
+    else:
+        time.sleep(seconds)
+
+
+def _await_leader(ctx: Any, rng: random.Random, among: Sequence[str], seconds: float) -> str | None:
+    """The leader among ``among`` once there is one (an election here takes 1-6 s); None after ``seconds``."""
+    from harness.db import HasPrimaries
+
+    if not isinstance(getattr(ctx, "db", None), HasPrimaries):
+        return None  # nobody can say; waiting would not change that
+    deadline = time.monotonic() + seconds
+    stop = ctx.state.get("stop") if isinstance(getattr(ctx, "state", None), dict) else None
+    while True:
+        lead = _current_leader(ctx, rng, among)
+        if lead is not None or time.monotonic() >= deadline or (stop is not None and stop.is_set()):
+            return lead
+        _pause(ctx, 0.2)
 
 
 def _rejoin_steps(nodes: list[str], rng: random.Random, hold: float, gap: float) -> list[Step]:
@@ -458,6 +492,72 @@ def _rejoin_steps(nodes: list[str], rng: random.Random, hold: float, gap: float)
             (0.0, "start-kill", restart_voter),
             (0.0, "stop-kill", None),
             (hold * rng.uniform(1.0, 1.2), "stop-partition", None)]
+
+
+def _figure8_steps(nodes: list[str], rng: random.Random, hold: float, gap: float) -> list[Step]:
+    """Raft's Figure 8, staged with kills, pauses, one cut and two lulls in the writes.
+
+    1. Kill a majority M that leaves out the leader A and ``k - 1`` others (the
+       old side O). A keeps taking writes for about a second (its lease), so O
+       holds a tail of old-term entries nobody else has.
+    2. Writes stop (a lull; reads go on). O is paused, M restarts and elects L
+       of a new term; L is cut off alone, writes resume for about a second,
+       so L holds its own entries at the same indexes, on L only.
+    3. Writes stop again; O wakes up beside M minus L. A correct L has replicated
+       its election NOOP to M, so M's newer last term keeps O out and O's tail
+       is cut away. A node that writes nothing on election and commits by
+       counting (commit-old-term) lets A (or its O partner) win, copy the tail
+       to M and commit it, with no entry of its own term; the lull's readers
+       read the tail as committed.
+    4. Once someone leads there, O is killed as L comes back. Only L and M minus
+       L are left, and only L can win: M's nodes need L's vote, and L refuses
+       them (its last term is newer). With the bug, L overwrites the committed
+       tail, which later reads show.
+
+    Without the lulls, the first client write of step 3's leader would reach M
+    within milliseconds and make L unelectable, far faster than any fault over
+    SSH: quiet spells are where this bug lives.
+    """
+    k = max(1, (len(nodes) - 1) // 2)
+    memo: dict[str, Any] = {}
+
+    def kill_majority(ctx: Any) -> dict[str, Any]:
+        lead = _current_leader(ctx, rng) or rng.choice(nodes)
+        old = [lead, *rng.sample([n for n in nodes if n != lead], k - 1)]
+        memo["old"] = old
+        memo["new"] = [n for n in nodes if n not in old]
+        return {"nodes": memo["new"], "why": "figure8-majority"}
+
+    def pause_old(ctx: Any) -> dict[str, Any]:
+        return {"nodes": memo.get("old") or rng.sample(nodes, k), "why": "figure8-old-side"}
+
+    def cut_new_leader(ctx: Any) -> dict[str, Any]:
+        new = memo.get("new") or list(nodes)
+        lead = _await_leader(ctx, rng, new, 3 * hold) or rng.choice(new)
+        memo["cut"] = lead
+        return _split_value("figure8-cut", nodes, [lead])
+
+    def kill_old(ctx: Any) -> dict[str, Any]:
+        # Once someone leads beside the cut node, give the readers a moment
+        # there. Then only L and M minus L are left: L must win (a leader
+        # elected by M would need L's vote, which a longer last term refuses).
+        if _await_leader(ctx, rng, [n for n in nodes if n != memo.get("cut")], 2 * hold):
+            _pause(ctx, hold * 0.6)
+        return {"nodes": memo.get("old") or rng.sample(nodes, k), "why": "figure8-old-side"}
+
+    lull = {"why": "figure8"}
+    return [(gap, "start-kill", kill_majority),
+            (hold * rng.uniform(0.5, 0.6), "start-lull", lull),
+            (0.2, "start-pause", pause_old),
+            (0.0, "stop-kill", None),
+            (0.0, "start-partition", cut_new_leader),
+            (0.0, "stop-lull", None),
+            (hold * rng.uniform(0.45, 0.55), "start-lull", lull),
+            (0.2, "stop-pause", None),
+            (hold * 0.4, "start-kill", kill_old),
+            (0.0, "stop-partition", None),
+            (hold * rng.uniform(1.2, 1.4), "stop-lull", None),
+            (hold * rng.uniform(0.3, 0.5), "stop-kill", None)]
 
 
 def _split_value(shape: str, nodes: Sequence[str], side: Sequence[str]) -> dict[str, Any]:
@@ -643,6 +743,9 @@ def _progress_line(rec: RunRecord, k: int, total: int, runs: int) -> str:
 @click.option("--time-limit", type=click.FloatRange(min=1.0), default=None,
               help=f"Seconds of load and faults per run.  [default: {DEFAULT_CAMPAIGN.time_limit:g}, "
                    f"{QUICK_TIME_LIMIT:g} with --quick]")
+@click.option("--profiles", default=None, metavar="P,Q,...",
+              help=f"Only these fault profiles of the DLedger campaign, cycled in this order "
+                   f"(known: {', '.join(PROFILES)}).  [default: all]")
 @click.option("--lab", default="default", show_default=True,
               help="Embedded lab to run on (`splitbrain lab up --name NAME`).")
 @click.option("--store", "store_root", default="store", show_default=True,
@@ -651,8 +754,9 @@ def _progress_line(rec: RunRecord, k: int, total: int, runs: int) -> str:
               help="Base seed; run i uses seed+i.  [default: random, and printed]")
 @click.option("--json", "json_path", type=click.Path(dir_okay=False), default=None,
               help="Write a JSON summary here (for CI).")
-def zoo(quick: bool, runs: int | None, bugs: str | None, time_limit: float | None, lab: str,
-        store_root: str, seed: int | None, json_path: str | None) -> int:
+def zoo(quick: bool, runs: int | None, bugs: str | None, time_limit: float | None,
+        profiles: str | None, lab: str, store_root: str, seed: int | None,
+        json_path: str | None) -> int:
     """Run the default campaigns on the correct node and on every seeded bug; tabulate catches.
 
     Mode dledger's bugs meet one campaign, mode ha's another (with its own correct node).
@@ -667,6 +771,9 @@ def zoo(quick: bool, runs: int | None, bugs: str | None, time_limit: float | Non
     limit = time_limit if time_limit is not None else (QUICK_TIME_LIMIT if quick else None)
     campaigns = {m: c if limit is None else c.with_time_limit(limit) for m, c in CAMPAIGNS.items()
                  if any(tm == m for tm, _ in targets)}
+    if profiles is not None:
+        names = [p.strip() for p in profiles.split(",") if p.strip()]
+        campaigns = {m: c.with_profiles(names) for m, c in campaigns.items()}
     campaign = campaigns["dledger"]
     if json_path is not None and Path(json_path).is_dir():
         raise click.BadParameter(f"{json_path} is a directory", param_hint="--json")

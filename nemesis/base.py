@@ -10,6 +10,7 @@ when some are unreachable, because a fault left behind poisons the next run.
 from __future__ import annotations
 
 import logging
+import random
 from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar, runtime_checkable
@@ -23,11 +24,11 @@ if TYPE_CHECKING:
     from harness.test import RunContext
 
 __all__ = ["Nemesis", "Compose", "KINDS", "on_nodes", "host_errors", "remote_of", "completion",
-           "op_nodes", "no_targets", "log_errors", "sudo_kw"]
+           "op_nodes", "leader_now", "no_targets", "log_errors", "sudo_kw"]
 
 log = logging.getLogger(__name__)
 
-KINDS = ("partition", "clock", "kill", "pause", "loss", "delay")
+KINDS = ("partition", "clock", "kill", "pause", "loss", "delay", "lull")
 """Fault kinds with a period; ops are ``start-<kind>`` / ``stop-<kind>``."""
 
 T = TypeVar("T")
@@ -118,14 +119,25 @@ def op_nodes(ctx: RunContext, value: Any) -> list[str]:
             raise NemesisError(f"fault names unknown nodes {unknown}; nodes: {ctx.nodes}")
         return nodes
     if v.get("target") == "leader":
-        from harness.db import HasPrimaries
-
-        if not isinstance(ctx.db, HasPrimaries):
-            raise NemesisError("target 'leader' needs a DB that reports primaries")
-        return resolve_leader(ctx.db.primaries(ctx), ctx.nodes, ctx.rng)
+        return leader_now(ctx, ctx.rng)
     if v.get("target") in NODE_TARGETS:
         return resolve(v["target"], ctx.nodes, ctx.rng)
     raise NemesisError(f"fault needs 'nodes' or a 'target' ({', '.join(TARGETS)}), got {value!r}")
+
+
+def leader_now(ctx: RunContext, rng: random.Random, among: Sequence[str] | None = None) -> list[str]:
+    """One node that says it leads now, by the DB's own account, or [] when none does.
+
+    Several nodes may believe they lead (an isolated one has not noticed yet);
+    ``among`` keeps only those candidates. A DB without ``HasPrimaries`` cannot
+    say, which is a :class:`NemesisError`.
+    """
+    from harness.db import HasPrimaries
+
+    if not isinstance(ctx.db, HasPrimaries):
+        raise NemesisError("target 'leader' needs a DB that reports primaries")
+    nodes = ctx.nodes if among is None else [n for n in ctx.nodes if n in among]
+    return resolve_leader(ctx.db.primaries(ctx), nodes, rng)
 
 
 def no_targets(op: Op, value: Any) -> Op:

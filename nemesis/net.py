@@ -18,8 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 from harness.errors import NemesisError
 from nemesis import grudge as g
-from nemesis.base import completion, host_errors, log_errors, on_nodes, remote_of
-from nemesis.targets import resolve_leader
+from nemesis.base import completion, host_errors, leader_now, log_errors, on_nodes, remote_of
 
 if TYPE_CHECKING:
     from harness.control.base import Remote
@@ -166,11 +165,7 @@ class PartitionNemesis:
         if "grudge" in value and value["grudge"] is not None:
             grudge = g.grudge_from_json(value["grudge"])
         elif shape == "leader":
-            from harness.db import HasPrimaries
-
-            if not isinstance(ctx.db, HasPrimaries):
-                raise NemesisError("partition-leader needs a DB that reports primaries")
-            leaders = resolve_leader(ctx.db.primaries(ctx), ctx.nodes, ctx.rng)
+            leaders = leader_now(ctx, ctx.rng)
             if not leaders:
                 return completion(op, {"shape": shape, "grudge": {}}, {"cluster": "no leader known"})
             value["isolated"] = leaders[0]

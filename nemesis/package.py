@@ -22,6 +22,7 @@ from nemesis import grudge as g
 from nemesis.base import Compose, Nemesis
 from nemesis.clock import ClockNemesis
 from nemesis.failover import FailoverNemesis
+from nemesis.lull import LullNemesis
 from nemesis.net import PartitionNemesis
 from nemesis.netem import NetemNemesis
 from nemesis.process import HostFreezeNemesis, KillNemesis, PauseNemesis
@@ -42,13 +43,16 @@ PARTITION_SHAPES: dict[str, tuple[str, ...]] = {
     "partition-leader": ("leader",),
     "partition-random": ("random",),
 }
-FAULTS = (*PARTITION_SHAPES, "clock", "kill", "pause", "freeze", "loss", "delay", "failover")
-"""Fault names accepted by ``--nemesis``. ``freeze`` is a whole-host pause (lab freezer cgroup)."""
+FAULTS = (*PARTITION_SHAPES, "clock", "kill", "pause", "freeze", "loss", "delay", "failover", "lull")
+"""Fault names accepted by ``--nemesis``. ``freeze`` is a whole-host pause (lab freezer cgroup);
+``lull`` holds the clients' writes (reads go on)."""
 
 DEFAULT_TARGETS = ("one", "minority", "majority", "all", "leader", "random")
 NODE_FAULTS = ("clock", "kill", "pause", "loss", "delay")
-HEAL_ORDER = ("partition", "loss", "delay", "clock", "pause", "kill", "failover")
+HEAL_ORDER = ("partition", "loss", "delay", "clock", "pause", "kill", "failover", "lull")
 """Network first, so nodes that resume or restart can reach their peers at once."""
+CLUSTER_FAULTS = ("failover", "lull")
+"""Kinds with no node targets: an operator's failover, a lull in the clients' writes."""
 
 BUMP_MS = (5, 50, 500, 5_000, 60_000, 300_000)
 STROBE_DELTA_MS = (10, 100, 1000)
@@ -70,7 +74,7 @@ def parse_faults(faults: Sequence[str]) -> tuple[list[str], tuple[str, ...]]:
             kind = name
         elif name == "freeze":
             kind = "pause"
-        elif name == "failover":  # mode ha: nemesis/failover.py
+        elif name in CLUSTER_FAULTS:  # failover: mode ha (nemesis/failover.py); lull: nemesis/lull.py
             kind = name
         else:
             raise ConfigError(f"unknown nemesis fault {name!r}; known: {', '.join(FAULTS)}",
@@ -84,7 +88,7 @@ def _targets_for(targets: Sequence[str] | Mapping[str, Sequence[str]] | None,
                  kinds: Sequence[str]) -> dict[str, tuple[str, ...]]:
     out: dict[str, tuple[str, ...]] = {}
     for kind in kinds:
-        if kind in ("partition", "failover"):
+        if kind == "partition" or kind in CLUSTER_FAULTS:
             continue
         if targets is None:
             ts: Sequence[str] = DEFAULT_TARGETS
@@ -159,6 +163,8 @@ class Schedule:
     def _start_value(self, ctx: Any, kind: str) -> dict[str, Any]:
         if kind == "failover":
             return {"target": "master"}
+        if kind == "lull":
+            return {}
         nodes = list(ctx.nodes)
         leader_ok = _has_primaries(ctx)
         if kind == "partition":
@@ -280,6 +286,8 @@ def build_package(faults: Sequence[str], *, interval: float, rng: random.Random,
         nemeses.append(NetemNemesis(net_kinds))
     if "failover" in kinds:
         nemeses.append(FailoverNemesis())
+    if "lull" in kinds:
+        nemeses.append(LullNemesis())
     nemesis = _PackageNemesis(nemeses, needs_primaries=shapes == ("leader",))
     schedule = Schedule(kinds=tuple(kinds), shapes=shapes, targets=tmap, interval=interval, rng=rng,
                         max_ops=max_ops, overlap=overlap)

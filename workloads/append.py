@@ -48,7 +48,10 @@ DEFAULT_CHUNK = 1000
 
 
 class AppendGen:
-    """Appends with unique payloads, and a fraction of reads of the recent committed log."""
+    """Appends with unique payloads, and a fraction of reads of the recent committed log.
+
+    Only reads during a lull: what a quiet leader commits is then still read.
+    """
 
     def __init__(self, *, read_fraction: float = 0.1, chunk: int = DEFAULT_CHUNK) -> None:
         self.read_fraction = read_fraction
@@ -57,7 +60,7 @@ class AppendGen:
         self.hi = -1  # highest index known committed
 
     def op(self, ctx: GenContext) -> Op:
-        if self.read_fraction > 0 and ctx.rng.random() < self.read_fraction:
+        if ctx.lull or (self.read_fraction > 0 and ctx.rng.random() < self.read_fraction):
             to = max(self.hi, 0)
             frm = max(0, to - ctx.rng.randrange(self.chunk))
             return invoke(ctx, "read", {"from": frm, "to": to})

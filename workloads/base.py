@@ -57,6 +57,8 @@ class GenContext:
     node: str
     rng: random.Random
     nodes: list[str] = field(default_factory=list)
+    lull: bool = False
+    """A lull is on (harness/traffic.py): writes are held, so propose reads if you can."""
 
 
 @runtime_checkable

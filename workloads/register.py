@@ -34,7 +34,7 @@ CHECKER = {"model": "cas-register", "independent": True, "checks": ["linearizabl
 
 
 class RegisterGen:
-    """Random read/write/cas over a few live keys, each retired after a fixed count."""
+    """Random read/write/cas over a few live keys, each retired after a fixed count (reads in a lull)."""
 
     def __init__(self, *, keys: int = 3, ops_per_key: int = 200, max_value: int = 5) -> None:
         if keys < 1 or ops_per_key < 1 or max_value < 1:
@@ -51,7 +51,7 @@ class RegisterGen:
         if slot[1] <= 0:
             slot[0], slot[1] = f"k{self.next_key}", self.ops_per_key
             self.next_key += 1
-        f = ctx.rng.choice(("read", "write", "cas"))
+        f = "read" if ctx.lull else ctx.rng.choice(("read", "write", "cas"))
         if f == "read":
             return invoke(ctx, "read", None, key=key)
         if f == "write":

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import random
+import time
 from pathlib import Path
 
 import pytest
@@ -200,7 +201,7 @@ def test_every_profile_heals_what_it_breaks() -> None:
         steps = profile_steps(name, _Ctx.nodes, random.Random(1), 2.5)
         fs = [f for _, f, _ in steps]
         assert all(w >= 0 for w, _, _ in steps)
-        for kind in ("partition", "kill", "clock", "pause"):
+        for kind in ("partition", "kill", "clock", "pause", "lull"):
             assert fs.count(f"start-{kind}") <= fs.count(f"stop-{kind}"), (name, fs)
             if f"start-{kind}" in fs:
                 assert fs.index(f"stop-{kind}") > fs.index(f"start-{kind}"), (name, fs)
@@ -308,3 +309,42 @@ def test_quick_zoo_finds_two_bugs_and_no_false_alarm(lab, tmp_path: Path) -> Non
     table = {ln.split()[0]: ln for ln in res.stdout.splitlines() if ln and not ln.startswith("zoo")}
     assert "1/1" in table["stale-read"] and "found" in table["stale-read"]
     assert "0/1" in table[CORRECT] and "FALSE ALARM" not in res.output
+
+
+def test_figure8_profile_stages_the_old_tail_the_lone_new_leader_and_its_comeback() -> None:
+    for seed in range(10):
+        steps = profile_steps("figure8", _Ctx.nodes, random.Random(seed), 0.1)
+        assert [f for _, f, _ in steps] == [
+            "start-kill", "start-lull", "start-pause", "stop-kill", "start-partition", "stop-lull",
+            "start-lull", "stop-pause", "start-kill", "stop-partition", "stop-lull", "stop-kill"]
+        # The kill lands while n2 leads: a majority without n2 and one partner dies.
+        majority = steps[0][2](_LedCtx("n2"))["nodes"]
+        assert len(majority) == 3 and "n2" not in majority
+        old = steps[2][2](_Ctx())["nodes"]
+        assert sorted(old + majority) == sorted(_Ctx.nodes) and "n2" in old
+        # The majority elects L; L is cut off alone.
+        lone = majority[seed % 3]
+        cut = steps[4][2](_LedCtx(lone))
+        assert frozenset([lone]) in _sides(cut["grudge"])
+        assert frozenset(n for n in _Ctx.nodes if n != lone) in _sides(cut["grudge"])
+        # Whoever leads beside L, the old side is killed as L comes back.
+        killed = steps[8][2](_LedCtx(old[0]))["nodes"]
+        assert sorted(killed) == sorted(old)
+    # Without a DB that names its leader, the profile still picks valid sides and does not wait.
+    steps = profile_steps("figure8", _Ctx.nodes, random.Random(1), 2.5)
+    assert len(steps[0][2](_Ctx())["nodes"]) == 3
+    t0 = time.monotonic()
+    assert len(_sides(steps[4][2](_Ctx())["grudge"])) == 2
+    assert time.monotonic() - t0 < 1.0
+
+
+def test_profiles_option_narrows_the_campaign_and_the_repro_command_says_so() -> None:
+    c = DEFAULT_CAMPAIGN.with_profiles(["figure8", "lease"])
+    assert c.profiles == ("figure8", "lease") and c.nemesis == DEFAULT_CAMPAIGN.nemesis
+    assert "--profiles figure8,lease" in campaign_command(c, bug="commit-old-term", seed=3)
+    assert "--profiles" not in campaign_command(DEFAULT_CAMPAIGN, seed=3)
+    assert HA_CAMPAIGN.with_profiles(["lease"]) == HA_CAMPAIGN  # the stock schedule has none
+    with pytest.raises(ConfigError, match="unknown fault profile.*nope"):
+        DEFAULT_CAMPAIGN.with_profiles(["nope"])
+    res = CliRunner().invoke(zoo, ["--profiles", "nope", "--lab", "no-such-lab-here"])
+    assert res.exit_code != 0 and "nope" in (res.output + str(res.exception))

@@ -76,10 +76,11 @@ def test_parse_faults_merges_partition_shapes() -> None:
 def test_final_ops_heal_every_enabled_kind_network_first() -> None:
     pkg = build_package(list(FAULTS_NO_FREEZE), interval=1, rng=random.Random(0))
     assert [o.f for o in pkg.final_ops] == ["stop-partition", "stop-loss", "stop-delay",
-                                           "stop-clock", "stop-pause", "stop-kill", "stop-failover"]
+                                           "stop-clock", "stop-pause", "stop-kill", "stop-failover",
+                                           "stop-lull"]
     assert all(o.process == "nemesis" and o.type == "invoke" for o in pkg.final_ops)
     assert pkg.nemesis.fs() == {f"{p}-{k}" for k in ("partition", "clock", "kill", "pause", "loss", "delay",
-                                                     "failover")
+                                                     "failover", "lull")
                                 for p in ("start", "stop")}
     assert [o.f for o in build_package(["kill"], interval=1, rng=random.Random(0)).final_ops] == ["stop-kill"]
 

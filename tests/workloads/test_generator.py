@@ -226,3 +226,17 @@ def test_final_log_reads_cover_every_node_in_chunks():
 def test_make_rng_is_stable():
     assert make_rng(42, "w", 1).random() == make_rng(42, "w", 1).random()
     assert make_rng(42, "w", 1).random() != make_rng(42, "w", 2).random()
+
+
+def test_a_lull_turns_the_log_and_register_generators_to_reads() -> None:
+    """During a lull (harness/traffic.py) writes are held, so lull-aware generators only read."""
+    g = mix([AppendGen(read_fraction=0.0), RegisterGen()], [1, 1])
+    rng = random.Random(4)
+
+    def fs(lull: bool) -> Counter[str]:
+        return Counter(g.op(GenContext(time_ns=0, process=0, worker=0, node="n1", rng=rng,
+                                       lull=lull)).f for _ in range(300))
+
+    quiet, busy = fs(True), fs(False)
+    assert set(quiet) == {"read"} and quiet["read"] == 300
+    assert busy["append"] > 50 and busy["write"] + busy["cas"] > 50
