@@ -32,7 +32,7 @@ from typing import Any
 from node_impl.config import NodeConfig
 from node_impl.kv import body_append, entry_view
 from node_impl.nodelog import NodeLog
-from node_impl.server import MAX_GET_BYTES, BindError, _send
+from node_impl.server import MAX_GET_BYTES, BindError, _send, serve_requests
 from node_impl.store import _HEADER, HEADER_SIZE, Entry, InconsistentState, LogStore, TermStore
 from node_impl.wakeup import Signal, cancel_all
 from node_impl.wire import MAX_FRAME, FrameError, encode_frame, read_frame
@@ -461,34 +461,8 @@ class HANode:
     # ------------------------------------------------------------------ client API
 
     async def _client_conn(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        self._conns.add(writer)
-        try:
-            while not self.stopping:
-                try:
-                    msg = await read_frame(reader)
-                except FrameError as e:
-                    _send(writer, {"type": "error", "rid": None, "code": "BAD_FRAME", "error": str(e)})
-                    break
-                self._spawn(self._serve_one(msg, writer))
-        except (OSError, EOFError, asyncio.IncompleteReadError, asyncio.CancelledError):
-            pass
-        finally:
-            self._conns.discard(writer)
-            with contextlib.suppress(Exception):
-                writer.close()
-
-    async def _serve_one(self, msg: dict, writer: asyncio.StreamWriter) -> None:
-        t = msg.get("type")
-        try:
-            resp = await self.handle(msg)
-        except asyncio.CancelledError:
-            return
-        except Exception as e:
-            self.log.info("client-error", type=t, error=repr(e))
-            resp = {"code": "UNSUPPORTED", "error": repr(e)}
-        resp.setdefault("type", f"{t}-resp")
-        resp["rid"] = msg.get("rid")
-        _send(writer, resp)
+        await serve_requests(reader, writer, self.handle, running=lambda: not self.stopping,
+                             spawn=self._spawn, conns=self._conns, log=self.log)
 
     def redirect(self) -> dict:
         return {"type": "redirect", "code": "NOT_LEADER", "leader": self.master,

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
 from node_impl.kv import body_append, body_cas, body_put, body_read, entry_view
@@ -18,7 +19,7 @@ from node_impl.wire import MAX_FRAME, FrameError, encode_frame, read_frame
 if TYPE_CHECKING:
     from node_impl.node import Node
 
-__all__ = ["Servers", "ClientAPI"]
+__all__ = ["Servers", "ClientAPI", "serve_requests"]
 
 MAX_GET_BYTES = MAX_FRAME // 2
 
@@ -109,39 +110,60 @@ class Servers:
     # ------------------------------------------------------------------ clients
 
     async def _client_conn(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        node = self.node
-        self._conns.add(writer)
-        loop = asyncio.get_running_loop()
-        try:
-            while not node.stopping:
-                try:
-                    msg = await read_frame(reader)
-                except FrameError as e:
-                    _send(writer, {"type": "error", "rid": None, "code": "BAD_FRAME", "error": str(e)})
-                    break
-                t = loop.create_task(self._serve_one(msg, writer))
-                self._tasks.add(t)
-                t.add_done_callback(self._tasks.discard)
-        except (OSError, EOFError, asyncio.IncompleteReadError, asyncio.CancelledError):
-            pass
-        finally:
-            self._conns.discard(writer)
-            with contextlib.suppress(Exception):
-                writer.close()
+        await serve_requests(reader, writer, self.api.handle, running=lambda: not self.node.stopping,
+                             spawn=self._spawn, conns=self._conns, log=self.node.log)
 
-    async def _serve_one(self, msg: dict, writer: asyncio.StreamWriter) -> None:
-        try:
-            resp = await self.api.handle(msg)
-        except asyncio.CancelledError:
-            return
-        except Exception as e:  # a bug in a handler must not kill the connection
-            self.node.log.info("client-error", type=msg.get("type"), error=repr(e))
-            resp = {"type": f"{msg.get('type')}-resp", "code": "UNSUPPORTED", "error": repr(e)}
-        resp["rid"] = msg.get("rid")
-        _send(writer, resp)
-        if writer.transport.get_write_buffer_size() > (4 << 20):
-            with contextlib.suppress(Exception):
-                await writer.drain()
+    def _spawn(self, coro: Any) -> asyncio.Task:
+        t = asyncio.get_running_loop().create_task(coro)
+        self._tasks.add(t)
+        t.add_done_callback(self._tasks.discard)
+        return t
+
+
+async def serve_requests(reader: asyncio.StreamReader, writer: asyncio.StreamWriter,
+                         handle: Callable[[dict], Awaitable[dict]], *, running: Callable[[], bool],
+                         spawn: Callable[[Any], Any], conns: set[asyncio.StreamWriter],
+                         log: Any) -> None:
+    """One client connection of either node mode, until EOF or shutdown.
+
+    Every request runs on its own task (``spawn``), so a write waiting for its
+    quorum never holds up a read behind it; replies carry the request's rid and
+    may leave in any order. A handler that raises answers UNSUPPORTED instead
+    of closing the connection; a bad frame closes it.
+    """
+    conns.add(writer)
+    try:
+        while running():
+            try:
+                msg = await read_frame(reader)
+            except FrameError as e:
+                _send(writer, {"type": "error", "rid": None, "code": "BAD_FRAME", "error": str(e)})
+                break
+            spawn(_answer(msg, writer, handle, log))
+    except (OSError, EOFError, asyncio.IncompleteReadError, asyncio.CancelledError):
+        pass
+    finally:
+        conns.discard(writer)
+        with contextlib.suppress(Exception):
+            writer.close()
+
+
+async def _answer(msg: dict, writer: asyncio.StreamWriter,
+                  handle: Callable[[dict], Awaitable[dict]], log: Any) -> None:
+    t = msg.get("type")
+    try:
+        resp = await handle(msg)
+    except asyncio.CancelledError:
+        return
+    except Exception as e:  # a bug in a handler must not kill the connection
+        log.info("client-error", type=t, error=repr(e))
+        resp = {"code": "UNSUPPORTED", "error": repr(e)}
+    resp.setdefault("type", f"{t}-resp")
+    resp["rid"] = msg.get("rid")
+    _send(writer, resp)
+    if writer.transport.get_write_buffer_size() > (4 << 20):
+        with contextlib.suppress(Exception):
+            await writer.drain()
 
 
 class ClientAPI:
