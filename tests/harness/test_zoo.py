@@ -311,6 +311,37 @@ def test_quick_zoo_finds_two_bugs_and_no_false_alarm(lab, tmp_path: Path) -> Non
     assert "0/1" in table[CORRECT] and "FALSE ALARM" not in res.output
 
 
+@pytest.mark.integration
+@pytest.mark.lab
+@pytest.mark.slow
+def test_figure8_profile_finds_commit_old_term_and_passes_the_correct_node(lab, tmp_path: Path) -> None:
+    """Raft's Figure 8 on a real 5-node cluster: a commit by counting, read, then overwritten.
+
+    Two runs each (the bug was found in 5 of 6 tuning runs; one is allowed to miss).
+    """
+    out = tmp_path / "zoo.json"
+    res = CliRunner().invoke(
+        zoo, ["--runs", "2", "--bugs", "commit-old-term", "--profiles", "figure8",
+              "--time-limit", "24", "--lab", lab.name, "--store", str(tmp_path / "store"),
+              "--seed", "11", "--json", str(out)],
+        standalone_mode=False)
+    assert res.exception is None, res.output
+    doc = json.loads(out.read_text())
+    rows = {r["label"]: r for r in doc["rows"]}
+    assert rows[CORRECT]["found"] == 0 and doc["false_alarms"] == 0, res.output
+    bug = rows["commit-old-term"]
+    assert bug["found"] >= 1 and bug["status"] == "found", res.output
+    assert "divergent-committed" in bug["kinds"]
+    assert doc["campaign"]["profiles"] == ["figure8"]
+    assert "--profiles figure8" in doc["command"]
+    # Every lull of every run ended: the history shows a stop-lull after each start-lull.
+    for run in doc["runs"]:
+        lines = Path(run["store"], "history.jsonl").read_text().splitlines()
+        fs = [json.loads(line)["f"] for line in lines if '"nemesis"' in line and '"invoke"' in line]
+        lulls = [f for f in fs if f.endswith("-lull")]
+        assert lulls and lulls[-1] == "stop-lull" and lulls.count("start-lull") >= 2
+
+
 def test_figure8_profile_stages_the_old_tail_the_lone_new_leader_and_its_comeback() -> None:
     for seed in range(10):
         steps = profile_steps("figure8", _Ctx.nodes, random.Random(seed), 0.1)
