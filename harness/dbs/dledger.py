@@ -23,7 +23,7 @@ import sys
 import tempfile
 import threading
 import time
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -60,6 +60,38 @@ def check_bug(bug: str) -> None:
         parse_bugs(bug)
     except UnknownBug as e:
         raise ConfigError(str(e), field="bug") from None
+
+
+def _leaders_now(addrs: dict[str, tuple[str, int]], *, timeout: float = 2.0,
+                 grace: float = 0.3) -> list[str]:
+    """The nodes whose status says leader, asked all at once.
+
+    Once one leader has answered, the others get ``grace`` more seconds, not the
+    whole timeout: a paused or cut-off node answers only by timing out, and a
+    fault aimed at the leader should not wait for it. (A node that still believes
+    it leads but answers that slowly is left out; it will be asked again.)
+    """
+    if not addrs:
+        return []
+    pool = ThreadPoolExecutor(max_workers=len(addrs), thread_name_prefix="status")
+    try:
+        futs = {pool.submit(_fetch_status, h, p, timeout): n for n, (h, p) in addrs.items()}
+        leaders: list[str] = []
+        until = time.monotonic() + timeout + 0.5
+        pending = set(futs)
+        while pending:
+            done, pending = wait(pending, timeout=max(0.0, until - time.monotonic()),
+                                 return_when=FIRST_COMPLETED)
+            if not done:
+                break
+            for f in done:
+                st = f.result()
+                if st and st.get("role") == "leader":
+                    leaders.append(futs[f])
+                    until = min(until, time.monotonic() + grace)
+        return [n for n in addrs if n in leaders]
+    finally:
+        pool.shutdown(wait=False, cancel_futures=True)  # a silent node's thread ends at its timeout
 
 
 def _fetch_status(host: str, port: int, timeout: float) -> dict[str, Any] | None:
@@ -289,10 +321,7 @@ class DLedgerDB(PidfileDaemonDB):
         addrs = self.client_addrs(ctx)
         deadline = time.monotonic() + self.primaries_wait
         while True:
-            with ThreadPoolExecutor(max_workers=max(1, len(addrs))) as pool:
-                sts = list(pool.map(lambda a: _fetch_status(a[0], a[1], 2.0), addrs.values()))
-            leaders = [n for n, st in zip(addrs, sts, strict=True)
-                       if st and st.get("role") == "leader"]
+            leaders = _leaders_now(addrs)
             if leaders or time.monotonic() >= deadline:
                 return leaders
             time.sleep(0.2)
