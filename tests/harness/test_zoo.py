@@ -317,7 +317,7 @@ def test_quick_zoo_finds_two_bugs_and_no_false_alarm(lab, tmp_path: Path) -> Non
 def test_figure8_profile_finds_commit_old_term_and_passes_the_correct_node(lab, tmp_path: Path) -> None:
     """Raft's Figure 8 on a real 5-node cluster: a commit by counting, read, then overwritten.
 
-    Two runs each (the bug was found in 5 of 6 tuning runs; one is allowed to miss).
+    Two runs each (the bug was found in 7 of 8 tuning runs; one is allowed to miss).
     """
     out = tmp_path / "zoo.json"
     res = CliRunner().invoke(
