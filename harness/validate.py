@@ -110,16 +110,13 @@ class ValidatingClient:
     def __init__(self, inner: Any, *, timeout: float | None = None) -> None:
         self.inner = inner
         self.timeout = timeout
+        # The ops that change nothing (a lull lets them through); asked once, not per op.
+        self.read_fs: frozenset[str] = frozenset(getattr(inner, "read_fs", ("read",)))
         self.broken = False
         self._caller: _CallThread | None = None
 
     def open(self, ctx: RunContext, node: str) -> ValidatingClient:
         return ValidatingClient(self.inner.open(ctx, node), timeout=self.timeout)
-
-    @property
-    def read_fs(self) -> frozenset[str]:
-        """The ops that change nothing (a lull lets them through); ``read`` unless the client says."""
-        return frozenset(getattr(self.inner, "read_fs", ("read",)))
 
     def setup(self, ctx: RunContext) -> None:
         self.inner.setup(ctx)

@@ -405,38 +405,42 @@ def profile_steps(name: str, nodes: Sequence[str], rng: random.Random,
                       field="profiles")
 
 
-def _current_leader(ctx: Any, rng: random.Random, among: Sequence[str] | None = None) -> str | None:
-    """Who leads now, by the DB's own account; None when nobody claims to (or it cannot say)."""
-    from nemesis.base import leader_now
-
-    try:
-        leaders = leader_now(ctx, rng, among)
-    except Exception:  # a node that cannot answer is no leader; the profile goes on
-        return None
-    return leaders[0] if leaders else None
+def _stop_event(ctx: Any) -> Any:
+    """The run's stop event (the runner puts it in ``ctx.state``), if there is one."""
+    state = getattr(ctx, "state", None)
+    return state.get("stop") if isinstance(state, dict) else None
 
 
 def _pause(ctx: Any, seconds: float) -> None:
     """Sleep inside a profile step, cut short when the run stops."""
-    stop = ctx.state.get("stop") if isinstance(getattr(ctx, "state", None), dict) else None
+    stop = _stop_event(ctx)
     if stop is not None:
         stop.wait(seconds)
     else:
         time.sleep(seconds)
 
 
-def _await_leader(ctx: Any, rng: random.Random, among: Sequence[str], seconds: float) -> str | None:
-    """The leader among ``among`` once there is one (an election here takes 1-6 s); None after ``seconds``."""
-    from harness.db import HasPrimaries
+def _current_leader(ctx: Any, rng: random.Random, among: Sequence[str] | None = None, *,
+                    wait: float = 0.0) -> str | None:
+    """Who leads now (one of ``among``), by the DB's own account; None when nobody claims to.
 
-    if not isinstance(getattr(ctx, "db", None), HasPrimaries):
-        return None  # nobody can say; waiting would not change that
-    deadline = time.monotonic() + seconds
-    stop = ctx.state.get("stop") if isinstance(getattr(ctx, "state", None), dict) else None
+    With ``wait``, keep asking that long for one (an election here takes 1-6 s).
+    A DB that cannot say answers None at once: waiting would not change that.
+    """
+    from harness.errors import NemesisError
+    from nemesis.base import leader_now
+
+    deadline = time.monotonic() + wait
+    stop = _stop_event(ctx)
     while True:
-        lead = _current_leader(ctx, rng, among)
-        if lead is not None or time.monotonic() >= deadline or (stop is not None and stop.is_set()):
-            return lead
+        try:
+            leaders = leader_now(ctx, rng, among)
+        except NemesisError:
+            return None
+        except Exception:  # a node that cannot answer is no leader; the profile goes on
+            leaders = []
+        if leaders or time.monotonic() >= deadline or (stop is not None and stop.is_set()):
+            return leaders[0] if leaders else None
         _pause(ctx, 0.2)
 
 
@@ -533,7 +537,7 @@ def _figure8_steps(nodes: list[str], rng: random.Random, hold: float, gap: float
 
     def cut_new_leader(ctx: Any) -> dict[str, Any]:
         new = memo.get("new") or list(nodes)
-        lead = _await_leader(ctx, rng, new, 3 * hold) or rng.choice(new)
+        lead = _current_leader(ctx, rng, new, wait=3 * hold) or rng.choice(new)
         memo["cut"] = lead
         return _split_value("figure8-cut", nodes, [lead])
 
@@ -541,7 +545,7 @@ def _figure8_steps(nodes: list[str], rng: random.Random, hold: float, gap: float
         # Once someone leads beside the cut node, give the readers a moment
         # there. Then only L and M minus L are left: L must win (a leader
         # elected by M would need L's vote, which a longer last term refuses).
-        if _await_leader(ctx, rng, [n for n in nodes if n != memo.get("cut")], 2 * hold):
+        if _current_leader(ctx, rng, [n for n in nodes if n != memo.get("cut")], wait=2 * hold):
             _pause(ctx, hold * 0.6)
         return {"nodes": memo.get("old") or rng.sample(nodes, k), "why": "figure8-old-side"}
 
