@@ -60,6 +60,7 @@ BENCH_COMMANDS = {
     "crash": "node_impl.bench:bench_crash",
     "checker": "checker.bench:bench_checker",
     "harness": "harness.bench:bench_harness",
+    "campaign": "harness.bench_campaign:bench_campaign",
 }
 
 
