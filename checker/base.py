@@ -12,7 +12,7 @@ import logging
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, Protocol, runtime_checkable
 
-from harness.history import Op
+from harness.core.history import Op
 
 __all__ = ["Checker", "FnChecker", "merge_valid", "check_safe", "compose"]
 

@@ -13,8 +13,8 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from harness.errors import CheckerError
-from harness.history import Op, read_history
+from harness.core.errors import CheckerError
+from harness.core.history import Op, read_history
 
 __all__ = ["ENGINES", "AUTO_SPARK_OPS", "check_history", "estimate_ops", "choose_engine"]
 

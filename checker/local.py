@@ -20,7 +20,7 @@ from checker.linearizable import check_linearizable
 from checker.log_safety import check_log_safety
 from checker.models import Model, get_model
 from checker.sets import check_set
-from harness.history import NEMESIS, Op, pair_ops
+from harness.core.history import NEMESIS, Op, pair_ops
 
 __all__ = ["CAP", "classify", "check_local", "plan_checks"]
 

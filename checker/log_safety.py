@@ -44,7 +44,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from harness.history import Op, pair_ops
+from harness.core.history import Op, pair_ops
 
 __all__ = [
     "KINDS",

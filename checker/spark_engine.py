@@ -46,8 +46,8 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
-from harness.errors import CheckerError, HistoryError
-from harness.history import NEMESIS, PARQUET_VALUE_COLUMNS, VALUE_FIELDS, Op
+from harness.core.errors import CheckerError, HistoryError
+from harness.core.history import NEMESIS, PARQUET_VALUE_COLUMNS, VALUE_FIELDS, Op
 
 __all__ = ["check_spark", "CAP"]
 
@@ -62,7 +62,7 @@ _BASE = ("index", "type", "process", "f", "key", "value", "node")
 
 def _to_parquet(source: str | os.PathLike[str] | Iterable[Op], work: Path) -> str:
     """A Parquet file holding the history, converting (streamed) when needed."""
-    from harness.history import iter_jsonl, read_history, write_parquet
+    from harness.core.history import iter_jsonl, read_history, write_parquet
 
     if isinstance(source, (str, os.PathLike)):
         path = Path(source)

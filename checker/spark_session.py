@@ -24,7 +24,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from harness.errors import CheckerError
+from harness.core.errors import CheckerError
 
 __all__ = ["get_session", "stop_session", "work_dir", "driver_jvm_pid", "DEFAULT_MASTER"]
 

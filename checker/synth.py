@@ -32,7 +32,7 @@ from typing import Any
 
 import click
 
-from harness.history import Op
+from harness.core.history import Op
 
 __all__ = ["ANOMALIES", "WORKLOADS", "generate", "records", "write_history", "gen_history"]
 
@@ -408,7 +408,7 @@ def write_history(path: str | Path, n_ops: int, *, batch: int = 200_000, **kw: A
     _check_args(kw["workload"], kw["anomaly"], kw["nodes"], kw["concurrency"])
     import pyarrow.parquet as pq
 
-    from harness.history import _parquet_schema
+    from harness.core.history import _parquet_schema
 
     out = _ParquetBatch(_parquet_schema())
     # The stream makes no reference cycles, and a batch holds hundreds of thousands of small
@@ -455,7 +455,7 @@ class _ParquetBatch:
         import pyarrow as pa
         import pyarrow.compute as pc
 
-        from harness.history import _entries_array
+        from harness.core.history import _entries_array
 
         m = len(self.recs)
         typ, proc, f, key, val, node, err, fields = zip(*self.recs, strict=True)

@@ -15,13 +15,13 @@ from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar, runtime_checkable
 
-from harness.errors import NemesisError
+from harness.core.errors import NemesisError
 from nemesis.targets import NODE_TARGETS, TARGETS, resolve, resolve_leader
 
 if TYPE_CHECKING:
-    from harness.control.base import Remote
-    from harness.history import Op
-    from harness.test import RunContext
+    from harness.core.remote import Remote
+    from harness.core.history import Op
+    from harness.core.spec import RunContext
 
 __all__ = ["Nemesis", "Compose", "KINDS", "on_nodes", "host_errors", "remote_of", "completion",
            "op_nodes", "leader_now", "no_targets", "log_errors", "sudo_kw"]
@@ -132,7 +132,7 @@ def leader_now(ctx: RunContext, rng: random.Random, among: Sequence[str] | None 
     ``among`` keeps only those candidates. A DB without ``HasPrimaries`` cannot
     say, which is a :class:`NemesisError`.
     """
-    from harness.db import HasPrimaries
+    from harness.core.db import HasPrimaries
 
     if not isinstance(ctx.db, HasPrimaries):
         raise NemesisError("target 'leader' needs a DB that reports primaries")

@@ -13,12 +13,12 @@ from __future__ import annotations
 import logging
 from typing import TYPE_CHECKING, Any
 
-from harness.errors import NemesisError
+from harness.core.errors import NemesisError
 from nemesis.base import completion
 
 if TYPE_CHECKING:
-    from harness.history import Op
-    from harness.test import RunContext
+    from harness.core.history import Op
+    from harness.core.spec import RunContext
 
 __all__ = ["FailoverNemesis", "choose_new_master"]
 

@@ -16,8 +16,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from harness.errors import ConfigError, NemesisError
-from harness.history import NEMESIS, Op
+from harness.core.errors import ConfigError, NemesisError
+from harness.core.history import NEMESIS, Op
 from nemesis import grudge as g
 from nemesis.base import Compose, Nemesis
 from nemesis.clock import ClockNemesis
@@ -29,7 +29,7 @@ from nemesis.process import HostFreezeNemesis, KillNemesis, PauseNemesis
 from nemesis.targets import TARGETS, resolve
 
 if TYPE_CHECKING:
-    from harness.test import RunContext
+    from harness.core.spec import RunContext
 
 __all__ = ["FAULTS", "PARTITION_SHAPES", "DEFAULT_TARGETS", "Schedule", "NemesisPackage",
            "build_package", "parse_faults"]
@@ -107,7 +107,7 @@ def _targets_for(targets: Sequence[str] | Mapping[str, Sequence[str]] | None,
 
 
 def _has_primaries(ctx: Any) -> bool:
-    from harness.db import HasPrimaries
+    from harness.core.db import HasPrimaries
 
     return isinstance(getattr(ctx, "db", None), HasPrimaries)
 

@@ -45,8 +45,8 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from harness.errors import ConfigError
-from workloads.base import Workload
+from harness.core.errors import ConfigError
+from harness.core.workload import Workload
 
 __all__ = ["WORKLOADS", "get_workload"]
 

@@ -11,10 +11,10 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from harness.errors import ConfigError
+from harness.core.errors import ConfigError
 
 if TYPE_CHECKING:
-    from harness.test import RunContext
+    from harness.core.spec import RunContext
 
 __all__ = ["DEFAULT_CLIENT_PORT", "client_addr", "node_for_addr", "parse_addr"]
 

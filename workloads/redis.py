@@ -35,14 +35,14 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from workloads.addr import parse_addr
-from workloads.base import Workload
+from harness.core.workload import Workload
 from workloads.options import opt_float
 from workloads.register import register_gen
 from workloads.sets import SetGen, final_set_reads
 
 if TYPE_CHECKING:
-    from harness.history import Op
-    from harness.test import RunContext
+    from harness.core.history import Op
+    from harness.core.spec import RunContext
 
 __all__ = ["MASTER_NAME", "RespError", "RespConnection", "encode_command", "parse_reply",
            "RedisClient", "classify", "workload", "set_workload"]

@@ -28,11 +28,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from harness.dbs.daemon import PidfileDaemonDB
-from harness.errors import ConfigError, RemoteError
+from harness.core.errors import ConfigError, RemoteError
 
 if TYPE_CHECKING:
-    from harness.control.base import Remote
-    from harness.test import RunContext
+    from harness.core.remote import Remote
+    from harness.core.spec import RunContext
 
 __all__ = ["DLedgerDB", "NODE_IMPL_DIR", "node_ports", "check_bug"]
 

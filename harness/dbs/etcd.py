@@ -26,11 +26,11 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any
 
 from harness.dbs.daemon import PidfileDaemonDB
-from harness.errors import ConfigError, RemoteError
+from harness.core.errors import ConfigError, RemoteError
 
 if TYPE_CHECKING:
-    from harness.control.base import Remote
-    from harness.test import RunContext
+    from harness.core.remote import Remote
+    from harness.core.spec import RunContext
 
 __all__ = ["EtcdDB", "ensure_package", "member_urls", "stop_process"]
 

@@ -18,10 +18,10 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any
 
 from harness.dbs.dledger import DLedgerDB, _fetch_status
-from harness.errors import ConfigError, RemoteError
+from harness.core.errors import ConfigError, RemoteError
 
 if TYPE_CHECKING:
-    from harness.test import RunContext
+    from harness.core.spec import RunContext
 
 __all__ = ["HADB"]
 

@@ -33,10 +33,10 @@ from typing import TYPE_CHECKING, Any
 
 from harness.dbs.daemon import PidfileDaemonDB
 from harness.dbs.etcd import ensure_package, stop_process
-from harness.errors import ConfigError, RemoteError
+from harness.core.errors import ConfigError, RemoteError
 
 if TYPE_CHECKING:
-    from harness.test import RunContext
+    from harness.core.spec import RunContext
 
 __all__ = ["RedisDB", "redis_conf", "sentinel_conf"]
 

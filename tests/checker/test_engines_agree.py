@@ -16,8 +16,8 @@ import pytest
 
 from checker.local import check_local, classify
 from checker.synth import ANOMALIES, generate
-from harness.errors import HistoryError
-from harness.history import PARQUET_COLUMNS, PARQUET_VALUE_COLUMNS, Op, pair_ops, write_parquet
+from harness.core.errors import HistoryError
+from harness.core.history import PARQUET_COLUMNS, PARQUET_VALUE_COLUMNS, Op, pair_ops, write_parquet
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow]
 

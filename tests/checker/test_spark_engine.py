@@ -10,8 +10,8 @@ import pytest
 
 from checker.local import check_local
 from checker.synth import generate
-from harness.errors import HistoryError
-from harness.history import PARQUET_COLUMNS, Op, write_jsonl, write_parquet
+from harness.core.errors import HistoryError
+from harness.core.history import PARQUET_COLUMNS, Op, write_jsonl, write_parquet
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow]
 

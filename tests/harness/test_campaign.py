@@ -17,9 +17,9 @@ from pathlib import Path
 import pytest
 
 from harness.control.ssh import SSHRemote
-from harness.history import read_history, read_jsonl, validate_history
-from harness.runner import RunOptions, run_test
-from harness.test import TestSpec as Spec
+from harness.core.history import read_history, read_jsonl, validate_history
+from harness.run.runner import RunOptions, run_test
+from harness.core.spec import TestSpec as Spec
 
 pytestmark = [pytest.mark.integration, pytest.mark.lab, pytest.mark.slow]
 
@@ -127,7 +127,7 @@ _STACKED = textwrap.dedent("""
     import random, sys
     import nemesis.package as pkg
     from nemesis import grudge as g
-    from harness.history import Op
+    from harness.core.history import Op
 
     def next_op(self, ctx):
         nodes = list(ctx.nodes)

@@ -19,9 +19,9 @@ import pytest
 
 from harness.dbs.etcd import EtcdDB, _is_leader, member_urls
 from harness.dbs.redis import RedisDB, redis_conf, sentinel_conf
-from harness.history import Op
-from harness.test import RunContext
-from harness.test import TestSpec as Spec
+from harness.core.history import Op
+from harness.core.spec import RunContext
+from harness.core.spec import TestSpec as Spec
 from workloads.etcd import EtcdError, EtcdRegisterClient
 from workloads.etcd import classify as etcd_classify
 from workloads.redis import RedisClient, RespError, encode_command, parse_reply

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from harness.control.base import Host
-from harness.errors import ConfigError
-from harness.inventory import (
+from harness.core.remote import Host
+from harness.core.errors import ConfigError
+from harness.inventory.nodes_file import (
     dump_nodes,
     load_nodes_file,
     parse_nodes_yaml,
@@ -122,7 +122,7 @@ def test_vagrant_errors(tmp_path):
 
 
 def test_lab_inventory_reads_back(lab):
-    from harness.inventory import lab_hosts
+    from harness.inventory.nodes_file import lab_hosts
 
     hosts = lab_hosts(lab.name)
     assert [h.name for h in hosts] == ["n1", "n2", "n3", "n4", "n5"]

@@ -14,14 +14,14 @@ import threading
 
 import pytest
 
-from harness import runner as runner_mod
-from harness.bench import CountingGenerator, NullClient, NullDB, _LocalRemote
-from harness.control.base import Host
-from harness.errors import ConfigError
-from harness.history import Op, read_jsonl, validate_history
-from harness.runner import RunOptions, run_test
-from harness.test import TestSpec as Spec
-from workloads.base import Workload
+from harness.run import runner as runner_mod
+from harness.run.bench import CountingGenerator, NullClient, NullDB, _LocalRemote
+from harness.core.remote import Host
+from harness.core.errors import ConfigError
+from harness.core.history import Op, read_jsonl, validate_history
+from harness.run.runner import RunOptions, run_test
+from harness.core.spec import TestSpec as Spec
+from harness.core.workload import Workload
 
 HOSTS = [Host(name=f"n{i}", address=f"127.0.0.{i}") for i in range(1, 4)]
 FAST = dict(check=False, report=False, progress=False, recovery_s=0.0, join_timeout_s=3.0)
@@ -248,7 +248,7 @@ def test_unknown_nodes_are_a_config_error(tmp_path):
 def test_cli_without_a_lab_says_run_lab_up(tmp_path):
     from click.testing import CliRunner
 
-    from harness.run_cli import run
+    from harness.cli.run import run
 
     r = CliRunner().invoke(run, ["--lab", f"nolab{os.getpid()}", "--store", str(tmp_path)],
                            standalone_mode=False)
@@ -273,8 +273,8 @@ def test_cli_rejects_two_inventories_and_bad_options(tmp_path):
 
 
 def test_cli_helpers():
-    from harness.exitcodes import worst_exit_code as worst_exit
-    from harness.run_cli import parse_kv, parse_nemesis
+    from harness.core.verdict import worst_exit_code as worst_exit
+    from harness.cli.run import parse_kv, parse_nemesis
 
     assert parse_nemesis("partition, kill,clock") == ("partition", "kill", "clock")
     assert parse_nemesis("none") == () and parse_nemesis("") == ()
@@ -284,7 +284,7 @@ def test_cli_helpers():
 
 
 def test_counters_track_faults_in_force():
-    from harness.progress import Counters
+    from harness.run.progress import Counters
 
     c = Counters()
     c.record(Op(type="info", process="nemesis", f="start-kill",
@@ -300,7 +300,7 @@ def test_counters_track_faults_in_force():
 
 
 def test_null_client_throughput_is_recorded_fast(tmp_path):
-    from harness.bench import measure
+    from harness.run.bench import measure
 
     out = measure(HOSTS, null=True, seconds=2.0, concurrency=5, store_root=str(tmp_path))
     assert out["fail"] == 0 and out["info"] == 0
@@ -314,7 +314,7 @@ def test_dledger_ports_and_command_line():
 
     from harness.dbs import get_db
     from harness.dbs.dledger import node_ports
-    from harness.test import RunContext
+    from harness.core.spec import RunContext
 
     assert node_ports({"n1": "10.0.0.1", "n2": "10.0.0.2"}, 9000, 9001) == {
         "n1": (9000, 9001), "n2": (9000, 9001)}

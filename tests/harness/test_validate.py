@@ -5,8 +5,8 @@ from __future__ import annotations
 import threading
 import time
 
-from harness.history import Op
-from harness.validate import ValidatingClient, ValidatingNemesis, normalize_completion
+from harness.core.history import Op
+from harness.run.validate import ValidatingClient, ValidatingNemesis, normalize_completion
 
 INV = Op(type="invoke", process=3, f="append", value={"payload": "x"}, node="n1", index=7,
          time=5)

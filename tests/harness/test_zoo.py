@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from harness.errors import ConfigError
-from harness.zoo import (
+from harness.core.errors import ConfigError
+from harness.zoo.campaign import (
     CORRECT,
     DEFAULT_CAMPAIGN,
     HA_CAMPAIGN,

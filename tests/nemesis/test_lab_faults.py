@@ -13,7 +13,7 @@ import time
 
 import pytest
 
-from harness.history import Op
+from harness.core.history import Op
 from nemesis import grudge as g
 from nemesis.clock import ClockNemesis
 from nemesis.net import CHAIN, PartitionNemesis, chain_rules

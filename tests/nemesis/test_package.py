@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from harness.errors import ConfigError, NemesisError
+from harness.core.errors import ConfigError, NemesisError
 from nemesis import grudge as g
 from nemesis.package import FAULTS, build_package, parse_faults
 from nemesis.targets import resolve, resolve_leader

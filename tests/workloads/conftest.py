@@ -5,9 +5,9 @@ from __future__ import annotations
 import random
 from pathlib import Path
 
-from harness.control.base import Host
-from harness.history import HistoryWriter
-from harness.test import RunContext, TestSpec
+from harness.core.remote import Host
+from harness.core.history import HistoryWriter
+from harness.core.spec import RunContext, TestSpec
 
 
 class DummyDB:

@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import pytest
 
-from harness.errors import ConfigError
-from harness.history import Op
+from harness.core.errors import ConfigError
+from harness.core.history import Op
 from workloads.addr import client_addr, node_for_addr, parse_addr
 from workloads.append import AppendClient
 from workloads.dledger_client import exception_outcome, outcome

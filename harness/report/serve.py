@@ -129,7 +129,7 @@ class _Handler(SimpleHTTPRequestHandler):
             run_dir = self._local(path[: -len("/report.html")])
             if run_dir is not None and run_dir.is_dir() and not (run_dir / "report.html").exists():
                 try:
-                    from harness.report import write_report
+                    from harness.report.html import write_report
 
                     write_report(run_dir)
                 except Exception as e:  # a broken run must not take the browser down

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import click
 
-from harness.errors import ConfigError
+from harness.core.errors import ConfigError
 
 
 @click.command(name="report")
@@ -16,11 +16,11 @@ def report(path: Path) -> int:
 
     PATH is a run directory (store/<test>/<time>) or a test's `latest` link.
     """
-    from harness.report import write_report
+    from harness.report.html import write_report
 
     if not path.is_dir():
         raise ConfigError("not a run directory (expected store/<test>/<time>)", path=path)
-    from harness.progress import step_status
+    from harness.run.progress import step_status
 
     with step_status(f"building the report of {path}"):
         out = write_report(path)

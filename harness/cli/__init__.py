@@ -19,8 +19,8 @@ from typing import Any
 import click
 
 from harness import __version__
-from harness.errors import SplitbrainError
-from harness.exitcodes import EXIT_INVALID, EXIT_UNKNOWN, EXIT_USAGE, EXIT_VALID
+from harness.core.errors import SplitbrainError
+from harness.core.verdict import EXIT_INVALID, EXIT_UNKNOWN, EXIT_USAGE, EXIT_VALID
 
 __all__ = ["main", "cli", "LazyGroup", "EXIT_VALID", "EXIT_INVALID", "EXIT_UNKNOWN", "EXIT_USAGE"]
 
@@ -59,7 +59,7 @@ BENCH_COMMANDS = {
     "node": "node_impl.bench:bench_node",
     "crash": "node_impl.bench:bench_crash",
     "checker": "checker.bench:bench_checker",
-    "harness": "harness.bench:bench_harness",
+    "harness": "harness.run.bench:bench_harness",
 }
 
 
@@ -69,14 +69,14 @@ def bench() -> None:
 
 
 COMMANDS = {
-    "lab": "harness.lab_cli:lab",
-    "run": "harness.run_cli:run",
-    "check": "checker.cli:check",
+    "lab": "harness.cli.lab:lab",
+    "run": "harness.cli.run:run",
+    "check": "harness.cli.check:check",
     "gen-history": "checker.synth:gen_history",
-    "report": "harness.report_cli:report",
-    "serve": "harness.serve:serve",
+    "report": "harness.cli.report:report",
+    "serve": "harness.report.serve:serve",
     "node": "node_impl.cli:node",
-    "zoo": "harness.zoo:zoo",
+    "zoo": "harness.zoo.campaign:zoo",
 }
 
 
@@ -113,6 +113,3 @@ def main(argv: list[str] | None = None) -> None:
         sys.exit(130)
     sys.exit(rv if isinstance(rv, int) else 0)
 
-
-if __name__ == "__main__":
-    main()

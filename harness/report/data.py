@@ -12,7 +12,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from harness.history import NEMESIS, Op
+from harness.core.history import NEMESIS, Op
 
 __all__ = [
     "Completed",

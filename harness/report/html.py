@@ -5,7 +5,7 @@ verdict and each checker's result; latency over time per operation, ok/fail/info
 marked; throughput; the committed index of every node; fault periods shaded on
 every time axis, one colour per fault kind; and a timeline of the failing key or
 anomaly with the offending ops highlighted. Everything is computed by
-:mod:`harness.report_data`; this module only draws.
+:mod:`harness.report.data`; this module only draws.
 """
 
 from __future__ import annotations
@@ -17,8 +17,8 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from harness.history import Op, read_history
-from harness.report_data import (
+from harness.core.history import Op, read_history
+from harness.report.data import (
     Completed,
     FaultPeriod,
     committed_series,

@@ -14,8 +14,8 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 if TYPE_CHECKING:
-    from harness.history import Op
-    from harness.test import RunContext
+    from harness.core.history import Op
+    from harness.core.spec import RunContext
 
 __all__ = ["Client", "ExtraWorker", "Generator", "GenContext", "PENDING", "Workload"]
 

@@ -10,12 +10,12 @@ import random
 from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from harness.traffic import WriteGate
+from harness.core.traffic import WriteGate
 
 if TYPE_CHECKING:
-    from harness.control.base import Host, Remote
-    from harness.db import DB
-    from harness.history import HistoryWriter
+    from harness.core.remote import Host, Remote
+    from harness.core.db import DB
+    from harness.core.history import HistoryWriter
 
 __all__ = ["TestSpec", "RunContext"]
 

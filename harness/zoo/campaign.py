@@ -31,7 +31,7 @@ from typing import Any
 
 import click
 
-from harness.errors import ConfigError
+from harness.core.errors import ConfigError
 
 __all__ = [
     "Campaign", "DEFAULT_CAMPAIGN", "HA_CAMPAIGN", "CAMPAIGNS", "QUICK_TIME_LIMIT", "CORRECT",
@@ -427,7 +427,7 @@ def _current_leader(ctx: Any, rng: random.Random, among: Sequence[str] | None = 
     With ``wait``, keep asking that long for one (an election here takes 1-6 s).
     A DB that cannot say answers None at once: waiting would not change that.
     """
-    from harness.errors import NemesisError
+    from harness.core.errors import NemesisError
     from nemesis.base import leader_now
 
     deadline = time.monotonic() + wait
@@ -588,7 +588,7 @@ class ProfileSchedule:
         self.pending: list[Step] = []
 
     def next(self, ctx: Any) -> tuple[float, Any]:
-        from harness.history import NEMESIS, Op
+        from harness.core.history import NEMESIS, Op
 
         if not self.pending:
             name = self.profiles[self.turn % len(self.profiles)]
@@ -691,8 +691,8 @@ def _rel(p: Path) -> str:
 def _run_one(campaign: Campaign, hosts: Sequence[Any], bug: str | None, run: int, seed: int,
              store_root: str, mode: str = "dledger") -> tuple[RunRecord, bool]:
     """One run; returns its record and whether the user interrupted it."""
-    from harness.runner import RunOptions, run_test
-    from harness.test import TestSpec
+    from harness.run.runner import RunOptions, run_test
+    from harness.core.spec import TestSpec
 
     name = f"zoo-{bug or 'correct'}" + ("" if mode == "dledger" or bug else f"-{mode}")
     spec = TestSpec(name=name, nodes=tuple(h.name for h in hosts),
@@ -768,7 +768,7 @@ def zoo(quick: bool, runs: int | None, bugs: str | None, time_limit: float | Non
     Exit 1 if a bug is never found or the correct node is ever reported invalid,
     2 if runs ended unknown and nothing else failed, 0 otherwise.
     """
-    from harness.run_cli import resolve_hosts
+    from harness.cli.run import resolve_hosts
 
     targets = select_targets(zoo_bugs(), bugs)
     n = runs if runs is not None else (1 if quick else 3)

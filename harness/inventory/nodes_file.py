@@ -17,8 +17,8 @@ from typing import Any
 
 import yaml
 
-from harness.control.base import Host
-from harness.errors import ConfigError
+from harness.core.remote import Host
+from harness.core.errors import ConfigError
 
 __all__ = ["load_nodes_file", "parse_nodes_yaml", "lab_hosts", "parse_vagrant_ssh_config",
            "vagrant_hosts", "dump_nodes"]
@@ -145,7 +145,7 @@ def dump_nodes(hosts: list[Host]) -> str:
 
 def lab_hosts(name: str = "default") -> list[Host]:
     """Hosts of a running embedded lab, read from the inventory it wrote."""
-    from harness.lab import Lab
+    from harness.inventory.lab import Lab
 
     return Lab.load(name).hosts()
 

@@ -21,8 +21,8 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from harness.errors import HistoryError
-from harness.history import NEMESIS, OP_TYPES, Op
+from harness.core.errors import HistoryError
+from harness.core.history import NEMESIS, OP_TYPES, Op
 
 __all__ = ["read_edn", "read_porcupine", "from_edn", "edn_records_to_ops"]
 

@@ -15,10 +15,10 @@ import queue
 import threading
 from typing import TYPE_CHECKING, Any
 
-from harness.history import NEMESIS, OP_TYPES, Op
+from harness.core.history import NEMESIS, OP_TYPES, Op
 
 if TYPE_CHECKING:
-    from harness.test import RunContext
+    from harness.core.spec import RunContext
 
 __all__ = ["normalize_completion", "ValidatingClient", "ValidatingNemesis", "InvokeTimeout"]
 

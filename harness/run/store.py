@@ -20,7 +20,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from harness.errors import ConfigError
+from harness.core.errors import ConfigError
 
 __all__ = ["RunStore", "SECRET_WORDS", "scrub", "utc_stamp", "safe_name", "latest_run"]
 
@@ -150,7 +150,7 @@ class RunStore:
 
     def write_parquet(self) -> int:
         """Convert the live JSONL history to Parquet; returns the number of ops."""
-        from harness.history import iter_jsonl, write_parquet
+        from harness.core.history import iter_jsonl, write_parquet
 
         if not self.history_path.exists():
             return 0

@@ -14,7 +14,7 @@ from typing import Any
 import click
 
 from checker.dispatch import ENGINES, check_history
-from harness.errors import CheckerError
+from harness.core.errors import CheckerError
 
 __all__ = ["check", "default_output", "summarize"]
 
@@ -114,7 +114,7 @@ def check(path: Path, model: str | None, model_params: tuple[str, ...], engine: 
         from checker.models import get_model
 
         get_model(model, **params)  # a bad name or parameter fails here, before any reading
-    from harness.progress import step_status
+    from harness.run.progress import step_status
 
     with step_status(f"checking {path} ({engine} engine)"):
         results = check_history(path, model=model, engine=engine, timeout=timeout,

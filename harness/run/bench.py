@@ -16,7 +16,7 @@ from typing import Any
 
 import click
 
-from harness.history import Op
+from harness.core.history import Op
 
 __all__ = ["NullClient", "NullDB", "CountingGenerator", "bench_harness", "measure"]
 
@@ -85,10 +85,10 @@ def measure(hosts: list[Any], *, null: bool, seconds: float, concurrency: int,
             store_root: str, workload_name: str = "append",
             client_timeout: float | None = 10.0) -> dict[str, Any]:
     """One run; ops/s counts client completions recorded during the load phase."""
-    from harness.history import read_jsonl
-    from harness.runner import RunOptions, run_test
-    from harness.test import TestSpec
-    from workloads.base import Workload
+    from harness.core.history import read_jsonl
+    from harness.run.runner import RunOptions, run_test
+    from harness.core.spec import TestSpec
+    from harness.core.workload import Workload
 
     spec = TestSpec(name="bench-null" if null else "bench-node",
                     nodes=tuple(h.name for h in hosts), workload=workload_name,
@@ -130,7 +130,7 @@ def measure(hosts: list[Any], *, null: bool, seconds: float, concurrency: int,
 def bench_harness(seconds: float, concurrency: int, lab: str, skip_node: bool,
                   store_root: str | None) -> None:
     """Ops/s the harness records with a null client and against the reference node."""
-    from harness.control.base import Host
+    from harness.core.remote import Host
 
     with tempfile.TemporaryDirectory(prefix="sb-bench-") as tmp:
         root = store_root or tmp
@@ -141,7 +141,7 @@ def bench_harness(seconds: float, concurrency: int, lab: str, skip_node: bool,
         out: dict[str, Any] = {"benchmark": "harness", "concurrency": concurrency,
                                "load_seconds": seconds, "null_client": null}
         if not skip_node:
-            from harness.run_cli import resolve_hosts
+            from harness.cli.run import resolve_hosts
 
             hosts = resolve_hosts(lab=lab, nodes_file=None, vagrant=None, docker=False,
                                   insecure=False)

@@ -14,7 +14,7 @@ import time
 from dataclasses import dataclass, field
 from typing import IO, Any
 
-from harness.history import NEMESIS, Op
+from harness.core.history import NEMESIS, Op
 
 __all__ = ["Counters", "Progress", "describe_fault", "step_status"]
 

@@ -4,7 +4,7 @@ A history is the ordered list of operation records a test produced. Clients and
 nemeses write it through :class:`HistoryWriter` while the test runs: one JSON
 object per line, flushed at once, so a harness that dies mid-run still leaves a
 checkable prefix. Checkers read it back with :func:`read_history`, which knows
-JSONL, Parquet, and (through :mod:`harness.history_import`) Jepsen EDN and
+JSONL, Parquet, and (through :mod:`harness.core.foreign`) Jepsen EDN and
 Porcupine logs.
 
 This module imports neither paramiko nor pyspark: the checker depends on it and
@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
 
-from harness.errors import HistoryError
+from harness.core.errors import HistoryError
 
 __all__ = [
     "OP_TYPES",
@@ -434,7 +434,7 @@ def read_history(path: str | os.PathLike[str]) -> list[Op]:
         raise HistoryError(
             "unknown history format (expected .jsonl, .parquet, .edn, or a Porcupine .log/.txt)",
             path=path)
-    from harness import history_import
+    from harness.core import foreign as history_import
 
     if suffix == ".edn":
         return history_import.read_edn(path)

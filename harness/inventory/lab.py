@@ -50,8 +50,8 @@ import psutil
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
-from harness.control.base import Host
-from harness.errors import ConfigError, LabError
+from harness.core.remote import Host
+from harness.core.errors import ConfigError, LabError
 
 __all__ = ["Lab", "DEFAULT_STATE_ROOT", "find_libfaketime"]
 
@@ -197,7 +197,7 @@ class Lab:
                            "removes what is left") from None
 
     def hosts(self) -> list[Host]:
-        from harness.inventory import load_nodes_file
+        from harness.inventory.nodes_file import load_nodes_file
 
         if not self.inventory_path.exists():
             raise LabError(f"lab {self.name!r} is not up (no {self.inventory_path}); "
@@ -255,7 +255,7 @@ class Lab:
                             "private_dirs": {d: str(hp.state_dir / d.strip("/").replace("/", "_"))
                                              for d in ("/tmp", "/srv")}}))
             _write(self.known_hosts, "\n".join(known) + "\n")
-            from harness.inventory import dump_nodes
+            from harness.inventory.nodes_file import dump_nodes
 
             _write(self.inventory_path, dump_nodes(hosts))
             self._wait_ssh(self.plan(), timeout)
@@ -668,7 +668,7 @@ exec setpriv --bounding-set -sys_time tini -s -- {_SSHD} -D -e -f {q(str(d / 'ss
 
 def _ssh_login(host: Host) -> tuple[bool, str]:
     from harness.control.ssh import SSHRemote
-    from harness.errors import RemoteError
+    from harness.core.errors import RemoteError
 
     try:
         with SSHRemote(host, connect_timeout=3.0) as r:

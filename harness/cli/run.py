@@ -17,10 +17,10 @@ from typing import Any
 
 import click
 
-from harness.control.base import Host
-from harness.errors import ConfigError, LabError
-from harness.exitcodes import worst_exit_code
-from harness.junit import junit_xml
+from harness.core.remote import Host
+from harness.core.errors import ConfigError, LabError
+from harness.core.verdict import worst_exit_code
+from harness.report.junit import junit_xml
 
 __all__ = ["run", "resolve_hosts", "parse_kv", "parse_nemesis"]
 
@@ -71,19 +71,19 @@ def resolve_hosts(*, lab: str | None, nodes_file: str | None, vagrant: str | Non
     if len(chosen) > 1:
         raise click.UsageError(f"choose one inventory, not {' and '.join(chosen)}")
     if nodes_file:
-        from harness.inventory import load_nodes_file
+        from harness.inventory.nodes_file import load_nodes_file
 
         hosts = load_nodes_file(nodes_file)
     elif vagrant:
-        from harness.inventory import vagrant_hosts
+        from harness.inventory.nodes_file import vagrant_hosts
 
         hosts = vagrant_hosts(vagrant)
     elif docker:
-        if importlib.util.find_spec("harness.docker_lab") is None:
+        if importlib.util.find_spec("harness.inventory.docker") is None:
             raise ConfigError("the docker inventory is not available in this build "
-                              "(no harness.docker_lab); use the lab, --vagrant or --nodes-file",
+                              "(no harness.inventory.docker); use the lab, --vagrant or --nodes-file",
                               field="docker")
-        from harness import docker_lab
+        from harness.inventory import docker as docker_lab
 
         # --lab names the docker lab too; the docker driver's default lab is "docker".
         hosts = docker_lab.docker_hosts(lab if lab and lab != "default" else "docker")
@@ -97,7 +97,7 @@ def resolve_hosts(*, lab: str | None, nodes_file: str | None, vagrant: str | Non
 
 
 def _lab_hosts(name: str) -> list[Host]:
-    from harness.inventory import lab_hosts
+    from harness.inventory.nodes_file import lab_hosts
 
     try:
         hosts = lab_hosts(name)
@@ -165,8 +165,8 @@ def run(db: str, workload: str, nemesis: str, time_limit: float, concurrency: in
         lab: str, nodes_file: str | None, vagrant: str | None, docker: bool, insecure: bool,
         no_progress: bool, junit_path: str | None, fail_on: str) -> int:
     """Run a campaign: load, faults, heal, final reads, check. Exit 0 valid, 1 invalid, 2 unknown."""
-    from harness.runner import RunOptions, run_test
-    from harness.test import TestSpec
+    from harness.run.runner import RunOptions, run_test
+    from harness.core.spec import TestSpec
 
     faults = parse_nemesis(nemesis)
     db_opts = parse_kv(db_options, option="--db-option")

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import click
 
-from harness.errors import ConfigError, LabError
-from harness.lab import DEFAULT_STATE_ROOT, Lab
+from harness.core.errors import ConfigError, LabError
+from harness.inventory.lab import DEFAULT_STATE_ROOT, Lab
 
 __all__ = ["lab"]
 
@@ -40,7 +40,7 @@ def up(nodes: int | None, name: str, subnet: str | None, timeout: float, driver:
        state_root: str) -> None:
     """Build or repair the lab; returns once every host answers SSH."""
     if driver == "docker":
-        from harness.docker_lab import DockerLab
+        from harness.inventory.docker import DockerLab
 
         dl = DockerLab(name=name, nodes=nodes or 5, subnet=subnet or "127.79.0")
         for h in dl.up():
@@ -68,7 +68,7 @@ def up(nodes: int | None, name: str, subnet: str | None, timeout: float, driver:
 def status(name: str, driver: str, state_root: str) -> None:
     """Show each host's address, namespace, sshd and whether SSH answers."""
     if driver == "docker":
-        from harness.docker_lab import DockerLab
+        from harness.inventory.docker import DockerLab
 
         rows_ = DockerLab(name=name).status()
         for r in rows_:
@@ -103,7 +103,7 @@ def down(name: str, driver: str, stop_engine: bool, state_root: str) -> None:
     Kills every process in its hosts, deletes namespaces, interfaces, cgroups and files.
     """
     if driver == "docker":
-        from harness.docker_lab import DockerLab
+        from harness.inventory.docker import DockerLab
 
         dl = DockerLab(name=name)
         dl.down()

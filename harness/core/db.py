@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
 if TYPE_CHECKING:
-    from harness.test import RunContext
+    from harness.core.spec import RunContext
 
 __all__ = ["DB", "Killable", "Pausable", "HasPrimaries", "HasLogFiles"]
 

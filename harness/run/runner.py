@@ -31,14 +31,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from harness.control.base import Host, Remote
-from harness.errors import ConfigError, SplitbrainError
-from harness.exitcodes import exit_code_for
-from harness.history import NEMESIS, HistoryWriter, Op
-from harness.progress import Counters, Progress
-from harness.store import RunStore
-from harness.test import RunContext, TestSpec
-from harness.validate import ValidatingClient, ValidatingNemesis
+from harness.core.remote import Host, Remote
+from harness.core.errors import ConfigError, SplitbrainError
+from harness.core.verdict import exit_code_for
+from harness.core.history import NEMESIS, HistoryWriter, Op
+from harness.run.progress import Counters, Progress
+from harness.run.store import RunStore
+from harness.core.spec import RunContext, TestSpec
+from harness.run.validate import ValidatingClient, ValidatingNemesis
 
 __all__ = ["RunResult", "run_test", "exit_code_for", "RunOptions", "parallel",
            "NullNemesisPackage"]
@@ -216,7 +216,7 @@ class _Worker(threading.Thread):
         return self._open is not None and now - self._open_since > timeout
 
     def _gen_ctx(self) -> Any:
-        from workloads.base import GenContext
+        from harness.core.workload import GenContext
 
         return GenContext(time_ns=self.run_.history.now(), process=self.process,
                           worker=self.worker, node=self.node, rng=self.rng,
@@ -268,7 +268,7 @@ class _Worker(threading.Thread):
             self.generator.update(self._gen_ctx(), comp)
 
     def _loop(self) -> None:
-        from workloads.base import PENDING
+        from harness.core.workload import PENDING
 
         history = self.run_.history
         ctx = self.run_.ctx
@@ -658,7 +658,7 @@ class _Run:
         return problems
 
     def _fetch_logs(self, problems: list[str]) -> None:
-        from harness.db import HasLogFiles
+        from harness.core.db import HasLogFiles
 
         if not isinstance(self.db, HasLogFiles) or not self.db_set_up:
             return
@@ -841,7 +841,7 @@ def _analyse(run: _Run, store: RunStore, workload: Any, opts: RunOptions, guard:
 
 def _report(store: RunStore) -> None:
     try:
-        from harness.report import write_report
+        from harness.report.html import write_report
     except ImportError:
         return
     try:
