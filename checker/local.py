@@ -15,12 +15,13 @@ import time
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from checker.base import FnChecker, check_safe, merge_valid
+from checker.base import FnChecker, check_safe
 from checker.linearizable import check_linearizable
 from checker.log_safety import check_log_safety
 from checker.models import Model, get_model
 from checker.sets import check_set
 from harness.core.history import NEMESIS, Op, pair_ops
+from harness.core.verdict import merge
 
 __all__ = ["CAP", "classify", "check_local", "plan_checks"]
 
@@ -157,7 +158,7 @@ def check_local(ops: Sequence[Op], *, model: str | None = None, timeout: float |
         for kind, ex in (res.get("anomalies") or {}).items():
             anomalies.setdefault(kind, []).extend(ex)
     result: dict[str, Any] = {
-        "valid": merge_valid(r["valid"] for r in checkers.values()) if checkers else "unknown",
+        "valid": merge(r["valid"] for r in checkers.values()) if checkers else "unknown",
         "checkers": checkers,
         "anomalies": anomalies,
         "engine": "local",

@@ -1022,8 +1022,8 @@ def _check_paired(spark: Any, client: Any, pairing: _Pairing, *, model: Any,
     from pyspark import StorageLevel
     from pyspark.sql import functions as F
 
-    from checker.base import merge_valid
     from checker.models import get_model
+    from harness.core.verdict import merge
 
     summary = pairing.summary()
     paired = pairing.paired
@@ -1101,7 +1101,7 @@ def _check_paired(spark: Any, client: Any, pairing: _Pairing, *, model: Any,
         for kind, ex in (res.get("anomalies") or {}).items():
             anomalies.setdefault(kind, []).extend(ex)
     result: dict[str, Any] = {
-        "valid": merge_valid(r["valid"] for r in checkers.values()) if checkers else "unknown",
+        "valid": merge(r["valid"] for r in checkers.values()) if checkers else "unknown",
         "checkers": checkers, "anomalies": anomalies, "engine": "spark",
         "elapsed_s": round(_time.monotonic() - t0, 3)}
     if not checkers:

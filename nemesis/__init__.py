@@ -6,7 +6,7 @@ one concept each: grudges, targets, iptables partitions, clocks, processes,
 loss and delay.
 """
 
-from nemesis.base import Nemesis
+from harness.core.nemesis import Nemesis
 from nemesis.package import FAULTS, NemesisPackage, Schedule, build_package
 
 __all__ = ["Nemesis", "NemesisPackage", "Schedule", "build_package", "FAULTS"]

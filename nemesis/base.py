@@ -13,14 +13,15 @@ import logging
 import random
 from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from typing import TYPE_CHECKING, Any, Protocol, TypeVar, runtime_checkable
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from harness.core.errors import NemesisError
+from harness.core.nemesis import Nemesis
 from nemesis.targets import NODE_TARGETS, TARGETS, resolve, resolve_leader
 
 if TYPE_CHECKING:
-    from harness.core.remote import Remote
     from harness.core.history import Op
+    from harness.core.remote import Remote
     from harness.core.spec import RunContext
 
 __all__ = ["Nemesis", "Compose", "KINDS", "on_nodes", "host_errors", "remote_of", "completion",
@@ -32,25 +33,6 @@ KINDS = ("partition", "clock", "kill", "pause", "loss", "delay", "lull")
 """Fault kinds with a period; ops are ``start-<kind>`` / ``stop-<kind>``."""
 
 T = TypeVar("T")
-
-
-@runtime_checkable
-class Nemesis(Protocol):
-    def setup(self, ctx: RunContext) -> None:
-        """Heal whatever an earlier run left behind, and check the fault can be applied."""
-        ...
-
-    def invoke(self, ctx: RunContext, op: Op) -> Op:
-        """Apply ``op``; return its ``info`` completion, value = what was done."""
-        ...
-
-    def teardown(self, ctx: RunContext) -> None:
-        """Heal everything. Idempotent; logs per-host errors instead of raising."""
-        ...
-
-    def fs(self) -> set[str]:
-        """The ``f`` values this nemesis handles."""
-        ...
 
 
 def sudo_kw(remote: Remote) -> dict[str, Any]:

@@ -35,8 +35,8 @@ from nemesis.base import (
 )
 
 if TYPE_CHECKING:
-    from harness.core.remote import Remote
     from harness.core.history import Op
+    from harness.core.remote import Remote
     from harness.core.spec import RunContext
 
 __all__ = [

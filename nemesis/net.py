@@ -21,8 +21,8 @@ from nemesis import grudge as g
 from nemesis.base import completion, host_errors, leader_now, log_errors, on_nodes, remote_of
 
 if TYPE_CHECKING:
-    from harness.core.remote import Remote
     from harness.core.history import Op
+    from harness.core.remote import Remote
     from harness.core.spec import RunContext
 
 __all__ = [

@@ -40,8 +40,8 @@ from nemesis.net import (
 )
 
 if TYPE_CHECKING:
-    from harness.core.remote import Remote
     from harness.core.history import Op
+    from harness.core.remote import Remote
     from harness.core.spec import RunContext
 
 __all__ = [

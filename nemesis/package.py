@@ -18,8 +18,9 @@ from typing import TYPE_CHECKING, Any
 
 from harness.core.errors import ConfigError, NemesisError
 from harness.core.history import NEMESIS, Op
+from harness.core.nemesis import Nemesis, NemesisPackage
 from nemesis import grudge as g
-from nemesis.base import Compose, Nemesis
+from nemesis.base import Compose
 from nemesis.clock import ClockNemesis
 from nemesis.failover import FailoverNemesis
 from nemesis.lull import LullNemesis
@@ -198,20 +199,6 @@ class Schedule:
             d = self.rng.choice(DELAY_MS)
             value["delay_ms"], value["jitter_ms"] = d, d / 5
         return value
-
-
-@dataclass
-class NemesisPackage:
-    """What the runner drives: ``schedule.next(ctx)`` gives ``(wait, op)`` or None to stop.
-
-    ``op`` may instead be a callable ``ctx -> Op | None``, called after the wait:
-    a fault aimed at whoever leads *when it lands* must not be computed seconds
-    earlier (None: skip this one).
-    """
-
-    nemesis: Nemesis
-    schedule: Any
-    final_ops: list[Op]
 
 
 class _PackageNemesis(Compose):

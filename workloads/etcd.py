@@ -31,8 +31,8 @@ import socket
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-from workloads.addr import client_addr
 from harness.core.workload import Workload
+from workloads.addr import client_addr
 from workloads.options import opt_bool, opt_float
 from workloads.register import register_gen
 

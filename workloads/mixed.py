@@ -11,8 +11,8 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from harness.core.errors import ConfigError
-from workloads.append import DEFAULT_CHUNK, AppendGen, final_log_reads, handle_append
 from harness.core.workload import Workload
+from workloads.append import DEFAULT_CHUNK, AppendGen, final_log_reads, handle_append
 from workloads.dledger_client import DEFAULT_TIMEOUT, DLedgerClient, Session
 from workloads.generator import mix
 from workloads.options import opt_float, opt_int

@@ -15,6 +15,7 @@ import click
 
 from checker.dispatch import ENGINES, check_history
 from harness.core.errors import CheckerError
+from harness.core.verdict import word as verdict_word
 
 __all__ = ["check", "default_output", "summarize"]
 
@@ -30,15 +31,11 @@ def default_output(path: Path) -> Path:
     return path.parent / f"{path.stem}.results.json"
 
 
-def _verdict(v: Any) -> str:
-    return {True: "valid", False: "INVALID"}.get(v, "unknown") if isinstance(v, bool) else "unknown"
-
-
 def summarize(results: dict[str, Any]) -> str:
     """The short text a user sees: verdict, one line per checker, then the evidence."""
     from checker.counterexample import render_text
 
-    lines = [f"verdict: {_verdict(results.get('valid'))} (engine {results.get('engine', '?')}, "
+    lines = [f"verdict: {verdict_word(results.get('valid'), loud=False)} (engine {results.get('engine', '?')}, "
              f"{results.get('elapsed_s', '?')} s)"]
     if results.get("error"):
         lines.append(f"  note: {results['error']}")
@@ -52,7 +49,7 @@ def summarize(results: dict[str, Any]) -> str:
             extra += f", could not judge: {', '.join(res['unknown'])}"
         if res.get("error"):
             extra += f", error: {res['error']}"
-        lines.append(f"  {name}: {_verdict(res.get('valid'))}{extra}")
+        lines.append(f"  {name}: {verdict_word(res.get('valid'), loud=False)}{extra}")
         for kind, notes in (res.get("notes") or {}).items():
             lines.append(f"    note {kind}: {len(notes)}")
     if results.get("valid") is False:

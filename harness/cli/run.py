@@ -17,8 +17,9 @@ from typing import Any
 
 import click
 
-from harness.core.remote import Host
 from harness.core.errors import ConfigError, LabError
+from harness.core.remote import Host
+from harness.core.verdict import word as verdict_word
 from harness.core.verdict import worst_exit_code
 from harness.report.junit import junit_xml
 
@@ -165,8 +166,8 @@ def run(db: str, workload: str, nemesis: str, time_limit: float, concurrency: in
         lab: str, nodes_file: str | None, vagrant: str | None, docker: bool, insecure: bool,
         no_progress: bool, junit_path: str | None, fail_on: str) -> int:
     """Run a campaign: load, faults, heal, final reads, check. Exit 0 valid, 1 invalid, 2 unknown."""
-    from harness.run.runner import RunOptions, run_test
     from harness.core.spec import TestSpec
+    from harness.run.runner import RunOptions, run_test
 
     faults = parse_nemesis(nemesis)
     db_opts = parse_kv(db_options, option="--db-option")
@@ -190,8 +191,10 @@ def run(db: str, workload: str, nemesis: str, time_limit: float, concurrency: in
         hosts = hosts[:node_count]
     test_name = name or "-".join([db, workload] + ([bug] if bug else []))
     base_seed = seed if seed is not None else random.SystemRandom().randrange(2**31)
+    from harness.report.html import write_report
+
     opts = RunOptions(leave_db_running=leave_db_running, engine=engine,
-                      progress=not no_progress)
+                      progress=not no_progress, reporter=write_report)
     codes = []
     summary: list[dict[str, Any]] = []
     for i in range(test_count):
@@ -214,7 +217,7 @@ def run(db: str, workload: str, nemesis: str, time_limit: float, concurrency: in
         codes = [1 if c == 2 else c for c in codes]
     rc = worst_exit_code(codes)
     if test_count > 1:
-        counts = {w: sum(1 for r in summary if _word(r["results"]) == w)
+        counts = {w: sum(1 for r in summary if verdict_word(r["results"].get("valid")) == w)
                   for w in ("VALID", "INVALID", "UNKNOWN")}
         click.echo(f"campaign: {len(summary)} runs: {counts['VALID']} valid, "
                    f"{counts['INVALID']} invalid, {counts['UNKNOWN']} unknown; exit {rc}")
@@ -226,10 +229,6 @@ def run(db: str, workload: str, nemesis: str, time_limit: float, concurrency: in
     return rc
 
 
-def _word(results: dict[str, Any]) -> str:
-    return {True: "VALID", False: "INVALID"}.get(results.get("valid"), "UNKNOWN")  # type: ignore[arg-type]
-
-
 def _rel(p: Path) -> str:
     try:
         return str(p.resolve().relative_to(Path.cwd()))
@@ -238,8 +237,7 @@ def _rel(p: Path) -> str:
 
 
 def _verdict_line(results: dict[str, Any]) -> str:
-    valid = results.get("valid")
-    word = {True: "VALID", False: "INVALID"}.get(valid, "UNKNOWN")  # type: ignore[arg-type]
+    word = verdict_word(results.get("valid"))
     anomalies = results.get("anomalies") or {}
     run_info = results.get("run") or {}
     bits = [f"verdict: {word}"]

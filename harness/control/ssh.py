@@ -29,8 +29,8 @@ from pathlib import Path
 
 import paramiko
 
-from harness.core.remote import CommandResult, Host
 from harness.core.errors import RemoteCommandError, RemoteError
+from harness.core.remote import CommandResult, Host
 
 __all__ = ["SSHRemote"]
 

@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from harness.core.errors import HistoryError
-from harness.core.history import NEMESIS, OP_TYPES, Op
+from harness.core.op import NEMESIS, OP_TYPES, Op
 
 __all__ = ["read_edn", "read_porcupine", "from_edn", "edn_records_to_ops"]
 

@@ -13,18 +13,18 @@ must stay light. Parquet support imports pyarrow lazily.
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import logging
 import os
 import threading
 import time as _time
 from collections.abc import Iterable, Iterator, Mapping, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
 
+from harness.core import foreign
 from harness.core.errors import HistoryError
+from harness.core.op import NEMESIS, OP_TYPES, Op
 
 __all__ = [
     "OP_TYPES",
@@ -46,49 +46,6 @@ __all__ = [
 ]
 
 log = logging.getLogger(__name__)
-
-OP_TYPES = ("invoke", "ok", "fail", "info")
-NEMESIS = "nemesis"
-FIELDS = ("index", "time", "type", "process", "f", "key", "value", "node", "error")
-
-
-@dataclass(frozen=True, slots=True)
-class Op:
-    """One record of a history.
-
-    ``process`` is an int for a client, ``"nemesis"`` for faults. ``value`` is
-    any JSON value; its shape per workload is fixed in ARCHITECTURE §2.
-    """
-
-    type: str
-    process: int | str
-    f: str
-    value: Any = None
-    key: str | None = None
-    time: int = 0
-    index: int = -1
-    node: str | None = None
-    error: str | None = None
-
-    @property
-    def is_invoke(self) -> bool:
-        return self.type == "invoke"
-
-    @property
-    def is_client(self) -> bool:
-        return self.process != NEMESIS
-
-    def to_dict(self) -> dict[str, Any]:
-        return {name: getattr(self, name) for name in FIELDS}
-
-    def replace(self, **changes: Any) -> Op:
-        return dataclasses.replace(self, **changes)
-
-    def complete(self, type: str, value: Any = None, *, error: str | None = None, time: int = 0) -> Op:
-        """The completion of this invocation: same process, f, key and node."""
-        return Op(type=type, process=self.process, f=self.f, value=value, key=self.key,
-                  node=self.node, error=error, time=time)
-
 
 def parse_op(obj: Any, *, path: object | None = None, line: int | None = None) -> Op:
     """Validate one decoded record; errors name file, line and field."""
@@ -434,11 +391,9 @@ def read_history(path: str | os.PathLike[str]) -> list[Op]:
         raise HistoryError(
             "unknown history format (expected .jsonl, .parquet, .edn, or a Porcupine .log/.txt)",
             path=path)
-    from harness.core import foreign as history_import
-
     if suffix == ".edn":
-        return history_import.read_edn(path)
-    return history_import.read_porcupine(path)
+        return foreign.read_edn(path)
+    return foreign.read_porcupine(path)
 
 
 def pair_ops(ops: Sequence[Op]) -> dict[int, int | None]:
@@ -451,7 +406,7 @@ def pair_ops(ops: Sequence[Op]) -> dict[int, int | None]:
     open_by_proc: dict[int | str, int] = {}
     pairs: dict[int, int | None] = {}
     for pos, op in enumerate(ops):
-        if op.process == NEMESIS:
+        if not op.is_client:
             continue
         if op.type == "invoke":
             if op.process in open_by_proc:

@@ -7,15 +7,16 @@
 from __future__ import annotations
 
 import random
+import threading
 from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from harness.core.traffic import WriteGate
 
 if TYPE_CHECKING:
-    from harness.core.remote import Host, Remote
     from harness.core.db import DB
     from harness.core.history import HistoryWriter
+    from harness.core.remote import Host, Remote
 
 __all__ = ["TestSpec", "RunContext"]
 
@@ -53,9 +54,12 @@ class RunContext:
     history: HistoryWriter
     rng: random.Random
     store_dir: str
-    state: dict[str, Any] = field(default_factory=dict)
+    addresses: dict[str, dict[str, tuple[str, int]]] = field(default_factory=dict)
+    """``{service: {node: (host, port)}}`` from an Addressable DB (harness.core.db)."""
     writes: WriteGate = field(default_factory=WriteGate)
     """Closed during a lull (nemesis/lull.py): pool workers then send only reads."""
+    stop: threading.Event = field(default_factory=threading.Event)
+    """Set when the load stops: a fault sequence waiting inside the run gives up at once."""
 
     @property
     def nodes(self) -> list[str]:

@@ -27,8 +27,8 @@ from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from harness.dbs.daemon import PidfileDaemonDB
 from harness.core.errors import ConfigError, RemoteError
+from harness.dbs.daemon import PidfileDaemonDB
 
 if TYPE_CHECKING:
     from harness.core.remote import Remote
@@ -157,9 +157,8 @@ class DLedgerDB(PidfileDaemonDB):
         ports = self._ports(ctx)
         return {n: (ctx.hosts[n].address, ports[n][1]) for n in ctx.nodes}
 
-    def _publish_addrs(self, ctx: RunContext) -> None:
-        with self._lock:
-            ctx.state.setdefault("client_addrs", {}).update(self.client_addrs(ctx))
+    def addresses(self, ctx: RunContext) -> dict[str, dict[str, tuple[str, int]]]:
+        return {"client": self.client_addrs(ctx)}
 
     # install ----------------------------------------------------------------
     def _upload_code(self, remote: Remote, app: str) -> None:
@@ -226,7 +225,6 @@ class DLedgerDB(PidfileDaemonDB):
     def setup(self, ctx: RunContext, node: str) -> None:
         remote = ctx.remotes[node]
         p = self._paths(ctx, node)
-        self._publish_addrs(ctx)
         if remote.daemon_running(p["pid"]):
             # Left running by an earlier --leave-db-running run of the same test.
             log.info("%s: stopping a node left running by an earlier run", node)

@@ -25,8 +25,8 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any
 
-from harness.dbs.daemon import PidfileDaemonDB
 from harness.core.errors import ConfigError, RemoteError
+from harness.dbs.daemon import PidfileDaemonDB
 
 if TYPE_CHECKING:
     from harness.core.remote import Remote
@@ -151,12 +151,13 @@ class EtcdDB(PidfileDaemonDB):
         cmd = " ".join(shlex.quote(a) for a in args)
         return f"{cmd} {self.extra_args}".rstrip()
 
+    def addresses(self, ctx: RunContext) -> dict[str, dict[str, tuple[str, int]]]:
+        return {"client": self.client_addrs(ctx)}
+
     # lifecycle ----------------------------------------------------------------
     def setup(self, ctx: RunContext, node: str) -> None:
         remote = ctx.remotes[node]
         p = self._paths(ctx, node)
-        with self._lock:
-            ctx.state.setdefault("client_addrs", {}).update(self.client_addrs(ctx))
         ensure_package(remote, self.binary, "etcd-server etcd-client")
         if remote.daemon_running(p["pid"]):
             log.info("%s: stopping an etcd left running by an earlier run", node)

@@ -17,8 +17,8 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any
 
-from harness.dbs.dledger import DLedgerDB, _fetch_status
 from harness.core.errors import ConfigError, RemoteError
+from harness.dbs.dledger import DLedgerDB, _fetch_status
 
 if TYPE_CHECKING:
     from harness.core.spec import RunContext

@@ -31,9 +31,9 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any
 
+from harness.core.errors import ConfigError, RemoteError
 from harness.dbs.daemon import PidfileDaemonDB
 from harness.dbs.etcd import ensure_package, stop_process
-from harness.core.errors import ConfigError, RemoteError
 
 if TYPE_CHECKING:
     from harness.core.spec import RunContext
@@ -128,13 +128,13 @@ class RedisDB(PidfileDaemonDB):
     def sentinel_addrs(self, ctx: RunContext) -> dict[str, tuple[str, int]]:
         return self._addrs(ctx, self.sentinel_port)
 
+    def addresses(self, ctx: RunContext) -> dict[str, dict[str, tuple[str, int]]]:
+        return {"client": self.client_addrs(ctx), "sentinel": self.sentinel_addrs(ctx)}
+
     # lifecycle ----------------------------------------------------------------
     def setup(self, ctx: RunContext, node: str) -> None:
         remote = ctx.remotes[node]
         p = self._paths(ctx, node)
-        with self._lock:
-            ctx.state.setdefault("client_addrs", {}).update(self.client_addrs(ctx))
-            ctx.state.setdefault("sentinel_addrs", {}).update(self.sentinel_addrs(ctx))
         ensure_package(remote, self.binary, "redis-server")
         for pid in (p["spid"], p["pid"]):
             if remote.daemon_running(pid):

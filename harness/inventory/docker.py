@@ -34,8 +34,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from harness.core.remote import Host
 from harness.core.errors import LabError
+from harness.core.remote import Host
 
 __all__ = ["DockerEngine", "DockerLab", "IMAGE", "build_image"]
 

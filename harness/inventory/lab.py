@@ -50,8 +50,8 @@ import psutil
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
-from harness.core.remote import Host
 from harness.core.errors import ConfigError, LabError
+from harness.core.remote import Host
 
 __all__ = ["Lab", "DEFAULT_STATE_ROOT", "find_libfaketime"]
 

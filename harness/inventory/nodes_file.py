@@ -17,8 +17,8 @@ from typing import Any
 
 import yaml
 
-from harness.core.remote import Host
 from harness.core.errors import ConfigError
+from harness.core.remote import Host
 
 __all__ = ["load_nodes_file", "parse_nodes_yaml", "lab_hosts", "parse_vagrant_ssh_config",
            "vagrant_hosts", "dump_nodes"]

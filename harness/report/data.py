@@ -12,7 +12,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from harness.core.history import NEMESIS, Op
+from harness.core.history import Op
 
 __all__ = [
     "Completed",
@@ -61,7 +61,7 @@ def completed_ops(ops: Sequence[Op]) -> list[Completed]:
     open_: dict[Any, Op] = {}
     out: list[Completed] = []
     for op in ops:
-        if op.process == NEMESIS:
+        if not op.is_client:
             continue
         if op.type == "invoke":
             prev = open_.pop(op.process, None)
@@ -97,7 +97,7 @@ def fault_periods(ops: Sequence[Op], *, end_time: int | None = None) -> list[Fau
     opened: dict[str, tuple[int, Any]] = {}
     out: list[FaultPeriod] = []
     for op in ops:
-        if op.process != NEMESIS:
+        if op.is_client:
             continue
         if op.f.startswith("start-") and op.type == "invoke":
             kind = op.f[len("start-"):]

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from harness.core.history import Op, read_history
+from harness.core.verdict import word as verdict_word
 from harness.report.data import (
     Completed,
     FaultPeriod,
@@ -122,10 +123,6 @@ def _plots(out: Path, done: Sequence[Completed], periods: Sequence[FaultPeriod],
     return made
 
 
-def _verdict_word(valid: Any) -> str:
-    return {True: "VALID", False: "INVALID"}.get(valid, "UNKNOWN")
-
-
 def _esc(x: Any) -> str:
     return html.escape(x if isinstance(x, str) else json.dumps(x, default=str))
 
@@ -196,7 +193,7 @@ def render_html(*, test: Mapping[str, Any], results: Mapping[str, Any], ops: Seq
                 plots: Sequence[tuple[str, str]], files: Sequence[str] = ()) -> str:
     done = completed_ops(ops)
     periods = fault_periods(ops)
-    verdict = _verdict_word(results.get("valid"))
+    verdict = verdict_word(results.get("valid"))
     counts: dict[str, int] = {}
     for c in done:
         if c.invoke.f != "sample":
@@ -214,7 +211,7 @@ def render_html(*, test: Mapping[str, Any], results: Mapping[str, Any], ops: Seq
                  + f"<tr><th>client ops</th><td>{_esc(counts)}</td></tr></table>")
     parts.append("<h2>Checkers</h2><table><tr><th>checker</th><th>verdict</th><th>details</th></tr>")
     for name, res in (results.get("checkers") or {}).items():
-        v = _verdict_word(res.get("valid") if isinstance(res, Mapping) else None)
+        v = verdict_word(res.get("valid") if isinstance(res, Mapping) else None)
         detail = {k: val for k, val in (res.items() if isinstance(res, Mapping) else [])
                   if k not in ("valid", "counterexample", "anomalies")}
         parts.append(f"<tr><td>{_esc(name)}</td><td class='{v}'>{v}</td>"

@@ -25,6 +25,8 @@ from typing import Any
 
 import click
 
+from harness.core.verdict import word as verdict_word
+
 __all__ = ["RunSummary", "list_runs", "render_index", "make_server", "serve"]
 
 log = logging.getLogger(__name__)
@@ -86,14 +88,10 @@ def list_runs(store: Path) -> list[RunSummary]:
     return runs
 
 
-def _verdict(valid: Any) -> str:
-    return {True: "VALID", False: "INVALID"}.get(valid, "UNKNOWN")
-
-
 def render_index(runs: Sequence[RunSummary], store: Path) -> str:
     rows = []
     for r in runs:
-        v = _verdict(r.valid)
+        v = verdict_word(r.valid)
         q = urllib.parse.quote
         rows.append(
             f"<tr class='{v}'><td>{html.escape(r.test)}</td><td>{html.escape(r.time)}</td>"

@@ -17,6 +17,7 @@ from typing import Any
 import click
 
 from harness.core.history import Op
+from harness.core.spec import RunContext
 
 __all__ = ["NullClient", "NullDB", "CountingGenerator", "bench_harness", "measure"]
 
@@ -45,8 +46,11 @@ class NullClient:
 class NullDB:
     """A DB with nothing to install: for runs that measure or test the harness alone."""
 
-    def setup(self, ctx: Any, node: str) -> None:
-        ctx.state.setdefault("client_addrs", {})[node] = (ctx.hosts[node].address, 0)
+    def addresses(self, ctx: RunContext) -> dict[str, dict[str, tuple[str, int]]]:
+        return {"client": {n: (ctx.hosts[n].address, 0) for n in ctx.nodes}}
+
+    def setup(self, ctx: RunContext, node: str) -> None:
+        pass
 
     def teardown(self, ctx: Any, node: str) -> None:
         pass
@@ -86,14 +90,14 @@ def measure(hosts: list[Any], *, null: bool, seconds: float, concurrency: int,
             client_timeout: float | None = 10.0) -> dict[str, Any]:
     """One run; ops/s counts client completions recorded during the load phase."""
     from harness.core.history import read_jsonl
-    from harness.run.runner import RunOptions, run_test
     from harness.core.spec import TestSpec
     from harness.core.workload import Workload
+    from harness.run.runner import RunOptions, run_test
 
     spec = TestSpec(name="bench-null" if null else "bench-node",
                     nodes=tuple(h.name for h in hosts), workload=workload_name,
                     time_limit=seconds, concurrency=concurrency, rate=0.0, seed=1)
-    opts = RunOptions(check=False, report=False, progress=False, recovery_s=0.0,
+    opts = RunOptions(check=False, progress=False, recovery_s=0.0,
                       client_timeout=client_timeout)
     if null:
         wl = Workload(name="null", client=NullClient(), generator=CountingGenerator())
@@ -108,10 +112,10 @@ def measure(hosts: list[Any], *, null: bool, seconds: float, concurrency: int,
     if res.interrupted:
         raise click.ClickException(f"bench run failed: {res.reason}")
     ops = read_jsonl(res.store_dir / "history.jsonl")
-    done = [op for op in ops if op.process != "nemesis" and op.type != "invoke"]
+    done = [op for op in ops if op.is_client and op.type != "invoke"]
     if not done:
         return {"ops": 0, "seconds": 0.0, "ops_per_s": 0.0}
-    first = min(op.time for op in ops if op.process != "nemesis")
+    first = min(op.time for op in ops if op.is_client)
     span = (max(op.time for op in done) - first) / 1e9
     by_type = {t: sum(1 for op in done if op.type == t) for t in ("ok", "fail", "info")}
     return {"ops": len(done), "seconds": round(span, 3),

@@ -14,7 +14,7 @@ import time
 from dataclasses import dataclass, field
 from typing import IO, Any
 
-from harness.core.history import NEMESIS, Op
+from harness.core.history import Op
 
 __all__ = ["Counters", "Progress", "describe_fault", "step_status"]
 
@@ -52,7 +52,7 @@ class Counters:
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
     def record(self, op: Op) -> None:
-        if op.process == NEMESIS:
+        if not op.is_client:
             if op.type != "invoke":
                 self._note_fault(op)
             return

@@ -32,6 +32,8 @@ from typing import Any
 import click
 
 from harness.core.errors import ConfigError
+from harness.core.spec import RunContext
+from harness.core.verdict import word as verdict_word
 
 __all__ = [
     "Campaign", "DEFAULT_CAMPAIGN", "HA_CAMPAIGN", "CAMPAIGNS", "QUICK_TIME_LIMIT", "CORRECT",
@@ -405,22 +407,12 @@ def profile_steps(name: str, nodes: Sequence[str], rng: random.Random,
                       field="profiles")
 
 
-def _stop_event(ctx: Any) -> Any:
-    """The run's stop event (the runner puts it in ``ctx.state``), if there is one."""
-    state = getattr(ctx, "state", None)
-    return state.get("stop") if isinstance(state, dict) else None
-
-
-def _pause(ctx: Any, seconds: float) -> None:
+def _pause(ctx: RunContext, seconds: float) -> None:
     """Sleep inside a profile step, cut short when the run stops."""
-    stop = _stop_event(ctx)
-    if stop is not None:
-        stop.wait(seconds)
-    else:
-        time.sleep(seconds)
+    ctx.stop.wait(seconds)
 
 
-def _current_leader(ctx: Any, rng: random.Random, among: Sequence[str] | None = None, *,
+def _current_leader(ctx: RunContext, rng: random.Random, among: Sequence[str] | None = None, *,
                     wait: float = 0.0) -> str | None:
     """Who leads now (one of ``among``), by the DB's own account; None when nobody claims to.
 
@@ -431,7 +423,6 @@ def _current_leader(ctx: Any, rng: random.Random, among: Sequence[str] | None = 
     from nemesis.base import leader_now
 
     deadline = time.monotonic() + wait
-    stop = _stop_event(ctx)
     while True:
         try:
             leaders = leader_now(ctx, rng, among)
@@ -439,7 +430,7 @@ def _current_leader(ctx: Any, rng: random.Random, among: Sequence[str] | None = 
             return None
         except Exception:  # a node that cannot answer is no leader; the profile goes on
             leaders = []
-        if leaders or time.monotonic() >= deadline or (stop is not None and stop.is_set()):
+        if leaders or time.monotonic() >= deadline or ctx.stop.is_set():
             return leaders[0] if leaders else None
         _pause(ctx, 0.2)
 
@@ -691,8 +682,8 @@ def _rel(p: Path) -> str:
 def _run_one(campaign: Campaign, hosts: Sequence[Any], bug: str | None, run: int, seed: int,
              store_root: str, mode: str = "dledger") -> tuple[RunRecord, bool]:
     """One run; returns its record and whether the user interrupted it."""
-    from harness.run.runner import RunOptions, run_test
     from harness.core.spec import TestSpec
+    from harness.run.runner import RunOptions, run_test
 
     name = f"zoo-{bug or 'correct'}" + ("" if mode == "dledger" or bug else f"-{mode}")
     spec = TestSpec(name=name, nodes=tuple(h.name for h in hosts),
@@ -704,7 +695,7 @@ def _run_one(campaign: Campaign, hosts: Sequence[Any], bug: str | None, run: int
                              "nemesis": dict(campaign.nemesis_options),
                              "zoo_profiles": list(campaign.profiles)})
     # No HTML report per run: it costs seconds, and `splitbrain report PATH` makes one later.
-    opts = RunOptions(progress=False, report=False)
+    opts = RunOptions(progress=False)
     t0 = time.monotonic()
     result = run_test(spec, hosts, store_root=store_root, options=opts,
                       nemesis_package=build_zoo_package(campaign, seed))
@@ -724,7 +715,7 @@ def _run_one(campaign: Campaign, hosts: Sequence[Any], bug: str | None, run: int
 
 
 def _progress_line(rec: RunRecord, k: int, total: int, runs: int) -> str:
-    word = {True: "valid", False: "INVALID"}.get(rec.valid, "unknown")  # type: ignore[arg-type]
+    word = verdict_word(rec.valid, loud=False)
     bits = [f"[{k}/{total}] {rec.label} run {rec.run + 1}/{runs} seed {rec.seed}: {word}"]
     if rec.kinds:
         bits.append(", ".join(rec.kinds))

@@ -18,8 +18,9 @@ import pytest
 
 from harness.control.ssh import SSHRemote
 from harness.core.history import read_history, read_jsonl, validate_history
-from harness.run.runner import RunOptions, run_test
 from harness.core.spec import TestSpec as Spec
+from harness.report.html import write_report
+from harness.run.runner import RunOptions, run_test
 
 pytestmark = [pytest.mark.integration, pytest.mark.lab, pytest.mark.slow]
 
@@ -70,7 +71,8 @@ def campaign(lab, tmp_path, tag, *, nemesis, bug=None, time_limit=15.0, interval
                 time_limit=time_limit, concurrency=5, rate=40.0, seed=11, bug=bug,
                 nemesis_interval=interval, options={"nemesis": nemesis_opts or {}})
     res = run_test(spec, hosts, store_root=tmp_path,
-                   options=RunOptions(progress=False, report=report, recovery_s=2.0))
+                   options=RunOptions(progress=False, reporter=write_report if report else None,
+                                      recovery_s=2.0))
     return hosts, res
 
 

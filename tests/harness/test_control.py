@@ -13,9 +13,9 @@ from pathlib import Path
 import pytest
 
 from harness.control import connect
-from harness.core.remote import Remote
 from harness.control.ssh import SSHRemote
 from harness.core.errors import RemoteCommandError, RemoteError
+from harness.core.remote import Remote
 
 pytestmark = [pytest.mark.integration, pytest.mark.lab]
 

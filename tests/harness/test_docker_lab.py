@@ -56,8 +56,8 @@ def test_containers_are_ssh_hosts_with_verified_keys(docker_lab):
         finally:
             r.close()
     # Same address with another key: verification refuses it.
-    from harness.core.remote import Host
     from harness.core.errors import RemoteError
+    from harness.core.remote import Host
 
     bad_known = hosts[0].known_hosts + ".bad"
     with open(hosts[0].known_hosts) as fh, open(bad_known, "w") as out:

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from harness.core.remote import Host
 from harness.core.errors import ConfigError
+from harness.core.remote import Host
 from harness.inventory.nodes_file import (
     dump_nodes,
     load_nodes_file,

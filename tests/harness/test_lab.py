@@ -12,11 +12,11 @@ import psutil
 import pytest
 from click.testing import CliRunner
 
-from harness.inventory import lab as lab_mod
+from harness.cli.lab import lab as lab_cli
 from harness.control.ssh import SSHRemote
 from harness.core.errors import LabError
+from harness.inventory import lab as lab_mod
 from harness.inventory.lab import Lab, _ssh_banner
-from harness.cli.lab import lab as lab_cli
 
 pytestmark = [pytest.mark.integration, pytest.mark.lab]
 

@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 
 from harness.core.history import HistoryWriter, Op
-from harness.report.html import write_report
 from harness.report.data import (
     committed_series,
     completed_ops,
@@ -14,6 +13,7 @@ from harness.report.data import (
     throughput,
     timeline,
 )
+from harness.report.html import write_report
 
 S = 1_000_000_000
 

@@ -14,17 +14,17 @@ import threading
 
 import pytest
 
-from harness.run import runner as runner_mod
-from harness.run.bench import CountingGenerator, NullClient, NullDB, _LocalRemote
-from harness.core.remote import Host
 from harness.core.errors import ConfigError
 from harness.core.history import Op, read_jsonl, validate_history
-from harness.run.runner import RunOptions, run_test
+from harness.core.remote import Host
 from harness.core.spec import TestSpec as Spec
 from harness.core.workload import Workload
+from harness.run import analysis as analysis_mod
+from harness.run.bench import CountingGenerator, NullClient, NullDB, _LocalRemote
+from harness.run.runner import RunOptions, run_test
 
 HOSTS = [Host(name=f"n{i}", address=f"127.0.0.{i}") for i in range(1, 4)]
-FAST = dict(check=False, report=False, progress=False, recovery_s=0.0, join_timeout_s=3.0)
+FAST = dict(check=False, progress=False, recovery_s=0.0, join_timeout_s=3.0)
 
 
 class RecordingDB(NullDB):
@@ -160,11 +160,11 @@ def test_phases_history_and_store(tmp_path):
 
 
 def test_checker_verdict_sets_exit_code(tmp_path, monkeypatch):
-    monkeypatch.setattr(runner_mod, "_check", lambda store, wl, engine, timeout=None: {
+    monkeypatch.setattr(analysis_mod, "check_stored", lambda store, wl, engine, timeout=None: {
         "valid": False, "checkers": {}, "anomalies": {"lost-ack": [1]}})
     res = go(tmp_path, opts={"check": True}, time_limit=0.3)
     assert res.valid is False and res.exit_code == 1
-    monkeypatch.setattr(runner_mod, "_check", lambda store, wl, engine, timeout=None: {
+    monkeypatch.setattr(analysis_mod, "check_stored", lambda store, wl, engine, timeout=None: {
         "valid": True, "checkers": {}, "anomalies": {}})
     assert go(tmp_path, opts={"check": True}, time_limit=0.3).exit_code == 0
 
@@ -273,8 +273,8 @@ def test_cli_rejects_two_inventories_and_bad_options(tmp_path):
 
 
 def test_cli_helpers():
-    from harness.core.verdict import worst_exit_code as worst_exit
     from harness.cli.run import parse_kv, parse_nemesis
+    from harness.core.verdict import worst_exit_code as worst_exit
 
     assert parse_nemesis("partition, kill,clock") == ("partition", "kill", "clock")
     assert parse_nemesis("none") == () and parse_nemesis("") == ()
@@ -312,9 +312,9 @@ def test_null_client_throughput_is_recorded_fast(tmp_path):
 def test_dledger_ports_and_command_line():
     import random as _random
 
+    from harness.core.spec import RunContext
     from harness.dbs import get_db
     from harness.dbs.dledger import node_ports
-    from harness.core.spec import RunContext
 
     assert node_ports({"n1": "10.0.0.1", "n2": "10.0.0.2"}, 9000, 9001) == {
         "n1": (9000, 9001), "n2": (9000, 9001)}

@@ -6,14 +6,14 @@ import random
 import threading
 import time
 
-from harness.run.bench import NullClient, _LocalRemote
 from harness.core.history import Op, read_jsonl
-from harness.run.runner import RunOptions, run_test
 from harness.core.traffic import WriteGate
+from harness.core.workload import Workload
+from harness.run.bench import NullClient, _LocalRemote
+from harness.run.runner import RunOptions, run_test
 from nemesis.lull import LullNemesis
 from nemesis.package import build_package, parse_faults
 from tests.harness.test_runner import FAST, HOSTS, Package, RecordingDB, go, nem, spec
-from harness.core.workload import Workload
 
 
 def test_gate_opens_and_closes_and_wakes_its_waiters() -> None:

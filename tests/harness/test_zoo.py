@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import random
+import threading
 import time
 from pathlib import Path
 
@@ -194,6 +195,7 @@ class _LedCtx:
 
     def __init__(self, leader: str) -> None:
         self.db = _LeaderDB(leader)
+        self.stop = threading.Event()
 
 
 def test_every_profile_heals_what_it_breaks() -> None:

@@ -9,8 +9,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from harness.core.remote import Host
 from harness.core.errors import NemesisError
+from harness.core.remote import Host
 from nemesis.clock import RealClock, format_offset, parse_offset, strobe_script
 
 

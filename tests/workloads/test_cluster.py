@@ -12,9 +12,9 @@ from pathlib import Path
 import pytest
 
 from harness.core.history import Op
+from harness.core.workload import PENDING, GenContext
 from workloads import get_workload
 from workloads.append import AppendClient, final_log_reads
-from harness.core.workload import PENDING, GenContext
 from workloads.register import RegisterClient
 from workloads.sampler import SAMPLE_KEYS, SamplerClient
 

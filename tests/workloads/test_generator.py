@@ -9,8 +9,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from harness.core.history import Op, pair_ops, validate_history
-from workloads.append import AppendGen, final_log_reads
 from harness.core.workload import PENDING, GenContext
+from workloads.append import AppendGen, final_log_reads
 from workloads.generator import (
     any_of,
     each_node,
