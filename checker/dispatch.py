@@ -15,6 +15,7 @@ from typing import Any
 
 from harness.core.errors import CheckerError
 from harness.core.history import Op, read_history
+from harness.core.layout import history_file
 
 __all__ = ["ENGINES", "AUTO_SPARK_OPS", "check_history", "estimate_ops", "choose_engine"]
 
@@ -23,19 +24,11 @@ AUTO_SPARK_OPS = 2_000_000
 _JSONL_BYTES_PER_OP = 120  # a typical record, to estimate size without reading the file
 
 
-def _history_file(path: Path) -> Path:
-    if path.is_dir():
-        for name in ("history.parquet", "history.jsonl"):
-            if (path / name).exists():
-                return path / name
-    return path
-
-
 def estimate_ops(source: Sequence[Op] | str | os.PathLike[str]) -> int:
     """Number of op records, exact for ops in memory and Parquet, estimated for text files."""
     if not isinstance(source, (str, os.PathLike)):
         return len(source)
-    path = _history_file(Path(source))
+    path = history_file(Path(source))
     if not path.exists():
         return 0
     if path.suffix.lower() == ".parquet":

@@ -16,8 +16,8 @@ import shlex
 from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
+import nemesis.grudge as g
 from harness.core.errors import NemesisError
-from nemesis import grudge as g
 from nemesis.base import completion, host_errors, leader_now, log_errors, on_nodes, remote_of
 
 if TYPE_CHECKING:

@@ -16,10 +16,10 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+import nemesis.grudge as g
 from harness.core.errors import ConfigError, NemesisError
 from harness.core.history import NEMESIS, Op
 from harness.core.nemesis import Nemesis, NemesisPackage
-from nemesis import grudge as g
 from nemesis.base import Compose
 from nemesis.clock import ClockNemesis
 from nemesis.failover import FailoverNemesis

@@ -8,7 +8,6 @@ path, and returns the exit code of ARCHITECTURE §3 (the worst of all runs when
 
 from __future__ import annotations
 
-import importlib.util
 import random
 import time
 from collections.abc import Sequence
@@ -17,13 +16,12 @@ from typing import Any
 
 import click
 
-from harness.core.errors import ConfigError, LabError
-from harness.core.remote import Host
 from harness.core.verdict import word as verdict_word
 from harness.core.verdict import worst_exit_code
+from harness.inventory.resolve import resolve_hosts
 from harness.report.junit import junit_xml
 
-__all__ = ["run", "resolve_hosts", "parse_kv", "parse_nemesis"]
+__all__ = ["run", "parse_kv", "parse_nemesis"]
 
 DEFAULT_NEMESIS = "partition,kill,clock"
 
@@ -62,54 +60,6 @@ def parse_nemesis(text: str) -> tuple[str, ...]:
     if parts in ((), ("none",)):
         return ()
     return parts
-
-
-def resolve_hosts(*, lab: str | None, nodes_file: str | None, vagrant: str | None,
-                  docker: bool, insecure: bool) -> list[Host]:
-    """Exactly one inventory to a host list (the lab when none is named)."""
-    chosen = [n for n, v in (("--nodes-file", nodes_file), ("--vagrant", vagrant),
-                             ("--docker", docker)) if v]
-    if len(chosen) > 1:
-        raise click.UsageError(f"choose one inventory, not {' and '.join(chosen)}")
-    if nodes_file:
-        from harness.inventory.nodes_file import load_nodes_file
-
-        hosts = load_nodes_file(nodes_file)
-    elif vagrant:
-        from harness.inventory.nodes_file import vagrant_hosts
-
-        hosts = vagrant_hosts(vagrant)
-    elif docker:
-        if importlib.util.find_spec("harness.inventory.docker") is None:
-            raise ConfigError("the docker inventory is not available in this build "
-                              "(no harness.inventory.docker); use the lab, --vagrant or --nodes-file",
-                              field="docker")
-        from harness.inventory import docker as docker_lab
-
-        # --lab names the docker lab too; the docker driver's default lab is "docker".
-        hosts = docker_lab.docker_hosts(lab if lab and lab != "default" else "docker")
-    else:
-        hosts = _lab_hosts(lab or "default")
-    if insecure:
-        hosts = [Host(name=h.name, address=h.address, port=h.port, user=h.user,
-                      key_path=h.key_path, known_hosts=h.known_hosts, verify_host_key=False,
-                      extras=dict(h.extras)) for h in hosts]
-    return hosts
-
-
-def _lab_hosts(name: str) -> list[Host]:
-    from harness.inventory.nodes_file import lab_hosts
-
-    try:
-        hosts = lab_hosts(name)
-    except (LabError, FileNotFoundError, OSError) as e:
-        if "splitbrain lab up" in str(e):
-            raise
-        hint = "`splitbrain lab up`" if name == "default" else f"`splitbrain lab up --name {name}`"
-        raise LabError(f"lab {name!r} is not up ({e}); start it with {hint}") from None
-    if not hosts:
-        raise LabError(f"lab {name!r} has no hosts; start it with `splitbrain lab up`")
-    return hosts
 
 
 @click.command(name="run")

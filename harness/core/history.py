@@ -24,6 +24,7 @@ from typing import IO, Any
 
 from harness.core import foreign
 from harness.core.errors import HistoryError
+from harness.core.layout import history_file
 from harness.core.op import NEMESIS, OP_TYPES, Op
 
 __all__ = [
@@ -374,12 +375,7 @@ def read_parquet(path: str | os.PathLike[str]) -> list[Op]:
 
 def read_history(path: str | os.PathLike[str]) -> list[Op]:
     """Read any supported history file, or the history of a store directory."""
-    path = Path(path)
-    if path.is_dir():
-        for name in ("history.parquet", "history.jsonl"):
-            if (path / name).exists():
-                return read_history(path / name)
-        raise HistoryError("no history.jsonl or history.parquet in this directory", path=path)
+    path = history_file(path)
     if not path.exists():
         raise HistoryError("no such file", path=path)
     suffix = path.suffix.lower()

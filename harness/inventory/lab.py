@@ -52,6 +52,7 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 from harness.core.errors import ConfigError, LabError
 from harness.core.remote import Host
+from harness.inventory.nodes_file import dump_nodes, load_nodes_file
 
 __all__ = ["Lab", "DEFAULT_STATE_ROOT", "find_libfaketime"]
 
@@ -197,7 +198,7 @@ class Lab:
                            "removes what is left") from None
 
     def hosts(self) -> list[Host]:
-        from harness.inventory.nodes_file import load_nodes_file
+
 
         if not self.inventory_path.exists():
             raise LabError(f"lab {self.name!r} is not up (no {self.inventory_path}); "
@@ -255,7 +256,7 @@ class Lab:
                             "private_dirs": {d: str(hp.state_dir / d.strip("/").replace("/", "_"))
                                              for d in ("/tmp", "/srv")}}))
             _write(self.known_hosts, "\n".join(known) + "\n")
-            from harness.inventory.nodes_file import dump_nodes
+
 
             _write(self.inventory_path, dump_nodes(hosts))
             self._wait_ssh(self.plan(), timeout)

@@ -25,6 +25,7 @@ from typing import Any
 
 import click
 
+from harness.core.layout import HISTORY_JSONL, RESULTS, TEST, is_run_dir
 from harness.core.verdict import word as verdict_word
 
 __all__ = ["RunSummary", "list_runs", "render_index", "make_server", "serve"]
@@ -73,16 +74,16 @@ def list_runs(store: Path) -> list[RunSummary]:
         for run in test_dir.iterdir():
             if run.is_symlink() or not run.is_dir():
                 continue
-            if not ((run / "history.jsonl").exists() or (run / "history.parquet").exists()):
+            if not is_run_dir(run):
                 continue
-            spec = _load_json(run / "test.json")
-            results = _load_json(run / "results.json")
+            spec = _load_json(run / TEST)
+            results = _load_json(run / RESULTS)
             nem = spec.get("nemesis") or []
             runs.append(RunSummary(
                 test=test_dir.name, time=run.name, path=f"{test_dir.name}/{run.name}",
                 valid=results.get("valid", "unknown") if results else "running or crashed",
                 faults=list(nem) if isinstance(nem, list) else [str(nem)],
-                ops=_count_client_ops(run / "history.jsonl"), bug=spec.get("bug"),
+                ops=_count_client_ops(run / HISTORY_JSONL), bug=spec.get("bug"),
                 anomalies=sorted((results.get("anomalies") or {}).keys())))
     runs.sort(key=lambda r: r.time, reverse=True)
     return runs

@@ -145,7 +145,7 @@ def bench_harness(seconds: float, concurrency: int, lab: str, skip_node: bool,
         out: dict[str, Any] = {"benchmark": "harness", "concurrency": concurrency,
                                "load_seconds": seconds, "null_client": null}
         if not skip_node:
-            from harness.cli.run import resolve_hosts
+            from harness.inventory.resolve import resolve_hosts
 
             hosts = resolve_hosts(lab=lab, nodes_file=None, vagrant=None, docker=False,
                                   insecure=False)

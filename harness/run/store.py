@@ -14,32 +14,22 @@ import datetime as _dt
 import json
 import logging
 import os
-import re
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from harness.core.errors import ConfigError
+from harness.core.layout import HISTORY_JSONL, HISTORY_PARQUET, LATEST, RESULTS, TEST, safe_name
 
-__all__ = ["RunStore", "SECRET_WORDS", "scrub", "utc_stamp", "safe_name", "latest_run"]
+__all__ = ["RunStore", "SECRET_WORDS", "scrub", "utc_stamp", "latest_run"]
 
 SECRET_WORDS = ("password", "passphrase", "secret", "token", "private_key", "key_data")
-_NAME_OK = re.compile(r"[^A-Za-z0-9._+-]+")
 
 
 def utc_stamp(now: _dt.datetime | None = None) -> str:
     """A sortable, filesystem-safe UTC timestamp with milliseconds."""
     now = now or _dt.datetime.now(_dt.timezone.utc)
     return now.strftime("%Y%m%dT%H%M%S.") + f"{now.microsecond // 1000:03d}Z"
-
-
-def safe_name(name: str) -> str:
-    """A test name usable as one path component (no slashes, no dot-dirs)."""
-    cleaned = _NAME_OK.sub("-", name).strip("-.")
-    if not cleaned:
-        raise ConfigError(f"test name {name!r} has no usable characters", field="name")
-    return cleaned
 
 
 def scrub(obj: Any) -> Any:
@@ -62,7 +52,7 @@ def scrub(obj: Any) -> Any:
 
 
 def latest_run(root: str | os.PathLike[str], test_name: str) -> Path | None:
-    link = Path(root) / safe_name(test_name) / "latest"
+    link = Path(root) / safe_name(test_name) / LATEST
     return link.resolve() if link.exists() else None
 
 
@@ -100,7 +90,7 @@ class RunStore:
         return store
 
     def _point_latest(self) -> None:
-        link = self.path.parent / "latest"
+        link = self.path.parent / LATEST
         tmp = self.path.parent / f".latest.{os.getpid()}"
         if tmp.is_symlink() or tmp.exists():
             tmp.unlink()
@@ -110,11 +100,11 @@ class RunStore:
     # paths ---------------------------------------------------------------
     @property
     def history_path(self) -> Path:
-        return self.path / "history.jsonl"
+        return self.path / HISTORY_JSONL
 
     @property
     def parquet_path(self) -> Path:
-        return self.path / "history.parquet"
+        return self.path / HISTORY_PARQUET
 
     @property
     def log_path(self) -> Path:
@@ -122,7 +112,7 @@ class RunStore:
 
     @property
     def results_path(self) -> Path:
-        return self.path / "results.json"
+        return self.path / RESULTS
 
     def node_dir(self, node: str) -> Path:
         d = self.path / "nodes" / safe_name(node)
@@ -143,10 +133,10 @@ class RunStore:
         return target
 
     def write_test(self, spec: Mapping[str, Any]) -> Path:
-        return self.write_json("test.json", scrub(spec))
+        return self.write_json(TEST, scrub(spec))
 
     def write_results(self, results: Mapping[str, Any]) -> Path:
-        return self.write_json("results.json", results)
+        return self.write_json(RESULTS, results)
 
     def write_parquet(self) -> int:
         """Convert the live JSONL history to Parquet; returns the number of ops."""

@@ -32,6 +32,7 @@ from typing import Any
 import click
 
 from harness.core.errors import ConfigError
+from harness.core.layout import HISTORY_JSONL
 from harness.core.spec import RunContext
 from harness.core.verdict import word as verdict_word
 
@@ -368,7 +369,7 @@ Step = tuple[float, str, "dict[str, Any] | Callable[[Any], dict[str, Any]] | Non
 def profile_steps(name: str, nodes: Sequence[str], rng: random.Random,
                   hold: float) -> list[Step]:
     """One profile as (wait before, op f, op value) steps; every fault it starts, it stops."""
-    from nemesis import grudge as g
+    import nemesis.grudge as g
 
     def shape(kind: str) -> dict[str, Any]:
         return {"shape": kind, "grudge": g.grudge_to_json(g.build_shape(kind, list(nodes), rng))}
@@ -556,7 +557,7 @@ def _figure8_steps(nodes: list[str], rng: random.Random, hold: float, gap: float
 
 
 def _split_value(shape: str, nodes: Sequence[str], side: Sequence[str]) -> dict[str, Any]:
-    from nemesis import grudge as g
+    import nemesis.grudge as g
 
     rest = [n for n in nodes if n not in side]
     return {"shape": shape, "grudge": g.grudge_to_json(g.complete_grudge([list(side), rest]))}
@@ -656,7 +657,7 @@ def read_op_times(store_dir: str | Path, wanted: set[int] | None = None) -> dict
     Only the ops in ``wanted`` are kept when given; torn or foreign lines are skipped
     (a crashed harness leaves a checkable prefix, and a time is all we need).
     """
-    path = Path(store_dir) / "history.jsonl"
+    path = Path(store_dir) / HISTORY_JSONL
     out: dict[int, int] = {}
     if not path.exists():
         return out
@@ -759,7 +760,7 @@ def zoo(quick: bool, runs: int | None, bugs: str | None, time_limit: float | Non
     Exit 1 if a bug is never found or the correct node is ever reported invalid,
     2 if runs ended unknown and nothing else failed, 0 otherwise.
     """
-    from harness.cli.run import resolve_hosts
+    from harness.inventory.resolve import resolve_hosts
 
     targets = select_targets(zoo_bugs(), bugs)
     n = runs if runs is not None else (1 if quick else 3)

@@ -128,7 +128,7 @@ def test_ack_before_quorum_is_caught_as_lost_ack(lab, tmp_path):
 _STACKED = textwrap.dedent("""
     import random, sys
     import nemesis.package as pkg
-    from nemesis import grudge as g
+    import nemesis.grudge as g
     from harness.core.history import Op
 
     def next_op(self, ctx):

@@ -10,7 +10,8 @@ import pytest
 
 from harness.core.errors import ConfigError
 from harness.core.history import HistoryWriter, Op, read_parquet
-from harness.run.store import RunStore, latest_run, safe_name, scrub, utc_stamp
+from harness.core.layout import safe_name
+from harness.run.store import RunStore, latest_run, scrub, utc_stamp
 
 
 def test_layout_and_latest_link(tmp_path):
