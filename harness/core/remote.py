@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
-__all__ = ["Host", "CommandResult", "Remote"]
+__all__ = ["Host", "CommandResult", "Remote", "UploadsTrees"]
 
 
 @dataclass(frozen=True)
@@ -82,3 +82,13 @@ class Remote(Protocol):
     def daemon_running(self, pidfile: str) -> bool: ...
 
     def close(self) -> None: ...
+
+
+@runtime_checkable
+class UploadsTrees(Protocol):
+    """A Remote that copies a whole directory in one go (SSH: one tar stream).
+
+    Without it, a DB ships a tarball through ``upload`` and unpacks it with ``run``.
+    """
+
+    def upload_tree(self, local_dir: str, remote_dir: str) -> None: ...

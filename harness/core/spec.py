@@ -23,6 +23,7 @@ __all__ = ["TestSpec", "RunContext"]
 
 @dataclass(frozen=True)
 class TestSpec:
+    __test__ = False  # a test of the cluster, not a pytest test class
     name: str
     nodes: tuple[str, ...]
     db: str = "dledger"

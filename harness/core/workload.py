@@ -17,7 +17,7 @@ if TYPE_CHECKING:
     from harness.core.history import Op
     from harness.core.spec import RunContext
 
-__all__ = ["Client", "ExtraWorker", "Generator", "GenContext", "PENDING", "Workload"]
+__all__ = ["Client", "DeclaresReads", "ExtraWorker", "Generator", "GenContext", "PENDING", "Workload"]
 
 
 class _Pending:
@@ -47,6 +47,17 @@ class Client(Protocol):
     def teardown(self, ctx: RunContext) -> None: ...
 
     def close(self, ctx: RunContext) -> None: ...
+
+
+@runtime_checkable
+class DeclaresReads(Protocol):
+    """A client that says which of its ops change nothing.
+
+    During a lull the runner holds every op whose ``f`` is not in ``read_fs``;
+    a client that does not declare it is taken to have only ``read``.
+    """
+
+    read_fs: frozenset[str]
 
 
 @dataclass

@@ -38,8 +38,14 @@ def _redis(options: Mapping[str, Any]) -> DB:
     return RedisDB(**dict(options))
 
 
+def _null(options: Mapping[str, Any]) -> DB:
+    from harness.dbs.null import NullDB
+
+    return NullDB(**dict(options))
+
+
 _FACTORIES: dict[str, Callable[[Mapping[str, Any]], DB]] = {
-    "dledger": _dledger, "etcd": _etcd, "redis": _redis}
+    "dledger": _dledger, "etcd": _etcd, "redis": _redis, "null": _null}
 DB_NAMES = tuple(sorted(_FACTORIES))
 
 

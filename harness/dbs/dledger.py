@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from harness.core.errors import ConfigError, RemoteError
+from harness.core.remote import UploadsTrees
 from harness.dbs.daemon import PidfileDaemonDB
 
 if TYPE_CHECKING:
@@ -98,22 +99,16 @@ def _fetch_status(host: str, port: int, timeout: float) -> dict[str, Any] | None
     """The node's status map, or None if it does not answer in time."""
     from node_impl.client import NodeClient
 
+    client = NodeClient(host, port, timeout=timeout)
     try:
-        try:
-            client = NodeClient(host, port, timeout=timeout)
-        except TypeError:
-            client = NodeClient(host, port)
-        try:
-            st = client.status()
-        finally:
-            close = getattr(client, "close", None)
-            if close:
-                close()
+        st = client.status()
     except Exception as e:  # noqa: BLE001 - any failure means "not answering"
         if not isinstance(e, ConnectionRefusedError) and "refused" not in str(e):
             log.debug("status of %s:%s failed: %s", host, port, e)
         return None
-    return st if isinstance(st, dict) else getattr(st, "__dict__", None)
+    finally:
+        client.close()
+    return st
 
 
 class DLedgerDB(PidfileDaemonDB):
@@ -164,9 +159,8 @@ class DLedgerDB(PidfileDaemonDB):
     def _upload_code(self, remote: Remote, app: str) -> None:
         dest = f"{app}/node_impl"
         remote.run(f"rm -rf {shlex.quote(dest)} && mkdir -p {shlex.quote(app)}")
-        upload_tree = getattr(remote, "upload_tree", None)
-        if upload_tree is not None:
-            upload_tree(str(NODE_IMPL_DIR), dest)
+        if isinstance(remote, UploadsTrees):
+            remote.upload_tree(str(NODE_IMPL_DIR), dest)
             return
         # A Remote without upload_tree: ship one tarball.
         import tarfile

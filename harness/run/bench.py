@@ -16,76 +16,18 @@ from typing import Any
 
 import click
 
-from harness.core.history import Op
-from harness.core.spec import RunContext
+from harness.control.memory import MemoryRemote
+from harness.core.layout import HISTORY_JSONL
+from harness.core.remote import Host
+from harness.dbs.null import NullDB
+from workloads.null import CountingGenerator, NullClient
 
-__all__ = ["NullClient", "NullDB", "CountingGenerator", "bench_harness", "measure"]
+__all__ = ["bench_harness", "measure"]
 
 TARGET_NULL_OPS = 5000.0
 
 
-class NullClient:
-    """Answers every op ``ok`` with its own value, touching nothing."""
-
-    def open(self, ctx: Any, node: str) -> NullClient:
-        return self
-
-    def setup(self, ctx: Any) -> None:
-        pass
-
-    def invoke(self, ctx: Any, op: Op) -> Op:
-        return op.complete("ok", op.value)
-
-    def teardown(self, ctx: Any) -> None:
-        pass
-
-    def close(self, ctx: Any) -> None:
-        pass
-
-
-class NullDB:
-    """A DB with nothing to install: for runs that measure or test the harness alone."""
-
-    def addresses(self, ctx: RunContext) -> dict[str, dict[str, tuple[str, int]]]:
-        return {"client": {n: (ctx.hosts[n].address, 0) for n in ctx.nodes}}
-
-    def setup(self, ctx: RunContext, node: str) -> None:
-        pass
-
-    def teardown(self, ctx: Any, node: str) -> None:
-        pass
-
-
-class CountingGenerator:
-    """Unique appends forever (or ``limit`` of them): a generator with no logic to speak of."""
-
-    def __init__(self, limit: int | None = None, f: str = "append") -> None:
-        self.n = 0
-        self.limit = limit
-        self.f = f
-
-    def op(self, ctx: Any) -> Op | None:
-        if self.limit is not None and self.n >= self.limit:
-            return None
-        self.n += 1
-        return Op(type="invoke", process=ctx.process, f=self.f,
-                  value={"payload": f"p{self.n}"}, node=ctx.node)
-
-    def update(self, ctx: Any, event: Op) -> None:
-        pass
-
-
-class _LocalRemote:
-    """A do-nothing Remote for the null run, which never needs a host."""
-
-    def __init__(self, host: Any) -> None:
-        self.host = host
-
-    def close(self) -> None:
-        pass
-
-
-def measure(hosts: list[Any], *, null: bool, seconds: float, concurrency: int,
+def measure(hosts: list[Host], *, null: bool, seconds: float, concurrency: int,
             store_root: str, workload_name: str = "append",
             client_timeout: float | None = 10.0) -> dict[str, Any]:
     """One run; ops/s counts client completions recorded during the load phase."""
@@ -102,7 +44,7 @@ def measure(hosts: list[Any], *, null: bool, seconds: float, concurrency: int,
     if null:
         wl = Workload(name="null", client=NullClient(), generator=CountingGenerator())
         res = run_test(spec, hosts, store_root=store_root, db=NullDB(), workload=wl,
-                       options=opts, connect_fn=_LocalRemote)
+                       options=opts, connect_fn=MemoryRemote)
     else:
         from workloads import get_workload
 
@@ -111,7 +53,7 @@ def measure(hosts: list[Any], *, null: bool, seconds: float, concurrency: int,
         res = run_test(spec, hosts, store_root=store_root, workload=wl, options=opts)
     if res.interrupted:
         raise click.ClickException(f"bench run failed: {res.reason}")
-    ops = read_jsonl(res.store_dir / "history.jsonl")
+    ops = read_jsonl(res.store_dir / HISTORY_JSONL)
     done = [op for op in ops if op.is_client and op.type != "invoke"]
     if not done:
         return {"ops": 0, "seconds": 0.0, "ops_per_s": 0.0}
@@ -134,8 +76,6 @@ def measure(hosts: list[Any], *, null: bool, seconds: float, concurrency: int,
 def bench_harness(seconds: float, concurrency: int, lab: str, skip_node: bool,
                   store_root: str | None) -> None:
     """Ops/s the harness records with a null client and against the reference node."""
-    from harness.core.remote import Host
-
     with tempfile.TemporaryDirectory(prefix="sb-bench-") as tmp:
         root = store_root or tmp
         fake_hosts = [Host(name=f"n{i}", address=f"127.0.0.{i}") for i in range(1, 6)]

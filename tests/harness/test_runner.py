@@ -14,14 +14,16 @@ import threading
 
 import pytest
 
+from harness.control.memory import MemoryRemote
 from harness.core.errors import ConfigError
 from harness.core.history import Op, read_jsonl, validate_history
 from harness.core.remote import Host
 from harness.core.spec import TestSpec as Spec
 from harness.core.workload import Workload
+from harness.dbs.null import NullDB
 from harness.run import analysis as analysis_mod
-from harness.run.bench import CountingGenerator, NullClient, NullDB, _LocalRemote
 from harness.run.runner import RunOptions, run_test
+from workloads.null import CountingGenerator, NullClient
 
 HOSTS = [Host(name=f"n{i}", address=f"127.0.0.{i}") for i in range(1, 4)]
 FAST = dict(check=False, progress=False, recovery_s=0.0, join_timeout_s=3.0)
@@ -112,7 +114,7 @@ def go(tmp_path, *, db=None, client=None, package=None, final=True, opts=None, *
                   final_generator=FinalReads() if final else None)
     return run_test(spec(**kw), HOSTS, store_root=tmp_path, db=db or RecordingDB(), workload=wl,
                     nemesis_package=package or Package(RecordingNemesis()),
-                    options=RunOptions(**{**FAST, **(opts or {})}), connect_fn=_LocalRemote)
+                    options=RunOptions(**{**FAST, **(opts or {})}), connect_fn=MemoryRemote)
 
 
 def test_phases_history_and_store(tmp_path):
@@ -240,7 +242,7 @@ def test_unknown_nodes_are_a_config_error(tmp_path):
     with pytest.raises(ConfigError, match="n9"):
         run_test(spec(nodes=("n1", "n9")), HOSTS, store_root=tmp_path, db=RecordingDB(),
                  workload=Workload(name="x", client=NullClient(), generator=CountingGenerator()),
-                 connect_fn=_LocalRemote)
+                 connect_fn=MemoryRemote)
 
 
 # --- the CLI edge and the status line (pure parts) -----------------------------------
