@@ -14,6 +14,7 @@ that node (they all end at the leader; the checker uses the last ok one).
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
@@ -53,6 +54,12 @@ def final_set_reads() -> Generator:
     return each_node(factory)
 
 
+def _get_range(c: Any, *, frm: int, to: int) -> dict[str, Any]:
+    """One chunk of a set read (a named function: a lambda in a loop would capture late)."""
+    reply: dict[str, Any] = c.get(frm=frm, to=to)
+    return reply
+
+
 def _read_set(session: Session, node: str, chunk: int) -> tuple[Result, list[Any] | None]:
     first = session.call(node, lambda c: c.get(0))
     if first.reply is None or first.code != "SUCCESS":
@@ -64,7 +71,7 @@ def _read_set(session: Session, node: str, chunk: int) -> tuple[Result, list[Any
     res, frm = first, 0
     while frm <= committed:
         to = min(frm + chunk - 1, committed)
-        res = session.call(res.node, lambda c, a=frm, b=to: c.get(frm=a, to=b))
+        res = session.call(res.node, functools.partial(_get_range, frm=frm, to=to))
         if res.reply is None or res.code != "SUCCESS":
             return res, None
         for e in res.reply.get("entries") or []:

@@ -58,7 +58,7 @@ def summarize(results: dict[str, Any]) -> str:
             if cex:
                 lines.append("")
                 lines.append(render_text(cex))
-        counts = {}
+        counts: dict[str, int] = {}
         for res in (results.get("checkers") or {}).values():
             counts.update((res.get("stats") or {}).get("anomaly_counts") or {})
         for kind, examples in (results.get("anomalies") or {}).items():

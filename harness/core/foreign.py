@@ -148,6 +148,8 @@ def edn_records_to_ops(records: list[Any], *, path: object | None = None,
         value = r.get("value")
         key = None
         if keyed and proc != NEMESIS:
+            if not isinstance(value, (list, tuple)) or len(value) != 2:
+                raise bad("value", f"an independent op's value must be [key, value], got {value!r}")
             key, value = str(value[0]), value[1]
         err = r.get("error")
         if err is not None and not isinstance(err, str):

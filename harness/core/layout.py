@@ -8,6 +8,7 @@ history file a run directory has.
 
 from __future__ import annotations
 
+import os
 import re
 from pathlib import Path
 
@@ -40,7 +41,7 @@ def is_run_dir(path: Path) -> bool:
     return (path / HISTORY_JSONL).exists() or (path / HISTORY_PARQUET).exists()
 
 
-def history_file(path: str | Path) -> Path:
+def history_file(path: str | os.PathLike[str]) -> Path:
     """The history of a run directory (Parquet when written, else the live JSONL).
 
     A path that is not a directory is returned as it is: it names a history file.

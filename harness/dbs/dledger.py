@@ -268,7 +268,7 @@ class DLedgerDB(PidfileDaemonDB):
         addrs = self.client_addrs(ctx)
         deadline = time.monotonic() + self.leader_timeout
         stable_since: float | None = None
-        last: Any = None
+        last: set[tuple[Any, Any] | None] | None = None
         while time.monotonic() < deadline:
             with ThreadPoolExecutor(max_workers=max(1, len(addrs))) as pool:
                 sts = list(pool.map(lambda a: _fetch_status(a[0], a[1], 1.0), addrs.values()))
@@ -279,7 +279,8 @@ class DLedgerDB(PidfileDaemonDB):
             if agreed:
                 now = time.monotonic()
                 if views == last and stable_since is not None and now - stable_since >= settle:
-                    term, leader = next(iter(views))
+                    view = next(iter(views))
+                    term, leader = view if view is not None else (None, None)
                     log.info("cluster ready: leader %s in term %s", leader, term)
                     return
                 if views != last or stable_since is None:

@@ -54,7 +54,7 @@ def parse_vagrant_ssh_config(text: str, *, path: str = "<vagrant ssh-config>") -
             raise ConfigError(f"expected a number, got {port_s!r}", path=path,
                               line=int(opts["port@line"]), field="Port") from None
         strict = opts.get("stricthostkeychecking", "yes").lower()
-        known = opts.get("userknownhostsfile")
+        known: str | None = opts.get("userknownhostsfile")
         if known is not None:
             known = os.path.expanduser(known.split()[0])
         # Vagrant's usual "/dev/null + no" means "do not check"; without a file named,
@@ -62,9 +62,9 @@ def parse_vagrant_ssh_config(text: str, *, path: str = "<vagrant ssh-config>") -
         verify = strict not in ("no", "off", "accept-new") and known != "/dev/null"
         if known == "/dev/null":
             known = None
-        key = opts.get("identityfile")
+        identity = opts.get("identityfile")
         hosts.append(Host(name=name, address=address, port=port, user=opts.get("user", "root"),
-                          key_path=os.path.expanduser(key) if key else None,
+                          key_path=os.path.expanduser(identity) if identity else None,
                           known_hosts=known, verify_host_key=verify,
                           extras={"inventory": "vagrant"}))
     if not hosts:

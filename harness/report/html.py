@@ -93,8 +93,8 @@ def _plots(out: Path, done: Sequence[Completed], periods: Sequence[FaultPeriod],
     fig, ax = plt.subplots(figsize=(11, 3.5))
     _shade(ax, periods)
     for (f, typ), buckets in sorted(throughput(client).items()):
-        xs = sorted(buckets)
-        ax.plot(xs, [buckets[x] for x in xs], label=f"{f} {typ}", lw=1.2,
+        seconds = sorted(buckets)
+        ax.plot(seconds, [buckets[x] for x in seconds], label=f"{f} {typ}", lw=1.2,
                 ls="-" if typ == "ok" else ":")
     ax.set_xlabel("time (s)")
     ax.set_ylabel("completions / s")
@@ -110,8 +110,8 @@ def _plots(out: Path, done: Sequence[Completed], periods: Sequence[FaultPeriod],
         fig, ax = plt.subplots(figsize=(11, 3.5))
         _shade(ax, periods)
         for node in sorted(series):
-            pts = series[node]
-            ax.step([t / NS for t, _ in pts], [c for _, c in pts], where="post", label=node, lw=1.2)
+            steps = series[node]
+            ax.step([t / NS for t, _ in steps], [c for _, c in steps], where="post", label=node, lw=1.2)
         ax.set_xlabel("time (s)")
         ax.set_ylabel("committedIndex")
         ax.set_title("Committed index per node (from status samples)")

@@ -67,7 +67,7 @@ def _load_json(path: Path) -> dict[str, Any]:
 
 def list_runs(store: Path) -> list[RunSummary]:
     """Every ``store/<test>/<time>/`` with a history, newest first."""
-    runs = []
+    runs: list[RunSummary] = []
     if not store.is_dir():
         return runs
     for test_dir in sorted(p for p in store.iterdir() if p.is_dir() and not p.is_symlink()):

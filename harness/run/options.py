@@ -42,6 +42,6 @@ class RunOptions:
     engine: str = "local"
     check: bool = True
     check_timeout: float | None = 300.0
-    reporter: Callable[[Path], None] | None = None
+    reporter: Callable[[Path], object] | None = None
     """Writes the HTML report of a finished run's store directory (the CLI passes one)."""
     progress: bool = True

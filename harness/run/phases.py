@@ -117,16 +117,14 @@ class Run:
                 nxt = schedule.next(self.ctx)
                 if nxt is None:
                     return
-                delay, op = nxt
+                delay, planned = nxt
                 if self.stop.wait(max(0.0, float(delay))):
                     return
-                if callable(op):
-                    # A fault that depends on the cluster at the moment it lands
-                    # (who leads now) is built only after the wait.
-                    op = op(self.ctx)
-                    if op is None:
-                        continue
-                self.record_nemesis(op)
+                # A fault that depends on the cluster at the moment it lands
+                # (who leads now) is built only after the wait.
+                op = planned if isinstance(planned, Op) else planned(self.ctx)
+                if op is not None:
+                    self.record_nemesis(op)
         except Exception:
             log.exception("nemesis schedule crashed; no further faults this run")
 
@@ -292,12 +290,13 @@ class Run:
         return problems
 
     def _fetch_logs(self, problems: list[str]) -> None:
-        if not isinstance(self.db, HasLogFiles) or not self.db_set_up:
+        db = self.db
+        if not isinstance(db, HasLogFiles) or not self.db_set_up:
             return
 
         def fetch(node: str) -> None:
             dest = self.store.node_dir(node)
-            for path in self.db.log_files(self.ctx, node):
+            for path in db.log_files(self.ctx, node):
                 local = dest / Path(path).name
                 try:
                     self.ctx.remotes[node].download(path, str(local))

@@ -70,7 +70,7 @@ def run_test(spec: TestSpec, hosts: Iterable[Host], *, store_root: str | Path = 
     if not spec.nodes:
         raise ConfigError("a test needs at least one node", field="nodes")
     if connect_fn is None:
-        from harness.control import connect as connect_fn  # type: ignore[assignment]
+        from harness.control import connect as connect_fn
     if db is None:
         from harness.dbs import get_db
 

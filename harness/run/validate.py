@@ -59,8 +59,8 @@ def normalize_completion(inv: Op, result: Any, *, nemesis: bool = False) -> Op:
 class ValidatingClient:
     """A client wrapper: normalised completions, and exceptions as ``info``.
 
-    ``broken`` stays False here; the worker also reopens a client after any
-    ``info``, so a client whose call went astray is never reused.
+    The worker reopens a client after any ``info``, so a client whose call went
+    astray is never reused.
     """
 
     def __init__(self, inner: Client) -> None:
@@ -68,7 +68,6 @@ class ValidatingClient:
         # The ops that change nothing (a lull lets them through); asked once, not per op.
         self.read_fs: frozenset[str] = (frozenset(inner.read_fs) if isinstance(inner, DeclaresReads)
                                         else frozenset({"read"}))
-        self.broken = False
 
     def open(self, ctx: RunContext, node: str) -> ValidatingClient:
         return ValidatingClient(self.inner.open(ctx, node))

@@ -53,8 +53,8 @@ def parallel(fn: Callable[[str], Any], items: Sequence[str], *, what: str) -> di
                 out[item] = fut.result()
             except Exception as e:  # re-raised below; a KeyboardInterrupt goes at once
                 errors.append((item, e))
-    for item, e in errors:
-        log.error("%s on %s failed: %s", what, item, e)
+    for item, err in errors:
+        log.error("%s on %s failed: %s", what, item, err)
     if errors:
         raise errors[0][1]
     return out
@@ -178,10 +178,13 @@ class Worker(threading.Thread):
                 if next_at > now and self.stop.wait(next_at - now):
                     return
                 next_at += self.rng.uniform(0, 2 * self.interval)
-            if self.client is None and not self._open_client():
-                if self.stop.wait(0.5):
-                    return
-                continue
+            client = self.client
+            if client is None:
+                if not self._open_client() or self.client is None:
+                    if self.stop.wait(0.5):
+                        return
+                    continue
+                client = self.client
             with self.gen_lock:
                 op = self.generator.op(self._gen_ctx())
             if op is None:
@@ -206,7 +209,7 @@ class Worker(threading.Thread):
                 inv = history.append(op)
                 self._open_since = time.monotonic()
                 self._open = inv
-            comp = self.client.invoke(ctx, inv)
+            comp = client.invoke(ctx, inv)
             with self._open_lock:
                 if self.abandoned:
                     return
@@ -214,8 +217,6 @@ class Worker(threading.Thread):
                 self._complete(comp)
             if comp.type == "info":
                 self.process += self.process_step
-                self._close_client()
-            elif self.client.broken:
                 self._close_client()
 
     def _wait_for_writes(self) -> bool:
