@@ -2,7 +2,7 @@
 
 The semantics are :mod:`checker.log_safety`'s, restated as joins, windows and
 aggregations so that no step needs a whole history in one process: the driver
-only ever receives anomaly examples (at most :data:`CAP` per kind, with their
+only ever receives anomaly examples (at most :data:`checker.results.CAP` per kind, with their
 total count) and a handful of counters. Per-key linearizability ships each
 key's ops to one task and runs :mod:`checker.linearizable` there.
 
@@ -46,13 +46,11 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
+from checker.results import CAP, compose_results, key_order, shape_linearizable, unknown_result
 from harness.core.errors import CheckerError, HistoryError
 from harness.core.history import NEMESIS, PARQUET_VALUE_COLUMNS, VALUE_FIELDS, Op
 
-__all__ = ["check_spark", "CAP"]
-
-CAP = 20
-"""Examples kept per anomaly kind; the total count is always reported."""
+__all__ = ["check_spark"]
 
 _ENTRY = r"^\[(-?[0-9]+),([^,]*),(.*)\]$"
 _BASE = ("index", "type", "process", "f", "key", "value", "node")
@@ -947,8 +945,6 @@ def _check_part(item: tuple[Any, Iterable[Sequence[Any]]], model_name: str, para
 def _lin_checker(spark: Any, recs: Any, model_name: str, params: dict[str, Any],
                  timeout: float | None, keys: bool) -> dict[str, Any]:
     """One linearizability checker, parts spread over the cluster by key."""
-    from checker.linearizable import _sort_key
-    from checker.local import PREFIX_KEPT, _jsonable_key, _lin_example
     from checker.models import get_model
 
     m = get_model(model_name, **params)
@@ -964,39 +960,22 @@ def _lin_checker(spark: Any, recs: Any, model_name: str, params: dict[str, Any],
     unknown: list[Any] = []
     cex = None
     n_parts = steps = 0
-    for _key, r in sorted(results, key=lambda kr: _sort_key(kr[0])):
+    for _key, r in sorted(results, key=lambda kr: key_order(kr[0])):
         n_parts += r["keys"]
         steps += r["steps"]
         failures.extend(r["failures"])
         unknown.extend(r["unknown_keys"])
         if r["counterexample"] is not None and cex is None:
             cex = r["counterexample"]
-    failures.sort(key=_sort_key)
+    failures.sort(key=key_order)
     if failures:
         unknown = []
     valid: bool | str = False if failures else ("unknown" if unknown else True)
     res: dict[str, Any] = {
-        "valid": valid, "model": m.name, "keys": n_parts,
-        "failures": [_jsonable_key(k) for k in failures],
-        "unknown_keys": [_jsonable_key(k) for k in sorted(unknown, key=_sort_key)],
-        "unchecked_keys": [], "counterexample": cex, "steps": steps,
-        "model_params": dict(m.params)}
-    if cex is not None:
-        cex["key"] = _jsonable_key(cex["key"])
-        cex["prefix_length"] = len(cex["prefix"])
-        del cex["prefix"][:-PREFIX_KEPT]
-        res["anomalies"] = {"nonlinearizable": [_lin_example(cex)]}
-    return res
-
-
-def _cap_counts(res: dict[str, Any], cap: int) -> dict[str, Any]:
-    anomalies = res.get("anomalies")
-    if isinstance(anomalies, dict):
-        counts = res.setdefault("stats", {}).setdefault("anomaly_counts", {})
-        for k, v in anomalies.items():
-            counts.setdefault(k, len(v))
-            del v[cap:]
-    return res
+        "valid": valid, "model": m.name, "keys": n_parts, "failures": failures,
+        "unknown_keys": sorted(unknown, key=key_order), "unchecked_keys": [],
+        "counterexample": cex, "steps": steps}
+    return shape_linearizable(res, m)
 
 
 def _check_df(spark: Any, hist: Any, *, model: Any, timeout: float | None, cap: int,
@@ -1022,7 +1001,6 @@ def _check_paired(spark: Any, client: Any, pairing: _Pairing, *, model: Any,
     from pyspark import StorageLevel
     from pyspark.sql import functions as F
 
-    from checker.base import merge_valid
     from checker.models import get_model
 
     summary = pairing.summary()
@@ -1070,10 +1048,9 @@ def _check_paired(spark: Any, client: Any, pairing: _Pairing, *, model: Any,
             if fs is not None:
                 recs = recs.where(F.col("f").isin(*fs))
             try:
-                res = _lin_checker(spark, recs, mname, mparams, timeout, keys)
+                checkers[nm] = _lin_checker(spark, recs, mname, mparams, timeout, keys)
             except Exception as e:  # a failed job must not hide the other checkers' verdicts
-                res = {"valid": "unknown", "error": f"{type(e).__name__}: {str(e).splitlines()[0]}"}
-            checkers[nm] = _cap_counts(res, cap)
+                checkers[nm] = unknown_result(e)
         if groups.get("log"):
             job = _LogSafety(client, paired, cap, opts.get("ha"), parts,
                              summary["append_invokes"])
@@ -1082,8 +1059,7 @@ def _check_paired(spark: Any, client: Any, pairing: _Pairing, *, model: Any,
             except HistoryError:
                 raise
             except Exception as e:
-                checkers["log-safety"] = {"valid": "unknown",
-                                          "error": f"{type(e).__name__}: {str(e).splitlines()[0]}"}
+                checkers["log-safety"] = unknown_result(e)
             finally:
                 job.close()
         if want_set:
@@ -1092,20 +1068,9 @@ def _check_paired(spark: Any, client: Any, pairing: _Pairing, *, model: Any,
             assert lab is not None
             set_ops = [_op_of(tuple(r)) for r in lab.where(F.col("group").isin(*set_groups)).select(
                 *_OP_COLS).orderBy("index").toLocalIterator()]
-            checkers["set"] = _cap_counts(check_set(set_ops), cap)
+            checkers["set"] = check_set(set_ops)
     finally:
         if lab is not None:
             lab.unpersist()
-    anomalies: dict[str, list[Any]] = {}
-    for res in checkers.values():
-        for kind, ex in (res.get("anomalies") or {}).items():
-            anomalies.setdefault(kind, []).extend(ex)
-    result: dict[str, Any] = {
-        "valid": merge_valid(r["valid"] for r in checkers.values()) if checkers else "unknown",
-        "checkers": checkers, "anomalies": anomalies, "engine": "spark",
-        "elapsed_s": round(_time.monotonic() - t0, 3)}
-    if not checkers:
-        n_client = sum(groups.values())
-        result["error"] = (f"no check applies to this history ({n_client} client op records); "
-                           "name a model with --model")
-    return result
+    return compose_results(checkers, engine="spark", started=t0, cap=cap,
+                           client_records=lambda: sum(groups.values()))
