@@ -138,6 +138,9 @@ def test_async_master_acks_and_slaves_converge(tmp_path) -> None:
         c.wait_until(lambda: offset(c, "n2") == end and offset(c, "n3") == end, 10, "slaves caught up")
         master_log = local_log(c, "n1")
         assert local_log(c, "n2") == master_log == local_log(c, "n3")
+        # a slave's offset counts at the master only once its post-fsync report arrives
+        c.wait_until(lambda: (c.status("n1") or {}).get("committedIndex") == 30, 10,
+                     "master saw the slaves' reports")
         st = c.status("n1")
         assert st["role"] == "master" and st["committedIndex"] == st["ledgerEndIndex"] == 30
         with c.client("n2") as cl:
