@@ -21,7 +21,6 @@ and can redirect), and a master refusing a report beyond its end sends one
 from __future__ import annotations
 
 import asyncio
-import bisect
 import contextlib
 import random
 import socket
@@ -33,67 +32,17 @@ from node_impl.config import NodeConfig
 from node_impl.kv import body_append, entry_view
 from node_impl.nodelog import NodeLog
 from node_impl.server import MAX_GET_BYTES, BindError, _send, serve_requests
-from node_impl.store import _HEADER, HEADER_SIZE, Entry, InconsistentState, LogStore, TermStore
+from node_impl.store import InconsistentState, LogStore, TermStore, parse_entries
 from node_impl.wakeup import Signal, cancel_all
 from node_impl.wire import MAX_FRAME, FrameError, encode_frame, read_frame
 
-__all__ = ["HANode", "MASTER", "SLAVE", "last_index_within", "parse_entries"]
+__all__ = ["HANode", "MASTER", "SLAVE"]
 
 MASTER, SLAVE = "master", "slave"
 CHUNK = 32 * 1024  # one ha-data frame (RocketMQ haTransferBatchSize)
 SLAVE_FALL_BEHIND = 256 * 2**20  # RocketMQ haMaxGapNotInSync
 RETRY_S = 1.0  # RocketMQ: 5 s
 FLUSH_EVERY_S = 0.05
-
-
-def last_index_within(positions: Any, data_length: int, offset: int) -> int:
-    """The last entry index whose bytes all lie below ``offset`` (-1 if none).
-
-    ``positions`` is the ascending list of entry start offsets; entry i ends where
-    entry i+1 starts, and the last entry ends at ``data_length``.
-    """
-    n = len(positions)
-    if n == 0 or offset <= 0:
-        return -1
-    if offset >= data_length:
-        return n - 1
-    k = bisect.bisect_right(positions, offset)  # entries starting at or below offset
-    return k - 2
-
-
-def parse_entries(buf: bytes | bytearray, start_index: int) -> tuple[list[Entry], int]:
-    """Complete entries at the head of ``buf``; returns them and the bytes they used.
-
-    A chunk boundary may split an entry, so the tail stays for the next chunk. The
-    header is taken at its word here; the store's follower append validates it.
-    """
-    out: list[Entry] = []
-    off = 0
-    index = start_index
-    while len(buf) - off >= HEADER_SIZE:
-        magic, size, eindex, term, pos, _ch, ccrc, bcrc, bsize = _HEADER.unpack_from(buf, off)
-        if size != HEADER_SIZE + bsize or bsize < 0 or size > MAX_FRAME:
-            raise InconsistentState(f"ha-data: bad entry header at index {index} (size {size})")
-        if len(buf) - off < size:
-            break
-        body = bytes(buf[off + HEADER_SIZE : off + size])
-        out.append(Entry(eindex, term, magic, pos, size, bcrc, ccrc, body))
-        off += size
-        index += 1
-    return out, off
-
-
-def _read_data(store: LogStore, pos: int, n: int) -> bytes:
-    """Raw ``data.log`` bytes, buffered tail included (the master pushes page cache)."""
-    with store._lock:
-        n = min(n, store.data_length - pos)
-        if n <= 0:
-            return b""
-        return store._read(pos, n)
-
-
-def _positions(store: LogStore) -> Any:
-    return store._pos
 
 
 def _nodelay(writer: asyncio.StreamWriter) -> None:
@@ -213,7 +162,7 @@ class HANode:
         if self.role == SLAVE:
             new = self.store.end_index
         else:
-            new = last_index_within(_positions(self.store), self.store.data_length, self.push2slave)
+            new = self.store.index_within(self.push2slave)
         self.committed = max(self.committed, min(new, self.store.end_index))
 
     def _raise_push2slave(self, offset: int) -> None:
@@ -275,7 +224,7 @@ class HANode:
         last_send = 0.0
         with contextlib.suppress(OSError, asyncio.CancelledError, ConnectionError):
             while not self.stopping and self.role == MASTER and not writer.is_closing():
-                data = _read_data(self.store, next_from, CHUNK)
+                data = self.store.read_data(next_from, CHUNK)
                 now = time.monotonic()
                 if not data and now - last_send < h:
                     await self.data_signal.wait(h - (now - last_send))
@@ -340,11 +289,7 @@ class HANode:
         _send(writer, {"type": "ha-report", "rid": 0, "offset": self._durable_offset()})
 
     def _durable_offset(self) -> int:
-        d = self.store.durable_end
-        if d < 0:
-            return 0
-        e = self.store.get(d)
-        return e.pos + e.size
+        return self.store.end_offset(self.store.durable_end)
 
     async def _report_loop(self, writer: asyncio.StreamWriter) -> None:
         with contextlib.suppress(asyncio.CancelledError):
@@ -383,7 +328,9 @@ class HANode:
             if not data:
                 continue
             partial += data
-            entries, used = parse_entries(partial, self.store.end_index + 1)
+            # MAX_FRAME bounds an entry (it came in one client frame), so a garbage
+            # header cannot make us buffer without end
+            entries, used = parse_entries(partial, self.store.end_index + 1, max_size=MAX_FRAME)
             del partial[:used]
             for e in entries:
                 self.store.append_follower(e)  # InconsistentState -> reconnect

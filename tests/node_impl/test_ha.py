@@ -17,9 +17,8 @@ import pytest
 
 from node_impl.bugs import parse_bugs
 from node_impl.config import ConfigError, parse_args
-from node_impl.ha import last_index_within, parse_entries
 from node_impl.local_cluster import LocalCluster
-from node_impl.store import LogStore
+from node_impl.store import LogStore, last_index_within, parse_entries
 
 pytestmark = pytest.mark.integration
 
