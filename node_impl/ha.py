@@ -29,6 +29,7 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from node_impl.config import NodeConfig
+from node_impl.groupcommit import flush_on, group_commit
 from node_impl.kv import body_append, entry_view
 from node_impl.nodelog import NodeLog
 from node_impl.server import MAX_GET_BYTES, BindError, _send, serve_requests
@@ -113,7 +114,10 @@ class HANode:
             except OSError as e:
                 raise BindError(f"cannot bind {what} port {host}:{port}: {e.strerror or e}") from e
             self._servers.append(srv)
-        self._spawn(self._flush_loop())
+        # the master's own flush, paced like RocketMQ's async flush service
+        self._spawn(group_commit(self.store, self._pool, self._flush_wanted, log=self.log,
+                                 running=lambda: not self.stopping,
+                                 retry_s=FLUSH_EVERY_S, pace_s=FLUSH_EVERY_S))
         self._spawn(self._ha_client_loop())
 
     async def stop(self) -> None:
@@ -142,18 +146,6 @@ class HANode:
         if key != self._last_role:
             self._last_role = key
             self.log.role(self.epoch, self.role, self.master)
-
-    async def _flush_loop(self) -> None:
-        assert self._flush_wanted is not None
-        loop = asyncio.get_running_loop()
-        while not self.stopping:
-            await self._flush_wanted.wait()
-            self._flush_wanted.clear()
-            try:
-                await loop.run_in_executor(self._pool, self.store.flush)
-            except Exception as e:
-                self.log.safety("flush-failed", error=e)
-            await asyncio.sleep(FLUSH_EVERY_S)
 
     # ------------------------------------------------------------------ commit view
 
@@ -249,7 +241,7 @@ class HANode:
             host, port = self.cfg.peers[master]
             self._set_slave_state("connecting")
             # everything we hold is durable before the first report names it
-            await asyncio.get_running_loop().run_in_executor(self._pool, self.store.flush)
+            await flush_on(self._pool, self.store)
             try:
                 reader, writer = await asyncio.wait_for(
                     asyncio.open_connection(host, port, limit=MAX_FRAME + 8), RETRY_S)
@@ -340,13 +332,10 @@ class HANode:
 
     async def _slave_flush_loop(self, writer: asyncio.StreamWriter) -> None:
         """Fsync what arrived, then report it: the report is the slave's durable ack."""
-        loop = asyncio.get_running_loop()
         with contextlib.suppress(asyncio.CancelledError):
-            while not writer.is_closing():
-                await self._slave_flush.wait()
-                self._slave_flush.clear()
-                await loop.run_in_executor(self._pool, self.store.flush)
-                self._report(writer)
+            await group_commit(self.store, self._pool, self._slave_flush, log=self.log,
+                               running=lambda: not writer.is_closing(),
+                               flushed=lambda: self._report(writer))
 
     # ------------------------------------------------------------------ failover
 
@@ -365,7 +354,7 @@ class HANode:
         self.master_client_addr = self.cfg.client_addr
         if self._slave_writer is not None:
             self._slave_writer.close()
-        await asyncio.get_running_loop().run_in_executor(self._pool, self.store.flush)
+        await flush_on(self._pool, self.store)
         self.push2slave = 0
         self._raise_committed()
         self._log_role()

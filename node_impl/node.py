@@ -21,6 +21,7 @@ from typing import Any
 from node_impl.config import NodeConfig
 from node_impl.election import Elector
 from node_impl.follower import EntryHandler
+from node_impl.groupcommit import group_commit
 from node_impl.kv import KV, decode, is_plain_append
 from node_impl.nodelog import NodeLog
 from node_impl.peers import PeerLink
@@ -288,20 +289,10 @@ class Node:
     async def _flush_loop(self) -> None:
         """Group commit: each fsync covers every entry appended before it started."""
         assert self._flush_wanted is not None
-        loop = asyncio.get_running_loop()
-        while not self.stopping:
-            await self._flush_wanted.wait()
-            self._flush_wanted.clear()
-            if self.bugs.no_fsync:
-                self.check_quorum()  # seeded bug: the leader counts unflushed entries
-                continue
-            try:
-                await loop.run_in_executor(self._pool, self.store.flush)
-            except Exception as e:  # disk trouble: say so, keep the node alive
-                self.log.safety("flush-failed", error=e)
-                await asyncio.sleep(0.1)
-                continue
-            self.check_quorum()
+        # seeded bug no-fsync: the leader counts unflushed entries
+        await group_commit(self.store, self._pool, self._flush_wanted, log=self.log,
+                           running=lambda: not self.stopping, flushed=self.check_quorum,
+                           skip_flush=self.bugs.no_fsync)
 
     async def flush(self) -> int:
         """Flush on the worker thread (the follower's ack path)."""
