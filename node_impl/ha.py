@@ -32,7 +32,7 @@ from node_impl.config import NodeConfig
 from node_impl.groupcommit import flush_on, group_commit
 from node_impl.kv import body_append, entry_view
 from node_impl.nodelog import NodeLog
-from node_impl.server import MAX_GET_BYTES, BindError, _send, serve_requests
+from node_impl.server import MAX_GET_BYTES, listen, send_frame, serve_requests
 from node_impl.store import InconsistentState, LogStore, TermStore, parse_entries
 from node_impl.wakeup import Signal, cancel_all
 from node_impl.wire import MAX_FRAME, FrameError, encode_frame, read_frame
@@ -108,12 +108,7 @@ class HANode:
         host = self.cfg.host
         for port, handler, what in ((self.cfg.peer_port, self._peer_conn, "peer"),
                                     (self.cfg.client_port, self._client_conn, "client")):
-            try:
-                srv = await asyncio.start_server(handler, host, port, reuse_address=True,
-                                                 limit=MAX_FRAME + 8)
-            except OSError as e:
-                raise BindError(f"cannot bind {what} port {host}:{port}: {e.strerror or e}") from e
-            self._servers.append(srv)
+            self._servers.append(await listen(host, port, handler, what))
         # the master's own flush, paced like RocketMQ's async flush service
         self._spawn(group_commit(self.store, self._pool, self._flush_wanted, log=self.log,
                                  running=lambda: not self.stopping,
@@ -177,8 +172,8 @@ class HANode:
             while not self.stopping:
                 msg = await read_frame(reader)
                 if msg.get("type") != "ha-report":
-                    _send(writer, {"type": f"{msg.get('type')}-resp", "rid": msg.get("rid"),
-                                   "code": "UNSUPPORTED"})
+                    send_frame(writer, {"type": f"{msg.get('type')}-resp", "rid": msg.get("rid"),
+                                        "code": "UNSUPPORTED"})
                     continue
                 off = msg.get("offset")
                 if self.role != MASTER or type(off) is not int or off < 0:
@@ -186,8 +181,8 @@ class HANode:
                 if off > self.store.data_length:
                     self.log.info("ha-slave-ahead", peer=peer, offset=off,
                                   mine=self.store.data_length)
-                    _send(writer, {"type": "ha-refused", "rid": 0, "code": "SLAVE_AHEAD",
-                                   "offset": self.store.data_length, "epoch": self.epoch})
+                    send_frame(writer, {"type": "ha-refused", "rid": 0, "code": "SLAVE_AHEAD",
+                                        "offset": self.store.data_length, "epoch": self.epoch})
                     with contextlib.suppress(Exception):
                         await writer.drain()
                     break
@@ -278,7 +273,7 @@ class HANode:
             self.slave_state_signal.notify()
 
     def _report(self, writer: asyncio.StreamWriter) -> None:
-        _send(writer, {"type": "ha-report", "rid": 0, "offset": self._durable_offset()})
+        send_frame(writer, {"type": "ha-report", "rid": 0, "offset": self._durable_offset()})
 
     def _durable_offset(self) -> int:
         return self.store.end_offset(self.store.durable_end)
