@@ -16,6 +16,11 @@ Two small extensions to the spec's frames, both ignored by nothing else: ``ha-da
 carries the master's ``epoch`` and client address (so slaves report the right term
 and can redirect), and a master refusing a report beyond its end sends one
 ``ha-refused`` frame before closing, so the operator's ``ha-follow`` can say why.
+
+What is not HA-specific is shared with mode ``dledger`` rather than copied: the
+client API (status, append and get are :class:`node_impl.server.LogAPI`; this
+node only answers who may write and how far a read sees), group commit
+(:mod:`node_impl.groupcommit`) and the store's byte-level reads.
 """
 
 from __future__ import annotations
@@ -26,13 +31,14 @@ import random
 import socket
 import time
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 from typing import Any
 
+from node_impl.api import Proposal, ReadView
 from node_impl.config import NodeConfig
 from node_impl.groupcommit import flush_on, group_commit
-from node_impl.kv import body_append, entry_view
 from node_impl.nodelog import NodeLog
-from node_impl.server import MAX_GET_BYTES, listen, send_frame, serve_requests
+from node_impl.server import LogAPI, listen, send_frame, serve_requests
 from node_impl.store import InconsistentState, LogStore, TermStore, parse_entries
 from node_impl.wakeup import Signal, cancel_all
 from node_impl.wire import MAX_FRAME, FrameError, encode_frame, read_frame
@@ -44,6 +50,13 @@ CHUNK = 32 * 1024  # one ha-data frame (RocketMQ haTransferBatchSize)
 SLAVE_FALL_BEHIND = 256 * 2**20  # RocketMQ haMaxGapNotInSync
 RETRY_S = 1.0  # RocketMQ: 5 s
 FLUSH_EVERY_S = 0.05
+
+
+@dataclass(frozen=True, slots=True)
+class _Ack:
+    """An append's reply in the making (:class:`node_impl.api.Proposal`)."""
+
+    fut: asyncio.Future[Any]
 
 
 def _nodelay(writer: asyncio.StreamWriter) -> None:
@@ -95,6 +108,15 @@ class HANode:
         self._conn_ids = 0
         self._last_role: tuple | None = None
         self._slave_flush = asyncio.Event()
+        self.api = LogAPI(self)
+
+    @property
+    def leader_id(self) -> str:
+        return self.master
+
+    @property
+    def leader_addr(self) -> str | None:
+        return self.master_client_addr
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -395,85 +417,56 @@ class HANode:
         await serve_requests(reader, writer, self.handle, running=lambda: not self.stopping,
                              spawn=self._spawn, conns=self._conns, log=self.log)
 
-    def redirect(self) -> dict:
-        return {"type": "redirect", "code": "NOT_LEADER", "leader": self.master,
-                "leader_addr": self.master_client_addr}
-
     async def handle(self, msg: dict) -> dict:
         t = msg.get("type")
-        if t == "status":
-            return {"code": "SUCCESS", **self.status()}
-        if t == "append":
-            return await self.append(msg)
-        if t == "get":
-            return self.get(msg)
         if t in ("kv-write", "kv-read", "kv-cas"):
             return {"code": "UNSUPPORTED", "error": "mode ha has no kv state machine"}
         if t == "ha-promote":
             return await self.promote(msg.get("epoch"))
         if t == "ha-follow":
             return await self.follow(msg.get("master"), msg.get("epoch"))
-        return {"code": "UNSUPPORTED", "error": f"unknown request type {t!r}"}
+        return await self.api.handle(msg)  # status, append, get
 
-    async def append(self, msg: dict) -> dict:
+    def propose(self, bodies: list[bytes], kind: str) -> Proposal | str:
+        """An ASYNC_MASTER acks after its local write; a SYNC_MASTER once any one slave
+        reports an offset past the last entry (push2SlaveMaxOffset)."""
         if self.role != MASTER:
-            return self.redirect()
-        if "bodies" in msg:
-            bodies = msg["bodies"]
-            if not isinstance(bodies, list) or not bodies:
-                return {"code": "UNSUPPORTED", "error": "'bodies' must be a non-empty list"}
-        elif "body" in msg:
-            bodies = [msg["body"]]
-        else:
-            return {"code": "UNSUPPORTED", "error": "append needs 'body' or 'bodies'"}
+            return "NOT_LEADER"
         epoch = self.epoch
-        entries = [self.store.append_leader(epoch, body_append(b)) for b in bodies]
+        entries = [self.store.append_leader(epoch, b) for b in bodies]
         last = entries[-1]
         assert self._flush_wanted is not None
         self._flush_wanted.set()
         self.data_signal.notify()
-        ok = {"code": "SUCCESS", "index": last.index, "term": last.term, "leader": self.id}
-        if "bodies" in msg:
-            ok["indexes"] = [e.index for e in entries]
+        ok = ("SUCCESS", {"index": last.index, "term": last.term,
+                          "indexes": [e.index for e in entries]})
+        fut: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
         if not self.cfg.ha_sync:
-            return ok  # ASYNC_MASTER: acked after the local write
+            fut.set_result(ok)  # ASYNC_MASTER: acked after the local write
+            return _Ack(fut)
         o = last.pos + last.size
         if not self.slaves or o - self.push2slave >= SLAVE_FALL_BEHIND:
-            return ok if self.bugs.ha_ok_on_timeout else {"code": "SLAVE_NOT_AVAILABLE"}
+            fut.set_result(ok if self.bugs.ha_ok_on_timeout else ("SLAVE_NOT_AVAILABLE", None))
+            return _Ack(fut)
+        return _Ack(self._spawn(self._wait_slave(o, ok)))
+
+    async def _wait_slave(self, offset: int, ok: tuple[str, dict]) -> tuple[str, dict | None]:
         loop = asyncio.get_running_loop()
         deadline = loop.time() + self.cfg.ha_slave_timeout_ms / 1000.0
-        while self.push2slave < o:
+        while self.push2slave < offset:
             left = deadline - loop.time()
             if left <= 0 or self.stopping:
-                return ok if self.bugs.ha_ok_on_timeout else {"code": "FLUSH_SLAVE_TIMEOUT"}
+                return ok if self.bugs.ha_ok_on_timeout else ("FLUSH_SLAVE_TIMEOUT", None)
             await self.offset_signal.wait(left)
         return ok
 
-    def get(self, msg: dict) -> dict:
-        local = bool(msg.get("local"))
+    async def read_view(self, local: bool) -> ReadView | str:
+        """Only the master answers a non-local get, and it serves everything it has
+        written, committed or not (RocketMQ reads the commitlog, not a quorum)."""
         if not local and self.role != MASTER:
-            return self.redirect()
-        end = self.store.end_index
-        if "index" in msg and msg["index"] is not None:
-            lo = hi = msg["index"]
-        else:
-            lo = 0 if msg.get("from") is None else msg.get("from")
-            hi = end if msg.get("to") is None else msg.get("to")
-        if not isinstance(lo, int) or not isinstance(hi, int):
-            return {"code": "UNSUPPORTED", "error": "'index', 'from' and 'to' must be ints"}
-        if lo < 0 or ("index" in msg and msg["index"] is not None and lo > end):
-            return {"code": "INDEX_OUT_OF_RANGE",
-                    "error": f"index {lo} outside [{self.store.begin_index}, {end}]"}
-        entries: list[list] = []
-        size = 0
-        for e in self.store.entries(lo, min(hi, end)):
-            size += e.size
-            if size > MAX_GET_BYTES and entries:
-                break
-            entries.append(entry_view(e))
+            return "NOT_LEADER"
         self._raise_committed()
-        return {"code": "SUCCESS", "entries": entries, "committedIndex": self.committed,
-                "ledgerEndIndex": end}
+        return ReadView(self.store.end_index, committed_only=False)
 
     def status(self) -> dict:
         self._raise_committed()
