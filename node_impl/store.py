@@ -203,10 +203,6 @@ def parse_entries(buf: bytes | bytearray, start_index: int, *,
     return out, off
 
 
-def _index_rec(e: Entry) -> bytes:
-    return _INDEX.pack(e.magic, e.pos, e.size, e.index, e.term)
-
-
 def _fsync_dir(path: Path) -> None:
     fd = os.open(path, os.O_RDONLY)
     try:
