@@ -13,7 +13,8 @@ each a short script with seeded details, the same for every bug
   rejoin   a minority sleeps through an election, then a voter restarts
            (forget-vote: see :func:`_rejoin_steps`).
   crash    kill -9 every node right after acks, restart at once, and again
-           during the election that follows (no-fsync; forget-vote).
+           during the election that follows (no-fsync; forget-vote:
+           restarted voters forget whom they chose this term).
   lag      a minority cut off while the majority commits, then the heal and a
            kill -9 of the leader together: a lagging node may win the next
            election (vote-without-log-check); leader changes with old-term
