@@ -1,4 +1,4 @@
-"""What a checker is, and how checkers combine (Jepsen's checker protocol).
+"""How checkers combine (the protocol itself is :mod:`harness.core.checker`).
 
 Verdicts are three-valued: ``True``, ``False`` or ``"unknown"``. Combining ranks
 false above unknown above true: one proven anomaly makes a run invalid, and a
@@ -9,24 +9,16 @@ checker that could not decide never passes a run. A checker that crashes is
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable, Mapping, Sequence
-from typing import Any, Protocol, runtime_checkable
+from collections.abc import Mapping, Sequence
+from typing import Any
 
-from harness.history import Op
+from harness.core.checker import Checker
+from harness.core.history import Op
+from harness.core.verdict import merge
 
-__all__ = ["Checker", "FnChecker", "merge_valid", "check_safe", "compose"]
+__all__ = ["FnChecker", "check_safe", "compose"]
 
 log = logging.getLogger(__name__)
-
-
-@runtime_checkable
-class Checker(Protocol):
-    """Judges a whole history. Pure: no I/O, never mutates the history."""
-
-    def check(self, test: Mapping[str, Any], history: Sequence[Op],
-              opts: Mapping[str, Any]) -> dict[str, Any]:
-        """A result map with at least ``"valid"``."""
-        ...
 
 
 class FnChecker:
@@ -38,16 +30,6 @@ class FnChecker:
     def check(self, test: Mapping[str, Any], history: Sequence[Op],
               opts: Mapping[str, Any]) -> dict[str, Any]:
         return self.fn(history)
-
-
-def merge_valid(values: Iterable[Any]) -> bool | str:
-    """The worst of several verdicts: False > "unknown" > True (True when empty)."""
-    vals = list(values)
-    if any(v is False for v in vals):
-        return False
-    if any(v is not True for v in vals):
-        return "unknown"
-    return True
 
 
 def check_safe(checker: Checker, test: Mapping[str, Any], history: Sequence[Op],
@@ -70,7 +52,7 @@ class _Composed:
     def check(self, test: Mapping[str, Any], history: Sequence[Op],
               opts: Mapping[str, Any]) -> dict[str, Any]:
         results = {name: check_safe(c, test, history, opts) for name, c in self.checkers.items()}
-        return {"valid": merge_valid(r["valid"] for r in results.values()), "checkers": results}
+        return {"valid": merge(r["valid"] for r in results.values()), "checkers": results}
 
 
 def compose(checkers: Mapping[str, Checker]) -> Checker:

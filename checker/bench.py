@@ -64,7 +64,7 @@ def _baselines(root: Path) -> dict[tuple[str, str], float]:
 
 def corpora_bench(root: Path, *, timeout: float = 60.0, worst: int = 5) -> dict[str, Any]:
     from checker.local import check_local
-    from harness.history import read_history
+    from harness.core.history import read_history
 
     if not root.is_dir():
         raise click.BadParameter(f"{root}: no such corpora directory", param_hint="--corpora")
@@ -190,8 +190,8 @@ def _generate(path: Path, n: int) -> int:
 
 def scale_bench(sizes: list[int], *, master: str | None = None, local_baseline: bool = True,
                 keep: Path | None = None) -> dict[str, Any]:
-    from checker.spark_engine import check_spark
-    from checker.spark_session import get_session
+    from checker.spark import check_spark
+    from checker.spark.session import get_session
 
     tmp = Path(tempfile.mkdtemp(prefix="splitbrain-bench-")) if keep is None else keep
     tmp.mkdir(parents=True, exist_ok=True)
@@ -222,7 +222,7 @@ def scale_bench(sizes: list[int], *, master: str | None = None, local_baseline: 
                                        "time_x": round(b["check_s"] / a["check_s"], 2)}
         if local_baseline and sizes:
             from checker.local import check_local
-            from harness.history import read_history
+            from harness.core.history import read_history
 
             path = tmp / f"synth-{sizes[0]}.parquet"
             with MemorySampler() as mem:

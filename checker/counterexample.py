@@ -15,7 +15,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from checker.models import UNKNOWN, Fail, Model
-from harness.history import NEMESIS, Op, pair_ops
+from harness.core.history import NEMESIS, Op, pair_ops
 
 __all__ = ["build_counterexample", "render_text"]
 

@@ -1,7 +1,7 @@
 """Choosing an engine: the one entry point that turns a history into results.json.
 
 ``local`` runs in this process (:mod:`checker.local`); ``spark`` hands the
-history to :func:`checker.spark_engine.check_spark`; ``auto`` picks Spark only
+history to :func:`checker.spark.check_spark`; ``auto`` picks Spark only
 above :data:`AUTO_SPARK_OPS` op records, where a single process would run out
 of memory or patience. Both engines return the same shape and verdicts.
 """
@@ -13,8 +13,9 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from harness.errors import CheckerError
-from harness.history import Op, read_history
+from harness.core.errors import CheckerError
+from harness.core.history import Op, read_history
+from harness.core.layout import history_file
 
 __all__ = ["ENGINES", "AUTO_SPARK_OPS", "check_history", "estimate_ops", "choose_engine"]
 
@@ -23,19 +24,11 @@ AUTO_SPARK_OPS = 2_000_000
 _JSONL_BYTES_PER_OP = 120  # a typical record, to estimate size without reading the file
 
 
-def _history_file(path: Path) -> Path:
-    if path.is_dir():
-        for name in ("history.parquet", "history.jsonl"):
-            if (path / name).exists():
-                return path / name
-    return path
-
-
 def estimate_ops(source: Sequence[Op] | str | os.PathLike[str]) -> int:
     """Number of op records, exact for ops in memory and Parquet, estimated for text files."""
     if not isinstance(source, (str, os.PathLike)):
         return len(source)
-    path = _history_file(Path(source))
+    path = history_file(Path(source))
     if not path.exists():
         return 0
     if path.suffix.lower() == ".parquet":
@@ -67,7 +60,7 @@ def check_history(source: Sequence[Op] | str | os.PathLike[str], *, model: str |
     chosen = choose_engine(engine, source)
     if chosen == "spark":
         try:
-            from checker.spark_engine import check_spark
+            from checker.spark import check_spark
         except ImportError as e:
             raise CheckerError(f"the Spark engine is not available: {e}") from None
         res = check_spark(source, model=model, master=master, timeout=timeout, opts=dict(opts or {}))

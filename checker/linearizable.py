@@ -35,7 +35,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from checker.models import NOT_A_READ, UNKNOWN, Fail, Model, freeze
-from harness.history import NEMESIS, Op, pair_ops
+from harness.core.history import NEMESIS, Op, pair_ops
 
 __all__ = ["Entry", "make_entries", "search", "check_partition", "check_linearizable", "partition_ops",
            "lift_keys"]

@@ -25,7 +25,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from harness.errors import CheckerError
+from harness.core.errors import CheckerError
 
 __all__ = [
     "UNKNOWN",

@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from checker.models import freeze
-from harness.history import Op, pair_ops
+from harness.core.history import Op, pair_ops
 
 __all__ = ["set_lost", "set_unexpected", "check_set", "is_set_op"]
 

@@ -1,6 +1,6 @@
 """splitbrain's harness: control of hosts, the lab, campaigns, the results store.
 
-Kept import-light on purpose: the checker imports ``harness.history`` and must not
+Kept import-light on purpose: the checker imports ``harness.core.history`` and must not
 pull in paramiko or pyspark through this package.
 """
 

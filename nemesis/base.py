@@ -11,17 +11,18 @@ from __future__ import annotations
 
 import logging
 import random
-from collections.abc import Callable, Iterable, Sequence
-from concurrent.futures import ThreadPoolExecutor
-from typing import TYPE_CHECKING, Any, Protocol, TypeVar, runtime_checkable
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any, TypeVar
 
-from harness.errors import NemesisError
+from harness.core.errors import NemesisError
+from harness.core.fanout import each
+from harness.core.nemesis import Nemesis
 from nemesis.targets import NODE_TARGETS, TARGETS, resolve, resolve_leader
 
 if TYPE_CHECKING:
-    from harness.control.base import Remote
-    from harness.history import Op
-    from harness.test import RunContext
+    from harness.core.history import Op
+    from harness.core.remote import Remote
+    from harness.core.spec import RunContext
 
 __all__ = ["Nemesis", "Compose", "KINDS", "on_nodes", "host_errors", "remote_of", "completion",
            "op_nodes", "leader_now", "no_targets", "log_errors", "sudo_kw"]
@@ -32,25 +33,6 @@ KINDS = ("partition", "clock", "kill", "pause", "loss", "delay", "lull")
 """Fault kinds with a period; ops are ``start-<kind>`` / ``stop-<kind>``."""
 
 T = TypeVar("T")
-
-
-@runtime_checkable
-class Nemesis(Protocol):
-    def setup(self, ctx: RunContext) -> None:
-        """Heal whatever an earlier run left behind, and check the fault can be applied."""
-        ...
-
-    def invoke(self, ctx: RunContext, op: Op) -> Op:
-        """Apply ``op``; return its ``info`` completion, value = what was done."""
-        ...
-
-    def teardown(self, ctx: RunContext) -> None:
-        """Heal everything. Idempotent; logs per-host errors instead of raising."""
-        ...
-
-    def fs(self) -> set[str]:
-        """The ``f`` values this nemesis handles."""
-        ...
 
 
 def sudo_kw(remote: Remote) -> dict[str, Any]:
@@ -65,26 +47,8 @@ def remote_of(ctx: RunContext, node: str) -> Remote:
         raise NemesisError(f"no control connection to node {node!r}") from None
 
 
-def on_nodes(nodes: Iterable[str], fn: Callable[[str], T]) -> dict[str, T | BaseException]:
-    """Run ``fn(node)`` on every node at once; each result or the exception it raised.
-
-    One thread per node, so a slow or frozen host delays but never blocks the
-    others, and every host is tried even when some fail.
-    """
-    ns = list(dict.fromkeys(nodes))
-    if not ns:
-        return {}
-
-    def safe(n: str) -> T | BaseException:
-        try:
-            return fn(n)
-        except Exception as e:  # reported per host by the caller
-            return e
-
-    if len(ns) == 1:
-        return {ns[0]: safe(ns[0])}
-    with ThreadPoolExecutor(max_workers=min(len(ns), 16), thread_name_prefix="nemesis") as ex:
-        return dict(zip(ns, ex.map(safe, ns), strict=True))
+on_nodes = each
+"""Run a fault step on every node at once (:func:`harness.core.fanout.each`)."""
 
 
 def host_errors(results: dict[str, Any]) -> dict[str, str]:
@@ -132,7 +96,7 @@ def leader_now(ctx: RunContext, rng: random.Random, among: Sequence[str] | None 
     ``among`` keeps only those candidates. A DB without ``HasPrimaries`` cannot
     say, which is a :class:`NemesisError`.
     """
-    from harness.db import HasPrimaries
+    from harness.core.db import HasPrimaries
 
     if not isinstance(ctx.db, HasPrimaries):
         raise NemesisError("target 'leader' needs a DB that reports primaries")

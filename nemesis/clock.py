@@ -22,7 +22,7 @@ import shlex
 import time
 from typing import TYPE_CHECKING, Any
 
-from harness.errors import NemesisError
+from harness.core.errors import NemesisError
 from nemesis.base import (
     completion,
     host_errors,
@@ -35,9 +35,9 @@ from nemesis.base import (
 )
 
 if TYPE_CHECKING:
-    from harness.control.base import Remote
-    from harness.history import Op
-    from harness.test import RunContext
+    from harness.core.history import Op
+    from harness.core.remote import Remote
+    from harness.core.spec import RunContext
 
 __all__ = [
     "format_offset",

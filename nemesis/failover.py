@@ -13,12 +13,12 @@ from __future__ import annotations
 import logging
 from typing import TYPE_CHECKING, Any
 
-from harness.errors import NemesisError
+from harness.core.errors import NemesisError
 from nemesis.base import completion
 
 if TYPE_CHECKING:
-    from harness.history import Op
-    from harness.test import RunContext
+    from harness.core.history import Op
+    from harness.core.spec import RunContext
 
 __all__ = ["FailoverNemesis", "choose_new_master"]
 
@@ -37,7 +37,7 @@ def choose_new_master(statuses: dict[str, dict | None], dead: str) -> str | None
 def _call(ctx: RunContext, node: str, msg: dict, timeout: float = 5.0) -> dict:
     from node_impl.client import NodeClient
 
-    host, port = ctx.db.client_addrs(ctx)[node]
+    host, port = ctx.addresses["client"][node]
     with NodeClient(host, port, timeout=timeout) as c:
         return c.call(msg, timeout)
 
@@ -92,7 +92,8 @@ class FailoverNemesis:
         if r.get("code") != "SUCCESS":
             errors[new] = f"ha-promote: {r.get('code')} {r.get('error') or ''}".strip()
             return completion(op, {**value, "promoted": None}, errors)
-        followed, refused = [], []
+        followed: list[str] = []
+        refused: list[str] = []
         for n, st in after.items():
             if n in (new, old) or st is None:
                 continue

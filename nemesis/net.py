@@ -16,14 +16,14 @@ import shlex
 from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
-from harness.errors import NemesisError
-from nemesis import grudge as g
+import nemesis.grudge as g
+from harness.core.errors import NemesisError
 from nemesis.base import completion, host_errors, leader_now, log_errors, on_nodes, remote_of
 
 if TYPE_CHECKING:
-    from harness.control.base import Remote
-    from harness.history import Op
-    from harness.test import RunContext
+    from harness.core.history import Op
+    from harness.core.remote import Remote
+    from harness.core.spec import RunContext
 
 __all__ = [
     "CHAIN",

@@ -20,7 +20,7 @@ import sys
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from harness.errors import NemesisError
+from harness.core.errors import NemesisError
 from nemesis.base import (
     completion,
     host_errors,
@@ -40,9 +40,9 @@ from nemesis.net import (
 )
 
 if TYPE_CHECKING:
-    from harness.control.base import Remote
-    from harness.history import Op
-    from harness.test import RunContext
+    from harness.core.history import Op
+    from harness.core.remote import Remote
+    from harness.core.spec import RunContext
 
 __all__ = [
     "LOSS_CHAIN",

@@ -16,20 +16,22 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from harness.errors import ConfigError, NemesisError
-from harness.history import NEMESIS, Op
-from nemesis import grudge as g
-from nemesis.base import Compose, Nemesis
+import nemesis.grudge as g
+from harness.core.errors import ConfigError, NemesisError
+from harness.core.history import Op
+from harness.core.nemesis import Nemesis, NemesisPackage
+from nemesis.base import Compose
 from nemesis.clock import ClockNemesis
 from nemesis.failover import FailoverNemesis
 from nemesis.lull import LullNemesis
 from nemesis.net import PartitionNemesis
 from nemesis.netem import NetemNemesis
 from nemesis.process import HostFreezeNemesis, KillNemesis, PauseNemesis
+from nemesis.schedules import fault_op, heal_ops, scaled
 from nemesis.targets import TARGETS, resolve
 
 if TYPE_CHECKING:
-    from harness.test import RunContext
+    from harness.core.spec import RunContext
 
 __all__ = ["FAULTS", "PARTITION_SHAPES", "DEFAULT_TARGETS", "Schedule", "NemesisPackage",
            "build_package", "parse_faults"]
@@ -49,8 +51,6 @@ FAULTS = (*PARTITION_SHAPES, "clock", "kill", "pause", "freeze", "loss", "delay"
 
 DEFAULT_TARGETS = ("one", "minority", "majority", "all", "leader", "random")
 NODE_FAULTS = ("clock", "kill", "pause", "loss", "delay")
-HEAL_ORDER = ("partition", "loss", "delay", "clock", "pause", "kill", "failover", "lull")
-"""Network first, so nodes that resume or restart can reach their peers at once."""
 CLUSTER_FAULTS = ("failover", "lull")
 """Kinds with no node targets: an operator's failover, a lull in the clients' writes."""
 
@@ -107,13 +107,9 @@ def _targets_for(targets: Sequence[str] | Mapping[str, Sequence[str]] | None,
 
 
 def _has_primaries(ctx: Any) -> bool:
-    from harness.db import HasPrimaries
+    from harness.core.db import HasPrimaries
 
     return isinstance(getattr(ctx, "db", None), HasPrimaries)
-
-
-def _op(f: str, value: Any = None) -> Op:
-    return Op(type="invoke", process=NEMESIS, f=f, value=value)
 
 
 @dataclass
@@ -143,7 +139,7 @@ class Schedule:
     emitted: int = field(default=0)
 
     def _wait(self) -> float:
-        return self.interval * self.rng.uniform(0.5, 1.5)
+        return scaled(self.rng, self.interval, 0.5, 1.5)
 
     def next(self, ctx: Any) -> tuple[float, Op] | None:
         if not self.kinds or (self.max_ops is not None and self.emitted >= self.max_ops):
@@ -154,11 +150,11 @@ class Schedule:
         if self.active and (len(self.active) >= self.overlap or not idle
                             or self.rng.random() < 0.5):
             i = 0 if len(self.active) == 1 else self.rng.randrange(len(self.active))
-            return wait, _op(f"stop-{self.active.pop(i)}")
+            return wait, fault_op(f"stop-{self.active.pop(i)}")
         kind = self.rng.choice(idle)
         value = self._start_value(ctx, kind)
         self.active.append(kind)
-        return wait, _op(f"start-{kind}", value)
+        return wait, fault_op(f"start-{kind}", value)
 
     def _start_value(self, ctx: Any, kind: str) -> dict[str, Any]:
         if kind == "failover":
@@ -198,20 +194,6 @@ class Schedule:
             d = self.rng.choice(DELAY_MS)
             value["delay_ms"], value["jitter_ms"] = d, d / 5
         return value
-
-
-@dataclass
-class NemesisPackage:
-    """What the runner drives: ``schedule.next(ctx)`` gives ``(wait, op)`` or None to stop.
-
-    ``op`` may instead be a callable ``ctx -> Op | None``, called after the wait:
-    a fault aimed at whoever leads *when it lands* must not be computed seconds
-    earlier (None: skip this one).
-    """
-
-    nemesis: Nemesis
-    schedule: Any
-    final_ops: list[Op]
 
 
 class _PackageNemesis(Compose):
@@ -291,5 +273,5 @@ def build_package(faults: Sequence[str], *, interval: float, rng: random.Random,
     nemesis = _PackageNemesis(nemeses, needs_primaries=shapes == ("leader",))
     schedule = Schedule(kinds=tuple(kinds), shapes=shapes, targets=tmap, interval=interval, rng=rng,
                         max_ops=max_ops, overlap=overlap)
-    final_ops = [_op(f"stop-{k}") for k in HEAL_ORDER if k in kinds]
+    final_ops = heal_ops(kinds)
     return NemesisPackage(nemesis=nemesis, schedule=schedule, final_ops=final_ops)

@@ -13,12 +13,12 @@ import logging
 import os
 from typing import TYPE_CHECKING, Any
 
-from harness.errors import NemesisError
+from harness.core.errors import NemesisError
 from nemesis.base import completion, host_errors, log_errors, no_targets, on_nodes, op_nodes
 
 if TYPE_CHECKING:
-    from harness.history import Op
-    from harness.test import RunContext
+    from harness.core.history import Op
+    from harness.core.spec import RunContext
 
 __all__ = ["KillNemesis", "PauseNemesis", "HostFreezeNemesis"]
 
@@ -36,7 +36,7 @@ class KillNemesis:
         return {"start-kill", "stop-kill"}
 
     def _db(self, ctx: RunContext) -> Any:
-        from harness.db import Killable
+        from harness.core.db import Killable
 
         if not isinstance(ctx.db, Killable):
             raise NemesisError(f"the DB {type(ctx.db).__name__} cannot be killed and restarted (not Killable)")
@@ -95,7 +95,7 @@ class PauseNemesis:
         return {"start-pause", "stop-pause"}
 
     def _db(self, ctx: RunContext) -> Any:
-        from harness.db import Pausable
+        from harness.core.db import Pausable
 
         if not isinstance(ctx.db, Pausable):
             raise NemesisError(f"the DB {type(ctx.db).__name__} cannot be paused (not Pausable)")

@@ -20,8 +20,8 @@ from pathlib import Path
 import psutil
 import pytest
 
-from harness.errors import LabError
-from harness.lab import DEFAULT_STATE_ROOT, Lab
+from harness.core.errors import LabError
+from harness.inventory.lab import DEFAULT_STATE_ROOT, Lab
 
 _OWNER_FILE = "pytest-owner"
 

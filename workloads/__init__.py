@@ -45,8 +45,8 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from harness.errors import ConfigError
-from workloads.base import Workload
+from harness.core.errors import ConfigError
+from harness.core.workload import Workload
 
 __all__ = ["WORKLOADS", "get_workload"]
 
@@ -66,6 +66,8 @@ WORKLOADS: dict[str, Callable[[Mapping[str, Any]], Workload]] = {
     "set": _lazy("workloads.sets"),
     "mixed": _lazy("workloads.mixed"),
     "sampler-only": _lazy("workloads.sampler"),
+    # Touches nothing: the harness alone (--db null; splitbrain bench harness).
+    "null": _lazy("workloads.null"),
     # Third-party targets (--db etcd / --db redis), see docs/thirdparty.md.
     "etcd-register": _lazy("workloads.etcd"),
     "etcd-register-serializable": _lazy("workloads.etcd", "serializable_workload"),

@@ -1,7 +1,8 @@
 """Where a node's client API listens, as seen from the harness.
 
 The DB lifecycle knows the truth (it chose the port when it started the node),
-so it publishes ``ctx.state["client_addrs"] = {node: (host, port)}`` and every
+so it declares them (``Addressable``), the runner puts them in
+``ctx.addresses["client"] = {node: (host, port)}``, and every
 client reads it here. Without that entry we fall back to the host's address and
 ``spec.options["client_port"]`` (default 9001), which is right whenever all
 nodes listen on one port at distinct addresses (the lab, VMs, a nodes file).
@@ -11,10 +12,10 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from harness.errors import ConfigError
+from harness.core.errors import ConfigError
 
 if TYPE_CHECKING:
-    from harness.test import RunContext
+    from harness.core.spec import RunContext
 
 __all__ = ["DEFAULT_CLIENT_PORT", "client_addr", "node_for_addr", "parse_addr"]
 
@@ -39,7 +40,7 @@ def parse_addr(value: Any, *, what: str = "address") -> tuple[str, int]:
 
 def client_addr(ctx: RunContext, node: str) -> tuple[str, int]:
     """The (host, port) of ``node``'s client API."""
-    published = ctx.state.get("client_addrs") or {}
+    published = ctx.addresses.get("client", {})
     if node in published:
         return parse_addr(published[node], what=f"client address of node {node!r}")
     host = ctx.hosts.get(node)

@@ -24,15 +24,15 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-from workloads.base import PENDING, GenContext, Generator, Workload
+from harness.core.workload import PENDING, GenContext, Generator, Workload
 from workloads.dledger_client import DEFAULT_TIMEOUT, DLedgerClient, Session, finish
 from workloads.generator import each_node, invoke
 from workloads.options import opt_float, opt_int
 from workloads.sampler import handle_sample, maybe_sampler_workers
 
 if TYPE_CHECKING:
-    from harness.history import Op
-    from harness.test import RunContext
+    from harness.core.history import Op
+    from harness.core.spec import RunContext
 
 __all__ = [
     "AppendGen",

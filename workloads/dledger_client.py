@@ -27,8 +27,8 @@ from typing import TYPE_CHECKING, Any
 from workloads.addr import client_addr, node_for_addr, parse_addr
 
 if TYPE_CHECKING:
-    from harness.history import Op
-    from harness.test import RunContext
+    from harness.core.history import Op
+    from harness.core.spec import RunContext
 
 __all__ = [
     "DEFAULT_TIMEOUT",

@@ -31,14 +31,14 @@ import socket
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
+from harness.core.workload import Workload
 from workloads.addr import client_addr
-from workloads.base import Workload
 from workloads.options import opt_bool, opt_float
 from workloads.register import register_gen
 
 if TYPE_CHECKING:
-    from harness.history import Op
-    from harness.test import RunContext
+    from harness.core.history import Op
+    from harness.core.spec import RunContext
 
 __all__ = ["EtcdError", "EtcdHTTP", "EtcdRegisterClient", "classify", "workload", "CHECKER"]
 

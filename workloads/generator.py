@@ -27,8 +27,8 @@ import random
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
-from harness.history import Op
-from workloads.base import PENDING, GenContext, Generator
+from harness.core.history import Op
+from harness.core.workload import PENDING, GenContext, Generator
 
 __all__ = [
     "OpFn",

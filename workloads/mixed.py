@@ -10,9 +10,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-from harness.errors import ConfigError
+from harness.core.errors import ConfigError
+from harness.core.workload import Workload
 from workloads.append import DEFAULT_CHUNK, AppendGen, final_log_reads, handle_append
-from workloads.base import Workload
 from workloads.dledger_client import DEFAULT_TIMEOUT, DLedgerClient, Session
 from workloads.generator import mix
 from workloads.options import opt_float, opt_int
@@ -20,8 +20,8 @@ from workloads.register import handle_register, register_gen
 from workloads.sampler import handle_sample, maybe_sampler_workers
 
 if TYPE_CHECKING:
-    from harness.history import Op
-    from harness.test import RunContext
+    from harness.core.history import Op
+    from harness.core.spec import RunContext
 
 __all__ = ["MixedClient", "workload"]
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from harness.errors import ConfigError
+from harness.core.errors import ConfigError
 
 __all__ = ["opt_int", "opt_float", "opt_bool"]
 

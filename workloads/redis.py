@@ -34,15 +34,15 @@ import socket
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
+from harness.core.workload import Workload
 from workloads.addr import parse_addr
-from workloads.base import Workload
 from workloads.options import opt_float
 from workloads.register import register_gen
 from workloads.sets import SetGen, final_set_reads
 
 if TYPE_CHECKING:
-    from harness.history import Op
-    from harness.test import RunContext
+    from harness.core.history import Op
+    from harness.core.spec import RunContext
 
 __all__ = ["MASTER_NAME", "RespError", "RespConnection", "encode_command", "parse_reply",
            "RedisClient", "classify", "workload", "set_workload"]
@@ -155,7 +155,7 @@ def _decode(v: Any) -> Any:
 
 
 def _addr_of(ctx: RunContext, table: str, node: str) -> tuple[str, int]:
-    addrs = ctx.state.get(table) or {}
+    addrs = ctx.addresses.get(table) or {}
     if node not in addrs:
         raise LookupError(f"no {table} entry for node {node!r} (is --db redis set up?)")
     return parse_addr(addrs[node], what=f"{table}[{node}]")
@@ -180,14 +180,14 @@ class RedisClient:
         pass
 
     def primary(self, ctx: RunContext, node: str) -> tuple[str, int]:
-        reply = call_once(_addr_of(ctx, "sentinel_addrs", node), self.timeout,
+        reply = call_once(_addr_of(ctx, "sentinel", node), self.timeout,
                           "SENTINEL", "get-master-addr-by-name", MASTER_NAME)
         if not isinstance(reply, list) or len(reply) != 2:
             raise RespError(f"sentinel on {node} names no primary: {reply!r}")
         return str(reply[0]), int(reply[1])
 
     def _name(self, ctx: RunContext, addr: tuple[str, int]) -> str:
-        for n, a in (ctx.state.get("client_addrs") or {}).items():
+        for n, a in ctx.addresses.get("client", {}).items():
             if parse_addr(a) == addr:
                 return n
         return f"{addr[0]}:{addr[1]}"

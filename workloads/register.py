@@ -18,15 +18,15 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-from workloads.base import GenContext, Workload
+from harness.core.workload import GenContext, Workload
 from workloads.dledger_client import DEFAULT_TIMEOUT, DLedgerClient, Session, finish
 from workloads.generator import invoke
 from workloads.options import opt_float, opt_int
 from workloads.sampler import handle_sample, maybe_sampler_workers
 
 if TYPE_CHECKING:
-    from harness.history import Op
-    from harness.test import RunContext
+    from harness.core.history import Op
+    from harness.core.spec import RunContext
 
 __all__ = ["RegisterGen", "RegisterClient", "handle_register", "workload", "CHECKER"]
 

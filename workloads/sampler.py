@@ -16,14 +16,14 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from workloads.base import ExtraWorker, GenContext, Generator, Workload
+from harness.core.workload import ExtraWorker, GenContext, Generator, Workload
 from workloads.dledger_client import DLedgerClient, Session, jsonable
 from workloads.generator import OpFn, each_node, idle, invoke, once, repeat, throttle
 from workloads.options import opt_bool, opt_float
 
 if TYPE_CHECKING:
-    from harness.history import Op
-    from harness.test import RunContext
+    from harness.core.history import Op
+    from harness.core.spec import RunContext
 
 __all__ = [
     "SAMPLER_PROCESS_BASE",

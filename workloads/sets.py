@@ -14,18 +14,19 @@ that node (they all end at the leader; the checker uses the last ok one).
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-from workloads.base import GenContext, Generator, Workload
+from harness.core.workload import GenContext, Generator, Workload
 from workloads.dledger_client import DEFAULT_TIMEOUT, DLedgerClient, Result, Session, finish
 from workloads.generator import each_node, invoke, once
 from workloads.options import opt_float, opt_int
 from workloads.sampler import handle_sample, maybe_sampler_workers
 
 if TYPE_CHECKING:
-    from harness.history import Op
-    from harness.test import RunContext
+    from harness.core.history import Op
+    from harness.core.spec import RunContext
 
 __all__ = ["SetGen", "SetClient", "handle_set", "final_set_reads", "workload"]
 
@@ -53,6 +54,12 @@ def final_set_reads() -> Generator:
     return each_node(factory)
 
 
+def _get_range(c: Any, *, frm: int, to: int) -> dict[str, Any]:
+    """One chunk of a set read (a named function: a lambda in a loop would capture late)."""
+    reply: dict[str, Any] = c.get(frm=frm, to=to)
+    return reply
+
+
 def _read_set(session: Session, node: str, chunk: int) -> tuple[Result, list[Any] | None]:
     first = session.call(node, lambda c: c.get(0))
     if first.reply is None or first.code != "SUCCESS":
@@ -64,7 +71,7 @@ def _read_set(session: Session, node: str, chunk: int) -> tuple[Result, list[Any
     res, frm = first, 0
     while frm <= committed:
         to = min(frm + chunk - 1, committed)
-        res = session.call(res.node, lambda c, a=frm, b=to: c.get(frm=a, to=b))
+        res = session.call(res.node, functools.partial(_get_range, frm=frm, to=to))
         if res.reply is None or res.code != "SUCCESS":
             return res, None
         for e in res.reply.get("entries") or []:

@@ -1,6 +1,6 @@
 """Control of remote hosts: the ``Remote`` protocol and its paramiko implementation."""
 
-from harness.control.base import CommandResult, Host, Remote
+from harness.core.remote import CommandResult, Host, Remote
 
 __all__ = ["Host", "Remote", "CommandResult", "connect"]
 

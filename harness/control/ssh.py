@@ -29,8 +29,8 @@ from pathlib import Path
 
 import paramiko
 
-from harness.control.base import CommandResult, Host
-from harness.errors import RemoteCommandError, RemoteError
+from harness.core.errors import RemoteCommandError, RemoteError
+from harness.core.remote import CommandResult, Host
 
 __all__ = ["SSHRemote"]
 
@@ -225,7 +225,11 @@ class SSHRemote:
         exec_failed_on_live_link = False
         watchdog = None
         if timeout is not None:
-            watchdog = threading.Timer(timeout, lambda: (fired.set(), chan.close()))
+            def fire() -> None:
+                fired.set()
+                chan.close()
+
+            watchdog = threading.Timer(timeout, fire)
             watchdog.daemon = True
             watchdog.start()
         try:
@@ -279,7 +283,7 @@ class SSHRemote:
                 raise RemoteError(f"the server closed the session running {cmd!r} without an "
                                   "exit status", host=name)
         except (paramiko.SSHException, OSError, EOFError) as e:
-            lost = RemoteError(f"connection lost while running {cmd!r}: "
+            lost: RemoteError | None = RemoteError(f"connection lost while running {cmd!r}: "
                                f"{str(e) or type(e).__name__}", host=name)
             retry = (reconnect and not retried and not out and not err
                      and not chan.exit_status_ready())
@@ -466,7 +470,7 @@ def _sftp_makedirs(sftp: paramiko.SFTPClient, path: str) -> None:
     if not path or path in ("/", "."):
         return
     try:
-        if stat.S_ISDIR(sftp.stat(path).st_mode):
+        if stat.S_ISDIR(sftp.stat(path).st_mode or 0):
             return
     except OSError:
         pass
@@ -475,5 +479,5 @@ def _sftp_makedirs(sftp: paramiko.SFTPClient, path: str) -> None:
         sftp.mkdir(path)
     except OSError:
         # Another thread may have made it meanwhile; fail only if it still is not there.
-        if not stat.S_ISDIR(sftp.stat(path).st_mode):
+        if not stat.S_ISDIR(sftp.stat(path).st_mode or 0):
             raise

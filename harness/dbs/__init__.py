@@ -1,4 +1,4 @@
-"""Databases the harness can install, fault and tear down (see :mod:`harness.db`).
+"""Databases the harness can install, fault and tear down (see :mod:`harness.core.db`).
 
 A DB is chosen by name on the command line; ``get_db`` is the only place that
 knows the names, so the runner and the CLI stay free of per-DB code.
@@ -9,8 +9,8 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from harness.db import DB
-from harness.errors import ConfigError
+from harness.core.db import DB
+from harness.core.errors import ConfigError
 
 __all__ = ["get_db", "DB_NAMES"]
 
@@ -38,8 +38,14 @@ def _redis(options: Mapping[str, Any]) -> DB:
     return RedisDB(**dict(options))
 
 
+def _null(options: Mapping[str, Any]) -> DB:
+    from harness.dbs.null import NullDB
+
+    return NullDB(**dict(options))
+
+
 _FACTORIES: dict[str, Callable[[Mapping[str, Any]], DB]] = {
-    "dledger": _dledger, "etcd": _etcd, "redis": _redis}
+    "dledger": _dledger, "etcd": _etcd, "redis": _redis, "null": _null}
 DB_NAMES = tuple(sorted(_FACTORIES))
 
 

@@ -11,7 +11,7 @@ import time
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from harness.test import RunContext
+    from harness.core.spec import RunContext
 
 __all__ = ["PidfileDaemonDB"]
 
@@ -28,7 +28,7 @@ class PidfileDaemonDB:
         raise NotImplementedError
 
     def node_dir(self, ctx: RunContext, node: str) -> str:
-        from harness.store import safe_name
+        from harness.core.layout import safe_name
 
         # Labs share this machine's disk: two labs running the same test must not
         # share directories, so a lab host gets its lab's name as an extra level.

@@ -27,12 +27,14 @@ from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from harness.core.errors import ConfigError, RemoteError
+from harness.core.fanout import map_values
+from harness.core.remote import UploadsTrees
 from harness.dbs.daemon import PidfileDaemonDB
-from harness.errors import ConfigError, RemoteError
 
 if TYPE_CHECKING:
-    from harness.control.base import Remote
-    from harness.test import RunContext
+    from harness.core.remote import Remote
+    from harness.core.spec import RunContext
 
 __all__ = ["DLedgerDB", "NODE_IMPL_DIR", "node_ports", "check_bug"]
 
@@ -106,22 +108,16 @@ def _fetch_status(host: str, port: int, timeout: float) -> dict[str, Any] | None
     """The node's status map, or None if it does not answer in time."""
     from node_impl.client import NodeClient
 
+    client = NodeClient(host, port, timeout=timeout)
     try:
-        try:
-            client = NodeClient(host, port, timeout=timeout)
-        except TypeError:
-            client = NodeClient(host, port)
-        try:
-            st = client.status()
-        finally:
-            close = getattr(client, "close", None)
-            if close:
-                close()
+        st = client.status()
     except Exception as e:  # noqa: BLE001 - any failure means "not answering"
         if not isinstance(e, ConnectionRefusedError) and "refused" not in str(e):
             log.debug("status of %s:%s failed: %s", host, port, e)
         return None
-    return st if isinstance(st, dict) else getattr(st, "__dict__", None)
+    finally:
+        client.close()
+    return st
 
 
 class DLedgerDB(PidfileDaemonDB):
@@ -165,17 +161,15 @@ class DLedgerDB(PidfileDaemonDB):
         ports = self._ports(ctx)
         return {n: (ctx.hosts[n].address, ports[n][1]) for n in ctx.nodes}
 
-    def _publish_addrs(self, ctx: RunContext) -> None:
-        with self._lock:
-            ctx.state.setdefault("client_addrs", {}).update(self.client_addrs(ctx))
+    def addresses(self, ctx: RunContext) -> dict[str, dict[str, tuple[str, int]]]:
+        return {"client": self.client_addrs(ctx)}
 
     # install ----------------------------------------------------------------
     def _upload_code(self, remote: Remote, app: str) -> None:
         dest = f"{app}/node_impl"
         remote.run(f"rm -rf {shlex.quote(dest)} && mkdir -p {shlex.quote(app)}")
-        upload_tree = getattr(remote, "upload_tree", None)
-        if upload_tree is not None:
-            upload_tree(str(NODE_IMPL_DIR), dest)
+        if isinstance(remote, UploadsTrees):
+            remote.upload_tree(str(NODE_IMPL_DIR), dest)
             return
         # A Remote without upload_tree: ship one tarball.
         import tarfile
@@ -234,7 +228,6 @@ class DLedgerDB(PidfileDaemonDB):
     def setup(self, ctx: RunContext, node: str) -> None:
         remote = ctx.remotes[node]
         p = self._paths(ctx, node)
-        self._publish_addrs(ctx)
         if remote.daemon_running(p["pid"]):
             # Left running by an earlier --leave-db-running run of the same test.
             log.info("%s: stopping a node left running by an earlier run", node)
@@ -284,10 +277,9 @@ class DLedgerDB(PidfileDaemonDB):
         addrs = self.client_addrs(ctx)
         deadline = time.monotonic() + self.leader_timeout
         stable_since: float | None = None
-        last: Any = None
+        last: set[tuple[Any, Any] | None] | None = None
         while time.monotonic() < deadline:
-            with ThreadPoolExecutor(max_workers=max(1, len(addrs))) as pool:
-                sts = list(pool.map(lambda a: _fetch_status(a[0], a[1], 1.0), addrs.values()))
+            sts = list(map_values(addrs, lambda a: _fetch_status(a[0], a[1], 1.0)).values())
             views = {(st.get("term"), st.get("leader")) if st else None for st in sts}
             leader_roles = [st.get("role") for st, n in zip(sts, addrs, strict=True)
                             if st and st.get("leader") == n]
@@ -295,7 +287,8 @@ class DLedgerDB(PidfileDaemonDB):
             if agreed:
                 now = time.monotonic()
                 if views == last and stable_since is not None and now - stable_since >= settle:
-                    term, leader = next(iter(views))
+                    view = next(iter(views))
+                    term, leader = view if view is not None else (None, None)
                     log.info("cluster ready: leader %s in term %s", leader, term)
                     return
                 if views != last or stable_since is None:

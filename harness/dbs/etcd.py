@@ -22,15 +22,15 @@ import logging
 import shlex
 import threading
 import time
-from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any
 
+from harness.core.errors import ConfigError, RemoteError
+from harness.core.fanout import map_values
 from harness.dbs.daemon import PidfileDaemonDB
-from harness.errors import ConfigError, RemoteError
 
 if TYPE_CHECKING:
-    from harness.control.base import Remote
-    from harness.test import RunContext
+    from harness.core.remote import Remote
+    from harness.core.spec import RunContext
 
 __all__ = ["EtcdDB", "ensure_package", "member_urls", "stop_process"]
 
@@ -151,12 +151,13 @@ class EtcdDB(PidfileDaemonDB):
         cmd = " ".join(shlex.quote(a) for a in args)
         return f"{cmd} {self.extra_args}".rstrip()
 
+    def addresses(self, ctx: RunContext) -> dict[str, dict[str, tuple[str, int]]]:
+        return {"client": self.client_addrs(ctx)}
+
     # lifecycle ----------------------------------------------------------------
     def setup(self, ctx: RunContext, node: str) -> None:
         remote = ctx.remotes[node]
         p = self._paths(ctx, node)
-        with self._lock:
-            ctx.state.setdefault("client_addrs", {}).update(self.client_addrs(ctx))
         ensure_package(remote, self.binary, "etcd-server etcd-client")
         if remote.daemon_running(p["pid"]):
             log.info("%s: stopping an etcd left running by an earlier run", node)
@@ -189,8 +190,7 @@ class EtcdDB(PidfileDaemonDB):
         deadline = time.monotonic() + self.ready_timeout
         since: float | None = None
         while time.monotonic() < deadline:
-            with ThreadPoolExecutor(max_workers=max(1, len(addrs))) as pool:
-                sts = list(pool.map(lambda a: _status(a[0], a[1], 1.0), addrs.values()))
+            sts = list(map_values(addrs, lambda a: _status(a[0], a[1], 1.0)).values())
             leaders = {str(st.get("leader")) if st else None for st in sts}
             if len(leaders) == 1 and None not in leaders and "0" not in leaders:
                 since = since or time.monotonic()
@@ -213,9 +213,8 @@ class EtcdDB(PidfileDaemonDB):
     def primaries(self, ctx: RunContext) -> list[str]:
         """Members that say they are the leader (each compares its id with its leader id)."""
         addrs = self.client_addrs(ctx)
-        with ThreadPoolExecutor(max_workers=max(1, len(addrs))) as pool:
-            sts = list(pool.map(lambda a: _status(a[0], a[1], 1.0), addrs.values()))
-        return [n for n, st in zip(addrs, sts, strict=True) if _is_leader(st)]
+        sts = map_values(addrs, lambda a: _status(a[0], a[1], 1.0), what="status")
+        return [n for n, st in sts.items() if _is_leader(st)]
 
     def log_files(self, ctx: RunContext, node: str) -> list[str]:
         return [self._paths(ctx, node)["log"]]

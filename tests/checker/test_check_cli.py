@@ -8,11 +8,12 @@ from typing import Any
 
 import pytest
 
-from checker.base import FnChecker, check_safe, compose, merge_valid
+from checker.base import FnChecker, check_safe, compose
 from checker.dispatch import check_history, choose_engine
 from harness.cli import main
-from harness.errors import CheckerError
-from harness.history import Op, write_jsonl, write_parquet
+from harness.core.errors import CheckerError
+from harness.core.history import Op, write_jsonl, write_parquet
+from harness.core.verdict import merge as merge_valid
 
 
 def ops(*rows: tuple[Any, ...]) -> list[Op]:

@@ -15,7 +15,7 @@ import pytest
 from checker.linearizable import check_linearizable
 from checker.local import check_local
 from checker.models import Model, get_model
-from harness.history import read_history
+from harness.core.history import read_history
 
 CORPORA = Path(__file__).parents[3] / "shared" / "corpora"
 

@@ -6,9 +6,9 @@ from pathlib import Path
 
 import pytest
 
-from harness.errors import HistoryError
-from harness.history import read_history, validate_history
-from harness.history_import import read_edn, read_porcupine
+from harness.core.errors import HistoryError
+from harness.core.foreign import read_edn, read_porcupine
+from harness.core.history import read_history, validate_history
 
 EDN = """; a comment line
 [{:process 0, :type :invoke, :f :write, :value 3, :time 10}

@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 from checker.counterexample import render_text
 from checker.linearizable import check_linearizable, check_partition, make_entries
 from checker.models import UNKNOWN, get_model
-from harness.history import Op
+from harness.core.history import Op
 
 
 def hist(*rows: tuple[Any, ...]) -> list[Op]:

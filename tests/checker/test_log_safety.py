@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from checker import log_safety as ls
-from harness.history import Op
+from harness.core.history import Op
 
 
 class H:

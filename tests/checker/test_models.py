@@ -9,7 +9,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from checker.models import UNKNOWN, Fail, Model, get_model, known_models
-from harness.errors import CheckerError
+from harness.core.errors import CheckerError
 
 
 def run(model: Model, f: str, value: object, out: object, state: object) -> tuple[bool, object]:

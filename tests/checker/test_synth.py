@@ -10,7 +10,7 @@ from click.testing import CliRunner
 
 from checker.local import check_local
 from checker.synth import ANOMALIES, LOG_ANOMALIES, gen_history, generate, records, write_history
-from harness.history import Op, read_history, validate_history, write_parquet
+from harness.core.history import Op, read_history, validate_history, write_parquet
 
 
 @pytest.mark.parametrize("workload", ["append", "register", "mixed"])

@@ -8,8 +8,8 @@ import sys
 import time
 from pathlib import Path
 
-from harness.bench_campaign import DbCpuSampler, campaign_figures
-from harness.history import HistoryWriter, Op, read_jsonl
+from harness.core.history import HistoryWriter, Op, read_jsonl
+from harness.run.bench_campaign import DbCpuSampler, campaign_figures
 
 MS = 1_000_000
 

@@ -17,9 +17,10 @@ from pathlib import Path
 import pytest
 
 from harness.control.ssh import SSHRemote
-from harness.history import read_history, read_jsonl, validate_history
-from harness.runner import RunOptions, run_test
-from harness.test import TestSpec as Spec
+from harness.core.history import read_history, read_jsonl, validate_history
+from harness.core.spec import TestSpec as Spec
+from harness.report.html import write_report
+from harness.run.runner import RunOptions, run_test
 
 pytestmark = [pytest.mark.integration, pytest.mark.lab, pytest.mark.slow]
 
@@ -70,7 +71,8 @@ def campaign(lab, tmp_path, tag, *, nemesis, bug=None, time_limit=15.0, interval
                 time_limit=time_limit, concurrency=5, rate=40.0, seed=11, bug=bug,
                 nemesis_interval=interval, options={"nemesis": nemesis_opts or {}})
     res = run_test(spec, hosts, store_root=tmp_path,
-                   options=RunOptions(progress=False, report=report, recovery_s=2.0))
+                   options=RunOptions(progress=False, reporter=write_report if report else None,
+                                      recovery_s=2.0))
     return hosts, res
 
 
@@ -126,8 +128,8 @@ def test_ack_before_quorum_is_caught_as_lost_ack(lab, tmp_path):
 _STACKED = textwrap.dedent("""
     import random, sys
     import nemesis.package as pkg
-    from nemesis import grudge as g
-    from harness.history import Op
+    import nemesis.grudge as g
+    from harness.core.history import Op
 
     def next_op(self, ctx):
         nodes = list(ctx.nodes)

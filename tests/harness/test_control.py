@@ -13,9 +13,9 @@ from pathlib import Path
 import pytest
 
 from harness.control import connect
-from harness.control.base import Remote
 from harness.control.ssh import SSHRemote
-from harness.errors import RemoteCommandError, RemoteError
+from harness.core.errors import RemoteCommandError, RemoteError
+from harness.core.remote import Remote
 
 pytestmark = [pytest.mark.integration, pytest.mark.lab]
 
@@ -229,7 +229,7 @@ def test_partition_with_iptables(remotes, lab):
 
 
 def test_sudo_and_env_wrapping_is_pure_logic():
-    from harness.control.base import Host
+    from harness.core.remote import Host
 
     deploy = SSHRemote(Host(name="x", address="127.0.0.9", user="deploy"))
     assert deploy._wrap("id -u", True, {"A": "b c"}) == "sudo -n -- sh -c 'export A='\"'\"'b c'\"'\"'; id -u'"

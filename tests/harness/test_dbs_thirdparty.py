@@ -17,11 +17,11 @@ from typing import Any
 
 import pytest
 
+from harness.core.history import Op
+from harness.core.spec import RunContext
+from harness.core.spec import TestSpec as Spec
 from harness.dbs.etcd import EtcdDB, _is_leader, member_urls
 from harness.dbs.redis import RedisDB, redis_conf, sentinel_conf
-from harness.history import Op
-from harness.test import RunContext
-from harness.test import TestSpec as Spec
 from workloads.etcd import EtcdError, EtcdRegisterClient
 from workloads.etcd import classify as etcd_classify
 from workloads.redis import RedisClient, RespError, encode_command, parse_reply
@@ -99,9 +99,10 @@ def test_redis_configs_name_the_primary_and_a_majority_quorum() -> None:
 def _ctx(lab: Any, remotes: dict, db: Any, name: str) -> RunContext:
     hosts = {h.name: h for h in lab.hosts()[:3]}
     spec = Spec(name=f"{name}-{os.getpid()}", nodes=tuple(hosts), db=name)
-    return RunContext(spec=spec, hosts=hosts, remotes={n: remotes[n] for n in hosts}, db=db,
-                      history=None, rng=random.Random(0), store_dir="/nonexistent",  # type: ignore[arg-type]
-                      state={})
+    ctx = RunContext(spec=spec, hosts=hosts, remotes={n: remotes[n] for n in hosts}, db=db,
+                     history=None, rng=random.Random(0), store_dir="/nonexistent")  # type: ignore[arg-type]
+    ctx.addresses.update(db.addresses(ctx))
+    return ctx
 
 
 @pytest.fixture

@@ -24,7 +24,7 @@ def docker_lab():
         pytest.skip("the docker lab needs root")
     if not shutil.which("dockerd") or not shutil.which("debootstrap"):
         pytest.skip("dockerd or debootstrap is not installed (apt-get install docker.io debootstrap)")
-    from harness.docker_lab import DockerEngine, DockerLab
+    from harness.inventory.docker import DockerEngine, DockerLab
 
     engine = DockerEngine(socket=DockerEngine().private_socket)
     started_here = not engine.ping()
@@ -56,8 +56,8 @@ def test_containers_are_ssh_hosts_with_verified_keys(docker_lab):
         finally:
             r.close()
     # Same address with another key: verification refuses it.
-    from harness.control.base import Host
-    from harness.errors import RemoteError
+    from harness.core.errors import RemoteError
+    from harness.core.remote import Host
 
     bad_known = hosts[0].known_hosts + ".bad"
     with open(hosts[0].known_hosts) as fh, open(bad_known, "w") as out:

@@ -11,8 +11,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from harness.errors import HistoryError
-from harness.history import (
+from harness.core.errors import HistoryError
+from harness.core.history import (
     HistoryWriter,
     Op,
     pair_ops,
@@ -86,7 +86,7 @@ def test_killed_writer_process_leaves_a_readable_prefix(tmp_path):
     p = tmp_path / "history.jsonl"
     code = (
         "import os, sys\n"
-        "from harness.history import HistoryWriter, Op\n"
+        "from harness.core.history import HistoryWriter, Op\n"
         f"w = HistoryWriter({str(p)!r})\n"
         "for i in range(100):\n"
         "    w.append(Op('invoke', i, 'write', value=i))\n"

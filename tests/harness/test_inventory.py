@@ -4,15 +4,10 @@ from __future__ import annotations
 
 import pytest
 
-from harness.control.base import Host
-from harness.errors import ConfigError
-from harness.inventory import (
-    dump_nodes,
-    load_nodes_file,
-    parse_nodes_yaml,
-    parse_vagrant_ssh_config,
-    vagrant_hosts,
-)
+from harness.core.errors import ConfigError
+from harness.core.remote import Host
+from harness.inventory.nodes_file import dump_nodes, load_nodes_file, parse_nodes_yaml
+from harness.inventory.vagrant import parse_vagrant_ssh_config, vagrant_hosts
 
 GOOD = """\
 # two machines
@@ -122,7 +117,7 @@ def test_vagrant_errors(tmp_path):
 
 
 def test_lab_inventory_reads_back(lab):
-    from harness.inventory import lab_hosts
+    from harness.inventory.resolve import lab_hosts
 
     hosts = lab_hosts(lab.name)
     assert [h.name for h in hosts] == ["n1", "n2", "n3", "n4", "n5"]

@@ -2,8 +2,8 @@
 
 import xml.etree.ElementTree as ET
 
-from harness.exitcodes import exit_code_for, worst_exit_code
-from harness.junit import junit_xml
+from harness.core.verdict import exit_code_for, worst_exit_code
+from harness.report.junit import junit_xml
 
 
 def test_exit_codes():

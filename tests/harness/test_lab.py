@@ -12,11 +12,11 @@ import psutil
 import pytest
 from click.testing import CliRunner
 
-from harness import lab as lab_mod
+from harness.cli.lab import lab as lab_cli
 from harness.control.ssh import SSHRemote
-from harness.errors import LabError
-from harness.lab import Lab, _ssh_banner
-from harness.lab_cli import lab as lab_cli
+from harness.core.errors import LabError
+from harness.inventory import lab as lab_mod
+from harness.inventory.lab import Lab, _ssh_banner
 
 pytestmark = [pytest.mark.integration, pytest.mark.lab]
 
@@ -49,7 +49,7 @@ def test_naming_is_short_and_distinct():
 
 
 def test_bad_parameters_are_config_errors():
-    from harness.errors import ConfigError
+    from harness.core.errors import ConfigError
 
     with pytest.raises(ConfigError, match="subnet"):
         Lab("x", subnet="10.0.0")

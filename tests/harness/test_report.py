@@ -4,9 +4,8 @@ from __future__ import annotations
 
 import json
 
-from harness.history import HistoryWriter, Op
-from harness.report import write_report
-from harness.report_data import (
+from harness.core.history import HistoryWriter, Op
+from harness.report.data import (
     committed_series,
     completed_ops,
     failing_focus,
@@ -14,6 +13,7 @@ from harness.report_data import (
     throughput,
     timeline,
 )
+from harness.report.html import write_report
 
 S = 1_000_000_000
 

@@ -14,17 +14,19 @@ import threading
 
 import pytest
 
-from harness import runner as runner_mod
-from harness.bench import CountingGenerator, NullClient, NullDB, _LocalRemote
-from harness.control.base import Host
-from harness.errors import ConfigError
-from harness.history import Op, read_jsonl, validate_history
-from harness.runner import RunOptions, run_test
-from harness.test import TestSpec as Spec
-from workloads.base import Workload
+from harness.control.memory import MemoryRemote
+from harness.core.errors import ConfigError
+from harness.core.history import Op, read_jsonl, validate_history
+from harness.core.remote import Host
+from harness.core.spec import TestSpec as Spec
+from harness.core.workload import Workload
+from harness.dbs.null import NullDB
+from harness.run import analysis as analysis_mod
+from harness.run.runner import RunOptions, run_test
+from workloads.null import CountingGenerator, NullClient
 
 HOSTS = [Host(name=f"n{i}", address=f"127.0.0.{i}") for i in range(1, 4)]
-FAST = dict(check=False, report=False, progress=False, recovery_s=0.0, join_timeout_s=3.0)
+FAST = dict(check=False, progress=False, recovery_s=0.0, join_timeout_s=3.0)
 
 
 class RecordingDB(NullDB):
@@ -112,7 +114,7 @@ def go(tmp_path, *, db=None, client=None, package=None, final=True, opts=None, *
                   final_generator=FinalReads() if final else None)
     return run_test(spec(**kw), HOSTS, store_root=tmp_path, db=db or RecordingDB(), workload=wl,
                     nemesis_package=package or Package(RecordingNemesis()),
-                    options=RunOptions(**{**FAST, **(opts or {})}), connect_fn=_LocalRemote)
+                    options=RunOptions(**{**FAST, **(opts or {})}), connect_fn=MemoryRemote)
 
 
 def test_phases_history_and_store(tmp_path):
@@ -160,11 +162,11 @@ def test_phases_history_and_store(tmp_path):
 
 
 def test_checker_verdict_sets_exit_code(tmp_path, monkeypatch):
-    monkeypatch.setattr(runner_mod, "_check", lambda store, wl, engine, timeout=None: {
+    monkeypatch.setattr(analysis_mod, "check_stored", lambda store, wl, engine, timeout=None: {
         "valid": False, "checkers": {}, "anomalies": {"lost-ack": [1]}})
     res = go(tmp_path, opts={"check": True}, time_limit=0.3)
     assert res.valid is False and res.exit_code == 1
-    monkeypatch.setattr(runner_mod, "_check", lambda store, wl, engine, timeout=None: {
+    monkeypatch.setattr(analysis_mod, "check_stored", lambda store, wl, engine, timeout=None: {
         "valid": True, "checkers": {}, "anomalies": {}})
     assert go(tmp_path, opts={"check": True}, time_limit=0.3).exit_code == 0
 
@@ -240,7 +242,7 @@ def test_unknown_nodes_are_a_config_error(tmp_path):
     with pytest.raises(ConfigError, match="n9"):
         run_test(spec(nodes=("n1", "n9")), HOSTS, store_root=tmp_path, db=RecordingDB(),
                  workload=Workload(name="x", client=NullClient(), generator=CountingGenerator()),
-                 connect_fn=_LocalRemote)
+                 connect_fn=MemoryRemote)
 
 
 # --- the CLI edge and the status line (pure parts) -----------------------------------
@@ -248,7 +250,7 @@ def test_unknown_nodes_are_a_config_error(tmp_path):
 def test_cli_without_a_lab_says_run_lab_up(tmp_path):
     from click.testing import CliRunner
 
-    from harness.run_cli import run
+    from harness.cli.run import run
 
     r = CliRunner().invoke(run, ["--lab", f"nolab{os.getpid()}", "--store", str(tmp_path)],
                            standalone_mode=False)
@@ -273,8 +275,8 @@ def test_cli_rejects_two_inventories_and_bad_options(tmp_path):
 
 
 def test_cli_helpers():
-    from harness.exitcodes import worst_exit_code as worst_exit
-    from harness.run_cli import parse_kv, parse_nemesis
+    from harness.cli.run import parse_kv, parse_nemesis
+    from harness.core.verdict import worst_exit_code as worst_exit
 
     assert parse_nemesis("partition, kill,clock") == ("partition", "kill", "clock")
     assert parse_nemesis("none") == () and parse_nemesis("") == ()
@@ -284,7 +286,7 @@ def test_cli_helpers():
 
 
 def test_counters_track_faults_in_force():
-    from harness.progress import Counters
+    from harness.run.progress import Counters
 
     c = Counters()
     c.record(Op(type="info", process="nemesis", f="start-kill",
@@ -300,7 +302,7 @@ def test_counters_track_faults_in_force():
 
 
 def test_null_client_throughput_is_recorded_fast(tmp_path):
-    from harness.bench import measure
+    from harness.run.bench import measure
 
     out = measure(HOSTS, null=True, seconds=2.0, concurrency=5, store_root=str(tmp_path))
     assert out["fail"] == 0 and out["info"] == 0
@@ -312,9 +314,9 @@ def test_null_client_throughput_is_recorded_fast(tmp_path):
 def test_dledger_ports_and_command_line():
     import random as _random
 
+    from harness.core.spec import RunContext
     from harness.dbs import get_db
     from harness.dbs.dledger import node_ports
-    from harness.test import RunContext
 
     assert node_ports({"n1": "10.0.0.1", "n2": "10.0.0.2"}, 9000, 9001) == {
         "n1": (9000, 9001), "n2": (9000, 9001)}

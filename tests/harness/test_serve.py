@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from harness.history import HistoryWriter, Op
-from harness.serve import list_runs, make_server
+from harness.core.history import HistoryWriter, Op
+from harness.report.serve import list_runs, make_server
 
 
 def _make_run(store: Path, test: str, stamp: str, valid, anomalies=None) -> Path:

@@ -8,9 +8,10 @@ import os
 
 import pytest
 
-from harness.errors import ConfigError
-from harness.history import HistoryWriter, Op, read_parquet
-from harness.store import RunStore, latest_run, safe_name, scrub, utc_stamp
+from harness.core.errors import ConfigError
+from harness.core.history import HistoryWriter, Op, read_parquet
+from harness.core.layout import safe_name
+from harness.run.store import RunStore, latest_run, scrub, utc_stamp
 
 
 def test_layout_and_latest_link(tmp_path):

@@ -6,14 +6,15 @@ import random
 import threading
 import time
 
-from harness.bench import NullClient, _LocalRemote
-from harness.history import Op, read_jsonl
-from harness.runner import RunOptions, run_test
-from harness.traffic import WriteGate
+from harness.control.memory import MemoryRemote
+from harness.core.history import Op, read_jsonl
+from harness.core.traffic import WriteGate
+from harness.core.workload import Workload
+from harness.run.runner import RunOptions, run_test
 from nemesis.lull import LullNemesis
 from nemesis.package import build_package, parse_faults
 from tests.harness.test_runner import FAST, HOSTS, Package, RecordingDB, go, nem, spec
-from workloads.base import Workload
+from workloads.null import NullClient
 
 
 def test_gate_opens_and_closes_and_wakes_its_waiters() -> None:
@@ -68,7 +69,7 @@ def test_a_lull_holds_writes_in_a_real_run_and_reads_go_on(tmp_path) -> None:
     wl = Workload(name="null", client=NullClient(), generator=LullAware())
     res = run_test(spec(time_limit=2.0, rate=100.0), HOSTS, store_root=tmp_path, db=RecordingDB(),
                    workload=wl, nemesis_package=pkg, options=RunOptions(**FAST),
-                   connect_fn=_LocalRemote)
+                   connect_fn=MemoryRemote)
     assert not res.interrupted, res.reason
     ops = read_jsonl(res.store_dir / "history.jsonl")
     start, stop = _lull_span(ops)

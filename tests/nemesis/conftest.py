@@ -16,8 +16,8 @@ from typing import Any
 
 import pytest
 
-from harness.history import HistoryWriter
-from harness.test import RunContext, TestSpec
+from harness.core.history import HistoryWriter
+from harness.core.spec import RunContext, TestSpec
 from nemesis.base import on_nodes
 
 PORT = 7077

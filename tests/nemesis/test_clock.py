@@ -9,8 +9,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from harness.control.base import Host
-from harness.errors import NemesisError
+from harness.core.errors import NemesisError
+from harness.core.remote import Host
 from nemesis.clock import RealClock, format_offset, parse_offset, strobe_script
 
 
@@ -38,7 +38,7 @@ def test_offset_round_trip_at_microsecond_precision(us: int) -> None:
 
 def test_faketime_reads_our_offsets() -> None:
     """libfaketime itself accepts what format_offset writes (fractional, negative)."""
-    from harness.lab import find_libfaketime
+    from harness.inventory.lab import find_libfaketime
 
     lib = find_libfaketime()
     if lib is None:

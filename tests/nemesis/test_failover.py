@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 from checker import log_safety as ls
+from harness.core.history import Op
 from harness.dbs import get_db
 from harness.dbs.dledger import DLedgerDB
 from harness.dbs.ha import HADB
-from harness.history import Op
 from nemesis.failover import choose_new_master
 from nemesis.package import build_package
 

@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from nemesis import grudge as g
+import nemesis.grudge as g
 
 F = frozenset
 

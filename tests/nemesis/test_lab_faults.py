@@ -13,8 +13,8 @@ import time
 
 import pytest
 
-from harness.history import Op
-from nemesis import grudge as g
+import nemesis.grudge as g
+from harness.core.history import Op
 from nemesis.clock import ClockNemesis
 from nemesis.net import CHAIN, PartitionNemesis, chain_rules
 from nemesis.netem import NetemNemesis

@@ -9,8 +9,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from harness.errors import ConfigError, NemesisError
-from nemesis import grudge as g
+import nemesis.grudge as g
+from harness.core.errors import ConfigError, NemesisError
 from nemesis.package import FAULTS, build_package, parse_faults
 from nemesis.targets import resolve, resolve_leader
 

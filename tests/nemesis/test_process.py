@@ -12,8 +12,8 @@ from types import SimpleNamespace
 
 import pytest
 
-from harness.errors import NemesisError
-from harness.history import Op
+from harness.core.errors import NemesisError
+from harness.core.history import Op
 from nemesis.process import KillNemesis, PauseNemesis
 
 

@@ -5,9 +5,9 @@ from __future__ import annotations
 import random
 from pathlib import Path
 
-from harness.control.base import Host
-from harness.history import HistoryWriter
-from harness.test import RunContext, TestSpec
+from harness.core.history import HistoryWriter
+from harness.core.remote import Host
+from harness.core.spec import RunContext, TestSpec
 
 
 class DummyDB:
@@ -30,5 +30,5 @@ def make_ctx(tmp_path: Path, addrs: dict[str, tuple[str, int]], **options) -> Ru
         history=HistoryWriter(tmp_path / "history.jsonl"),
         rng=random.Random(0),
         store_dir=str(tmp_path),
-        state={"client_addrs": dict(addrs)},
+        addresses={"client": dict(addrs)},
     )

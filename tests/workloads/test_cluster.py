@@ -11,10 +11,10 @@ from pathlib import Path
 
 import pytest
 
-from harness.history import Op
+from harness.core.history import Op
+from harness.core.workload import PENDING, GenContext
 from workloads import get_workload
 from workloads.append import AppendClient, final_log_reads
-from workloads.base import PENDING, GenContext
 from workloads.register import RegisterClient
 from workloads.sampler import SAMPLE_KEYS, SamplerClient
 
@@ -218,7 +218,7 @@ def test_mini_campaign_mixed(cluster, tmp_path):
     import itertools
     import threading
 
-    from harness.history import read_jsonl, validate_history
+    from harness.core.history import read_jsonl, validate_history
 
     ctx = make_ctx(tmp_path, {n: cluster.client_addr(n) for n in cluster.nodes},
                    sample_rate=20.0)

@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import pytest
 
-from harness.errors import ConfigError
-from harness.history import Op
+from harness.core.errors import ConfigError
+from harness.core.history import Op
 from workloads.addr import client_addr, node_for_addr, parse_addr
 from workloads.append import AppendClient
 from workloads.dledger_client import exception_outcome, outcome
@@ -288,7 +288,7 @@ def test_addresses(ctx, tmp_path):
         parse_addr("nohost")
     (tmp_path / "bare").mkdir()
     bare = make_ctx(tmp_path / "bare", ADDRS, client_port=9100)
-    bare.state.clear()
+    bare.addresses.clear()
     assert client_addr(bare, "n1") == ("127.0.0.1", 9100)
     with pytest.raises(ConfigError, match="n9"):
         client_addr(bare, "n9")

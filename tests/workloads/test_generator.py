@@ -8,9 +8,9 @@ from collections import Counter
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from harness.history import Op, pair_ops, validate_history
+from harness.core.history import Op, pair_ops, validate_history
+from harness.core.workload import PENDING, GenContext
 from workloads.append import AppendGen, final_log_reads
-from workloads.base import PENDING, GenContext
 from workloads.generator import (
     any_of,
     each_node,

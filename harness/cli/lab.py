@@ -1,0 +1,130 @@
+"""``splitbrain lab up|status|down``: the embedded lab from the command line."""
+
+from __future__ import annotations
+
+import click
+
+from harness.core.errors import ConfigError, LabError
+from harness.inventory.lab import DEFAULT_STATE_ROOT, Lab
+
+__all__ = ["lab"]
+
+_name_opt = click.option("--name", default="default", show_default=True,
+                         help="Lab name; several labs with different names and subnets can coexist.")
+_driver_opt = click.option("--driver", type=click.Choice(["netns", "docker"]), default="netns",
+                           show_default=True,
+                           help="netns: namespace hosts with their own sshd; docker: containers "
+                                "(a private dockerd is started if none runs).")
+_root_opt = click.option("--state-root", default=DEFAULT_STATE_ROOT, show_default=True,
+                         help="Where labs keep keys, configs, logs and their inventory.",
+                         hidden=True)
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+def lab() -> None:
+    """The local lab: network-namespace hosts on this machine, each with its own sshd (needs root)."""
+
+
+@lab.command()
+@click.option("--nodes", "-n", default=None, type=click.IntRange(1, 99),
+              help="Number of hosts (n1..nN).  [default: 5, or the existing lab's]")
+@_name_opt
+@click.option("--subnet", default=None,
+              help="First three octets of the lab /24, inside 127.0.0.0/8.  "
+                   "[default: 127.77.0, or the existing lab's]")
+@click.option("--timeout", default=30.0, show_default=True, type=float,
+              help="Seconds to wait for every sshd to answer.")
+@_driver_opt
+@_root_opt
+def up(nodes: int | None, name: str, subnet: str | None, timeout: float, driver: str,
+       state_root: str) -> None:
+    """Build or repair the lab; returns once every host answers SSH."""
+    if driver == "docker":
+        from harness.inventory.docker import DockerLab
+
+        dl = DockerLab(name=name, nodes=nodes or 5, subnet=subnet or "127.79.0")
+        for h in dl.up():
+            click.echo(f"{h.name}\t{h.address}")
+        click.echo(f"docker lab {name!r} is up; use `splitbrain run --docker {name}`")
+        return
+    try:
+        existing: Lab | None = Lab.load(name, state_root=state_root)
+    except LabError:
+        existing = None
+    lab_ = _make(name,
+                 nodes if nodes is not None else existing.nodes if existing else 5,
+                 subnet if subnet is not None else existing.subnet if existing else "127.77.0",
+                 state_root)
+    hosts = lab_.up(timeout=timeout)
+    for h in hosts:
+        click.echo(f"{h.name}\t{h.address}")
+    click.echo(f"lab {name!r} is up: {len(hosts)} hosts; inventory {lab_.inventory_path}")
+
+
+@lab.command()
+@_name_opt
+@_driver_opt
+@_root_opt
+def status(name: str, driver: str, state_root: str) -> None:
+    """Show each host's address, namespace, sshd and whether SSH answers."""
+    if driver == "docker":
+        from harness.inventory.docker import DockerLab
+
+        rows_ = DockerLab(name=name).status()
+        for r in rows_:
+            click.echo(f"{r['host']}\t{r['status']}")
+        if not rows_ or any(r["status"] != "running" for r in rows_):
+            raise LabError(f"docker lab {name!r} is not fully up")
+        return
+    rows = Lab.load(name, state_root=state_root).status()
+    click.echo(f"{'host':<6} {'address':<16} {'netns':<6} {'sshd':<8} ssh ok")
+    for r in rows:
+        sshd = str(r["sshd_pid"]) if r["sshd_alive"] else "dead"
+        click.echo(f"{r['host']:<6} {r['address']:<16} {_yn(r['netns']):<6} {sshd:<8} "
+                   f"{_yn(r['ssh_ok'])}")
+    for r in rows:
+        if r.get("ssh_error"):
+            click.echo(f"  {r['host']}: {r['ssh_error']}")
+    healthy = sum(1 for r in rows if r["ssh_ok"])
+    click.echo(f"{healthy}/{len(rows)} hosts answer SSH")
+    if healthy < len(rows):
+        raise LabError(f"lab {name!r}: {len(rows) - healthy} of {len(rows)} hosts do not answer "
+                       f"SSH; `splitbrain lab up --name {name}` repairs it")
+
+
+@lab.command()
+@_name_opt
+@_driver_opt
+@click.option("--stop-engine", is_flag=True, help="docker: also stop the private dockerd.")
+@_root_opt
+def down(name: str, driver: str, stop_engine: bool, state_root: str) -> None:
+    """Remove the lab and everything it made; safe to repeat.
+
+    Kills every process in its hosts, deletes namespaces, interfaces, cgroups and files.
+    """
+    if driver == "docker":
+        from harness.inventory.docker import DockerLab
+
+        dl = DockerLab(name=name)
+        dl.down()
+        if stop_engine and dl.engine is not None:
+            dl.engine.stop_private()
+        click.echo(f"docker lab {name!r} is down")
+        return
+    try:
+        lab_ = Lab.load(name, state_root=state_root)
+    except LabError:  # no state left: still sweep what the name alone identifies
+        lab_ = _make(name, 1, "127.77.0", state_root)
+    lab_.down()
+    click.echo(f"lab {name!r} is down")
+
+
+def _make(name: str, nodes: int, subnet: str, state_root: str) -> Lab:
+    try:
+        return Lab(name=name, nodes=nodes, subnet=subnet, state_root=state_root)
+    except ConfigError as e:
+        raise click.BadParameter(str(e).split(": ", 1)[-1], param_hint=f"--{e.field}") from None
+
+
+def _yn(b: bool) -> str:
+    return "yes" if b else "no"

@@ -1,0 +1,87 @@
+"""What a database under test offers the harness (Jepsen's DB protocols).
+
+``DB`` is required; the others are optional capabilities that nemeses probe with
+``isinstance`` (all are ``runtime_checkable``), so a DB that cannot be paused
+simply never gets a pause fault. Implementations: :mod:`harness.dbs`.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Protocol, TypeAlias, runtime_checkable
+
+if TYPE_CHECKING:
+    from harness.core.spec import RunContext
+
+__all__ = ["DB", "Killable", "Pausable", "HasPrimaries", "HasLogFiles", "WaitsReady", "Addressable",
+           "Address"]
+
+
+@runtime_checkable
+class DB(Protocol):
+    def setup(self, ctx: RunContext, node: str) -> None:
+        """Install and start the DB on ``node``; leaves it serving."""
+        ...
+
+    def teardown(self, ctx: RunContext, node: str) -> None:
+        """Stop the DB on ``node`` and wipe its data."""
+        ...
+
+
+@runtime_checkable
+class Killable(Protocol):
+    def kill(self, ctx: RunContext, node: str) -> None:
+        """SIGKILL the DB process on ``node``."""
+        ...
+
+    def start(self, ctx: RunContext, node: str) -> None:
+        """Start the DB on ``node`` again with its existing data."""
+        ...
+
+
+@runtime_checkable
+class Pausable(Protocol):
+    def pause(self, ctx: RunContext, node: str) -> None: ...
+
+    def resume(self, ctx: RunContext, node: str) -> None: ...
+
+
+@runtime_checkable
+class HasPrimaries(Protocol):
+    def primaries(self, ctx: RunContext) -> list[str]:
+        """Nodes that currently believe they lead (may be several, or none)."""
+        ...
+
+
+@runtime_checkable
+class HasLogFiles(Protocol):
+    def log_files(self, ctx: RunContext, node: str) -> list[str]:
+        """Remote paths to fetch into ``store/.../nodes/<node>/``."""
+        ...
+
+
+@runtime_checkable
+class WaitsReady(Protocol):
+    def wait_ready(self, ctx: RunContext) -> None:
+        """Block until the cluster serves clients (a leader elected, replicas in sync).
+
+        Called once, after every node's ``setup``, before the first op; raise to
+        stop the run with a clear error instead of recording a warm-up as faults.
+        """
+        ...
+
+
+Address: TypeAlias = "tuple[str, int]"
+"""(host, port) as the harness reaches it."""
+
+
+@runtime_checkable
+class Addressable(Protocol):
+    def addresses(self, ctx: RunContext) -> dict[str, dict[str, Address]]:
+        """Where each service listens: ``{service: {node: (host, port)}}``.
+
+        The DB chose the ports, so it knows the truth; clients read it from
+        ``ctx.addresses``, filled by the runner before the DB is set up. The
+        service every client uses is ``"client"``; others (e.g. Redis's
+        ``"sentinel"``) are the DB's own.
+        """
+        ...

@@ -1,0 +1,437 @@
+"""The history: the one contract every package shares (ARCHITECTURE §2).
+
+A history is the ordered list of operation records a test produced. Clients and
+nemeses write it through :class:`HistoryWriter` while the test runs: one JSON
+object per line, flushed at once, so a harness that dies mid-run still leaves a
+checkable prefix. Checkers read it back with :func:`read_history`, which knows
+JSONL, Parquet, and (through :mod:`harness.core.foreign`) Jepsen EDN and
+Porcupine logs.
+
+This module imports neither paramiko nor pyspark: the checker depends on it and
+must stay light. Parquet support imports pyarrow lazily.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import threading
+import time as _time
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from pathlib import Path
+from typing import IO, Any
+
+from harness.core import foreign
+from harness.core.errors import HistoryError
+from harness.core.layout import history_file
+from harness.core.op import NEMESIS, OP_TYPES, Op
+
+__all__ = [
+    "OP_TYPES",
+    "NEMESIS",
+    "Op",
+    "HistoryWriter",
+    "parse_op",
+    "iter_jsonl",
+    "read_jsonl",
+    "read_history",
+    "write_jsonl",
+    "write_parquet",
+    "read_parquet",
+    "pair_ops",
+    "validate_history",
+    "PARQUET_COLUMNS",
+    "PARQUET_VALUE_COLUMNS",
+    "VALUE_FIELDS",
+]
+
+log = logging.getLogger(__name__)
+
+def parse_op(obj: Any, *, path: object | None = None, line: int | None = None) -> Op:
+    """Validate one decoded record; errors name file, line and field."""
+    if not isinstance(obj, Mapping):
+        raise HistoryError("record is not a JSON object", path=path, line=line)
+    index = obj.get("index", -1)
+
+    def bad(field: str, why: str) -> HistoryError:
+        return HistoryError(why, path=path, line=line, index=index if isinstance(index, int) else None,
+                            field=field)
+
+    if not isinstance(index, int) or isinstance(index, bool):
+        raise bad("index", f"must be an integer, got {index!r}")
+    t = obj.get("time", 0)
+    if not isinstance(t, int) or isinstance(t, bool):
+        raise bad("time", f"must be integer nanoseconds, got {t!r}")
+    typ = obj.get("type")
+    if typ not in OP_TYPES:
+        raise bad("type", f"must be one of {', '.join(OP_TYPES)}, got {typ!r}")
+    if "process" not in obj:
+        raise bad("process", "is missing")
+    proc = obj["process"]
+    if not ((isinstance(proc, int) and not isinstance(proc, bool)) or proc == NEMESIS):
+        raise bad("process", f"must be an integer or 'nemesis', got {proc!r}")
+    f = obj.get("f")
+    if not isinstance(f, str) or not f:
+        raise bad("f", f"must be a non-empty string, got {f!r}")
+    key = obj.get("key")
+    if key is not None and not isinstance(key, str):
+        raise bad("key", f"must be a string or null, got {key!r}")
+    node = obj.get("node")
+    if node is not None and not isinstance(node, str):
+        raise bad("node", f"must be a string or null, got {node!r}")
+    err = obj.get("error")
+    if err is not None and not isinstance(err, str):
+        err = json.dumps(err)
+    return Op(type=typ, process=proc, f=f, value=obj.get("value"), key=key, time=t, index=index,
+              node=node, error=err)
+
+
+class HistoryWriter:
+    """Appends ops to ``history.jsonl`` as they happen.
+
+    Thread-safe: clients and the nemesis run in threads and share one writer.
+    It assigns ``index`` (and ``time``, from a monotonic clock started with the
+    writer, unless the op carries one) and flushes every line, so a crash of the
+    harness loses at most the line being written. Reopening an existing file
+    continues its numbering: nothing already recorded is overwritten.
+    """
+
+    def __init__(self, path: str | os.PathLike[str], *, fsync_every: int = 0,
+                 start_ns: int | None = None) -> None:
+        self.path = Path(path)
+        self._lock = threading.Lock()
+        self._start = _time.monotonic_ns() if start_ns is None else start_ns
+        self._fsync_every = fsync_every
+        self._next = 0
+        if self.path.exists() and self.path.stat().st_size:
+            self._next = sum(1 for _ in iter_jsonl(self.path))
+            _drop_torn_tail(self.path)
+        self._fh: IO[str] | None = open(self.path, "a", encoding="utf-8")  # noqa: SIM115
+
+    def now(self) -> int:
+        """Nanoseconds since the test started, on the harness's monotonic clock."""
+        return _time.monotonic_ns() - self._start
+
+    def append(self, op: Op) -> Op:
+        with self._lock:
+            if self._fh is None:
+                raise HistoryError("history writer is closed", path=self.path)
+            op = op.replace(index=self._next, time=op.time or self.now())
+            self._fh.write(json.dumps(op.to_dict(), separators=(",", ":"), default=str) + "\n")
+            self._fh.flush()
+            self._next += 1
+            if self._fsync_every and self._next % self._fsync_every == 0:
+                os.fsync(self._fh.fileno())
+            return op
+
+    def __len__(self) -> int:
+        return self._next
+
+    def close(self) -> None:
+        with self._lock:
+            if self._fh is not None:
+                self._fh.flush()
+                os.fsync(self._fh.fileno())
+                self._fh.close()
+                self._fh = None
+
+    def __enter__(self) -> HistoryWriter:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def _drop_torn_tail(path: Path) -> None:
+    """Cut a last line without newline so that appends start on a clean line."""
+    with open(path, "rb+") as fh:
+        fh.seek(0, os.SEEK_END)
+        size = fh.tell()
+        if size == 0:
+            return
+        fh.seek(size - 1)
+        if fh.read(1) == b"\n":
+            return
+        data_end = size
+        chunk = 4096
+        pos = size
+        while pos > 0:
+            step = min(chunk, pos)
+            pos -= step
+            fh.seek(pos)
+            buf = fh.read(step)
+            nl = buf.rfind(b"\n")
+            if nl >= 0:
+                data_end = pos + nl + 1
+                break
+        else:
+            data_end = 0
+        log.warning("%s: dropping a torn last line (%d bytes)", path, size - data_end)
+        fh.truncate(data_end)
+
+
+def iter_jsonl(path: str | os.PathLike[str]) -> Iterator[Op]:
+    """Yield ops from a JSONL history.
+
+    A last line that does not parse and has no newline is a torn write from a
+    killed harness: it is skipped with a warning. Any other bad line is an error
+    naming the file, line and field.
+    """
+    path = Path(path)
+    with open(path, "rb") as fh:
+        lineno = 0
+        for raw in fh:
+            lineno += 1
+            if not raw.strip():
+                continue
+            try:
+                obj = json.loads(raw)
+            except ValueError as e:
+                if not raw.endswith(b"\n") and not fh.read(1):
+                    log.warning("%s:%d: skipping a torn last line", path, lineno)
+                    return
+                raise HistoryError(f"not valid JSON ({e.msg})", path=path, line=lineno) from None
+            yield parse_op(obj, path=path, line=lineno)
+
+
+def read_jsonl(path: str | os.PathLike[str]) -> list[Op]:
+    return list(iter_jsonl(path))
+
+
+def write_jsonl(ops: Iterable[Op], path: str | os.PathLike[str]) -> None:
+    with open(path, "w", encoding="utf-8") as fh:
+        for op in ops:
+            fh.write(json.dumps(op.to_dict(), separators=(",", ":"), default=str) + "\n")
+
+
+# Parquet. Values are stored as JSON text so that one schema holds every workload;
+# process is text so that "nemesis" fits beside client ids.
+#
+# Beside ``value``, typed columns repeat the fields of object values that the
+# log-safety checks read (ARCHITECTURE §2: append, log read, sample). They are
+# extracted once, here, so that the Spark engine never parses JSON per record or
+# per log entry: at 10M records that parsing was most of its time. ``value`` stays
+# the full record; the typed columns are derived from it and add nothing. Scalars
+# are kept as compact JSON text (keys sorted), the form both engines compare
+# payloads and terms in, so a string "1" and a number 1 stay different.
+PARQUET_COLUMNS = ("index", "time", "type", "process", "f", "key", "value", "node", "error")
+VALUE_FIELDS = ("payload", "index", "term", "committed", "end", "role", "incarnation", "final")
+"""Object fields with a typed column ``v_<field>``: ``value[field]`` as compact JSON text
+(null when ``value`` is not an object or lacks the field; a JSON null is the text ``null``)."""
+PARQUET_VALUE_COLUMNS = ("v_kind", *(f"v_{f}" for f in VALUE_FIELDS), "v_entries")
+"""The typed columns. ``v_kind``: the JSON type of ``value`` (``null``, ``boolean``,
+``number``, ``string``, ``array``, ``object``). ``v_entries``: when ``value`` is an object
+whose ``entries`` is a list, its ``[index, term, payload]`` items with an integer index,
+as ``list<struct<index: int64, term: string, payload: string>>`` (term and payload as
+JSON text); other items are left out, since no check reads them. Files written before
+these columns existed have ``value`` only; readers must accept both."""
+
+_ENTRY_TYPE = None   # pyarrow type of v_entries, made on first use (pyarrow is imported lazily)
+_INT64 = (-(2**63), 2**63 - 1)
+_sorted_json = json.JSONEncoder(separators=(",", ":"), sort_keys=True).encode
+
+
+def _json_text(x: Any) -> str:
+    """Compact JSON with sorted keys, so equal objects give equal text whatever their key order."""
+    try:
+        return _sorted_json(x)
+    except TypeError:   # keys of mixed types cannot be sorted
+        return json.dumps(x, separators=(",", ":"))
+
+
+def _kind(v: Any) -> str:
+    if v is None:
+        return "null"
+    if isinstance(v, bool):
+        return "boolean"
+    if isinstance(v, (int, float)):
+        return "number"
+    if isinstance(v, str):
+        return "string"
+    if isinstance(v, (list, tuple)):
+        return "array"
+    return "object" if isinstance(v, Mapping) else "string"
+
+
+def _entries(items: Any) -> list[tuple[int, str, str]] | None:
+    if not isinstance(items, (list, tuple)):
+        return None
+    out = []
+    for e in items:
+        if (isinstance(e, (list, tuple)) and len(e) == 3 and isinstance(e[0], int)
+                and not isinstance(e[0], bool) and _INT64[0] <= e[0] <= _INT64[1]):
+            out.append((e[0], _json_text(e[1]), _json_text(e[2])))
+    return out
+
+
+def _parquet_schema() -> Any:
+    import pyarrow as pa
+
+    global _ENTRY_TYPE
+    if _ENTRY_TYPE is None:
+        _ENTRY_TYPE = pa.list_(pa.struct([("index", pa.int64()), ("term", pa.string()),
+                                          ("payload", pa.string())]))
+    return pa.schema([
+        ("index", pa.int64()), ("time", pa.int64()), ("type", pa.string()),
+        ("process", pa.string()), ("f", pa.string()), ("key", pa.string()),
+        ("value", pa.string()), ("node", pa.string()), ("error", pa.string()),
+        ("v_kind", pa.string()), *((f"v_{f}", pa.string()) for f in VALUE_FIELDS),
+        ("v_entries", _ENTRY_TYPE),
+    ])
+
+
+def _entries_array(offsets: Sequence[int], valid: Sequence[bool], index: Sequence[int],
+                   term: Any, payload: Any) -> Any:
+    """A ``v_entries`` column from flat entry arrays and per-row offsets into them."""
+    import pyarrow as pa
+
+    def arr(x: Any, t: Any) -> Any:
+        return x if isinstance(x, pa.Array) else pa.array(x, t)
+
+    _parquet_schema()
+    items = pa.StructArray.from_arrays(
+        [arr(index, pa.int64()), arr(term, pa.string()), arr(payload, pa.string())],
+        names=["index", "term", "payload"])
+    mask = None if all(valid) else pa.array([not v for v in valid], pa.bool_())
+    return pa.ListArray.from_arrays(arr(offsets, pa.int32()), items, type=_ENTRY_TYPE, mask=mask)
+
+
+def write_parquet(ops: Iterable[Op], path: str | os.PathLike[str], *, batch: int = 200_000) -> int:
+    """Write ops to Parquet in batches, so memory stays flat for huge histories.
+
+    A batch is also cut when its log entries pass a million, since a final read
+    can carry thousands of them.
+    """
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    schema = _parquet_schema()
+    n = 0
+    cols: dict[str, list[Any]] = {c: [] for c in PARQUET_COLUMNS + PARQUET_VALUE_COLUMNS[:-1]}
+    offsets, valid = [0], []
+    e_index: list[int] = []
+    e_term: list[str] = []
+    e_payload: list[str] = []
+    fields = [(f, cols[f"v_{f}"]) for f in VALUE_FIELDS]
+    with pq.ParquetWriter(str(path), schema, compression="zstd") as w:
+        def flush() -> None:
+            if not cols["index"]:
+                return
+            arrays = [pa.array(cols[c], schema.field(c).type) for c in schema.names[:-1]]
+            arrays.append(_entries_array(offsets, valid, e_index, e_term, e_payload))
+            w.write_table(pa.Table.from_arrays(arrays, schema=schema))
+            for v in (*cols.values(), valid, e_index, e_term, e_payload):
+                v.clear()
+            del offsets[1:]
+
+        for op in ops:
+            v = op.value
+            cols["index"].append(op.index)
+            cols["time"].append(op.time)
+            cols["type"].append(op.type)
+            cols["process"].append(str(op.process))
+            cols["f"].append(op.f)
+            cols["key"].append(op.key)
+            cols["value"].append(json.dumps(v, separators=(",", ":")))
+            cols["node"].append(op.node)
+            cols["error"].append(op.error)
+            kind = _kind(v)
+            cols["v_kind"].append(kind)
+            ents = None
+            if kind == "object":
+                for f, col in fields:
+                    col.append(_json_text(v[f]) if f in v else None)
+                ents = _entries(v.get("entries"))
+            else:
+                for _, col in fields:
+                    col.append(None)
+            valid.append(ents is not None)
+            if ents:
+                for i, t, p in ents:
+                    e_index.append(i)
+                    e_term.append(t)
+                    e_payload.append(p)
+            offsets.append(len(e_index))
+            n += 1
+            if len(cols["index"]) >= batch or len(e_index) >= 1_000_000:
+                flush()
+        flush()
+    return n
+
+
+def read_parquet(path: str | os.PathLike[str]) -> list[Op]:
+    import pyarrow.parquet as pq
+
+    table = pq.read_table(str(path), columns=list(PARQUET_COLUMNS))
+    ops = []
+    for row, rec in enumerate(table.to_pylist()):
+        proc = rec["process"]
+        rec["process"] = NEMESIS if proc == NEMESIS else int(proc)
+        rec["value"] = json.loads(rec["value"]) if rec["value"] is not None else None
+        ops.append(parse_op(rec, path=path, line=row + 1))
+    return ops
+
+
+def read_history(path: str | os.PathLike[str]) -> list[Op]:
+    """Read any supported history file, or the history of a store directory."""
+    path = history_file(path)
+    if not path.exists():
+        raise HistoryError("no such file", path=path)
+    suffix = path.suffix.lower()
+    if suffix == ".jsonl" or suffix == ".json":
+        return read_jsonl(path)
+    if suffix == ".parquet":
+        return read_parquet(path)
+    if suffix not in (".edn", ".log", ".txt"):
+        raise HistoryError(
+            "unknown history format (expected .jsonl, .parquet, .edn, or a Porcupine .log/.txt)",
+            path=path)
+    if suffix == ".edn":
+        return foreign.read_edn(path)
+    return foreign.read_porcupine(path)
+
+
+def pair_ops(ops: Sequence[Op]) -> dict[int, int | None]:
+    """Map each client invocation's position to its completion's position (None if open).
+
+    Positions are offsets into ``ops``. Raises on a double invoke or an orphan
+    completion, as Jepsen's history does, because a checker fed such a history
+    would judge something that never happened.
+    """
+    open_by_proc: dict[int | str, int] = {}
+    pairs: dict[int, int | None] = {}
+    for pos, op in enumerate(ops):
+        if not op.is_client:
+            continue
+        if op.type == "invoke":
+            if op.process in open_by_proc:
+                prev = open_by_proc[op.process]
+                raise HistoryError(
+                    f"process {op.process} invoked again while op {ops[prev].index} was open",
+                    index=op.index, field="process")
+            open_by_proc[op.process] = pos
+            pairs[pos] = None
+        else:
+            inv = open_by_proc.pop(op.process, None)
+            if inv is None:
+                raise HistoryError(f"{op.type} completion of process {op.process} has no invocation",
+                                   index=op.index, field="process")
+            if ops[inv].f != op.f:
+                raise HistoryError(f"completion f {op.f!r} differs from its invocation's {ops[inv].f!r}",
+                                   index=op.index, field="f")
+            pairs[inv] = pos
+    return pairs
+
+
+def validate_history(ops: Sequence[Op]) -> None:
+    """Raise HistoryError unless ops are well formed: pairing, and no reuse after info."""
+    pairs = pair_ops(ops)
+    crashed: set[int | str] = set()
+    for inv, comp in pairs.items():
+        op = ops[inv]
+        if op.process in crashed:
+            raise HistoryError(f"process {op.process} invoked again after an info completion",
+                               index=op.index, field="process")
+        if comp is not None and ops[comp].type == "info":
+            crashed.add(op.process)

@@ -1,0 +1,47 @@
+"""What a run returns, and the knobs of the runner that are not part of the test's meaning."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from harness.core.verdict import Verdict, exit_code_for, normalize
+
+__all__ = ["RunResult", "RunOptions"]
+
+
+@dataclass
+class RunResult:
+    store_dir: Path
+    results: dict[str, Any]
+    interrupted: bool = False
+    reason: str | None = None
+    ops: int = 0
+
+    @property
+    def valid(self) -> Verdict:
+        return normalize(self.results.get("valid"))
+
+    @property
+    def exit_code(self) -> int:
+        return exit_code_for(self.valid)
+
+
+@dataclass
+class RunOptions:
+    """Knobs of the runner that are not part of the test's meaning."""
+
+    client_timeout: float | None = 10.0
+    recovery_s: float = 3.0
+    final_timeout_s: float = 60.0
+    join_timeout_s: float = 15.0
+    nemesis_join_timeout_s: float = 60.0
+    leave_db_running: bool = False
+    engine: str = "local"
+    check: bool = True
+    check_timeout: float | None = 300.0
+    reporter: Callable[[Path], object] | None = None
+    """Writes the HTML report of a finished run's store directory (the CLI passes one)."""
+    progress: bool = True

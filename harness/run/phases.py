@@ -1,0 +1,310 @@
+"""One run's phases, Jepsen's ``run!`` body: connect, set up, load and faults, heal, read.
+
+    connect -> nemesis setup (heals leftovers) -> db setup -> workers + sampler +
+    nemesis for time-limit -> heal (final ops) -> recovery wait -> final reads
+    cleanup (always): stop load -> nemesis teardown -> fetch node logs -> db teardown
+
+:meth:`Run.cleanup` is the point of this module: whatever happens before it, it
+heals, stops and wipes, and every step of it runs even if an earlier one fails.
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+import threading
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from harness.core.db import DB, Addressable, HasLogFiles, WaitsReady
+from harness.core.errors import SplitbrainError
+from harness.core.fanout import each_or_raise
+from harness.core.history import NEMESIS, HistoryWriter, Op
+from harness.core.nemesis import NemesisPackage
+from harness.core.remote import Host, Remote
+from harness.core.spec import RunContext, TestSpec
+from harness.core.workload import Workload
+from harness.run.progress import Counters, Progress
+from harness.run.store import RunStore
+from harness.run.validate import ValidatingClient, ValidatingNemesis
+from harness.run.workers import Worker, WorkerGroup
+
+if TYPE_CHECKING:
+    from harness.run.options import RunOptions
+
+__all__ = ["Run"]
+
+log = logging.getLogger(__name__)
+
+
+class Run:
+    def __init__(self, spec: TestSpec, hosts: Sequence[Host], store: RunStore,
+                 opts: RunOptions, *, db: DB, workload: Workload, package: NemesisPackage,
+                 connect_fn: Callable[[Host], Remote]) -> None:
+        self.spec = spec
+        self.hosts = {h.name: h for h in hosts}
+        self.store = store
+        self.opts = opts
+        self.db = db
+        self.workload = workload
+        self.package = package
+        self.connect_fn = connect_fn
+        self.rng = random.Random(spec.seed)
+        self.history = HistoryWriter(store.history_path)
+        self.counters = Counters()
+        # The timeout is the watchdog's (see _watchdog), not a per-op thread hand-off.
+        self.client = ValidatingClient(workload.client)
+        self.nemesis = ValidatingNemesis(package.nemesis)
+        self.ctx: RunContext = None  # type: ignore[assignment]
+        self.stop = threading.Event()
+        self.node_list = list(spec.nodes)
+        self.groups: list[WorkerGroup] = []
+        self.pool: WorkerGroup | None = None
+        self.extras: WorkerGroup | None = None
+        self.finished = threading.Event()
+        self.nemesis_thread: threading.Thread | None = None
+        self.phase = "setup"
+        self.db_set_up: set[str] = set()
+        self.nemesis_set_up = False
+        self.progress: Progress | None = None
+
+    def _phase(self, name: str) -> None:
+        self.phase = name
+        if self.progress is not None:
+            self.progress.phase = name
+        log.info("phase: %s", name)
+
+    # --- setup --------------------------------------------------------------
+    def connect(self) -> None:
+        self._phase("connect")
+        remotes = each_or_raise(list(self.spec.nodes), lambda n: self.connect_fn(self.hosts[n]),
+                                what="connect")
+        self.ctx = RunContext(spec=self.spec, hosts=self.hosts, remotes=remotes, db=self.db,
+                              history=self.history, rng=self.rng, store_dir=str(self.store.path),
+                              stop=self.stop)
+        if isinstance(self.db, Addressable):
+            self.ctx.addresses.update(self.db.addresses(self.ctx))
+
+    def setup(self) -> None:
+        self._phase("nemesis-setup")
+        self.nemesis_set_up = True  # teardown must run even if setup fails halfway
+        self.nemesis.setup(self.ctx)
+        self._phase("db-setup")
+
+        def one(node: str) -> None:
+            self.db_set_up.add(node)
+            self.db.setup(self.ctx, node)
+
+        each_or_raise(list(self.spec.nodes), one, what="db-setup")
+        if isinstance(self.db, WaitsReady):
+            self.db.wait_ready(self.ctx)
+
+    # --- main phase ---------------------------------------------------------
+    def record_nemesis(self, op: Op) -> Op:
+        inv = self.history.append(op.replace(type="invoke", process=NEMESIS, time=0, index=-1))
+        comp = self.nemesis.invoke(self.ctx, inv)
+        comp = self.history.append(comp.replace(time=0, index=-1))
+        self.counters.record(comp)
+        log.info("nemesis %s %s -> %s", inv.f, inv.value, comp.value if comp.error is None
+                 else f"error: {comp.error}")
+        return comp
+
+    def _nemesis_loop(self) -> None:
+        schedule = self.package.schedule
+        try:
+            while not self.stop.is_set():
+                nxt = schedule.next(self.ctx)
+                if nxt is None:
+                    return
+                delay, planned = nxt
+                if self.stop.wait(max(0.0, float(delay))):
+                    return
+                # A fault that depends on the cluster at the moment it lands
+                # (who leads now) is built only after the wait.
+                op = planned if isinstance(planned, Op) else planned(self.ctx)
+                if op is not None:
+                    self.record_nemesis(op)
+        except Exception:
+            log.exception("nemesis schedule crashed; no further faults this run")
+
+    def _watchdog(self) -> None:
+        """Enforce the client timeout without a per-op thread hand-off.
+
+        An op open longer than the timeout is completed ``info`` here; its
+        worker is abandoned (its late answer is dropped) and a successor with a
+        fresh process takes the slot, as Jepsen does when a client times out.
+        """
+        timeout = self.opts.client_timeout
+        if not timeout:
+            return
+        while not self.finished.wait(min(0.25, timeout / 4)):
+            now = time.monotonic()
+            for group in self.groups:
+                if group.stop.is_set():
+                    continue
+                for w in list(group.slots):
+                    if w.overdue(now, timeout) and w.abandon(
+                            f"timeout: no completion within {timeout:g} s"):
+                        log.info("%s: op overran %gs; new process %d takes over", w.name,
+                                 timeout, w.process + w.process_step)
+                        group.replace(w, w.successor())
+
+    def _new_group(self, name: str) -> WorkerGroup:
+        g = WorkerGroup(name)
+        self.groups.append(g)
+        return g
+
+    def main_phase(self) -> None:
+        self._phase("run")
+        conc = max(1, self.spec.concurrency)
+        interval = conc / self.spec.rate if self.spec.rate and self.spec.rate > 0 else 0.0
+        gen_lock = threading.Lock()
+        nodes = self.node_list
+        pool = self.pool = self._new_group("pool")
+        for w in range(conc):
+            pool.add(Worker(self, w, nodes[w % len(nodes)], generator=self.workload.generator,
+                             gen_lock=gen_lock, stop=pool.stop, interval=interval, process=w,
+                             process_step=conc))
+        self._start_extra_workers()
+        self.nemesis_thread = threading.Thread(target=self._nemesis_loop, name="nemesis",
+                                               daemon=True)
+        threading.Thread(target=self._watchdog, name="watchdog", daemon=True).start()
+        pool.start()
+        self.nemesis_thread.start()
+        deadline = time.monotonic() + self.spec.time_limit
+        while time.monotonic() < deadline:
+            if not pool.alive():
+                log.info("every worker finished before the time limit")
+                break
+            time.sleep(min(0.2, max(0.0, deadline - time.monotonic())))
+        self.stop_load()
+        crashed = pool.errors()
+        if crashed:
+            e = crashed[0].error
+            raise e if isinstance(e, SplitbrainError) else RuntimeError(
+                f"{crashed[0].name} crashed: {e!r}")
+
+    def _start_extra_workers(self) -> None:
+        """Dedicated workers (status samplers) that run until final reads begin."""
+        make = self.workload.extra_workers
+        if make is None:
+            return
+        extras = self.extras = self._new_group("extra")
+        for i, ew in enumerate(make(list(self.spec.nodes))):
+            extras.add(Worker(self, i, ew.node, generator=ew.generator,
+                               gen_lock=threading.Lock(), stop=extras.stop, interval=0.0,
+                               process=ew.process_base, process_step=ew.process_stride,
+                               client=ValidatingClient(ew.client), pending_poll=0.005,
+                               label=ew.name))
+        extras.start()
+
+    def stop_extra_workers(self) -> None:
+        if self.extras is not None:
+            self.extras.join(self.opts.join_timeout_s, "harness stopped waiting for this op")
+
+    def stop_load(self) -> None:
+        """Stop the pool and the nemesis schedule; wait for in-flight ops and faults."""
+        if self.pool is not None:
+            self.pool.join(self.opts.join_timeout_s, "harness stopped waiting for this op")
+        self.stop.set()
+        if self.nemesis_thread is not None and self.nemesis_thread.is_alive():
+            # A fault being applied must finish before teardown heals, or the heal
+            # could run first and the fault land after it.
+            self.nemesis_thread.join(self.opts.nemesis_join_timeout_s)
+            if self.nemesis_thread.is_alive():
+                log.error("nemesis still applying a fault after %ss; healing anyway",
+                          self.opts.nemesis_join_timeout_s)
+
+    # --- end phases ---------------------------------------------------------
+    def heal(self) -> None:
+        self._phase("heal")
+        for op in list(self.package.final_ops):
+            self.record_nemesis(op)
+
+    def recover(self) -> None:
+        self._phase("recover")
+        time.sleep(self.opts.recovery_s)
+
+    def final_reads(self) -> None:
+        self.stop_extra_workers()
+        gen = self.workload.final_generator
+        if gen is None:
+            return
+        self._phase("final-reads")
+        nodes = self.node_list
+        base = 1 + max([g.max_process() for g in self.groups], default=0)
+        gen_lock = threading.Lock()
+        deadline = time.monotonic() + self.opts.final_timeout_s
+        finals = self._new_group("final")
+        for i, node in enumerate(nodes):
+            finals.add(Worker(self, i, node, generator=gen, gen_lock=gen_lock, stop=finals.stop,
+                               interval=0.0, process=base + i, process_step=len(nodes),
+                               deadline=deadline, label="final"))
+        finals.start()
+        while finals.alive() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        finals.join(self.opts.join_timeout_s, "final read did not finish in time")
+        crashed = finals.errors()
+        if crashed:
+            raise RuntimeError(f"{crashed[0].name} crashed: {crashed[0].error!r}")
+
+
+    # --- cleanup ------------------------------------------------------------
+    def cleanup(self) -> list[str]:
+        """Heal, fetch logs, stop nodes. Every step runs even if an earlier one fails."""
+        problems: list[str] = []
+        self._phase("cleanup")
+        try:
+            self.stop_load()
+            for g in self.groups:
+                g.join(self.opts.join_timeout_s, "harness stopped waiting for this op")
+        except BaseException as e:  # noqa: BLE001
+            problems.append(f"stopping load: {e}")
+        finally:
+            self.finished.set()
+        if self.ctx is None:
+            return problems
+        if self.nemesis_set_up:
+            try:
+                self.nemesis.teardown(self.ctx)
+            except BaseException as e:  # noqa: BLE001
+                log.exception("nemesis teardown failed")
+                problems.append(f"nemesis teardown: {e}")
+        self._fetch_logs(problems)
+        if self.db_set_up and not self.opts.leave_db_running:
+            def down(node: str) -> None:
+                self.db.teardown(self.ctx, node)
+
+            try:
+                each_or_raise(sorted(self.db_set_up), down, what="db-teardown")
+            except BaseException as e:  # noqa: BLE001
+                problems.append(f"db teardown: {e}")
+        elif self.opts.leave_db_running:
+            log.warning("leaving the DB running on %s", ", ".join(sorted(self.db_set_up)))
+        for remote in self.ctx.remotes.values():
+            try:
+                remote.close()
+            except Exception:
+                log.debug("closing a remote failed", exc_info=True)
+        return problems
+
+    def _fetch_logs(self, problems: list[str]) -> None:
+        db = self.db
+        if not isinstance(db, HasLogFiles) or not self.db_set_up:
+            return
+
+        def fetch(node: str) -> None:
+            dest = self.store.node_dir(node)
+            for path in db.log_files(self.ctx, node):
+                local = dest / Path(path).name
+                try:
+                    self.ctx.remotes[node].download(path, str(local))
+                except Exception as e:
+                    log.info("%s: could not fetch %s: %s", node, path, e)
+
+        try:
+            each_or_raise(sorted(self.db_set_up), fetch, what="fetch-logs")
+        except BaseException as e:  # noqa: BLE001
+            problems.append(f"fetching logs: {e}")

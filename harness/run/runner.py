@@ -1,0 +1,138 @@
+"""Runs one campaign, Jepsen's ``run!``: set up, drive load and faults, heal, check.
+
+Phases, each recorded in ``splitbrain.log``::
+
+    store dir + test.json -> connect -> nemesis setup (heals leftovers) -> db setup
+    -> workers + sampler + nemesis for time-limit -> heal (final ops) -> recovery wait
+    -> final reads on every node
+    finally: nemesis teardown -> fetch node logs -> db teardown -> close history
+    -> Parquet -> checker -> results.json -> report
+
+The ``finally`` is the point of this module: whatever happens (an exception, a
+SIGINT, a SIGTERM), faults are healed, nodes are stopped and wiped, and the
+history on disk is a valid, checkable prefix. A run that did not reach its end
+is recorded as ``valid: "unknown"`` with the reason.
+
+The pieces live beside this module: :mod:`~harness.run.phases` (the run's
+phases and its cleanup), :mod:`~harness.run.workers` (client threads),
+:mod:`~harness.run.analysis` (checking after cleanup), :mod:`~harness.run.signals`.
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+from collections.abc import Callable, Iterable
+from pathlib import Path
+from typing import IO
+
+from harness.core.db import DB
+from harness.core.errors import ConfigError, SplitbrainError
+from harness.core.nemesis import NemesisPackage, null_package
+from harness.core.remote import Host, Remote
+from harness.core.spec import TestSpec
+from harness.core.workload import Workload
+from harness.run.analysis import analyse
+from harness.run.options import RunOptions, RunResult
+from harness.run.phases import Run
+from harness.run.progress import Progress
+from harness.run.signals import SignalGuard
+from harness.run.store import RunStore
+
+__all__ = ["RunResult", "RunOptions", "run_test"]
+
+log = logging.getLogger(__name__)
+
+
+def _build_package(spec: TestSpec, rng: random.Random) -> NemesisPackage:
+    if not spec.nemesis:
+        return null_package()
+    from nemesis.package import build_package
+
+    opts = dict(spec.options.get("nemesis", {}) or {})
+    return build_package(list(spec.nemesis), interval=spec.nemesis_interval, rng=rng, **opts)
+
+
+def run_test(spec: TestSpec, hosts: Iterable[Host], *, store_root: str | Path = "store",
+             db: DB | None = None, workload: Workload | None = None,
+             nemesis_package: NemesisPackage | None = None,
+             options: RunOptions | None = None,
+             connect_fn: Callable[[Host], Remote] | None = None,
+             progress_stream: IO[str] | None = None) -> RunResult:
+    """Run one test and return where it was stored and what the checker said."""
+    opts = options or RunOptions()
+    hosts = list(hosts)
+    by_name = {h.name: h for h in hosts}
+    missing = [n for n in spec.nodes if n not in by_name]
+    if missing:
+        raise ConfigError(f"nodes {', '.join(missing)} are not in the inventory "
+                          f"({', '.join(by_name) or 'empty'})", field="nodes")
+    if not spec.nodes:
+        raise ConfigError("a test needs at least one node", field="nodes")
+    if connect_fn is None:
+        from harness.control import connect as connect_fn
+    if db is None:
+        from harness.dbs import get_db
+
+        db = get_db(spec.db, spec.options.get("db", {}) or {})
+    if workload is None:
+        from workloads import get_workload
+
+        # Workloads read their knobs from the flat spec.options (workloads/__init__.py).
+        workload = get_workload(spec.workload, spec.options)
+    if nemesis_package is None:
+        nemesis_package = _build_package(spec, random.Random(spec.seed ^ 0x5EED))
+
+    store = RunStore.create(store_root, spec.name)
+    guard = SignalGuard()
+    interrupted, reason = False, None
+    with store.capture_log():
+        log.info("run %s: store %s", spec.name, store.path)
+        store.write_test({**spec.to_json(), "engine": opts.engine,
+                          "leave_db_running": opts.leave_db_running,
+                          "hosts": [{"name": h.name, "address": h.address, "port": h.port,
+                                     "user": h.user} for h in hosts if h.name in spec.nodes]})
+        # Replaced at the end; if the harness is killed outright, this is what remains.
+        store.write_results({"valid": "unknown", "checkers": {}, "anomalies": {},
+                             "interrupted": True,
+                             "reason": "the run did not finish (still running, or the harness "
+                                       "was killed)"})
+        run = Run(spec, hosts, store, opts, db=db, workload=workload, package=nemesis_package,
+                   connect_fn=connect_fn)  # type: ignore[arg-type]
+        progress = Progress(run.counters, stream=progress_stream, enabled=opts.progress)
+        run.progress = progress
+        guard.install()
+        problems: list[str] = []
+        try:
+            progress.start()
+            run.connect()
+            run.setup()
+            run.main_phase()
+            run.heal()
+            run.recover()
+            run.final_reads()
+            run._phase("done")
+        except KeyboardInterrupt as e:
+            interrupted, reason = True, f"interrupted by {e.args[0] if e.args else 'SIGINT'}"
+            log.warning("%s during phase %s", reason, run.phase)
+        except Exception as e:
+            interrupted = True
+            reason = f"{type(e).__name__} during {run.phase}: {e}"
+            log.error("run failed: %s", reason, exc_info=not isinstance(e, SplitbrainError))
+        finally:
+            guard.cleaning = True
+            try:
+                problems = run.cleanup()
+            finally:
+                run.history.close()
+                progress.stop()
+        n_ops = len(run.history)
+        try:
+            results = analyse(run, store, workload, opts, guard, interrupted, reason, problems)
+        finally:
+            guard.restore()
+        interrupted = bool(results["run"]["interrupted"])
+        reason = results["run"]["reason"]
+        log.info("run %s: valid=%s (%s)", spec.name, results["valid"], store.path)
+    return RunResult(store_dir=store.path, results=results, interrupted=interrupted,
+                     reason=reason, ops=n_ops)
