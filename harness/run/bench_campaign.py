@@ -97,12 +97,16 @@ class DbCpuSampler:
             if pid in self._pids or pid in self._not_ours:
                 continue
             cmd = _cmdline(pid)
-            # The daemon itself: its arguments name the directory *and* --data-dir,
-            # which the harness's short shell commands (rm, tail, cat) never do.
-            if self.marker in cmd and b"--data-dir" in cmd and not cmd.startswith((b"sh\0", b"bash\0")):
+            if self.marker not in cmd:
+                self._not_ours.add(pid)
+            elif cmd.startswith((b"sh\0", b"bash\0")):
+                pass  # the shell that starts the daemon: it may yet exec into it, look again
+            elif b"--data-dir" in cmd:
+                # The daemon itself: its arguments name the directory *and* --data-dir,
+                # which the harness's short commands (rm, tail, cat) never do.
                 self._pids.add(pid)
             else:
-                self._not_ours.add(pid)  # a pid's command line is fixed once exec'd
+                self._not_ours.add(pid)
         for pid in list(self._pids):
             cpu = _proc_cpu(pid)
             if cpu is None:
@@ -224,7 +228,7 @@ def measure_campaign(hosts: list[Any], *, db: str, workload: str, seconds: float
     spec = TestSpec(name=name, nodes=tuple(h.name for h in hosts), db=db, workload=workload,
                     nemesis=(), time_limit=seconds, concurrency=concurrency, rate=0.0, seed=1,
                     options={"db": dict(db_options or {})})
-    opts = RunOptions(check=check, report=False, progress=False, recovery_s=0.0)
+    opts = RunOptions(check=check, progress=False, recovery_s=0.0)  # no reporter: no HTML
     clock = _Clock()
     real = get_workload(workload, spec.options)
     wl = replace(real, client=TimedClient(real.client, clock))
