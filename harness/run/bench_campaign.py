@@ -33,6 +33,8 @@ from typing import Any
 
 import click
 
+from harness.core.remote import Host
+
 __all__ = ["DbCpuSampler", "TimedClient", "campaign_figures", "measure_campaign", "bench_campaign"]
 
 CLK_TCK = os.sysconf("SC_CLK_TCK")
@@ -214,7 +216,7 @@ def _loadavg() -> list[float]:
         return [float(x) for x in f.read().split()[:3]]
 
 
-def measure_campaign(hosts: list[Any], *, db: str, workload: str, seconds: float,
+def measure_campaign(hosts: list[Host], *, db: str, workload: str, seconds: float,
                  concurrency: int, store_root: str, check: bool = True,
                  db_options: dict[str, Any] | None = None) -> dict[str, Any]:
     """One no-fault, unpaced campaign through the real runner, with its figures."""
@@ -315,13 +317,17 @@ def bench_campaign(lab: str, seconds: float, concurrency: int, workloads: tuple[
                            "nemesis": "none", "cpus": os.cpu_count()}
     with tempfile.TemporaryDirectory(prefix="sb-campaign-") as tmp:
         root = store_root or tmp
-        common = {"seconds": seconds, "concurrency": concurrency, "store_root": root,
-                  "check": not no_check}
+        def measure(db: str, workload: str, db_options: dict[str, Any] | None = None
+                    ) -> dict[str, Any]:
+            return measure_campaign(hosts, db=db, workload=workload, seconds=seconds,
+                                    concurrency=concurrency, store_root=root, check=not no_check,
+                                    db_options=db_options)
+
         runs: dict[str, Any] = {}
         if not skip_etcd:
-            runs["etcd"] = measure_campaign(hosts, db="etcd", workload=etcd_workload, **common)
+            runs["etcd"] = measure("etcd", etcd_workload)
         for w in workloads:
-            runs[w] = measure_campaign(hosts, db="dledger", workload=w, db_options=opts, **common)
+            runs[w] = measure("dledger", w, opts)
         if store_root is None:
             for r in runs.values():
                 r.pop("store", None)
