@@ -77,6 +77,7 @@ COMMANDS = {
     "serve": "harness.report.serve:serve",
     "node": "node_impl.cli:node",
     "zoo": "harness.zoo.campaign:zoo",
+    "plugins": "harness.cli.plugins:plugins",
 }
 
 

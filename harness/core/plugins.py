@@ -82,7 +82,7 @@ class Plugin:
             raise ConfigError(f"{self.kind} plugin {self.name!r} ({self.value}, from "
                               f"{self.origin}): {type(obj).__name__} is not callable",
                               field=self.kind)
-        return obj  # type: ignore[no-any-return]
+        return obj
 
 
 def _one_line(e: BaseException) -> str:
@@ -99,7 +99,7 @@ def _pyproject_entry_points(group: str) -> dict[str, str]:
         import tomllib
     else:  # pragma: no cover - Python 3.10 without tomllib
         try:
-            import tomli as tomllib
+            import tomli as tomllib  # type: ignore[import-not-found]
         except ImportError:
             return {}
     try:
@@ -134,7 +134,7 @@ def refresh() -> None:
     _scan.cache_clear()
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _scan(kind: str) -> dict[str, Plugin]:
     group = GROUPS[kind]
     found: dict[str, Plugin] = {}
