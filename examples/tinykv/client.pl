@@ -31,7 +31,7 @@ while (my $line = <STDIN>) {
         next;
     }
     chomp $answer;
-    if ($answer =~ /^OK (.*)$/) { print qq({"type": "ok", "value": $1}\n) }
+    if ($answer =~ /^OK (.*)$/) { print $f eq 'read' ? qq({"type": "ok", "value": $1}\n) : qq({"type": "ok"}\n) }
     elsif ($answer eq 'NIL') { print qq({"type": "ok", "value": null}\n) }
     elsif ($answer =~ /^FAIL/) { print qq({"type": "fail", "error": "cas mismatch"}\n) }
     else { print $json->encode({type => 'info', error => $answer}), "\n" }

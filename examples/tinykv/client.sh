@@ -11,7 +11,8 @@ while IFS= read -r op; do
   if ! read -r -t 3 answer <&3; then answer="ERR no answer"; fi
   exec 3>&-
   case "$answer" in
-    "OK "*) echo "{\"type\": \"ok\", \"value\": ${answer#OK }}" ;;
+    "OK "*) if [[ $req == GET* ]]; then echo "{\"type\": \"ok\", \"value\": ${answer#OK }}"
+            else echo '{"type": "ok"}'; fi ;;   # a write or cas: its own value
     NIL) echo '{"type": "ok", "value": null}' ;;
     FAIL*) echo '{"type": "fail", "error": "cas mismatch"}' ;;
     *) jq -cn --arg e "$answer" '{type: "info", error: $e}' ;;
