@@ -163,7 +163,7 @@ def test_example_clients_speak_the_protocol(tmp_path):
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
-    server = subprocess.Popen([sys.executable, str(root / "tinykv.py"), "--node", "n1",
+    server = subprocess.Popen([sys.executable, str(root / "tinykv_plugin" / "server.py"), "--node", "n1",
                                "--peers", f"n1=127.0.0.1:{port}", "--data-dir", str(tmp_path)])
     try:
         deadline = time.monotonic() + 10
