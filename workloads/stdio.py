@@ -17,8 +17,9 @@ per worker, with the node and its address also in ``SPLITBRAIN_NODE`` and
 * a program that exits, closes stdout, answers nothing within ``stdio_timeout``
   seconds (5), or answers something that is not such a JSON object, ends the op
   in flight as ``info`` (it may have happened), is killed with its whole process
-  group, and the next op starts a fresh program: nothing recorded is lost, and no
-  answer meant for one op is taken for the next;
+  group, and the next op starts a fresh program: nothing recorded is lost;
+* a program that prints more than one line for an op is replaced before the
+  next op is sent, so no answer meant for one op is ever taken for another;
 * after any ``info`` the program is restarted too, since the runner moves the
   worker to a new process id anyway.
 
@@ -152,12 +153,22 @@ class StdioClient:
         line, _, self._buf = self._buf.partition(b"\n")
         return line
 
+    def _spoke_out_of_turn(self, proc: subprocess.Popen[bytes]) -> bool:
+        """Output (or EOF) waiting before an op was sent: an extra line, or a dying program."""
+        if self._buf:
+            return True
+        assert proc.stdout is not None
+        ready, _, _ = select.select([proc.stdout.fileno()], [], [], 0)
+        return bool(ready)
+
     def _doubt(self, op: Op, why: str) -> Op:
         self._kill()
         return op.complete("info", op.value, error=why)
 
     def invoke(self, ctx: RunContext, op: Op) -> Op:
         node = op.node or self.node or ""
+        if self.proc is not None and self._spoke_out_of_turn(self.proc):
+            self._kill()  # its next line would be taken for this op's answer
         if self.proc is None or self.proc.poll() is not None:
             self._kill()
             try:

@@ -187,3 +187,20 @@ def test_example_clients_speak_the_protocol(tmp_path):
     finally:
         server.kill()
         server.wait()
+
+
+def test_an_extra_line_is_never_taken_for_the_next_answer(tmp_path):
+    chatty = tmp_path / "chatty"
+    chatty.write_text(f"#!{sys.executable}\nimport sys, json\nfor l in sys.stdin:\n"
+                      "    v = json.loads(l)['value']\n"
+                      "    print(json.dumps({'type': 'ok', 'value': v}))\n"
+                      "    print(json.dumps({'type': 'ok', 'value': 'stale'}), flush=True)\n")
+    chatty.chmod(0o755)
+    client = StdioClient([str(chatty)], timeout=2).open(_ctx(tmp_path), "n1")
+    got = []
+    for i in range(4):
+        got.append(client.invoke(_ctx(tmp_path), Op(type="invoke", process=i, f="read",
+                                                    value=i, key="k", node="n1")).value)
+        time.sleep(0.1)  # let the extra line arrive
+    client.close(_ctx(tmp_path))
+    assert got == [0, 1, 2, 3]
