@@ -190,8 +190,8 @@ def _generate(path: Path, n: int) -> int:
 
 def scale_bench(sizes: list[int], *, master: str | None = None, local_baseline: bool = True,
                 keep: Path | None = None) -> dict[str, Any]:
-    from checker.spark_engine import check_spark
-    from checker.spark_session import get_session
+    from checker.spark import check_spark
+    from checker.spark.session import get_session
 
     tmp = Path(tempfile.mkdtemp(prefix="splitbrain-bench-")) if keep is None else keep
     tmp.mkdir(parents=True, exist_ok=True)

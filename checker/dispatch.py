@@ -1,7 +1,7 @@
 """Choosing an engine: the one entry point that turns a history into results.json.
 
 ``local`` runs in this process (:mod:`checker.local`); ``spark`` hands the
-history to :func:`checker.spark_engine.check_spark`; ``auto`` picks Spark only
+history to :func:`checker.spark.check_spark`; ``auto`` picks Spark only
 above :data:`AUTO_SPARK_OPS` op records, where a single process would run out
 of memory or patience. Both engines return the same shape and verdicts.
 """
@@ -60,7 +60,7 @@ def check_history(source: Sequence[Op] | str | os.PathLike[str], *, model: str |
     chosen = choose_engine(engine, source)
     if chosen == "spark":
         try:
-            from checker.spark_engine import check_spark
+            from checker.spark import check_spark
         except ImportError as e:
             raise CheckerError(f"the Spark engine is not available: {e}") from None
         res = check_spark(source, model=model, master=master, timeout=timeout, opts=dict(opts or {}))

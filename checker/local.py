@@ -19,20 +19,11 @@ from checker.base import FnChecker, check_safe
 from checker.linearizable import check_linearizable
 from checker.log_safety import check_log_safety
 from checker.models import Model, get_model
+from checker.results import CAP, auto_linearizable, compose_results, shape_linearizable
 from checker.sets import check_set
 from harness.core.history import NEMESIS, Op, pair_ops
-from harness.core.verdict import merge
 
-__all__ = ["CAP", "classify", "check_local", "plan_checks"]
-
-CAP = 20
-"""Examples kept per anomaly kind in results.json; totals go to ``anomaly_counts``."""
-
-PREFIX_KEPT = 100
-"""Ops of a counterexample's linearizable prefix kept in results.json (the last ones)."""
-
-_AUTO_MODELS = {"register": "cas-register", "kv": "kv", "txn": "multi-register",
-                "mutex": "mutex"}
+__all__ = ["classify", "check_local", "plan_checks"]
 
 
 def classify(ops: Sequence[Op]) -> dict[str, list[Op]]:
@@ -76,30 +67,8 @@ def classify(ops: Sequence[Op]) -> dict[str, list[Op]]:
 
 def _lin_checker(model: Model, ops: list[Op], timeout: float | None,
                  keys: bool) -> FnChecker:
-    def run(_: Sequence[Op]) -> dict[str, Any]:
-        res = check_linearizable(ops, model, timeout=timeout, keys=keys)
-        res["failures"] = [_jsonable_key(k) for k in res["failures"]]
-        res["unknown_keys"] = [_jsonable_key(k) for k in res["unknown_keys"]]
-        res["unchecked_keys"] = [_jsonable_key(k) for k in res["unchecked_keys"]]
-        res["model_params"] = dict(model.params)
-        cex = res.get("counterexample")
-        if cex is not None:
-            cex["key"] = _jsonable_key(cex["key"])
-            cex["prefix_length"] = len(cex["prefix"])
-            del cex["prefix"][:-PREFIX_KEPT]
-            res["anomalies"] = {"nonlinearizable": [_lin_example(cex)]}
-        return res
-
-    return FnChecker(run)
-
-
-def _jsonable_key(k: Any) -> Any:
-    return k if k is None or isinstance(k, (str, int)) else str(k)
-
-
-def _lin_example(cex: dict[str, Any]) -> dict[str, Any]:
-    return {"key": cex["key"], "indexes": cex["window"], "op": cex["op"], "state": cex["state"],
-            "why": cex["why"]}
+    return FnChecker(lambda _: shape_linearizable(
+        check_linearizable(ops, model, timeout=timeout, keys=keys), model))
 
 
 def plan_checks(ops: Sequence[Op], *, model: str | None = None, timeout: float | None = None,
@@ -117,10 +86,8 @@ def plan_checks(ops: Sequence[Op], *, model: str | None = None, timeout: float |
                          key=lambda o: o.index)
         checks["linearizable"] = _lin_checker(m, lin_ops, timeout, keys)
     else:
-        lin_groups = [g for g in _AUTO_MODELS if groups.get(g)]
-        for g in lin_groups:
-            name = "linearizable" if len(lin_groups) == 1 else f"linearizable-{_AUTO_MODELS[g]}"
-            checks[name] = _lin_checker(get_model(_AUTO_MODELS[g]), groups[g], timeout, keys)
+        for name, g, model_name in auto_linearizable(g for g, v in groups.items() if v):
+            checks[name] = _lin_checker(get_model(model_name), groups[g], timeout, keys)
     if groups.get("log"):
         log_ops = groups["log"]
         ha = opts.get("ha")  # mode ha (workloads/append.py sets it)
@@ -131,41 +98,12 @@ def plan_checks(ops: Sequence[Op], *, model: str | None = None, timeout: float |
     return checks
 
 
-def _cap(result: dict[str, Any], cap: int) -> None:
-    """Keep ``cap`` examples per anomaly kind, counting the rest (as the Spark engine does)."""
-    anomalies = result.get("anomalies")
-    if not isinstance(anomalies, dict):
-        return
-    counts = {k: len(v) for k, v in anomalies.items()}
-    for v in anomalies.values():
-        del v[cap:]
-    result.setdefault("stats", {})["anomaly_counts"] = counts
-
-
 def check_local(ops: Sequence[Op], *, model: str | None = None, timeout: float | None = None,
                 opts: Mapping[str, Any] | None = None) -> dict[str, Any]:
     """Run every applicable check; the results.json map (ARCHITECTURE §3)."""
     t0 = time.monotonic()
     opts = dict(opts or {})
-    cap = int(opts.get("cap", CAP))
     checks = plan_checks(ops, model=model, timeout=timeout, opts=opts)
-    checkers: dict[str, Any] = {}
-    anomalies: dict[str, list[Any]] = {}
-    for name, c in checks.items():
-        res = check_safe(c, {}, ops, opts)
-        _cap(res, cap)
-        checkers[name] = res
-        for kind, ex in (res.get("anomalies") or {}).items():
-            anomalies.setdefault(kind, []).extend(ex)
-    result: dict[str, Any] = {
-        "valid": merge(r["valid"] for r in checkers.values()) if checkers else "unknown",
-        "checkers": checkers,
-        "anomalies": anomalies,
-        "engine": "local",
-        "elapsed_s": round(time.monotonic() - t0, 3),
-    }
-    if not checkers:
-        n_client = sum(1 for op in ops if op.process != NEMESIS)
-        result["error"] = (f"no check applies to this history ({n_client} client op records); "
-                           "name a model with --model")
-    return result
+    checkers = {name: check_safe(c, {}, ops, opts) for name, c in checks.items()}
+    return compose_results(checkers, engine="local", started=t0, cap=int(opts.get("cap", CAP)),
+                           client_records=lambda: sum(1 for op in ops if op.process != NEMESIS))

@@ -42,7 +42,7 @@ from __future__ import annotations
 import json
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeGuard
 
 from harness.core.history import Op, pair_ops
 
@@ -80,7 +80,7 @@ NOTE_KINDS = ("committed-regress-restart",)
 
 # --------------------------------------------------------------------------- helpers
 
-def _is_int(x: Any) -> bool:
+def _is_int(x: Any) -> TypeGuard[int]:
     return isinstance(x, int) and not isinstance(x, bool)
 
 
@@ -97,12 +97,12 @@ def _canon(x: Any) -> str:
     return json.dumps(x, sort_keys=True, separators=(",", ":"), default=str)
 
 
-def _value_key(tp: tuple[Any, Any]) -> tuple[Any, str]:
+def _value_key(tp: Any) -> tuple[Any, str]:
     term, payload = tp
     return (term if _is_int(term) else -1, _canon(payload))
 
 
-class _Prepared(list):  # type: ignore[type-arg]
+class _Prepared(list):
     """Sorted ops that remember their parsed samples, appends and reads.
 
     :func:`check_log_safety` runs every anomaly function over one history;
@@ -268,7 +268,7 @@ def committed_regress_restart(ops: Sequence[Op]) -> list[dict[str, Any]]:
         if prev is None or prev.incarnation == s.incarnation:
             continue
         pc = prev.value.get("committed")
-        if c < pc:
+        if _is_int(pc) and c < pc:
             out.append({"node": s.node, "incarnation": s.value.get("incarnation"),
                         "previous_incarnation": prev.value.get("incarnation"),
                         "from": pc, "to": c, "indexes": [prev.index, s.index]})
@@ -435,7 +435,7 @@ def failed_append_present(ops: Sequence[Op]) -> list[dict[str, Any]]:
         hit = where.get(_freeze(a.payload))
         if hit is not None:
             out.append({"payload": a.payload, "index": hit[1],
-                        "indexes": sorted([a.comp_index, hit[0]])})
+                        "indexes": sorted(i for i in (a.comp_index, hit[0]) if i is not None)})
     return _by_indexes(out)
 
 

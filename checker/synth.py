@@ -269,7 +269,8 @@ def _simulate(n_ops: int, *, workload: str, anomaly: str | Iterable[str] | None,
             emitted += 1
             continue
 
-        f, key, detail = op
+        f, op_key, detail = op
+        key = op_key or ""  # appends carry no key; register ops always do
         emitted += 1
         if f == "append":
             pid, invoked_at = detail
@@ -312,7 +313,7 @@ def _simulate(n_ops: int, *, workload: str, anomaly: str | Iterable[str] | None,
             p = f'"p{pid}"'
             yield ("ok", proc, f, None, f'{{"payload":{p},"index":{idx},"term":{t}}}', node, None,
                    ("object", p, str(idx), str(t), *_NONE5))
-        elif f == "read" and key is None:
+        elif f == "read" and op_key is None:
             lo, hi = detail
             c = committed()
             hi = min(hi, c)
@@ -351,12 +352,13 @@ def _simulate(n_ops: int, *, workload: str, anomaly: str | Iterable[str] | None,
                     yield ("fail", proc, f, key, f"[{old},{new}]", node, "precondition", _ARRAY)
 
     # ----- quiesce: complete what is open (as info: never judged), then the final reads
-    for w, (f, key, detail) in sorted(open_op.items()):
+    for w, (f, op_key, detail) in sorted(open_op.items()):
+        key = op_key or ""
         proc = procs[w]
         if f == "append":
             val, p = _payload(detail[0])
             yield ("info", proc, f, None, val, names[leader], "timeout", ("object", p, *_NONE7))
-        elif f == "read" and key is None:
+        elif f == "read" and op_key is None:
             yield ("info", proc, f, None, "null", names[leader], "timeout", _NULL)
         else:
             if f == "read":
@@ -484,12 +486,12 @@ class _ParquetBatch:
         terms = pc.cast(pa.array(np.frombuffer(e_terms, np.int64)), pa.string())
         idx = pa.array(np.frombuffer(e_index, np.int64))
         entries = _entries_array(offsets, [not t for t in is_text], idx, terms, payload)
-        kind, *fields = zip(*fields, strict=True)
+        kind, *columns = zip(*fields, strict=True)
         text = pc.binary_join_element_wise("[", pc.cast(idx, pa.string()), ",", terms, ",", payload,
                                            "]", "")
         joined = pc.binary_join(pa.ListArray.from_arrays(offsets, text, mask=entries.is_null()), ",")
         reads = pc.binary_join_element_wise('{"entries":[', joined, '],"committed":',
-                                            pa.array(fields[3], pa.string()), "}", "")
+                                            pa.array(columns[3], pa.string()), "}", "")
         value = pc.coalesce(pa.array([v if t else None for t, v in zip(is_text, val, strict=True)],
                                      pa.string()), reads)
         s = pa.string()
@@ -497,7 +499,7 @@ class _ParquetBatch:
         cols = [pa.array(index), pa.array(index * 1000),
                 pa.array(typ, s), pa.array([str(p) for p in proc], s), pa.array(f, s),
                 pa.array(key, s), value, pa.array(node, s), pa.array(err, s), pa.array(kind, s),
-                *(pa.array(c, s) for c in fields), entries]
+                *(pa.array(c, s) for c in columns), entries]
         table = pa.Table.from_arrays(cols, schema=self.schema)
         self.n += m
         self.recs = []

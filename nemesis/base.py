@@ -11,11 +11,11 @@ from __future__ import annotations
 
 import logging
 import random
-from collections.abc import Callable, Iterable, Sequence
-from concurrent.futures import ThreadPoolExecutor
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from harness.core.errors import NemesisError
+from harness.core.fanout import each
 from harness.core.nemesis import Nemesis
 from nemesis.targets import NODE_TARGETS, TARGETS, resolve, resolve_leader
 
@@ -47,26 +47,8 @@ def remote_of(ctx: RunContext, node: str) -> Remote:
         raise NemesisError(f"no control connection to node {node!r}") from None
 
 
-def on_nodes(nodes: Iterable[str], fn: Callable[[str], T]) -> dict[str, T | BaseException]:
-    """Run ``fn(node)`` on every node at once; each result or the exception it raised.
-
-    One thread per node, so a slow or frozen host delays but never blocks the
-    others, and every host is tried even when some fail.
-    """
-    ns = list(dict.fromkeys(nodes))
-    if not ns:
-        return {}
-
-    def safe(n: str) -> T | BaseException:
-        try:
-            return fn(n)
-        except Exception as e:  # reported per host by the caller
-            return e
-
-    if len(ns) == 1:
-        return {ns[0]: safe(ns[0])}
-    with ThreadPoolExecutor(max_workers=min(len(ns), 16), thread_name_prefix="nemesis") as ex:
-        return dict(zip(ns, ex.map(safe, ns), strict=True))
+on_nodes = each
+"""Run a fault step on every node at once (:func:`harness.core.fanout.each`)."""
 
 
 def host_errors(results: dict[str, Any]) -> dict[str, str]:

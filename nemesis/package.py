@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 import nemesis.grudge as g
 from harness.core.errors import ConfigError, NemesisError
-from harness.core.history import NEMESIS, Op
+from harness.core.history import Op
 from harness.core.nemesis import Nemesis, NemesisPackage
 from nemesis.base import Compose
 from nemesis.clock import ClockNemesis
@@ -27,6 +27,7 @@ from nemesis.lull import LullNemesis
 from nemesis.net import PartitionNemesis
 from nemesis.netem import NetemNemesis
 from nemesis.process import HostFreezeNemesis, KillNemesis, PauseNemesis
+from nemesis.schedules import fault_op, heal_ops, scaled
 from nemesis.targets import TARGETS, resolve
 
 if TYPE_CHECKING:
@@ -50,8 +51,6 @@ FAULTS = (*PARTITION_SHAPES, "clock", "kill", "pause", "freeze", "loss", "delay"
 
 DEFAULT_TARGETS = ("one", "minority", "majority", "all", "leader", "random")
 NODE_FAULTS = ("clock", "kill", "pause", "loss", "delay")
-HEAL_ORDER = ("partition", "loss", "delay", "clock", "pause", "kill", "failover", "lull")
-"""Network first, so nodes that resume or restart can reach their peers at once."""
 CLUSTER_FAULTS = ("failover", "lull")
 """Kinds with no node targets: an operator's failover, a lull in the clients' writes."""
 
@@ -113,10 +112,6 @@ def _has_primaries(ctx: Any) -> bool:
     return isinstance(getattr(ctx, "db", None), HasPrimaries)
 
 
-def _op(f: str, value: Any = None) -> Op:
-    return Op(type="invoke", process=NEMESIS, f=f, value=value)
-
-
 @dataclass
 class Schedule:
     """Starts and stops faults, waiting about ``interval`` before each op.
@@ -144,7 +139,7 @@ class Schedule:
     emitted: int = field(default=0)
 
     def _wait(self) -> float:
-        return self.interval * self.rng.uniform(0.5, 1.5)
+        return scaled(self.rng, self.interval, 0.5, 1.5)
 
     def next(self, ctx: Any) -> tuple[float, Op] | None:
         if not self.kinds or (self.max_ops is not None and self.emitted >= self.max_ops):
@@ -155,11 +150,11 @@ class Schedule:
         if self.active and (len(self.active) >= self.overlap or not idle
                             or self.rng.random() < 0.5):
             i = 0 if len(self.active) == 1 else self.rng.randrange(len(self.active))
-            return wait, _op(f"stop-{self.active.pop(i)}")
+            return wait, fault_op(f"stop-{self.active.pop(i)}")
         kind = self.rng.choice(idle)
         value = self._start_value(ctx, kind)
         self.active.append(kind)
-        return wait, _op(f"start-{kind}", value)
+        return wait, fault_op(f"start-{kind}", value)
 
     def _start_value(self, ctx: Any, kind: str) -> dict[str, Any]:
         if kind == "failover":
@@ -278,5 +273,5 @@ def build_package(faults: Sequence[str], *, interval: float, rng: random.Random,
     nemesis = _PackageNemesis(nemeses, needs_primaries=shapes == ("leader",))
     schedule = Schedule(kinds=tuple(kinds), shapes=shapes, targets=tmap, interval=interval, rng=rng,
                         max_ops=max_ops, overlap=overlap)
-    final_ops = [_op(f"stop-{k}") for k in HEAL_ORDER if k in kinds]
+    final_ops = heal_ops(kinds)
     return NemesisPackage(nemesis=nemesis, schedule=schedule, final_ops=final_ops)

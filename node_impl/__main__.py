@@ -9,22 +9,17 @@ from __future__ import annotations
 import asyncio
 import signal
 import sys
-from typing import Any
 
-from node_impl.config import ConfigError, NodeConfig, parse_args
+from node_impl.config import ConfigError, NodeConfig, build_parser, parse_args
+from node_impl.ha import HANode
+from node_impl.node import Node
 
 __all__ = ["main", "run_node"]
 
 
 async def run_node(cfg: NodeConfig) -> None:
-    if cfg.mode == "ha":  # mode dispatch: classic master/slave lives in node_impl/ha.py
-        from node_impl.ha import HANode
-
-        node: Any = HANode(cfg)
-    else:
-        from node_impl.node import Node
-
-        node = Node(cfg)
+    # mode dispatch: classic master/slave lives in node_impl/ha.py
+    node: Node | HANode = HANode(cfg) if cfg.mode == "ha" else Node(cfg)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
@@ -43,8 +38,6 @@ async def run_node(cfg: NodeConfig) -> None:
 def main(argv: list[str] | None = None) -> int:
     args = sys.argv[1:] if argv is None else list(argv)
     if "-h" in args or "--help" in args:
-        from node_impl.config import build_parser
-
         build_parser().print_help()
         return 0
     try:

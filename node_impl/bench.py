@@ -388,10 +388,11 @@ def _converge(cluster: LocalCluster, timeout: float) -> dict[str, dict]:
         st = cluster.status_all(timeout=1.0)
         last = st
         lid = cluster.leader(st)
-        if lid is not None and all(st.values()):
-            end = st[lid]["ledgerEndIndex"]
-            if all(s["ledgerEndIndex"] == end and s["committedIndex"] == end for s in st.values()):
-                return st  # type: ignore[return-value]
+        up = {n: s for n, s in st.items() if s}
+        if lid is not None and len(up) == len(st):
+            end = up[lid]["ledgerEndIndex"]
+            if all(s["ledgerEndIndex"] == end and s["committedIndex"] == end for s in up.values()):
+                return up
         time.sleep(0.2)
     raise TimeoutError(f"cluster did not converge within {timeout}s: " + json.dumps(
         {n: s and {k: s.get(k) for k in ("role", "term", "leader", "ledgerEndIndex",
@@ -416,7 +417,7 @@ def run_crash(
     rng = random.Random(seed)
     t0 = time.monotonic()
     acks = _Acks()
-    kills = Counter()
+    kills: Counter[str] = Counter()
     unexpected_exits: list[dict] = []
     with _workdir(base_dir, keep) as d:
         cluster = LocalCluster(nodes, d, bug=bug)

@@ -265,7 +265,8 @@ class Elector:
             if r is None or not isinstance(r.get("result"), str):
                 replies.append(None)
             else:
-                rterm = r.get("term") if isinstance(r.get("term"), int) else 0
+                t = r.get("term")
+                rterm = t if isinstance(t, int) else 0
                 replies.append((r["result"], rterm))
                 res = r["result"]
                 accepted += res == "ACCEPT"

@@ -16,28 +16,34 @@ Two small extensions to the spec's frames, both ignored by nothing else: ``ha-da
 carries the master's ``epoch`` and client address (so slaves report the right term
 and can redirect), and a master refusing a report beyond its end sends one
 ``ha-refused`` frame before closing, so the operator's ``ha-follow`` can say why.
+
+What is not HA-specific is shared with mode ``dledger`` rather than copied: the
+client API (status, append and get are :class:`node_impl.server.LogAPI`; this
+node only answers who may write and how far a read sees), group commit
+(:mod:`node_impl.groupcommit`) and the store's byte-level reads.
 """
 
 from __future__ import annotations
 
 import asyncio
-import bisect
 import contextlib
 import random
 import socket
 import time
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 from typing import Any
 
+from node_impl.api import Proposal, ReadView
 from node_impl.config import NodeConfig
-from node_impl.kv import body_append, entry_view
+from node_impl.groupcommit import flush_on, group_commit
 from node_impl.nodelog import NodeLog
-from node_impl.server import MAX_GET_BYTES, BindError, _send, serve_requests
-from node_impl.store import _HEADER, HEADER_SIZE, Entry, InconsistentState, LogStore, TermStore
+from node_impl.server import LogAPI, listen, send_frame, serve_requests
+from node_impl.store import InconsistentState, LogStore, TermStore, parse_entries
 from node_impl.wakeup import Signal, cancel_all
 from node_impl.wire import MAX_FRAME, FrameError, encode_frame, read_frame
 
-__all__ = ["HANode", "MASTER", "SLAVE", "last_index_within", "parse_entries"]
+__all__ = ["HANode", "MASTER", "SLAVE"]
 
 MASTER, SLAVE = "master", "slave"
 CHUNK = 32 * 1024  # one ha-data frame (RocketMQ haTransferBatchSize)
@@ -46,54 +52,11 @@ RETRY_S = 1.0  # RocketMQ: 5 s
 FLUSH_EVERY_S = 0.05
 
 
-def last_index_within(positions: Any, data_length: int, offset: int) -> int:
-    """The last entry index whose bytes all lie below ``offset`` (-1 if none).
+@dataclass(frozen=True, slots=True)
+class _Ack:
+    """An append's reply in the making (:class:`node_impl.api.Proposal`)."""
 
-    ``positions`` is the ascending list of entry start offsets; entry i ends where
-    entry i+1 starts, and the last entry ends at ``data_length``.
-    """
-    n = len(positions)
-    if n == 0 or offset <= 0:
-        return -1
-    if offset >= data_length:
-        return n - 1
-    k = bisect.bisect_right(positions, offset)  # entries starting at or below offset
-    return k - 2
-
-
-def parse_entries(buf: bytes | bytearray, start_index: int) -> tuple[list[Entry], int]:
-    """Complete entries at the head of ``buf``; returns them and the bytes they used.
-
-    A chunk boundary may split an entry, so the tail stays for the next chunk. The
-    header is taken at its word here; the store's follower append validates it.
-    """
-    out: list[Entry] = []
-    off = 0
-    index = start_index
-    while len(buf) - off >= HEADER_SIZE:
-        magic, size, eindex, term, pos, _ch, ccrc, bcrc, bsize = _HEADER.unpack_from(buf, off)
-        if size != HEADER_SIZE + bsize or bsize < 0 or size > MAX_FRAME:
-            raise InconsistentState(f"ha-data: bad entry header at index {index} (size {size})")
-        if len(buf) - off < size:
-            break
-        body = bytes(buf[off + HEADER_SIZE : off + size])
-        out.append(Entry(eindex, term, magic, pos, size, bcrc, ccrc, body))
-        off += size
-        index += 1
-    return out, off
-
-
-def _read_data(store: LogStore, pos: int, n: int) -> bytes:
-    """Raw ``data.log`` bytes, buffered tail included (the master pushes page cache)."""
-    with store._lock:
-        n = min(n, store.data_length - pos)
-        if n <= 0:
-            return b""
-        return store._read(pos, n)
-
-
-def _positions(store: LogStore) -> Any:
-    return store._pos
+    fut: asyncio.Future[Any]
 
 
 def _nodelay(writer: asyncio.StreamWriter) -> None:
@@ -145,6 +108,15 @@ class HANode:
         self._conn_ids = 0
         self._last_role: tuple | None = None
         self._slave_flush = asyncio.Event()
+        self.api = LogAPI(self)
+
+    @property
+    def leader_id(self) -> str:
+        return self.master
+
+    @property
+    def leader_addr(self) -> str | None:
+        return self.master_client_addr
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -158,13 +130,11 @@ class HANode:
         host = self.cfg.host
         for port, handler, what in ((self.cfg.peer_port, self._peer_conn, "peer"),
                                     (self.cfg.client_port, self._client_conn, "client")):
-            try:
-                srv = await asyncio.start_server(handler, host, port, reuse_address=True,
-                                                 limit=MAX_FRAME + 8)
-            except OSError as e:
-                raise BindError(f"cannot bind {what} port {host}:{port}: {e.strerror or e}") from e
-            self._servers.append(srv)
-        self._spawn(self._flush_loop())
+            self._servers.append(await listen(host, port, handler, what))
+        # the master's own flush, paced like RocketMQ's async flush service
+        self._spawn(group_commit(self.store, self._pool, self._flush_wanted, log=self.log,
+                                 running=lambda: not self.stopping,
+                                 retry_s=FLUSH_EVERY_S, pace_s=FLUSH_EVERY_S))
         self._spawn(self._ha_client_loop())
 
     async def stop(self) -> None:
@@ -194,18 +164,6 @@ class HANode:
             self._last_role = key
             self.log.role(self.epoch, self.role, self.master)
 
-    async def _flush_loop(self) -> None:
-        assert self._flush_wanted is not None
-        loop = asyncio.get_running_loop()
-        while not self.stopping:
-            await self._flush_wanted.wait()
-            self._flush_wanted.clear()
-            try:
-                await loop.run_in_executor(self._pool, self.store.flush)
-            except Exception as e:
-                self.log.safety("flush-failed", error=e)
-            await asyncio.sleep(FLUSH_EVERY_S)
-
     # ------------------------------------------------------------------ commit view
 
     def _raise_committed(self) -> None:
@@ -213,7 +171,7 @@ class HANode:
         if self.role == SLAVE:
             new = self.store.end_index
         else:
-            new = last_index_within(_positions(self.store), self.store.data_length, self.push2slave)
+            new = self.store.index_within(self.push2slave)
         self.committed = max(self.committed, min(new, self.store.end_index))
 
     def _raise_push2slave(self, offset: int) -> None:
@@ -236,8 +194,8 @@ class HANode:
             while not self.stopping:
                 msg = await read_frame(reader)
                 if msg.get("type") != "ha-report":
-                    _send(writer, {"type": f"{msg.get('type')}-resp", "rid": msg.get("rid"),
-                                   "code": "UNSUPPORTED"})
+                    send_frame(writer, {"type": f"{msg.get('type')}-resp", "rid": msg.get("rid"),
+                                        "code": "UNSUPPORTED"})
                     continue
                 off = msg.get("offset")
                 if self.role != MASTER or type(off) is not int or off < 0:
@@ -245,8 +203,8 @@ class HANode:
                 if off > self.store.data_length:
                     self.log.info("ha-slave-ahead", peer=peer, offset=off,
                                   mine=self.store.data_length)
-                    _send(writer, {"type": "ha-refused", "rid": 0, "code": "SLAVE_AHEAD",
-                                   "offset": self.store.data_length, "epoch": self.epoch})
+                    send_frame(writer, {"type": "ha-refused", "rid": 0, "code": "SLAVE_AHEAD",
+                                        "offset": self.store.data_length, "epoch": self.epoch})
                     with contextlib.suppress(Exception):
                         await writer.drain()
                     break
@@ -275,7 +233,7 @@ class HANode:
         last_send = 0.0
         with contextlib.suppress(OSError, asyncio.CancelledError, ConnectionError):
             while not self.stopping and self.role == MASTER and not writer.is_closing():
-                data = _read_data(self.store, next_from, CHUNK)
+                data = self.store.read_data(next_from, CHUNK)
                 now = time.monotonic()
                 if not data and now - last_send < h:
                     await self.data_signal.wait(h - (now - last_send))
@@ -300,7 +258,7 @@ class HANode:
             host, port = self.cfg.peers[master]
             self._set_slave_state("connecting")
             # everything we hold is durable before the first report names it
-            await asyncio.get_running_loop().run_in_executor(self._pool, self.store.flush)
+            await flush_on(self._pool, self.store)
             try:
                 reader, writer = await asyncio.wait_for(
                     asyncio.open_connection(host, port, limit=MAX_FRAME + 8), RETRY_S)
@@ -337,14 +295,10 @@ class HANode:
             self.slave_state_signal.notify()
 
     def _report(self, writer: asyncio.StreamWriter) -> None:
-        _send(writer, {"type": "ha-report", "rid": 0, "offset": self._durable_offset()})
+        send_frame(writer, {"type": "ha-report", "rid": 0, "offset": self._durable_offset()})
 
     def _durable_offset(self) -> int:
-        d = self.store.durable_end
-        if d < 0:
-            return 0
-        e = self.store.get(d)
-        return e.pos + e.size
+        return self.store.end_offset(self.store.durable_end)
 
     async def _report_loop(self, writer: asyncio.StreamWriter) -> None:
         with contextlib.suppress(asyncio.CancelledError):
@@ -383,7 +337,9 @@ class HANode:
             if not data:
                 continue
             partial += data
-            entries, used = parse_entries(partial, self.store.end_index + 1)
+            # MAX_FRAME bounds an entry (it came in one client frame), so a garbage
+            # header cannot make us buffer without end
+            entries, used = parse_entries(partial, self.store.end_index + 1, max_size=MAX_FRAME)
             del partial[:used]
             for e in entries:
                 self.store.append_follower(e)  # InconsistentState -> reconnect
@@ -393,13 +349,10 @@ class HANode:
 
     async def _slave_flush_loop(self, writer: asyncio.StreamWriter) -> None:
         """Fsync what arrived, then report it: the report is the slave's durable ack."""
-        loop = asyncio.get_running_loop()
         with contextlib.suppress(asyncio.CancelledError):
-            while not writer.is_closing():
-                await self._slave_flush.wait()
-                self._slave_flush.clear()
-                await loop.run_in_executor(self._pool, self.store.flush)
-                self._report(writer)
+            await group_commit(self.store, self._pool, self._slave_flush, log=self.log,
+                               running=lambda: not writer.is_closing(),
+                               flushed=lambda: self._report(writer))
 
     # ------------------------------------------------------------------ failover
 
@@ -418,7 +371,7 @@ class HANode:
         self.master_client_addr = self.cfg.client_addr
         if self._slave_writer is not None:
             self._slave_writer.close()
-        await asyncio.get_running_loop().run_in_executor(self._pool, self.store.flush)
+        await flush_on(self._pool, self.store)
         self.push2slave = 0
         self._raise_committed()
         self._log_role()
@@ -464,85 +417,56 @@ class HANode:
         await serve_requests(reader, writer, self.handle, running=lambda: not self.stopping,
                              spawn=self._spawn, conns=self._conns, log=self.log)
 
-    def redirect(self) -> dict:
-        return {"type": "redirect", "code": "NOT_LEADER", "leader": self.master,
-                "leader_addr": self.master_client_addr}
-
     async def handle(self, msg: dict) -> dict:
         t = msg.get("type")
-        if t == "status":
-            return {"code": "SUCCESS", **self.status()}
-        if t == "append":
-            return await self.append(msg)
-        if t == "get":
-            return self.get(msg)
         if t in ("kv-write", "kv-read", "kv-cas"):
             return {"code": "UNSUPPORTED", "error": "mode ha has no kv state machine"}
         if t == "ha-promote":
             return await self.promote(msg.get("epoch"))
         if t == "ha-follow":
             return await self.follow(msg.get("master"), msg.get("epoch"))
-        return {"code": "UNSUPPORTED", "error": f"unknown request type {t!r}"}
+        return await self.api.handle(msg)  # status, append, get
 
-    async def append(self, msg: dict) -> dict:
+    def propose(self, bodies: list[bytes], kind: str) -> Proposal | str:
+        """An ASYNC_MASTER acks after its local write; a SYNC_MASTER once any one slave
+        reports an offset past the last entry (push2SlaveMaxOffset)."""
         if self.role != MASTER:
-            return self.redirect()
-        if "bodies" in msg:
-            bodies = msg["bodies"]
-            if not isinstance(bodies, list) or not bodies:
-                return {"code": "UNSUPPORTED", "error": "'bodies' must be a non-empty list"}
-        elif "body" in msg:
-            bodies = [msg["body"]]
-        else:
-            return {"code": "UNSUPPORTED", "error": "append needs 'body' or 'bodies'"}
+            return "NOT_LEADER"
         epoch = self.epoch
-        entries = [self.store.append_leader(epoch, body_append(b)) for b in bodies]
+        entries = [self.store.append_leader(epoch, b) for b in bodies]
         last = entries[-1]
         assert self._flush_wanted is not None
         self._flush_wanted.set()
         self.data_signal.notify()
-        ok = {"code": "SUCCESS", "index": last.index, "term": last.term, "leader": self.id}
-        if "bodies" in msg:
-            ok["indexes"] = [e.index for e in entries]
+        ok = ("SUCCESS", {"index": last.index, "term": last.term,
+                          "indexes": [e.index for e in entries]})
+        fut: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
         if not self.cfg.ha_sync:
-            return ok  # ASYNC_MASTER: acked after the local write
+            fut.set_result(ok)  # ASYNC_MASTER: acked after the local write
+            return _Ack(fut)
         o = last.pos + last.size
         if not self.slaves or o - self.push2slave >= SLAVE_FALL_BEHIND:
-            return ok if self.bugs.ha_ok_on_timeout else {"code": "SLAVE_NOT_AVAILABLE"}
+            fut.set_result(ok if self.bugs.ha_ok_on_timeout else ("SLAVE_NOT_AVAILABLE", None))
+            return _Ack(fut)
+        return _Ack(self._spawn(self._wait_slave(o, ok)))
+
+    async def _wait_slave(self, offset: int, ok: tuple[str, dict]) -> tuple[str, dict | None]:
         loop = asyncio.get_running_loop()
         deadline = loop.time() + self.cfg.ha_slave_timeout_ms / 1000.0
-        while self.push2slave < o:
+        while self.push2slave < offset:
             left = deadline - loop.time()
             if left <= 0 or self.stopping:
-                return ok if self.bugs.ha_ok_on_timeout else {"code": "FLUSH_SLAVE_TIMEOUT"}
+                return ok if self.bugs.ha_ok_on_timeout else ("FLUSH_SLAVE_TIMEOUT", None)
             await self.offset_signal.wait(left)
         return ok
 
-    def get(self, msg: dict) -> dict:
-        local = bool(msg.get("local"))
+    async def read_view(self, local: bool) -> ReadView | str:
+        """Only the master answers a non-local get, and it serves everything it has
+        written, committed or not (RocketMQ reads the commitlog, not a quorum)."""
         if not local and self.role != MASTER:
-            return self.redirect()
-        end = self.store.end_index
-        if "index" in msg and msg["index"] is not None:
-            lo = hi = msg["index"]
-        else:
-            lo = 0 if msg.get("from") is None else msg.get("from")
-            hi = end if msg.get("to") is None else msg.get("to")
-        if not isinstance(lo, int) or not isinstance(hi, int):
-            return {"code": "UNSUPPORTED", "error": "'index', 'from' and 'to' must be ints"}
-        if lo < 0 or ("index" in msg and msg["index"] is not None and lo > end):
-            return {"code": "INDEX_OUT_OF_RANGE",
-                    "error": f"index {lo} outside [{self.store.begin_index}, {end}]"}
-        entries: list[list] = []
-        size = 0
-        for e in self.store.entries(lo, min(hi, end)):
-            size += e.size
-            if size > MAX_GET_BYTES and entries:
-                break
-            entries.append(entry_view(e))
+            return "NOT_LEADER"
         self._raise_committed()
-        return {"code": "SUCCESS", "entries": entries, "committedIndex": self.committed,
-                "ledgerEndIndex": end}
+        return ReadView(self.store.end_index, committed_only=False)
 
     def status(self) -> dict:
         self._raise_committed()

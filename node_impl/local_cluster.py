@@ -270,7 +270,7 @@ class LocalCluster:
             (s.get("leader"), s.get("term")) for s in st.values() if s and s.get("leader")
         )
         for (lid, term), cnt in votes.most_common():
-            me = st.get(lid)
+            me = st.get(lid) if isinstance(lid, str) else None
             if (
                 cnt >= self.n // 2 + 1
                 and me is not None

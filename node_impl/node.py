@@ -13,19 +13,22 @@ import asyncio
 import contextlib
 import random
 import time
-from collections.abc import Awaitable
+from collections.abc import Coroutine
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
+from node_impl.api import ReadView
 from node_impl.config import NodeConfig
 from node_impl.election import Elector
 from node_impl.follower import EntryHandler
+from node_impl.groupcommit import group_commit
 from node_impl.kv import KV, decode, is_plain_append
 from node_impl.nodelog import NodeLog
 from node_impl.peers import PeerLink
 from node_impl.quorum import next_committed, quorum_index
 from node_impl.replication import EntryDispatcher
+from node_impl.server import Servers
 from node_impl.store import MAGIC_NOOP, Checkpoint, InconsistentState, LogStore, TermStore
 from node_impl.wakeup import Signal, cancel_all
 
@@ -100,13 +103,11 @@ class Node:
         self.elector = Elector(self)
         self.handler = EntryHandler(self)
         self.dispatchers = {p: EntryDispatcher(self, p, self.links[p]) for p in self.others}
-        self.servers: Any = None
+        self.servers: Servers | None = None
 
     # ------------------------------------------------------------------ lifecycle
 
     async def start(self) -> None:
-        from node_impl.server import Servers
-
         self._flush_wanted = asyncio.Event()
         self._apply_wanted = asyncio.Event()
         self._pool = ThreadPoolExecutor(1, thread_name_prefix="flush")
@@ -157,8 +158,8 @@ class Node:
             self._aux_pool.shutdown(wait=True)
         self.log.close()
 
-    def spawn(self, coro: Awaitable) -> asyncio.Task:
-        t = asyncio.get_running_loop().create_task(coro)  # type: ignore[arg-type]
+    def spawn(self, coro: Coroutine[Any, Any, Any]) -> asyncio.Task:
+        t = asyncio.get_running_loop().create_task(coro)
         self._tasks.append(t)
         t.add_done_callback(lambda x: self._tasks.remove(x) if x in self._tasks else None)
         return t
@@ -288,20 +289,10 @@ class Node:
     async def _flush_loop(self) -> None:
         """Group commit: each fsync covers every entry appended before it started."""
         assert self._flush_wanted is not None
-        loop = asyncio.get_running_loop()
-        while not self.stopping:
-            await self._flush_wanted.wait()
-            self._flush_wanted.clear()
-            if self.bugs.no_fsync:
-                self.check_quorum()  # seeded bug: the leader counts unflushed entries
-                continue
-            try:
-                await loop.run_in_executor(self._pool, self.store.flush)
-            except Exception as e:  # disk trouble: say so, keep the node alive
-                self.log.safety("flush-failed", error=e)
-                await asyncio.sleep(0.1)
-                continue
-            self.check_quorum()
+        # seeded bug no-fsync: the leader counts unflushed entries
+        await group_commit(self.store, self._pool, self._flush_wanted, log=self.log,
+                           running=lambda: not self.stopping, flushed=self.check_quorum,
+                           skip_flush=self.bugs.no_fsync)
 
     async def flush(self) -> int:
         """Flush on the worker thread (the follower's ack path)."""
@@ -424,6 +415,20 @@ class Node:
         if not await self.wait_applied(read_index, self.cfg.election_s * 2):
             return ("NOT_LEADER" if self.role != LEADER else "LEADER_NOT_READY"), -1
         return None, read_index
+
+    async def read_view(self, local: bool) -> ReadView | str:
+        """A non-local get sees committed entries only, and only after a read barrier
+        proves this node still leads (§8.3); a local get sees the whole local log."""
+        if local:
+            return ReadView(self.store.end_index, committed_only=False)
+        if not self.bugs.stale_read:
+            if self.role != LEADER:
+                return "NOT_LEADER"
+            if not (self.bugs.wallclock_lease and self.lease_valid_wallclock()):
+                why, _ = await self.read_barrier()
+                if why is not None:
+                    return why
+        return ReadView(self.committed, committed_only=True)
 
     def lease_valid_wallclock(self) -> bool:
         """Seeded bug ``wallclock-lease``: trust time.time() since the last quorum round."""

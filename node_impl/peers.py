@@ -84,7 +84,7 @@ class PeerLink:
             while True:
                 msg = await read_frame(reader)
                 self._last_rx = asyncio.get_running_loop().time()
-                fut = self._futs.pop(msg.get("rid"), None)
+                fut = self._futs.pop(msg.get("rid", 0), None)  # rids start at 1
                 if fut is not None and not fut.done():
                     fut.set_result(msg)
         except (OSError, EOFError, FrameError, asyncio.IncompleteReadError):

@@ -10,16 +10,14 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from collections.abc import Awaitable, Callable
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
+from node_impl.api import DLedgerNode, KVNode, LogNode
 from node_impl.kv import body_append, body_cas, body_put, body_read, entry_view
-from node_impl.node import LEADER, PendingOp
 from node_impl.wire import MAX_FRAME, FrameError, encode_frame, read_frame
 
-if TYPE_CHECKING:
-    from node_impl.node import Node
-
-__all__ = ["Servers", "ClientAPI", "serve_requests"]
+__all__ = ["BindError", "ClientAPI", "LogAPI", "Servers", "listen", "send_frame",
+           "serve_requests"]
 
 MAX_GET_BYTES = MAX_FRAME // 2
 
@@ -28,7 +26,8 @@ class BindError(OSError):
     """A configured port could not be bound."""
 
 
-def _send(writer: asyncio.StreamWriter, msg: dict) -> None:
+def send_frame(writer: asyncio.StreamWriter, msg: dict) -> None:
+    """Queue one frame; a closing peer or an unencodable reply must not kill the caller."""
     if writer.is_closing():
         return
     try:
@@ -41,8 +40,18 @@ def _send(writer: asyncio.StreamWriter, msg: dict) -> None:
         pass
 
 
+async def listen(host: str, port: int, handler: Callable[..., Awaitable[None]],
+                 what: str) -> asyncio.base_events.Server:
+    """Bind one of a node's ports; a clear :class:`BindError` rather than a bare OSError."""
+    try:
+        return await asyncio.start_server(handler, host, port, reuse_address=True,
+                                          limit=MAX_FRAME + 8)
+    except OSError as e:
+        raise BindError(f"cannot bind {what} port {host}:{port}: {e.strerror or e}") from e
+
+
 class Servers:
-    def __init__(self, node: Node) -> None:
+    def __init__(self, node: DLedgerNode) -> None:
         self.node = node
         self.api = ClientAPI(node)
         self._servers: list[asyncio.base_events.Server] = []
@@ -56,12 +65,7 @@ class Servers:
             (cfg.peer_port, self._peer_conn, "peer"),
             (cfg.client_port, self._client_conn, "client"),
         ):
-            try:
-                srv = await asyncio.start_server(handler, host, port, reuse_address=True,
-                                                 limit=MAX_FRAME + 8)
-            except OSError as e:
-                raise BindError(f"cannot bind {what} port {host}:{port}: {e.strerror or e}") from e
-            self._servers.append(srv)
+            self._servers.append(await listen(host, port, handler, what))
 
     async def stop(self) -> None:
         for s in self._servers:
@@ -82,7 +86,7 @@ class Servers:
         self._conns.add(writer)
 
         def reply(msg: dict) -> None:
-            _send(writer, msg)
+            send_frame(writer, msg)
 
         try:
             while not node.stopping:
@@ -137,7 +141,7 @@ async def serve_requests(reader: asyncio.StreamReader, writer: asyncio.StreamWri
             try:
                 msg = await read_frame(reader)
             except FrameError as e:
-                _send(writer, {"type": "error", "rid": None, "code": "BAD_FRAME", "error": str(e)})
+                send_frame(writer, {"type": "error", "rid": None, "code": "BAD_FRAME", "error": str(e)})
                 break
             spawn(_answer(msg, writer, handle, log))
     except (OSError, EOFError, asyncio.IncompleteReadError, asyncio.CancelledError):
@@ -160,17 +164,27 @@ async def _answer(msg: dict, writer: asyncio.StreamWriter,
         resp = {"code": "UNSUPPORTED", "error": repr(e)}
     resp.setdefault("type", f"{t}-resp")
     resp["rid"] = msg.get("rid")
-    _send(writer, resp)
+    send_frame(writer, resp)
     if writer.transport.get_write_buffer_size() > (4 << 20):
         with contextlib.suppress(Exception):
             await writer.drain()
 
 
-class ClientAPI:
-    """Client requests -> node operations -> reply maps (without rid)."""
+class LogAPI:
+    """Client requests -> node operations -> reply maps (without rid), for any node mode.
 
-    def __init__(self, node: Node) -> None:
+    Mode ``ha`` serves status, append and get through this very code; what differs
+    between the modes (who may write, how far a read may see) is the node's answer
+    to :meth:`LogNode.propose` and :meth:`LogNode.read_view`.
+    """
+
+    def __init__(self, node: LogNode) -> None:
         self.node = node
+        self.handlers: dict[Any, Callable[[dict], Awaitable[dict]]] = {
+            "status": self.status,
+            "append": self.append,
+            "get": self.get,
+        }
 
     def redirect(self) -> dict:
         n = self.node
@@ -179,14 +193,7 @@ class ClientAPI:
 
     async def handle(self, msg: dict) -> dict:
         t = msg.get("type")
-        fn = {
-            "status": self.status,
-            "append": self.append,
-            "get": self.get,
-            "kv-write": self.kv_write,
-            "kv-read": self.kv_read,
-            "kv-cas": self.kv_cas,
-        }.get(t)  # type: ignore[arg-type]
+        fn = self.handlers.get(t)
         if fn is None:
             return {"type": f"{t}-resp", "code": "UNSUPPORTED", "error": f"unknown request type {t!r}"}
         return await fn(msg)
@@ -206,7 +213,6 @@ class ClientAPI:
         r = self.node.propose(bodies, kind)
         if isinstance(r, str):
             return self._err(t, r), None
-        assert isinstance(r, PendingOp)
         code, res = await r.fut
         if code != "SUCCESS":
             return self._err(t, code), None
@@ -229,6 +235,51 @@ class ClientAPI:
         if "bodies" in msg:
             out["indexes"] = res.get("indexes", [res["index"]])
         return out
+
+    async def get(self, msg: dict) -> dict:
+        n = self.node
+        local = bool(msg.get("local"))
+        if "index" in msg and msg["index"] is not None:
+            lo = hi = msg["index"]
+            single = True
+        else:
+            lo, hi = msg.get("from"), msg.get("to")
+            single = False
+            if lo is None:
+                lo = 0
+            if hi is None:
+                hi = n.store.end_index
+        if not isinstance(lo, int) or not isinstance(hi, int):
+            return self._err("get", "UNSUPPORTED", "'index', 'from' and 'to' must be ints")
+        view = await n.read_view(local)
+        if isinstance(view, str):
+            return self._err("get", view)
+        limit = view.limit
+        if lo < 0 or (single and lo > n.store.end_index and not view.committed_only):
+            return self._err("get", "INDEX_OUT_OF_RANGE",
+                             f"index {lo} outside [{n.store.begin_index}, {n.store.end_index}]")
+        if view.committed_only and lo > limit:
+            return self._err("get", "NOT_COMMITTED", f"index {lo} > committedIndex {limit}")
+        hi = min(hi, limit)
+        entries: list[list] = []
+        size = 0
+        for e in n.store.entries(lo, hi):
+            size += e.size
+            if size > MAX_GET_BYTES and entries:
+                break
+            entries.append(entry_view(e))
+        return {"type": "get-resp", "code": "SUCCESS", "entries": entries,
+                "committedIndex": n.committed, "ledgerEndIndex": n.store.end_index}
+
+
+class ClientAPI(LogAPI):
+    """The DLedger node's client API: the log requests plus the replicated kv map."""
+
+    def __init__(self, node: KVNode) -> None:
+        super().__init__(node)
+        self.node: KVNode = node
+        self.handlers.update({"kv-write": self.kv_write, "kv-read": self.kv_read,
+                              "kv-cas": self.kv_cas})
 
     async def kv_write(self, msg: dict) -> dict:
         key = msg.get("key")
@@ -273,42 +324,3 @@ class ClientAPI:
         r = n.kv.read(key)
         return {"type": "kv-read-resp", "code": "SUCCESS", "found": r["found"], "value": r["value"],
                 "readIndex": read_index}
-
-    async def get(self, msg: dict) -> dict:
-        n = self.node
-        local = bool(msg.get("local"))
-        if "index" in msg and msg["index"] is not None:
-            lo = hi = msg["index"]
-            single = True
-        else:
-            lo, hi = msg.get("from"), msg.get("to")
-            single = False
-            if lo is None:
-                lo = 0
-            if hi is None:
-                hi = n.store.end_index
-        if not isinstance(lo, int) or not isinstance(hi, int):
-            return self._err("get", "UNSUPPORTED", "'index', 'from' and 'to' must be ints")
-        if not local and not n.bugs.stale_read:
-            if n.role != LEADER:
-                return self.redirect()
-            if not (n.bugs.wallclock_lease and n.lease_valid_wallclock()):
-                why, _ = await n.read_barrier()
-                if why is not None:
-                    return self._err("get", why)
-        limit = n.store.end_index if local else n.committed
-        if lo < 0 or (single and lo > n.store.end_index and local):
-            return self._err("get", "INDEX_OUT_OF_RANGE",
-                             f"index {lo} outside [{n.store.begin_index}, {n.store.end_index}]")
-        if not local and lo > limit:
-            return self._err("get", "NOT_COMMITTED", f"index {lo} > committedIndex {limit}")
-        hi = min(hi, limit)
-        entries: list[list] = []
-        size = 0
-        for e in n.store.entries(lo, hi):
-            size += e.size
-            if size > MAX_GET_BYTES and entries:
-                break
-            entries.append(entry_view(e))
-        return {"type": "get-resp", "code": "SUCCESS", "entries": entries,
-                "committedIndex": n.committed, "ledgerEndIndex": n.store.end_index}

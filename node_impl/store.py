@@ -16,12 +16,14 @@ before the fsync started.
 
 from __future__ import annotations
 
+import bisect
 import json
 import os
 import struct
 import threading
 import zlib
 from array import array
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -42,6 +44,8 @@ __all__ = [
     "encode_body",
     "decode_body",
     "chain_crc",
+    "last_index_within",
+    "parse_entries",
 ]
 
 MAGIC_NORMAL = 1
@@ -158,8 +162,45 @@ def _header(e: Entry) -> bytes:
     )
 
 
-def _index_rec(e: Entry) -> bytes:
-    return _INDEX.pack(e.magic, e.pos, e.size, e.index, e.term)
+def last_index_within(positions: Sequence[int], data_length: int, offset: int) -> int:
+    """The last entry index whose bytes all lie below ``offset`` (-1 if none).
+
+    A replica that reports a byte offset (mode ``ha``) has every entry that ends at or
+    below it; an entry cut by the offset is not there yet. ``positions`` are the
+    ascending entry start offsets; the last entry ends at ``data_length``.
+    """
+    n = len(positions)
+    if n == 0 or offset <= 0:
+        return -1
+    if offset >= data_length:
+        return n - 1
+    k = bisect.bisect_right(positions, offset)  # entries starting at or below offset
+    return k - 2
+
+
+def parse_entries(buf: bytes | bytearray, start_index: int, *,
+                  max_size: int | None = None) -> tuple[list[Entry], int]:
+    """Complete entries at the head of raw ``data.log`` bytes; returns them and the bytes used.
+
+    A byte stream (mode ``ha``) may split an entry anywhere, so an incomplete tail is
+    left for the caller to extend. Only the header's own sizes are checked here (a
+    bad one can never complete, so it is an error at once, as is one above
+    ``max_size``); :meth:`LogStore.append_follower` validates the rest.
+    """
+    out: list[Entry] = []
+    off = 0
+    index = start_index
+    while len(buf) - off >= HEADER_SIZE:
+        magic, size, eindex, term, pos, _ch, ccrc, bcrc, bsize = _HEADER.unpack_from(buf, off)
+        if size != HEADER_SIZE + bsize or bsize < 0 or (max_size is not None and size > max_size):
+            raise InconsistentState(f"bad entry header at index {index} (size {size})")
+        if len(buf) - off < size:
+            break
+        body = bytes(buf[off + HEADER_SIZE : off + size])
+        out.append(Entry(eindex, term, magic, pos, size, bcrc, ccrc, body))
+        off += size
+        index += 1
+    return out, off
 
 
 def _fsync_dir(path: Path) -> None:
@@ -382,6 +423,31 @@ class LogStore:
             self._ibuf = bytearray()
 
     # ---------------------------------------------------------------- reads
+
+    def read_data(self, pos: int, n: int) -> bytes:
+        """Up to ``n`` raw ``data.log`` bytes from ``pos``, the unflushed tail included.
+
+        Mode ``ha`` streams the file itself to its slaves (RocketMQ pushes page cache,
+        not fsynced data), so the buffered bytes count.
+        """
+        with self._lock:
+            n = min(n, self._dfile + len(self._dbuf) - pos)
+            if n <= 0 or pos < 0:
+                return b""
+            return self._read(pos, n)
+
+    def end_offset(self, index: int) -> int:
+        """The byte offset just past entry ``index`` (0 for -1): what a replica holding
+        entries ..index reports in mode ``ha``."""
+        with self._lock:
+            if index < 0:
+                return 0
+            return self._pos[index] + self._size[index]
+
+    def index_within(self, offset: int) -> int:
+        """The last entry wholly below byte ``offset`` (see :func:`last_index_within`)."""
+        with self._lock:
+            return last_index_within(self._pos, self._dfile + len(self._dbuf), offset)
 
     def _read(self, pos: int, n: int) -> bytes:
         # Caller holds the lock: bytes may sit partly on disk, partly in the buffer.

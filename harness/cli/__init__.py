@@ -76,7 +76,7 @@ COMMANDS = {
     "report": "harness.cli.report:report",
     "serve": "harness.report.serve:serve",
     "node": "node_impl.cli:node",
-    "zoo": "harness.zoo.campaign:zoo",
+    "zoo": "harness.cli.zoo:zoo",
     "plugins": "harness.cli.plugins:plugins",
 }
 

@@ -9,7 +9,6 @@ path, and returns the exit code of ARCHITECTURE §3 (the worst of all runs when
 from __future__ import annotations
 
 import random
-import time
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -18,7 +17,6 @@ import click
 
 from harness.cli.plugins import ListsPlugins
 from harness.core.verdict import word as verdict_word
-from harness.core.verdict import worst_exit_code
 from harness.inventory.resolve import resolve_hosts
 from harness.report.junit import junit_xml
 
@@ -118,7 +116,8 @@ def run(db: str, workload: str, nemesis: str, time_limit: float, concurrency: in
         no_progress: bool, junit_path: str | None, fail_on: str) -> int:
     """Run a campaign: load, faults, heal, final reads, check. Exit 0 valid, 1 invalid, 2 unknown."""
     from harness.core.spec import TestSpec
-    from harness.run.runner import RunOptions, run_test
+    from harness.run.campaign import CampaignRun, campaign_exit_code, run_campaign, seeded
+    from harness.run.runner import RunOptions
 
     faults = parse_nemesis(nemesis)
     db_opts = parse_kv(db_options, option="--db-option")
@@ -146,27 +145,25 @@ def run(db: str, workload: str, nemesis: str, time_limit: float, concurrency: in
 
     opts = RunOptions(leave_db_running=leave_db_running, engine=engine,
                       progress=not no_progress, reporter=write_report)
-    codes = []
+    spec = TestSpec(name=test_name, nodes=tuple(h.name for h in hosts), db=db,
+                    workload=workload, nemesis=faults, time_limit=time_limit,
+                    concurrency=concurrency, rate=rate, seed=base_seed, bug=bug,
+                    nemesis_interval=nemesis_interval,
+                    options={**wl_opts, "db": db_opts, "nemesis": nem_opts})
     summary: list[dict[str, Any]] = []
-    for i in range(test_count):
-        spec = TestSpec(name=test_name, nodes=tuple(h.name for h in hosts), db=db,
-                        workload=workload, nemesis=faults, time_limit=time_limit,
-                        concurrency=concurrency, rate=rate, seed=base_seed + i, bug=bug,
-                        nemesis_interval=nemesis_interval,
-                        options={**wl_opts, "db": db_opts, "nemesis": nem_opts})
-        started = time.monotonic()
-        result = run_test(spec, hosts, store_root=store_root, options=opts)
-        codes.append(result.exit_code)
-        summary.append({"name": f"{test_name} seed={spec.seed}", "path": _rel(result.store_dir),
-                        "seconds": time.monotonic() - started, "results": result.results})
-        prefix = f"[{i + 1}/{test_count}] " if test_count > 1 else ""
+
+    def report(done: CampaignRun) -> None:
+        result = done.result
+        summary.append({"name": f"{test_name} seed={done.spec.seed}",
+                        "path": _rel(result.store_dir), "seconds": done.seconds,
+                        "results": result.results})
+        prefix = f"[{done.number}/{test_count}] " if test_count > 1 else ""
         click.echo(f"{prefix}{_verdict_line(result.results)}")
         click.echo(f"{prefix}store: {_rel(result.store_dir)}")
-        if result.interrupted and (result.reason or "").startswith("interrupted"):
-            break  # the user asked to stop: no further runs
-    if fail_on == "unknown":
-        codes = [1 if c == 2 else c for c in codes]
-    rc = worst_exit_code(codes)
+
+    runs = run_campaign(seeded(spec, test_count, base_seed), hosts, store_root=store_root,
+                        options=opts, on_result=report)
+    rc = campaign_exit_code(runs, fail_on_unknown=fail_on == "unknown")
     if test_count > 1:
         counts = {w: sum(1 for r in summary if verdict_word(r["results"].get("valid")) == w)
                   for w in ("VALID", "INVALID", "UNKNOWN")}

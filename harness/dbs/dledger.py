@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from harness.core.errors import ConfigError, RemoteError
+from harness.core.fanout import map_values
 from harness.core.remote import UploadsTrees
 from harness.dbs.daemon import PidfileDaemonDB
 
@@ -270,8 +271,7 @@ class DLedgerDB(PidfileDaemonDB):
         stable_since: float | None = None
         last: set[tuple[Any, Any] | None] | None = None
         while time.monotonic() < deadline:
-            with ThreadPoolExecutor(max_workers=max(1, len(addrs))) as pool:
-                sts = list(pool.map(lambda a: _fetch_status(a[0], a[1], 1.0), addrs.values()))
+            sts = list(map_values(addrs, lambda a: _fetch_status(a[0], a[1], 1.0)).values())
             views = {(st.get("term"), st.get("leader")) if st else None for st in sts}
             leader_roles = [st.get("role") for st, n in zip(sts, addrs, strict=True)
                             if st and st.get("leader") == n]

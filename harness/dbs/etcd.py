@@ -22,10 +22,10 @@ import logging
 import shlex
 import threading
 import time
-from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any
 
 from harness.core.errors import ConfigError, RemoteError
+from harness.core.fanout import map_values
 from harness.dbs.daemon import PidfileDaemonDB
 
 if TYPE_CHECKING:
@@ -190,8 +190,7 @@ class EtcdDB(PidfileDaemonDB):
         deadline = time.monotonic() + self.ready_timeout
         since: float | None = None
         while time.monotonic() < deadline:
-            with ThreadPoolExecutor(max_workers=max(1, len(addrs))) as pool:
-                sts = list(pool.map(lambda a: _status(a[0], a[1], 1.0), addrs.values()))
+            sts = list(map_values(addrs, lambda a: _status(a[0], a[1], 1.0)).values())
             leaders = {str(st.get("leader")) if st else None for st in sts}
             if len(leaders) == 1 and None not in leaders and "0" not in leaders:
                 since = since or time.monotonic()
@@ -214,9 +213,8 @@ class EtcdDB(PidfileDaemonDB):
     def primaries(self, ctx: RunContext) -> list[str]:
         """Members that say they are the leader (each compares its id with its leader id)."""
         addrs = self.client_addrs(ctx)
-        with ThreadPoolExecutor(max_workers=max(1, len(addrs))) as pool:
-            sts = list(pool.map(lambda a: _status(a[0], a[1], 1.0), addrs.values()))
-        return [n for n, st in zip(addrs, sts, strict=True) if _is_leader(st)]
+        sts = map_values(addrs, lambda a: _status(a[0], a[1], 1.0), what="status")
+        return [n for n, st in sts.items() if _is_leader(st)]
 
     def log_files(self, ctx: RunContext, node: str) -> list[str]:
         return [self._paths(ctx, node)["log"]]

@@ -14,10 +14,10 @@ import json
 import logging
 import shlex
 import time
-from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any
 
 from harness.core.errors import ConfigError, RemoteError
+from harness.core.fanout import map_values
 from harness.dbs.dledger import DLedgerDB, _fetch_status
 
 if TYPE_CHECKING:
@@ -86,9 +86,7 @@ class HADB(DLedgerDB):
     def statuses(self, ctx: RunContext, timeout: float = 2.0) -> dict[str, dict | None]:
         """Every node's status (None: not answering), asked in parallel."""
         addrs = self.client_addrs(ctx)
-        with ThreadPoolExecutor(max_workers=max(1, len(addrs))) as pool:
-            sts = list(pool.map(lambda a: _fetch_status(a[0], a[1], timeout), addrs.values()))
-        return dict(zip(addrs, sts, strict=True))
+        return map_values(addrs, lambda a: _fetch_status(a[0], a[1], timeout), what="status")
 
     def wait_ready(self, ctx: RunContext, *, settle: float = 0.5) -> None:
         """Wait until the master has every slave connected (a warning if it never does)."""

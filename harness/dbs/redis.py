@@ -28,10 +28,10 @@ import logging
 import shlex
 import threading
 import time
-from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any
 
 from harness.core.errors import ConfigError, RemoteError
+from harness.core.fanout import map_values
 from harness.dbs.daemon import PidfileDaemonDB
 from harness.dbs.etcd import ensure_package, stop_process
 
@@ -187,11 +187,8 @@ class RedisDB(PidfileDaemonDB):
             return (tuple(primary) if isinstance(primary, list) else None,
                     fields.get("num-other-sentinels"))
 
-        with ThreadPoolExecutor(max_workers=max(1, 2 * len(addrs))) as pool:
-            roles = list(pool.map(lambda a: _call(a, "ROLE"), addrs.values()))
-            sents = list(pool.map(sentinel, saddrs.values()))
-        return {"roles": dict(zip(addrs, roles, strict=True)),
-                "sentinels": dict(zip(saddrs, sents, strict=True))}
+        return {"roles": map_values(addrs, lambda a: _call(a, "ROLE"), what="role"),
+                "sentinels": map_values(saddrs, sentinel, what="sentinel")}
 
     def wait_ready(self, ctx: RunContext) -> None:
         """Until one primary has every replica linked and all Sentinels know each other."""
@@ -225,10 +222,8 @@ class RedisDB(PidfileDaemonDB):
     def primaries(self, ctx: RunContext) -> list[str]:
         """Nodes whose Redis says it is a master (two during a split brain)."""
         addrs = self.client_addrs(ctx)
-        with ThreadPoolExecutor(max_workers=max(1, len(addrs))) as pool:
-            roles = list(pool.map(lambda a: _call(a, "ROLE"), addrs.values()))
-        return [n for n, r in zip(addrs, roles, strict=True)
-                if isinstance(r, list) and r and r[0] == "master"]
+        roles = map_values(addrs, lambda a: _call(a, "ROLE"), what="role")
+        return [n for n, r in roles.items() if isinstance(r, list) and r and r[0] == "master"]
 
     def log_files(self, ctx: RunContext, node: str) -> list[str]:
         p = self._paths(ctx, node)

@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING
 
 from harness.core.db import DB, Addressable, HasLogFiles, WaitsReady
 from harness.core.errors import SplitbrainError
+from harness.core.fanout import each_or_raise
 from harness.core.history import NEMESIS, HistoryWriter, Op
 from harness.core.nemesis import NemesisPackage
 from harness.core.remote import Host, Remote
@@ -28,7 +29,7 @@ from harness.core.workload import Workload
 from harness.run.progress import Counters, Progress
 from harness.run.store import RunStore
 from harness.run.validate import ValidatingClient, ValidatingNemesis
-from harness.run.workers import Worker, WorkerGroup, parallel
+from harness.run.workers import Worker, WorkerGroup
 
 if TYPE_CHECKING:
     from harness.run.options import RunOptions
@@ -78,8 +79,8 @@ class Run:
     # --- setup --------------------------------------------------------------
     def connect(self) -> None:
         self._phase("connect")
-        remotes = parallel(lambda n: self.connect_fn(self.hosts[n]), list(self.spec.nodes),
-                           what="connect")
+        remotes = each_or_raise(list(self.spec.nodes), lambda n: self.connect_fn(self.hosts[n]),
+                                what="connect")
         self.ctx = RunContext(spec=self.spec, hosts=self.hosts, remotes=remotes, db=self.db,
                               history=self.history, rng=self.rng, store_dir=str(self.store.path),
                               stop=self.stop)
@@ -96,7 +97,7 @@ class Run:
             self.db_set_up.add(node)
             self.db.setup(self.ctx, node)
 
-        parallel(one, list(self.spec.nodes), what="db-setup")
+        each_or_raise(list(self.spec.nodes), one, what="db-setup")
         if isinstance(self.db, WaitsReady):
             self.db.wait_ready(self.ctx)
 
@@ -277,7 +278,7 @@ class Run:
                 self.db.teardown(self.ctx, node)
 
             try:
-                parallel(down, sorted(self.db_set_up), what="db-teardown")
+                each_or_raise(sorted(self.db_set_up), down, what="db-teardown")
             except BaseException as e:  # noqa: BLE001
                 problems.append(f"db teardown: {e}")
         elif self.opts.leave_db_running:
@@ -304,6 +305,6 @@ class Run:
                     log.info("%s: could not fetch %s: %s", node, path, e)
 
         try:
-            parallel(fetch, sorted(self.db_set_up), what="fetch-logs")
+            each_or_raise(sorted(self.db_set_up), fetch, what="fetch-logs")
         except BaseException as e:  # noqa: BLE001
             problems.append(f"fetching logs: {e}")

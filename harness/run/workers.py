@@ -13,9 +13,7 @@ import logging
 import random
 import threading
 import time
-from collections.abc import Callable, Sequence
-from concurrent.futures import ThreadPoolExecutor
-from typing import Any, Protocol
+from typing import Protocol
 
 from harness.core.errors import ConfigError
 from harness.core.history import HistoryWriter, Op
@@ -24,7 +22,7 @@ from harness.core.workload import PENDING, GenContext, Generator
 from harness.run.progress import Counters
 from harness.run.validate import ValidatingClient
 
-__all__ = ["Driver", "Worker", "WorkerGroup", "parallel"]
+__all__ = ["Driver", "Worker", "WorkerGroup"]
 
 log = logging.getLogger(__name__)
 
@@ -38,26 +36,6 @@ class Driver(Protocol):
     counters: Counters
     ctx: RunContext
     node_list: list[str]
-
-
-def parallel(fn: Callable[[str], Any], items: Sequence[str], *, what: str) -> dict[str, Any]:
-    """Run ``fn`` on every item in threads; all run to the end, then the first error is raised."""
-    if not items:
-        return {}
-    out: dict[str, Any] = {}
-    errors: list[tuple[str, Exception]] = []
-    with ThreadPoolExecutor(max_workers=len(items), thread_name_prefix=what) as pool:
-        futs = {item: pool.submit(fn, item) for item in items}
-        for item, fut in futs.items():
-            try:
-                out[item] = fut.result()
-            except Exception as e:  # re-raised below; a KeyboardInterrupt goes at once
-                errors.append((item, e))
-    for item, err in errors:
-        log.error("%s on %s failed: %s", what, item, err)
-    if errors:
-        raise errors[0][1]
-    return out
 
 
 class Worker(threading.Thread):

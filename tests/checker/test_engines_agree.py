@@ -24,13 +24,13 @@ pytestmark = [pytest.mark.spark, pytest.mark.slow]
 
 @pytest.fixture(scope="module")
 def spark() -> Any:
-    from checker.spark_session import get_session
+    from checker.spark.session import get_session
 
     return get_session()
 
 
 def _spark(ops: list[Op]) -> dict[str, Any]:
-    from checker.spark_engine import check_spark
+    from checker.spark import check_spark
 
     return check_spark(ops)
 
@@ -55,7 +55,7 @@ def assert_same(local: dict[str, Any], spark: dict[str, Any]) -> None:
 @pytest.mark.parametrize("columns", ["typed", "value-only"])
 def test_every_anomaly_at_once(spark: Any, tmp_path: Path, columns: str) -> None:
     """Also on a Parquet file from before the typed value columns: the engine derives them."""
-    from checker.spark_engine import check_spark
+    from checker.spark import check_spark
 
     ops = list(generate(1500, workload="mixed", anomaly=ANOMALIES, seed=11))
     local = check_local(ops)
@@ -74,8 +74,9 @@ def test_groups_and_pairs_agree_with_classify_across_window_blocks(spark: Any) -
     indexes, so that nearly every record is a block edge, it answers as one window."""
     from pyspark.sql import functions as F
 
-    from checker.spark_engine import _GROUPS, _Pairing, _to_parquet, _with_typed
-    from checker.spark_session import work_dir
+    from checker.spark.input import to_parquet, with_typed
+    from checker.spark.pairing import GROUPS, Pairing
+    from checker.spark.session import work_dir
 
     ops = list(generate(600, workload="mixed", seed=9))
     extra = [Op("invoke", 90, "append", "x", key="k1"), Op("ok", 90, "append", "x", key="k1"),
@@ -91,8 +92,8 @@ def test_groups_and_pairs_agree_with_classify_across_window_blocks(spark: Any) -
         check_local(bad)
 
     def first_pass(history: list[Op], block: int) -> tuple[dict[str, Any], list[tuple[Any, ...]]]:
-        hist = spark.read.parquet(_to_parquet(history, work_dir()))
-        p = _Pairing(_with_typed(F, hist).where(F.col("process") != "nemesis"), block=block,
+        hist = spark.read.parquet(to_parquet(history, work_dir()))
+        p = Pairing(with_typed(F, hist).where(F.col("process") != "nemesis"), block=block,
                      max_index=len(history) - 1)
         try:
             s = p.summary()
@@ -102,7 +103,7 @@ def test_groups_and_pairs_agree_with_classify_across_window_blocks(spark: Any) -
 
     whole, pairs = first_pass(ops, 40)     # one block: no edge pass at all
     cut, cut_pairs = first_pass(ops, 3)
-    got = {g: whole[g] for g in _GROUPS if whole[g]}
+    got = {g: whole[g] for g in GROUPS if whole[g]}
     got["set"] += got.pop("maybe-set")   # keyless reads, set reads as the history has adds
     assert got == want
     assert cut == whole and cut_pairs == pairs and whole["bad"] is None

@@ -12,20 +12,21 @@ from checker.local import check_local
 from checker.synth import generate
 from harness.core.errors import HistoryError
 from harness.core.history import PARQUET_COLUMNS, Op, write_jsonl, write_parquet
+from tests.checker.test_results import lost_ack_history, restart_history
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow]
 
 
 @pytest.fixture(scope="module")
 def spark() -> Any:
-    from checker.spark_session import get_session
+    from checker.spark.session import get_session
 
     return get_session()
 
 
 def test_store_directory_with_jsonl_agrees_with_local(spark: Any, tmp_path: Path) -> None:
     """JSONL is streamed to Parquet first (Parquet paths: see the cluster test and the bench)."""
-    from checker.spark_engine import check_spark
+    from checker.spark import check_spark
 
     kinds = ["duplicate-payload", "committed-regress"]
     ops = list(generate(900, workload="append", anomaly=kinds, seed=6))
@@ -40,16 +41,10 @@ def test_store_directory_with_jsonl_agrees_with_local(spark: Any, tmp_path: Path
 
 def test_examples_are_capped_with_true_totals(spark: Any) -> None:
     """Every ok append acked at a bogus term: 60 lost acks, 20 examples, the total counted."""
-    from checker.spark_engine import CAP, check_spark
+    from checker.results import CAP
+    from checker.spark import check_spark
 
-    ops: list[Op] = []
-    for i in range(60):
-        ops.append(Op("invoke", i % 5, "append", {"payload": f"x{i}"}))
-        ops.append(Op("ok", i % 5, "append", {"payload": f"x{i}", "index": i, "term": 9}))
-    entries = [[i, 1, f"x{i}"] for i in range(60)]
-    ops.append(Op("invoke", 99, "read", {"from": 0, "to": 59, "final": True}))
-    ops.append(Op("ok", 99, "read", {"entries": entries, "committed": 59}))
-    ops = [op.replace(index=i, time=i) for i, op in enumerate(ops)]
+    ops = lost_ack_history(60)
     local = check_local(ops)
     res = check_spark(ops)
     ls = res["checkers"]["log-safety"]
@@ -59,8 +54,28 @@ def test_examples_are_capped_with_true_totals(spark: Any) -> None:
     assert ls["anomalies"]["lost-ack"][0]["found"] == [1, "x0"]
 
 
+@pytest.mark.parametrize("case", ["restarts", "async-ha"])
+def test_both_engines_cap_notes_alike(spark: Any, case: str) -> None:
+    """Notes are capped as anomalies are, by the one shared pipeline: the same first
+    CAP notes from both engines (the Spark engine used to be the only one capping)."""
+    from checker.results import CAP
+    from checker.spark import check_spark
+
+    if case == "restarts":
+        ops, opts, kind = restart_history(CAP + 10), {}, "committed-regress-restart"
+    else:
+        ops, opts, kind = lost_ack_history(3 * CAP), {"ha": {"sync": False}}, "loss-window"
+    local = check_local(ops, opts=opts)
+    res = check_spark(ops, opts=opts)
+    lo, sp = local["checkers"]["log-safety"], res["checkers"]["log-safety"]
+    assert len(lo["notes"][kind]) == len(sp["notes"][kind]) == CAP
+    assert sp["notes"] == lo["notes"]
+    assert sp["stats"] == lo["stats"]
+    assert sp["valid"] == lo["valid"] and res["anomalies"] == local["anomalies"]
+
+
 def test_unreadable_source_is_a_clear_error(spark: Any, tmp_path: Path) -> None:
-    from checker.spark_engine import check_spark
+    from checker.spark import check_spark
 
     with pytest.raises(HistoryError, match="no such file"):
         check_spark(tmp_path / "missing.parquet")
@@ -105,7 +120,7 @@ def _second_pass_history() -> list[Op]:
 
 @pytest.mark.parametrize("columns", ["typed", "value-only"])
 def test_second_pass_evidence_matches_local(spark: Any, tmp_path: Path, columns: str) -> None:
-    from checker.spark_engine import check_spark
+    from checker.spark import check_spark
 
     ops = _second_pass_history()
     local = check_local(ops)

@@ -1,39 +1,39 @@
-"""The zoo: pure table/verdict/median logic, and a real quick zoo on the lab."""
+"""The zoo: pure table/verdict/median logic, and a real quick zoo on the lab.
+
+The fault profiles it cycles are tested in tests/nemesis/test_profiles.py.
+"""
 
 from __future__ import annotations
 
 import json
-import random
-import threading
-import time
 from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
 
+from harness.cli.zoo import zoo
 from harness.core.errors import ConfigError
-from harness.zoo.campaign import (
+from harness.zoo.summary import (
+    RunRecord,
+    first_anomaly_seconds,
+    read_op_times,
+    render_table,
+    summarize,
+    summary_json,
+    zoo_exit_code,
+)
+from harness.zoo.targets import (
     CORRECT,
     DEFAULT_CAMPAIGN,
     HA_CAMPAIGN,
     PROFILES,
-    ProfileSchedule,
-    RunRecord,
     bug_mode,
     build_zoo_package,
     campaign_command,
     describe_campaign,
-    first_anomaly_seconds,
-    profile_steps,
-    read_op_times,
-    render_table,
     run_seeds,
     select_targets,
-    summarize,
-    summary_json,
-    zoo,
     zoo_bugs,
-    zoo_exit_code,
 )
 
 
@@ -175,107 +175,6 @@ def test_campaign_command_reproduces_one_run() -> None:
     assert "mixed" in text and ",".join(PROFILES) in text
 
 
-class _Ctx:
-    nodes = ["n1", "n2", "n3", "n4", "n5"]
-    db = None
-
-
-class _LeaderDB:
-    """Reports a fixed leader: enough for the pure side-picking of the rejoin profile."""
-
-    def __init__(self, leader: str) -> None:
-        self.leader = leader
-
-    def primaries(self, ctx: object) -> list[str]:
-        return [self.leader]
-
-
-class _LedCtx:
-    nodes = _Ctx.nodes
-
-    def __init__(self, leader: str) -> None:
-        self.db = _LeaderDB(leader)
-        self.stop = threading.Event()
-
-
-def test_every_profile_heals_what_it_breaks() -> None:
-    for name in PROFILES:
-        steps = profile_steps(name, _Ctx.nodes, random.Random(1), 2.5)
-        fs = [f for _, f, _ in steps]
-        assert all(w >= 0 for w, _, _ in steps)
-        for kind in ("partition", "kill", "clock", "pause", "lull"):
-            assert fs.count(f"start-{kind}") <= fs.count(f"stop-{kind}"), (name, fs)
-            if f"start-{kind}" in fs:
-                assert fs.index(f"stop-{kind}") > fs.index(f"start-{kind}"), (name, fs)
-        for _, f, v in steps:
-            if callable(v):
-                v = v(_Ctx())
-            if f == "start-partition" and v["shape"] != "leader":
-                assert set(v["grudge"]) == set(_Ctx.nodes)
-
-
-def _sides(grudge: dict[str, list[str]]) -> set[frozenset[str]]:
-    return {frozenset([n, *(m for m in grudge if m not in grudge[n] and m != n)]) for n in grudge}
-
-
-def test_rejoin_profile_restarts_the_new_leaders_last_voter_beside_the_sleepers() -> None:
-    for seed in range(20):
-        steps = profile_steps("rejoin", _Ctx.nodes, random.Random(seed), 2.5)
-        assert [f for _, f, _ in steps] == ["start-pause", "stop-pause", "start-partition",
-                                            "start-kill", "stop-kill", "stop-partition"]
-        # The first step lands while n3 leads: n3 and one other sleep.
-        paused = steps[0][2](_LedCtx("n3"))["nodes"]
-        assert paused[0] == "n3" and len(paused) == 2
-        voters = [n for n in _Ctx.nodes if n not in paused]
-        new_leader = voters[seed % 3]
-        cut = steps[2][2](_LedCtx(new_leader))
-        victim = steps[3][2](_LedCtx(new_leader))["nodes"]
-        assert len(victim) == 1 and victim[0] in voters and victim[0] != new_leader
-        sides = _sides(cut["grudge"])
-        assert frozenset([*paused, victim[0]]) in sides
-        assert len(sides) == 2 and any(new_leader in s and len(s) == 2 for s in sides)
-    # With nobody leading (or no way to ask), the profile still picks valid sides.
-    steps = profile_steps("rejoin", _Ctx.nodes, random.Random(1), 2.5)
-    assert len(steps[0][2](_Ctx())["nodes"]) == 2
-    assert len(_sides(steps[2][2](_Ctx())["grudge"])) == 2
-
-
-def test_profile_schedule_builds_leader_dependent_ops_when_they_land() -> None:
-    sch = ProfileSchedule(("rejoin",), hold=2.5, rng=random.Random(3))
-    wait, make = sch.next(_Ctx())
-    assert callable(make) and wait >= 0
-    op = make(_LedCtx("n2"))
-    assert op.f == "start-pause" and op.process == "nemesis" and "n2" in op.value["nodes"]
-    _, stop = sch.next(_Ctx())
-    assert not callable(stop) and stop.f == "stop-pause"
-    lease = profile_steps("lease", _Ctx.nodes, random.Random(2), 2.5)
-    assert lease[0][1] == "start-clock" and lease[0][2]["offset_ms"] < -10_000
-    assert lease[1][2] == {"shape": "leader"}
-    with pytest.raises(ConfigError, match="unknown fault profile"):
-        profile_steps("nope", _Ctx.nodes, random.Random(1), 2.5)
-
-
-def test_profile_schedule_cycles_in_order_and_is_seeded() -> None:
-    def ops(seed: int) -> list[tuple[float, str, object]]:
-        sch = ProfileSchedule(PROFILES, hold=2.5, rng=random.Random(seed))
-        out = []
-        for _ in range(40):
-            wait, op = sch.next(_Ctx())
-            if callable(op):
-                op = op(_Ctx())
-            assert op.type == "invoke" and op.process == "nemesis"
-            out.append((wait, op.f, op.value))
-        return out
-
-    a = ops(5)
-    assert a == ops(5) and a != ops(6)
-    first = [f for _, f, _ in a]
-    n_lease = len(profile_steps("lease", _Ctx.nodes, random.Random(0), 2.5))
-    assert first[0] == "start-clock" and first[n_lease] == "start-pause"
-    with pytest.raises(ConfigError):
-        ProfileSchedule((), hold=1.0, rng=random.Random(0))
-
-
 def test_cli_rejects_an_unknown_bug_before_touching_any_lab() -> None:
     res = CliRunner().invoke(zoo, ["--bugs", "no-such-bug", "--lab", "no-such-lab"],
                              standalone_mode=False)
@@ -342,33 +241,6 @@ def test_figure8_profile_finds_commit_old_term_and_passes_the_correct_node(lab, 
         fs = [json.loads(line)["f"] for line in lines if '"nemesis"' in line and '"invoke"' in line]
         lulls = [f for f in fs if f.endswith("-lull")]
         assert lulls and lulls[-1] == "stop-lull" and lulls.count("start-lull") >= 2
-
-
-def test_figure8_profile_stages_the_old_tail_the_lone_new_leader_and_its_comeback() -> None:
-    for seed in range(10):
-        steps = profile_steps("figure8", _Ctx.nodes, random.Random(seed), 0.1)
-        assert [f for _, f, _ in steps] == [
-            "start-kill", "start-lull", "start-pause", "stop-kill", "start-partition", "stop-lull",
-            "start-lull", "stop-pause", "start-kill", "stop-partition", "stop-lull", "stop-kill"]
-        # The kill lands while n2 leads: a majority without n2 and one partner dies.
-        majority = steps[0][2](_LedCtx("n2"))["nodes"]
-        assert len(majority) == 3 and "n2" not in majority
-        old = steps[2][2](_Ctx())["nodes"]
-        assert sorted(old + majority) == sorted(_Ctx.nodes) and "n2" in old
-        # The majority elects L; L is cut off alone.
-        lone = majority[seed % 3]
-        cut = steps[4][2](_LedCtx(lone))
-        assert frozenset([lone]) in _sides(cut["grudge"])
-        assert frozenset(n for n in _Ctx.nodes if n != lone) in _sides(cut["grudge"])
-        # Whoever leads beside L, the old side is killed as L comes back.
-        killed = steps[8][2](_LedCtx(old[0]))["nodes"]
-        assert sorted(killed) == sorted(old)
-    # Without a DB that names its leader, the profile still picks valid sides and does not wait.
-    steps = profile_steps("figure8", _Ctx.nodes, random.Random(1), 2.5)
-    assert len(steps[0][2](_Ctx())["nodes"]) == 3
-    t0 = time.monotonic()
-    assert len(_sides(steps[4][2](_Ctx())["grudge"])) == 2
-    assert time.monotonic() - t0 < 1.0
 
 
 def test_profiles_option_narrows_the_campaign_and_the_repro_command_says_so() -> None:

@@ -17,9 +17,8 @@ import pytest
 
 from node_impl.bugs import parse_bugs
 from node_impl.config import ConfigError, parse_args
-from node_impl.ha import last_index_within, parse_entries
 from node_impl.local_cluster import LocalCluster
-from node_impl.store import LogStore
+from node_impl.store import LogStore, last_index_within, parse_entries
 
 pytestmark = pytest.mark.integration
 
@@ -138,6 +137,9 @@ def test_async_master_acks_and_slaves_converge(tmp_path) -> None:
         c.wait_until(lambda: offset(c, "n2") == end and offset(c, "n3") == end, 10, "slaves caught up")
         master_log = local_log(c, "n1")
         assert local_log(c, "n2") == master_log == local_log(c, "n3")
+        # a slave's offset counts at the master only once its post-fsync report arrives
+        c.wait_until(lambda: (c.status("n1") or {}).get("committedIndex") == 30, 10,
+                     "master saw the slaves' reports")
         st = c.status("n1")
         assert st["role"] == "master" and st["committedIndex"] == st["ledgerEndIndex"] == 30
         with c.client("n2") as cl:

@@ -28,6 +28,7 @@ from node_impl.store import (
     chain_crc,
     decode_body,
     encode_body,
+    parse_entries,
 )
 
 
@@ -296,6 +297,26 @@ def test_no_fsync_mode_still_recovers(tmp_path: Path) -> None:
     assert s.flush() == 1
     s.close()
     assert reopen(tmp_path).end_index == 1
+
+
+def test_byte_level_reads_span_the_unflushed_tail(tmp_path: Path) -> None:
+    """Mode ha streams data.log bytes: the file and the in-process buffer read as one."""
+    with LogStore(tmp_path) as s:
+        es = fill(s, [1, 1])
+        s.flush()
+        es += fill(s, [2])  # buffered, not yet on disk
+        raw = s.read_data(0, 1 << 20)
+        assert len(raw) == s.data_length == s.end_offset(2)
+        got, used = parse_entries(raw, 0)
+        assert len(got) == 3 and all(e.same_as(x) for e, x in zip(got, es, strict=True))
+        assert used == len(raw)
+        assert s.read_data(es[1].pos + 5, 10) == raw[es[1].pos + 5 : es[1].pos + 15]
+        assert s.read_data(s.data_length, 10) == b""
+        assert s.end_offset(-1) == 0 and s.end_offset(0) == es[1].pos
+        assert s.index_within(es[1].pos) == 0 and s.index_within(es[2].pos - 1) == 0
+        assert s.index_within(s.data_length) == 2 and s.index_within(0) == -1
+        with pytest.raises(InconsistentState, match="bad entry header"):
+            parse_entries(raw, 0, max_size=es[0].size - 1)
 
 
 def test_term_store_and_checkpoint(tmp_path: Path) -> None:

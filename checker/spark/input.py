@@ -1,0 +1,125 @@
+"""What the Spark engine reads: a Parquet history, with its values as typed JSON text.
+
+Payloads, terms and incarnations are compared as *raw compact JSON text*
+(``"p1"`` with its quotes, ``7``, ``{"a":1}``), so a string ``"1"`` and a
+number ``1`` stay different, as they are for the local engine. Parquet
+histories carry that text in typed columns
+(:data:`harness.core.history.PARQUET_VALUE_COLUMNS`), written once with the
+file, so no record or log entry is parsed in a job. Files from before those
+columns existed are still checked: the columns are then derived from ``value``
+with Spark's JSON functions (the old, slow path; object keys keep their order
+there). Whatever reaches the driver is decoded back into Python values here too.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+from typing import Any
+
+from harness.core.errors import HistoryError
+from harness.core.history import NEMESIS, PARQUET_VALUE_COLUMNS, VALUE_FIELDS, Op
+from harness.core.layout import HISTORY_PARQUET, history_file
+
+__all__ = ["BASE_COLUMNS", "OP_COLUMNS", "to_parquet", "with_typed", "as_int", "loads", "op_of"]
+
+BASE_COLUMNS = ("index", "type", "process", "f", "key", "value", "node")
+"""Columns every Parquet history has (older files have nothing else)."""
+
+OP_COLUMNS = BASE_COLUMNS
+"""Columns :func:`op_of` turns back into an :class:`~harness.core.history.Op`, in its order."""
+
+_ENTRY = r"^\[(-?[0-9]+),([^,]*),(.*)\]$"
+
+
+def to_parquet(source: str | os.PathLike[str] | Iterable[Op], work: Path) -> str:
+    """A Parquet file holding the history, converting (streamed) when needed: Spark reads
+    Parquet column by column, and JSON lines would be parsed in every job."""
+    from harness.core.history import iter_jsonl, read_history, write_parquet
+
+    if isinstance(source, (str, os.PathLike)):
+        path = history_file(source)
+        if not path.exists():
+            raise HistoryError("no such file", path=path)
+        suffix = path.suffix.lower()
+        if suffix == ".parquet":
+            return str(path)
+        out = Path(tempfile.mkdtemp(dir=work)) / HISTORY_PARQUET
+        ops: Iterable[Op] = iter_jsonl(path) if suffix in (".jsonl", ".json") else read_history(path)
+        write_parquet(ops, out)
+        return str(out)
+    out = Path(tempfile.mkdtemp(dir=work)) / HISTORY_PARQUET
+    write_parquet(source, out)
+    return str(out)
+
+
+def _raw_field(F: Any, js: Any, name: str) -> Any:
+    """Raw compact JSON text of top-level field ``name`` of the JSON object text ``js``.
+
+    ``get_json_object`` gives a string's content without quotes; re-quote it with
+    Jackson (``to_json``) so that it matches raw entry text. A missing or null
+    field gives ``'null'``.
+    """
+    txt = F.get_json_object(js, f"$.{name}")
+    is_str = js.rlike(r'"' + name + r'"\s*:\s*"')
+    quoted = F.regexp_replace(F.to_json(F.array(txt)), r"^\[|\]$", "")
+    return F.when(txt.isNull(), F.lit("null")).when(is_str, quoted).otherwise(txt)
+
+
+def with_typed(F: Any, hist: Any) -> Any:
+    """The history with the typed value columns, derived from ``value`` when the file lacks them.
+
+    The derivation is the engine's former per-row JSON parsing, kept for Parquet
+    files written before the typed columns existed; it gives the same texts
+    except that object keys keep their order.
+    """
+    if all(c in hist.columns for c in PARQUET_VALUE_COLUMNS):
+        return hist.select(*BASE_COLUMNS, *PARQUET_VALUE_COLUMNS)
+    v = F.col("value")
+    kind = (F.when(v.isNull() | (v == "null"), "null").when(v.startswith("{"), "object")
+            .when(v.startswith("["), "array").when(v.startswith('"'), "string")
+            .when(v.isin("true", "false"), "boolean").otherwise("number"))
+    obj = kind == "object"
+    cols = {"v_kind": kind}
+    for name in VALUE_FIELDS:
+        present = v.rlike(r'"' + name + r'"\s*:') if name == "payload" else F.lit(True)
+        cols[f"v_{name}"] = F.when(obj & present, _raw_field(F, v, name))
+    ents = F.from_json(v, "entries array<string>").getField("entries")
+    cols["v_entries"] = F.when(obj, F.transform(
+        F.filter(ents, lambda e: e.rlike(_ENTRY)),
+        lambda e: F.struct(F.regexp_extract(e, _ENTRY, 1).cast("long").alias("index"),
+                           F.regexp_extract(e, _ENTRY, 2).alias("term"),
+                           F.regexp_extract(e, _ENTRY, 3).alias("payload"))))
+    return hist.select(*BASE_COLUMNS, *[cols[c].alias(c) for c in PARQUET_VALUE_COLUMNS])
+
+
+def as_int(c: Any) -> Any:
+    """A JSON text column as a long where it is a JSON integer, else null.
+
+    Casting alone would accept ``7.5`` (as 7); the round trip keeps exactly the
+    texts an integer prints as.
+    """
+    from pyspark.sql import functions as F
+
+    n = c.cast("long")
+    return F.when(n.cast("string") == c, n)
+
+
+def loads(raw: str | None) -> Any:
+    """A raw JSON text column's value on the driver (text that is not JSON stays text)."""
+    if raw is None:
+        return None
+    try:
+        return json.loads(raw)
+    except ValueError:
+        return raw
+
+
+def op_of(row: Sequence[Any]) -> Op:
+    """A row of :data:`OP_COLUMNS` as the op the local engine's checkers take."""
+    index, typ, proc, f, key, value, node = row
+    return Op(type=typ, process=proc if proc == NEMESIS else int(proc), f=f,
+              value=None if value is None else json.loads(value), key=key, index=index, node=node)

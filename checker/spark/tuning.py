@@ -1,0 +1,68 @@
+"""Per-history Spark settings: what a check of this size needs, decided before it starts.
+
+One SparkSession serves every check in a process (:mod:`checker.spark.session`),
+from a few thousand records to tens of millions, and the settings that make one
+end fast make the other slow; every number here was measured (benchmarks/README.md).
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+__all__ = ["partitions", "footer", "tune"]
+
+
+def partitions(rows: int) -> int:
+    """Shuffle partitions for a history of ``rows`` records.
+
+    Small histories drown in per-task overhead (a 3k-record history took 100-230 s
+    with 8 partitions and adaptive execution, 20 s with 2); big ones want tasks of
+    a few hundred thousand rows so that sorts and aggregations stay in memory.
+    """
+    env = os.environ.get("SPLITBRAIN_SPARK_PARTITIONS")
+    if env:
+        return max(1, int(env))
+    return 1 if rows < 100_000 else max(2, min(64, rows // 400_000))
+
+
+def footer(path: str) -> tuple[int, int | None]:
+    """Records and largest ``index`` of a Parquet history, from its footer (None: unknown)."""
+    import pyarrow.parquet as pq
+
+    try:
+        meta = pq.ParquetFile(path).metadata
+    except Exception:
+        return 1_000_000, None
+    try:
+        col = meta.schema.names.index("index")
+        stats = [meta.row_group(i).column(col).statistics for i in range(meta.num_row_groups)]
+        top = max(s.max for s in stats if s is not None and s.has_min_max) if stats else -1
+        if any(s is None or not s.has_min_max for s in stats):
+            top = None
+    except (ValueError, TypeError):
+        top = None
+    return int(meta.num_rows), top
+
+
+def tune(spark: Any, rows: int, size: int) -> int:
+    """Per-history settings; returns the shuffle partitions.
+
+    Input splits are cut to about a quarter of the file per core: with Spark's
+    128 MB splits a 10M-record file made three scan tasks for two cores, one of
+    them holding most final reads (they come last in a history). Parquet batches
+    are cut to 512 records: a batch's nested entries are decoded at once, and 4096
+    final reads of a thousand entries each filled most of a 1 GiB heap.
+    """
+    parts = partitions(rows)
+    cores = max(1, spark.sparkContext.defaultParallelism)
+    split = max(4 << 20, min(128 << 20, size // (4 * cores) + 1))
+    spark.conf.set("spark.sql.shuffle.partitions", str(parts))
+    spark.conf.set("spark.sql.files.maxPartitionBytes", str(split))
+    spark.conf.set("spark.sql.parquet.columnarReaderBatchSize", "512")
+    spark.conf.set("spark.sql.adaptive.enabled", "false")
+    spark.conf.set("spark.sql.codegen.wholeStage", "true" if rows > 200_000 else "false")
+    # Below this, compiling generated code costs more than it saves (a 3k-record check:
+    # 6.5 s with code generation, 4.5 s interpreted).
+    spark.conf.set("spark.sql.codegen.factoryMode", "FALLBACK" if rows > 100_000 else "NO_CODEGEN")
+    return parts

@@ -1,0 +1,130 @@
+"""``splitbrain zoo``: evidence that the harness finds real bugs, and cries wolf never.
+
+A checker that says "valid" proves little unless the same campaign says
+"invalid" when the database really is broken. The zoo runs ONE default campaign
+per node mode, the same for everyone in that mode (workload, fault mix, targets,
+rates, interval, time limit), against the correct reference node and against
+every seeded bug the node lists at run time (``node_impl.bugs``; the ``ha-*``
+bugs meet the mode-``ha`` campaign beside a correct mode-``ha`` node), N times
+each with recorded seeds, and tabulates how often each bug was caught and how
+soon.
+
+There is deliberately no per-bug configuration: a bug that only a tailored
+campaign catches says more about the tailor than about the harness.
+
+The verdict: exit 1 if some bug was never found (in runs that finished) or if
+the correct node was ever reported invalid (a false alarm); 2 if some runs
+ended unknown and nothing else failed; 0 otherwise.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import sys
+import time
+from pathlib import Path
+
+import click
+
+from harness.zoo.campaign import progress_line, run_zoo
+from harness.zoo.summary import RunRecord, render_table, summarize, summary_json, zoo_exit_code
+from harness.zoo.targets import (
+    CAMPAIGNS,
+    DEFAULT_CAMPAIGN,
+    PROFILES,
+    QUICK_TIME_LIMIT,
+    describe_campaign,
+    run_seeds,
+    select_targets,
+    zoo_bugs,
+)
+
+__all__ = ["zoo"]
+
+
+@click.command(name="zoo")
+@click.option("--quick", is_flag=True,
+              help=f"One run per target with a {QUICK_TIME_LIMIT:g} s time limit.")
+@click.option("--runs", type=click.IntRange(min=1), default=None,
+              help="Runs per target.  [default: 3, or 1 with --quick]")
+@click.option("--bugs", default=None, metavar="A,B,...",
+              help="Only these seeded bugs (the correct node always runs).  [default: all]")
+@click.option("--time-limit", type=click.FloatRange(min=1.0), default=None,
+              help=f"Seconds of load and faults per run.  [default: {DEFAULT_CAMPAIGN.time_limit:g}, "
+                   f"{QUICK_TIME_LIMIT:g} with --quick]")
+@click.option("--profiles", default=None, metavar="P,Q,...",
+              help=f"Only these fault profiles of the DLedger campaign, cycled in this order "
+                   f"(known: {', '.join(PROFILES)}).  [default: all]")
+@click.option("--lab", default="default", show_default=True,
+              help="Embedded lab to run on (`splitbrain lab up --name NAME`).")
+@click.option("--store", "store_root", default="store", show_default=True,
+              type=click.Path(file_okay=False), help="Results store directory.")
+@click.option("--seed", type=int, default=None,
+              help="Base seed; run i uses seed+i.  [default: random, and printed]")
+@click.option("--json", "json_path", type=click.Path(dir_okay=False), default=None,
+              help="Write a JSON summary here (for CI).")
+def zoo(quick: bool, runs: int | None, bugs: str | None, time_limit: float | None,
+        profiles: str | None, lab: str, store_root: str, seed: int | None,
+        json_path: str | None) -> int:
+    """Run the default campaigns on the correct node and on every seeded bug; tabulate catches.
+
+    Mode dledger's bugs meet one campaign, mode ha's another (with its own correct node).
+
+    Exit 1 if a bug is never found or the correct node is ever reported invalid,
+    2 if runs ended unknown and nothing else failed, 0 otherwise.
+    """
+    from harness.inventory.resolve import resolve_hosts
+
+    targets = select_targets(zoo_bugs(), bugs)
+    n = runs if runs is not None else (1 if quick else 3)
+    limit = time_limit if time_limit is not None else (QUICK_TIME_LIMIT if quick else None)
+    campaigns = {m: c if limit is None else c.with_time_limit(limit) for m, c in CAMPAIGNS.items()
+                 if any(tm == m for tm, _ in targets)}
+    if profiles is not None:
+        names = [p.strip() for p in profiles.split(",") if p.strip()]
+        campaigns = {m: c.with_profiles(names) for m, c in campaigns.items()}
+    campaign = campaigns["dledger"]
+    if json_path is not None and Path(json_path).is_dir():
+        raise click.BadParameter(f"{json_path} is a directory", param_hint="--json")
+    hosts = resolve_hosts(lab=lab, nodes_file=None, vagrant=None, docker=False, insecure=False)
+    base = seed if seed is not None else random.SystemRandom().randrange(2**31)
+    seeds = run_seeds(base, n)
+    total = len(targets) * n
+    n_bugs = sum(1 for _, b in targets if b)
+    click.echo(f"zoo: {n_bugs} bugs + the correct node of {len(campaigns)} mode(s), {n} run(s) "
+               f"each ({total} runs), base seed {base}", err=True)
+    for m, c in campaigns.items():
+        click.echo(f"zoo: campaign, mode {m}: {describe_campaign(c)}", err=True)
+    t0 = time.monotonic()
+
+    def echo_progress(rec: RunRecord, k: int) -> None:
+        click.echo(progress_line(rec, k, total, n), err=True)
+
+    records, aborted = run_zoo(targets, seeds, campaigns, hosts, store_root=store_root,
+                               on_record=echo_progress)
+    rows = summarize(records)
+    rc = zoo_exit_code(rows)
+    if aborted and rc == 0:
+        rc = 2
+    click.echo(render_table(rows))
+    escaped = [r.label for r in rows if r.status == "ESCAPED"]
+    alarms = sum(r.invalid for r in rows if r.bug is None)
+    verdict = [f"zoo: exit {rc}"]
+    if escaped:
+        verdict.append(f"escaped: {', '.join(escaped)}")
+    if alarms:
+        verdict.append(f"false alarms on the correct node: {alarms}")
+    if aborted:
+        verdict.append(f"stopped early ({aborted})")
+    verdict.append(f"{time.monotonic() - t0:.0f}s, base seed {base}")
+    click.echo("; ".join(verdict))
+    if json_path is not None:
+        doc = summary_json(rows, records, campaign=campaign, base_seed=base, runs=n,
+                           exit_code=rc, lab=lab, aborted=aborted, seconds=time.monotonic() - t0,
+                           campaigns=campaigns)
+        Path(json_path).parent.mkdir(parents=True, exist_ok=True)
+        Path(json_path).write_text(json.dumps(doc, indent=2) + "\n", encoding="utf-8")
+    sys.stdout.flush()
+    return rc
+

@@ -1,0 +1,216 @@
+"""What the zoo runs: one campaign per node mode, the targets (bugs) it meets, and their seeds.
+
+There is deliberately no per-bug configuration: a bug that only a tailored
+campaign catches says more about the tailor than about the harness. The fault
+profiles themselves are nemesis schedules (:mod:`nemesis.profiles`); this
+module only picks which ones a campaign cycles.
+"""
+
+from __future__ import annotations
+
+import importlib
+import random
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass, replace
+from typing import Any
+
+from harness.core.errors import ConfigError
+from harness.core.nemesis import NemesisPackage
+from harness.core.spec import TestSpec
+from nemesis.profiles import PROFILES, build_profile_package
+
+__all__ = [
+    "Campaign", "DEFAULT_CAMPAIGN", "HA_CAMPAIGN", "CAMPAIGNS", "QUICK_TIME_LIMIT", "CORRECT",
+    "PROFILES", "Target", "zoo_bugs", "bug_mode", "target_label", "select_targets", "run_seeds",
+    "campaign_command", "describe_campaign", "build_zoo_package", "zoo_spec",
+]
+
+CORRECT = "(correct)"
+"""The label of the node with no seeded bug, in the table and the JSON."""
+
+
+@dataclass(frozen=True)
+class Campaign:
+    """Everything a ``splitbrain run`` needs besides the inventory, the bug and the seed."""
+
+    workload: str
+    nemesis: tuple[str, ...]
+    profiles: tuple[str, ...]
+    nemesis_interval: float
+    time_limit: float
+    rate: float
+    concurrency: int
+    workload_options: tuple[tuple[str, Any], ...] = ()
+    db_options: tuple[tuple[str, Any], ...] = ()
+    nemesis_options: tuple[tuple[str, Any], ...] = ()
+
+    def with_time_limit(self, seconds: float) -> Campaign:
+        return replace(self, time_limit=seconds)
+
+    def with_profiles(self, names: Sequence[str]) -> Campaign:
+        """Only these fault profiles (for tuning one, or reproducing a run); none known is an error."""
+        unknown = [n for n in names if n not in PROFILES]
+        if unknown or not names:
+            raise ConfigError(f"unknown fault profile(s) {', '.join(unknown) or '(none given)'} "
+                              f"(known: {', '.join(PROFILES)})", field="profiles")
+        return replace(self, profiles=tuple(names)) if self.profiles else self
+
+    def to_json(self) -> dict[str, Any]:
+        d = asdict(self)
+        d["nemesis"] = list(self.nemesis)
+        d["profiles"] = list(self.profiles)
+        d["workload_options"] = dict(self.workload_options)
+        d["db_options"] = dict(self.db_options)
+        d["nemesis_options"] = dict(self.nemesis_options)
+        return d
+
+
+# Mode dledger cycles the fault profiles of nemesis/profiles.py (docs/zoo.md
+# has the measurements), the same for every bug.
+# "mixed" runs the append log and per-key registers at once, with the status
+# sampler, so log safety (I2-I4), linearizability (I7) and the sampled
+# invariants (I1, I5, I6) are checked in every run; reads served by followers
+# and isolated leaders expose stale-read. Two workers per node keep reads
+# flowing on an isolated leader while its writes hang.
+DEFAULT_CAMPAIGN = Campaign(
+    workload="mixed",
+    nemesis=("partition-leader", "partition-bridge", "partition-majority", "kill", "pause", "clock",
+             "lull"),
+    profiles=PROFILES,
+    nemesis_interval=2.5,
+    time_limit=60.0,
+    rate=60.0,
+    concurrency=15,
+    workload_options=(("mixed_weights", (1, 2)), ("read_fraction", 0.25)),
+)
+# Mode ha (RocketMQ master/slave) has no election, so its bugs need other
+# faults: the master cut off from every slave *while* the operator fails over.
+# The stock schedule with two faults active at once gives exactly that overlap
+# now and then; a sync master that keeps acking (ha-ok-on-timeout) or counts
+# sent bytes as stored (ha-ack-on-send) then loses acked appends, which sync
+# mode forbids.
+HA_CAMPAIGN = Campaign(
+    workload="append",
+    nemesis=("partition-leader", "failover"),
+    profiles=(),
+    nemesis_interval=3.0,
+    time_limit=40.0,
+    rate=50.0,
+    concurrency=5,
+    db_options=(("mode", "ha"), ("sync", True), ("slave_timeout_ms", 1000)),
+    nemesis_options=(("overlap", 2),),
+)
+CAMPAIGNS = {"dledger": DEFAULT_CAMPAIGN, "ha": HA_CAMPAIGN}
+QUICK_TIME_LIMIT = 16.0
+
+
+Target = tuple[str, "str | None"]
+"""(mode, bug); bug None is the correct node of that mode."""
+
+
+def zoo_bugs() -> list[str]:
+    """The reference node's seeded bugs as it lists them now, both modes.
+
+    Read at run time (another developer may be adding bugs), never a copy.
+    """
+    bugs = importlib.import_module("node_impl.bugs")
+    return [*getattr(bugs, "BUGS", {}), *getattr(bugs, "HA_BUGS", {})]
+
+
+def bug_mode(bug: str) -> str:
+    """The node mode a seeded bug lives in (``node_impl.bugs`` names mode-ha bugs ``ha-*``)."""
+    return "ha" if bug.startswith("ha-") else "dledger"
+
+
+def target_label(mode: str, bug: str | None) -> str:
+    return bug or (CORRECT if mode == "dledger" else f"(correct, {mode})")
+
+
+def select_targets(available: Sequence[str], requested: str | None) -> list[Target]:
+    """Per mode, its correct node first, then its requested bugs (all when None), in list order.
+
+    Mode dledger always runs its correct node; mode ha runs only when one of its
+    bugs is chosen. ``requested`` is ``a,b,...``; ``none`` or ``correct`` alone
+    runs only the correct node. An unknown name is a :class:`ConfigError` naming
+    it and the known ones.
+    """
+    if requested is None:
+        chosen = list(available)
+    else:
+        names = [p.strip() for p in requested.split(",") if p.strip()]
+        if not names:
+            raise ConfigError("--bugs is empty; name bugs or leave the option out", field="bugs")
+        chosen = []
+        for name in names:
+            if name in ("none", "correct", CORRECT):
+                continue
+            if name not in available:
+                raise ConfigError(f"unknown bug {name!r} (known: {', '.join(available)})",
+                                  field="bugs")
+            if name not in chosen:
+                chosen.append(name)
+        chosen.sort(key=available.index)
+    out: list[Target] = []
+    for mode in CAMPAIGNS:
+        mine = [b for b in chosen if bug_mode(b) == mode]
+        if mode == "dledger" or mine:
+            out += [(mode, None), *((mode, b) for b in mine)]
+    return out
+
+
+def run_seeds(base: int, runs: int) -> list[int]:
+    """Seed of run i is ``base + i``: every bug meets the same fault schedules, run by run."""
+    return [base + i for i in range(runs)]
+
+
+
+def campaign_command(c: Campaign, *, lab: str | None = None, bug: str | None = None,
+                     seed: int | None = None) -> str:
+    """The command line that reproduces one zoo run (the correct node runs too)."""
+    parts = ["splitbrain zoo", "--runs 1"]
+    if c.time_limit != DEFAULT_CAMPAIGN.time_limit:
+        parts.append(f"--time-limit {c.time_limit:g}")
+    if c.profiles and c.profiles != DEFAULT_CAMPAIGN.profiles:
+        parts.append(f"--profiles {','.join(c.profiles)}")
+    parts.append(f"--bugs {bug}" if bug else "--bugs none")
+    if seed is not None:
+        parts.append(f"--seed {seed}")
+    if lab:
+        parts.append(f"--lab {lab}")
+    return " ".join(parts)
+
+
+def describe_campaign(c: Campaign) -> str:
+    """One line saying what every run does."""
+    wl = "".join(f", {k}={v}" for k, v in c.workload_options)
+    db = "".join(f", {k}={v}" for k, v in c.db_options)
+    if c.profiles:
+        faults = (f"fault profiles {','.join(c.profiles)} cycled "
+                  f"(basic hold {c.nemesis_interval:g} s)")
+    else:
+        opts = "".join(f", {k}={v}" for k, v in c.nemesis_options)
+        faults = f"faults {','.join(c.nemesis)} (interval {c.nemesis_interval:g} s{opts})"
+    return (f"db dledger{db}; workload {c.workload}{wl}; concurrency {c.concurrency}, "
+            f"{c.rate:g} ops/s; {faults}; time limit {c.time_limit:g} s")
+
+
+def build_zoo_package(c: Campaign, seed: int) -> NemesisPackage:
+    """The stock nemeses and heal ops for the campaign's faults, driven by its profiles.
+
+    A campaign without profiles keeps the stock schedule (with its nemesis options).
+    The rng is derived from the seed as the runner derives its own, so run i of
+    every target meets the same faults.
+    """
+    return build_profile_package(list(c.nemesis), c.profiles, interval=c.nemesis_interval,
+                                 rng=random.Random(seed ^ 0x5EED), **dict(c.nemesis_options))
+
+
+def zoo_spec(c: Campaign, nodes: Sequence[str], mode: str, bug: str | None, seed: int) -> TestSpec:
+    """The test of one zoo run; ``zoo_profiles`` in its options records the profiles in test.json."""
+    name = f"zoo-{bug or 'correct'}" + ("" if mode == "dledger" or bug else f"-{mode}")
+    return TestSpec(name=name, nodes=tuple(nodes), db="dledger", workload=c.workload,
+                    nemesis=c.nemesis, time_limit=c.time_limit, concurrency=c.concurrency,
+                    rate=c.rate, seed=seed, bug=bug, nemesis_interval=c.nemesis_interval,
+                    options={**dict(c.workload_options), "db": dict(c.db_options),
+                             "nemesis": dict(c.nemesis_options),
+                             "zoo_profiles": list(c.profiles)})
