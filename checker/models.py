@@ -32,9 +32,10 @@ __all__ = [
     "NOT_A_READ",
     "Fail",
     "Model",
-    "MODELS",
     "get_model",
     "known_models",
+    "etcd_cas_register",
+    "knossos_cas_register",
     "register",
     "cas_register",
     "kv",
@@ -375,32 +376,38 @@ def append_log(*, fails: str = "drop") -> Model:
 
 
 # --------------------------------------------------------------------------- registry
+# Names are entry points of the group ``splitbrain.models`` (pyproject.toml, and any
+# plugin's): a factory takes the model's parameters as keywords and returns a Model.
 
-MODELS: dict[str, Callable[..., Model]] = {
-    "register": register,
-    "cas-register": cas_register,
-    "etcd-cas-register": lambda **kw: cas_register(**{"initial": None, **kw}),
-    "knossos-cas-register": lambda **kw: cas_register(**{"initial": 0, "read_nil_any": True, **kw}),
-    "kv": kv,
-    "multi-register": multi_register,
-    "mutex": mutex,
-    "append-log": append_log,
-    "set": set_model,
-}
+
+def etcd_cas_register(**kw: Any) -> Model:
+    """A CAS register whose unwritten value reads as null (etcd, Porcupine)."""
+    return cas_register(**{"initial": None, **kw})
+
+
+def knossos_cas_register(**kw: Any) -> Model:
+    """Knossos' CAS register: starts at 0 and a null read matches anything."""
+    return cas_register(**{"initial": 0, "read_nil_any": True, **kw})
 
 
 def known_models() -> list[str]:
-    return sorted(MODELS)
+    from harness.core import plugins
+
+    return plugins.names("model")
 
 
 def get_model(name: str, **params: Any) -> Model:
-    """A model by name; params go to its constructor (e.g. ``initial=0``)."""
-    try:
-        make = MODELS[name]
-    except KeyError:
-        raise CheckerError(f"unknown model {name!r} (known: {', '.join(known_models())})") from None
-    try:
-        return make(**params)
-    except TypeError as e:
-        raise CheckerError(f"bad parameters for model {name!r}: {e}") from None
+    """A model by name (or ``module:factory``); params go to its factory (e.g. ``initial=0``).
 
+    Every failure (unknown name, broken plugin, bad parameter, not a Model) is a
+    one-line CheckerError naming the model.
+    """
+    from harness.core import plugins
+    from harness.core.errors import ConfigError
+
+    try:
+        m: Model = plugins.build("model", name, lambda f, arg: f(**params), Model,
+                                 error=CheckerError)
+    except ConfigError as e:  # unknown name, import failure: a checker error for callers
+        raise CheckerError(str(e).removeprefix("field 'model': ")) from None
+    return m

@@ -26,6 +26,7 @@ LAYERS: dict[str, int] = {
     "workloads": 1,
     "nemesis": 1,
     "checker": 1,
+    "harness.api": 1,
     "harness.run": 2,
     "harness.zoo": 2,
     "harness.cli": 3,

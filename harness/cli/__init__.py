@@ -78,6 +78,7 @@ COMMANDS = {
     "serve": "harness.report.serve:serve",
     "node": "node_impl.cli:node",
     "zoo": "harness.cli.zoo:zoo",
+    "plugins": "harness.cli.plugins:plugins",
 }
 
 

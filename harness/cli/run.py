@@ -15,6 +15,7 @@ from typing import Any
 
 import click
 
+from harness.cli.plugins import ListsPlugins
 from harness.core.verdict import word as verdict_word
 from harness.inventory.resolve import resolve_hosts
 from harness.report.junit import junit_xml
@@ -60,9 +61,9 @@ def parse_nemesis(text: str) -> tuple[str, ...]:
     return parts
 
 
-@click.command(name="run")
-@click.option("--db", default="dledger", show_default=True, help="Database under test.")
-@click.option("--workload", "-w", default="append", show_default=True, help="Workload name.")
+@click.command(name="run", cls=ListsPlugins)
+@click.option("--db", default="dledger", show_default=True, help="Database under test (names listed below).")
+@click.option("--workload", "-w", default="append", show_default=True, help="Workload name (listed below).")
 @click.option("--nemesis", default=DEFAULT_NEMESIS, show_default=True,
               help="Comma-separated faults (e.g. partition,kill,clock,pause); 'none' for none.")
 @click.option("--time-limit", type=click.FloatRange(min=0.1), default=30.0, show_default=True,
