@@ -60,6 +60,7 @@ BENCH_COMMANDS = {
     "crash": "node_impl.bench:bench_crash",
     "checker": "checker.bench:bench_checker",
     "harness": "harness.bench:bench_harness",
+    "fuzz-frames": "node_impl.fuzz:bench_fuzz_frames",
 }
 
 
