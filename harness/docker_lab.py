@@ -35,7 +35,7 @@ from pathlib import Path
 from typing import Any
 
 from harness.control.base import Host
-from harness.errors import LabError
+from harness.errors import ConfigError, LabError
 
 __all__ = ["DockerEngine", "DockerLab", "IMAGE", "build_image"]
 
@@ -359,7 +359,14 @@ class DockerLab:
         inv = self.dir / "inventory.json"
         if not inv.exists():
             raise LabError(f"no docker lab named {self.name!r}: run `splitbrain lab up --driver docker`")
-        return [Host(**h) for h in json.loads(inv.read_text())]
+        try:
+            return [Host(**h) for h in json.loads(inv.read_text(encoding="utf-8"))]
+        except (OSError, ValueError, TypeError, RecursionError) as e:
+            # a torn or hand-edited state file: say which, not a traceback
+            raise ConfigError(f"cannot read the docker lab inventory ({type(e).__name__}: "
+                              f"{(str(e).splitlines() or [''])[0][:120]}); `splitbrain lab down "
+                              f"--driver docker --name {self.name}` removes what is left",
+                              path=inv) from None
 
     def status(self) -> list[dict[str, Any]]:
         assert self.engine is not None
