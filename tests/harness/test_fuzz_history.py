@@ -152,7 +152,7 @@ def _fuzz_format(fmt: str, tmp: Path, ops: list[Op], ms: list[tuple]) -> None:
     _assert_reads_or_names_the_file(path, fmt)
 
 
-FUZZ = settings(max_examples=60, deadline=None,
+FUZZ = settings(max_examples=30, deadline=None,
                 suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
 
 
@@ -163,7 +163,7 @@ def test_mutated_text_histories_raise_only_history_error(fmt, tmp_path_factory, 
     _fuzz_format(fmt, tmp_path_factory.mktemp(fmt), ops, ms)
 
 
-@settings(max_examples=25, deadline=None)
+@settings(max_examples=15, deadline=None)
 @given(ops=ops_strategy, ms=st.lists(mutations, min_size=1, max_size=2))
 def test_mutated_parquet_raises_only_history_error(tmp_path_factory, ops, ms):
     _fuzz_format("parquet", tmp_path_factory.mktemp("pq"), ops, ms)

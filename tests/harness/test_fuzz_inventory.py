@@ -23,7 +23,7 @@ from harness.inventory import load_nodes_file
 from harness.lab import Lab
 
 ROOT = Path(__file__).resolve().parents[2]
-FUZZ = settings(max_examples=80, deadline=None,
+FUZZ = settings(max_examples=40, deadline=None,
                 suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
 
 GOOD = """- name: n1
@@ -76,7 +76,7 @@ def test_nodes_file_invalid_utf8_names_the_line(tmp_path: Path) -> None:
 
 def test_nodes_file_deep_nesting(tmp_path: Path) -> None:
     p = tmp_path / "nodes.yaml"
-    p.write_text("[" * 2000 + "]" * 2000)
+    p.write_text("[" * 700 + "]" * 700)  # PyYAML composer: RecursionError from ~600 levels
     with pytest.raises(ConfigError, match="nodes.yaml"):
         load_nodes_file(p)
 
