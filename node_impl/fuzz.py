@@ -341,8 +341,22 @@ def handler_errors(c: LocalCluster) -> Counter:
     return found
 
 
+def _wait_leader(c: LocalCluster, timeout: float = 30.0) -> str:
+    """The node that takes writes: a DLedger leader, or an ``--mode ha`` master."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        for n in c.nodes:
+            st = c.status(n, timeout=0.5)
+            role = st.get("role") if st else None
+            if role == "master" or (role == "leader" and (c.n == 1 or c.leader() == n)):
+                return n
+        time.sleep(0.05)
+    raise TimeoutError(f"no leader or master within {timeout}s")
+
+
 def run_fuzz(frames: int, *, base_dir: Path, nodes: int = 1, seed: int = 1, acked: int = 50,
-             progress: Callable[[FuzzResult], None] | None = None, check_every: int = 0) -> FuzzResult:
+             progress: Callable[[FuzzResult], None] | None = None, check_every: int = 0,
+             extra_args: tuple[str, ...] = ()) -> FuzzResult:
     """Fuzz a live cluster with at least ``frames`` frames and check it afterwards.
 
     ``check_every`` (frames) also checks liveness during the run, so a crash is
@@ -350,10 +364,11 @@ def run_fuzz(frames: int, *, base_dir: Path, nodes: int = 1, seed: int = 1, acke
     """
     res = FuzzResult()
     fz = FrameFuzzer(seed, ids=tuple(f"n{i + 1}" for i in range(max(nodes, 3))))
-    c = LocalCluster(nodes, base_dir, heartbeat_ms=100, election_timeout_ms=600)
+    c = LocalCluster(nodes, base_dir, heartbeat_ms=100, election_timeout_ms=600,
+                     extra_args=extra_args)
     try:
         c.start_all()
-        leader = c.wait_for_leader(30)
+        leader = _wait_leader(c)
         acked_map = _acked_appends(c, leader, acked)
         res.acked_before = len(acked_map)
         targets = [(n, "client", c.client_addr(n), CLIENT_TYPES) for n in c.nodes]
@@ -387,7 +402,7 @@ def run_fuzz(frames: int, *, base_dir: Path, nodes: int = 1, seed: int = 1, acke
         res.handler_errors = handler_errors(c)
         if res.crashes:
             return res
-        leader = c.wait_for_leader(30)
+        leader = _wait_leader(c)
         with c.client(leader, timeout=5.0) as cl:
             r = cl.append("after-fuzz")
             if r.get("code") != "SUCCESS":
@@ -412,7 +427,7 @@ def run_fuzz(frames: int, *, base_dir: Path, nodes: int = 1, seed: int = 1, acke
                 s.close()
         c.start_all()
         c.wait_ready(timeout=30)
-        c.wait_for_leader(30)
+        _wait_leader(c)
         for n in c.nodes:
             res.store_problems += [f"after restart: {p}" for p in _check_acked(c, n, acked_map)]
         return res
@@ -435,18 +450,22 @@ def _workdir(base: Path | None, keep: bool) -> Iterator[Path]:
               help="How many fuzzed frames to send in all.")
 @click.option("--nodes", type=click.IntRange(1, 5), default=1, show_default=True)
 @click.option("--seed", type=int, default=1, show_default=True)
+@click.option("--mode", type=click.Choice(["dledger", "ha"]), default="dledger", show_default=True,
+              help="Node mode; ha runs n1 as the master of a master/slave group.")
 @click.option("--base-dir", type=click.Path(file_okay=False, path_type=Path), default=None)
 @click.option("--keep", is_flag=True, help="Keep data dirs and node logs.")
-def bench_fuzz_frames(frames: int, nodes: int, seed: int, base_dir: Path | None, keep: bool) -> int:
+def bench_fuzz_frames(frames: int, nodes: int, seed: int, mode: str, base_dir: Path | None,
+                      keep: bool) -> int:
     """Fuzz a live node's ports with hostile frames; exit 1 on a crash or a damaged store."""
     def progress(r: FuzzResult) -> None:
         click.echo(f"{r.frames} frames, {r.seconds:.0f} s", err=True)
 
     with _workdir(base_dir, keep) as d:
+        extra = ("--mode", "ha", "--ha-master", "n1") if mode == "ha" else ()
         res = run_fuzz(frames, base_dir=d, nodes=nodes, seed=seed, progress=progress,
-                       check_every=max(frames // 20, 1000))
+                       check_every=max(frames // 20, 1000), extra_args=extra)
         out = res.to_dict()
-        out["seed"], out["nodes"] = seed, nodes
+        out["seed"], out["nodes"], out["mode"] = seed, nodes, mode
         if keep:
             out["dir"] = str(d)
     click.echo(json.dumps(out, indent=2))

@@ -80,3 +80,11 @@ def test_1m_fuzzed_frames_against_a_live_node(tmp_path: Path) -> None:
     res = run_fuzz(1_000_000, base_dir=tmp_path, nodes=1, seed=1, check_every=50_000)
     assert res.frames >= 1_000_000
     _assert_clean(res)
+
+
+def test_10k_fuzzed_frames_against_an_ha_master(tmp_path: Path) -> None:
+    """The classic master/slave mode (``--mode ha``) has its own handlers: same contract."""
+    res = run_fuzz(10_000, base_dir=tmp_path, nodes=1, seed=21,
+                   extra_args=("--mode", "ha", "--ha-master", "n1"))
+    assert res.frames >= 10_000
+    _assert_clean(res)
