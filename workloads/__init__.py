@@ -1,6 +1,6 @@
 """splitbrain workloads: clients and generators for the reference node.
 
-``get_workload(name, spec.options)`` returns a :class:`~workloads.base.Workload`.
+``get_workload(name, spec.options)`` returns a :class:`~harness.core.workload.Workload`.
 Names are entry points of the group ``splitbrain.workloads`` (declared in
 ``pyproject.toml`` like any plugin's; :mod:`harness.core.plugins`): ``append``,
 ``register``, ``set``, ``mixed`` (append + register), ``sampler-only``, ``null``,
@@ -21,7 +21,7 @@ How the runner drives a Workload
    Pacing to ``spec.rate`` and the time limit are the runner's (wrap the
    generator in ``generator.time_limit``, or stop asking).
 2. **Extra workers** (``workload.extra_workers(nodes)``, may be None): the
-   per-node status samplers. Each :class:`~workloads.base.ExtraWorker` is
+   per-node status samplers. Each :class:`~harness.core.workload.ExtraWorker` is
    one more worker driven the same way, with its own generator and client
    (``ew.client.open(ctx, ew.node)``), processes ``process_base + k *
    process_stride`` (1_000_000 + i + k*1000 for the sampler of node i), no

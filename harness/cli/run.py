@@ -1,7 +1,7 @@
 """``splitbrain run``: a campaign of one or more tests against an inventory.
 
 The command is an edge: it turns options into a :class:`TestSpec` and a host
-list, calls :func:`harness.runner.run_test`, prints the verdict and the store
+list, calls :func:`harness.run.runner.run_test`, prints the verdict and the store
 path, and returns the exit code of ARCHITECTURE §3 (the worst of all runs when
 ``--test-count`` asks for several).
 """

@@ -32,6 +32,44 @@ __all__ = ["Lab"]
 log = logging.getLogger(__name__)
 
 
+def _checked_meta(meta_path: Path, name: str) -> dict[str, Any]:
+    """``nodes`` and ``subnet`` from a lab's ``lab.json``, checked field by field.
+
+    The file is ours, but a crash, a full disk or a hand edit can leave anything
+    in it; every failure is a ConfigError naming the file (and line or field),
+    with the command that clears the lab. Exact types, not ``int()``: ``int(1e999)``
+    raises OverflowError and ``int(true)`` would quietly mean one node.
+    """
+    hint = f"`splitbrain lab down --name {name}` removes what is left"
+    try:
+        text = meta_path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as e:
+        raise ConfigError(f"cannot read: {getattr(e, 'strerror', None) or e}; {hint}",
+                          path=meta_path) from None
+    try:
+        meta = json.loads(text)
+    except json.JSONDecodeError as e:
+        raise ConfigError(f"not valid JSON ({e.msg}); {hint}", path=meta_path, line=e.lineno) from None
+    except (RecursionError, ValueError):
+        raise ConfigError(f"not valid JSON; {hint}", path=meta_path) from None
+    if not isinstance(meta, dict):
+        raise ConfigError(f"expected a JSON object, got {type(meta).__name__}; {hint}",
+                          path=meta_path)
+    nodes, subnet = meta.get("nodes"), meta.get("subnet")
+    if type(nodes) is not int:
+        raise ConfigError(f"expected an integer, got {repr(nodes)[:60]}; {hint}", path=meta_path,
+                          field="nodes")
+    if not isinstance(subnet, str):
+        raise ConfigError(f"expected a string, got {repr(subnet)[:60]}; {hint}", path=meta_path,
+                          field="subnet")
+    try:
+        Lab(name=name, nodes=nodes, subnet=subnet)   # its range checks, before anything uses them
+    except ConfigError as e:
+        why = str(e).removeprefix(f"field {e.field!r}: ")
+        raise ConfigError(f"{why}; {hint}", path=meta_path, field=e.field) from None
+    return {"nodes": nodes, "subnet": subnet}
+
+
 class Lab:
     """A named lab on this machine. Cheap to construct; ``up`` and ``down`` do the work."""
 
@@ -90,13 +128,7 @@ class Lab:
         if not meta_path.exists():
             raise LabError(f"no lab named {name!r} (nothing at {meta_path}); "
                            "start one with `splitbrain lab up`")
-        try:
-            meta = json.loads(meta_path.read_text())
-            return cls(name=name, nodes=int(meta["nodes"]), subnet=str(meta["subnet"]),
-                       state_root=state_root)
-        except (OSError, ValueError, KeyError, TypeError, ConfigError) as e:
-            raise LabError(f"cannot read {meta_path}: {e}; `splitbrain lab down --name {name}` "
-                           "removes what is left") from None
+        return cls(name=name, state_root=state_root, **_checked_meta(meta_path, name))
 
     def hosts(self) -> list[Host]:
         if not self.inventory_path.exists():
