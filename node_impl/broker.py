@@ -264,7 +264,8 @@ class BrokerNode(Node):
     def pull(self, topic: str, queue: int, offset: int, n: int) -> dict:
         """Messages from the consume queue: committed ones only, on master and slave."""
         self.reput()
-        out = []
+        out: list[list[Any]] = []
+        next_offset = max(offset, 0)
         for qo, index in self.cq.slice(topic, queue, offset, min(max(n, 0), MAX_PULL)):
             try:
                 e = self.store.get(index)
@@ -272,9 +273,10 @@ class BrokerNode(Node):
                 break  # the queue points past the log (only under a seeded bug)
             obj = decode_msg(e) or {}
             out.append([qo, phys_offset(e), obj.get("body"), obj.get("keys")])
+            next_offset = qo + 1
         return {"code": "SUCCESS", "messages": out, "min_offset": 0,
                 "max_offset": self.cq.max_offset(topic, queue),
-                "next_offset": (out[-1][0] + 1) if out else max(offset, 0),
+                "next_offset": next_offset,
                 "role": self.broker_role, "committedIndex": self.committed}
 
 

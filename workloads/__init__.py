@@ -66,6 +66,8 @@ WORKLOADS: dict[str, Callable[[Mapping[str, Any]], Workload]] = {
     "set": _lazy("workloads.sets"),
     "mixed": _lazy("workloads.mixed"),
     "sampler-only": _lazy("workloads.sampler"),
+    # RocketMQ-like queues (send/pull/commit-offset), e.g. --db dledger --db-option mode=broker
+    "queue": _lazy("workloads.queue"),
     # Touches nothing: the harness alone (--db null; splitbrain bench harness).
     "null": _lazy("workloads.null"),
     # Third-party targets (--db etcd / --db redis), see docs/thirdparty.md.
