@@ -131,3 +131,26 @@ def test_each_planted_anomaly_is_found(kind: str) -> None:
     assert res["valid"] is False
     assert kind in res["anomalies"], res["anomalies"]
     assert res["anomalies"][kind][0]["indexes"] == expect
+
+
+@pytest.mark.spark
+@pytest.mark.slow
+def test_spark_engine_agrees() -> None:
+    """The Spark engine runs the same queue checks (on its driver): same verdicts, same examples."""
+    from checker.spark import check_spark
+
+    for h in (valid_history(), _lost_and_divergent()):
+        local, spark = check_local(h.ops), check_spark(h.ops)
+        assert spark["valid"] == local["valid"]
+        assert spark["anomalies"] == local["anomalies"]
+        assert set(spark["checkers"]) == set(local["checkers"]) == {"queue"}
+
+
+def _lost_and_divergent() -> H:
+    h = H()
+    h.send(0, "a", offset=48, qo=0)
+    h.send(1, "b", offset=148, qo=1)
+    h.send(2, "c", typ="info")
+    h.pull(3, "n1", [[0, 48, "a"], [1, 148, "c"]], final=True)
+    h.pull(4, "n2", [[0, 48, "a"]], final=True)
+    return h
