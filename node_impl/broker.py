@@ -29,19 +29,24 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
+import os
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from node_impl.config import NodeConfig
 from node_impl.node import LEADER, Node
-from node_impl.store import HEADER_SIZE, MAGIC_NOOP, Entry, decode_body, encode_body
+from node_impl.store import HEADER_SIZE, MAGIC_NOOP, Entry, LogStore, decode_body, encode_body
 
 __all__ = ["BrokerNode", "BrokerAPI", "ConsumeQueues", "MASTER", "SLAVE", "body_msg",
-           "body_consumer_offset", "decode_msg"]
+           "body_consumer_offset", "decode_msg", "prepare_upgrade", "legacy_ref"]
 
 MASTER, SLAVE = "master", "slave"
 MAX_PULL = 256  # messages per pull (RocketMQ maxMsgNums defaults to 32)
+BROKER_FILE = "broker.json"  # {"dividedCommitlogOffset": D}, written at the first broker start
+LEGACY_DIR = "legacy"  # the pre-upgrade (mode ha) commitlog, read-only
 ROLE_POLL_S = 0.05
 
 
@@ -66,7 +71,57 @@ def decode_msg(e: Entry) -> dict | None:
         return None
     if isinstance(obj, dict) and obj.get("op") in ("msg", "coff"):
         return obj
+    if isinstance(obj, dict) and obj.get("op") == "append" and isinstance(obj.get("p"), dict):
+        p = obj["p"]  # a message a producer wrote through mode ha's append (before the upgrade)
+        if "topic" in p and "queue" in p:
+            return {"op": "msg", "topic": p.get("topic"), "queue": p.get("queue"),
+                    "body": p.get("body"), "keys": p.get("keys")}
     return None
+
+
+def legacy_ref(index: int) -> int:
+    """A consume-queue reference to entry ``index`` of the legacy commitlog (negative,
+    so one int list holds both logs; DLedger entries are referenced by their index)."""
+    return -1 - index
+
+
+def prepare_upgrade(data_dir: os.PathLike[str] | str, *, divided_from_start: bool = False) -> int:
+    """The smooth upgrade, done once at the first broker start in a data dir: returns
+    the divided commitlog offset (0 when there is no older commitlog).
+
+    A data dir with a ``data.log`` but no ``broker.json`` holds a commitlog written
+    in another mode (``ha``). It moves, untouched, to ``legacy/``, where it stays
+    readable at its old offsets; DLedger starts an empty log, and its physical
+    offsets continue from the divided offset: the legacy commitlog's end (RocketMQ's
+    ``dividedCommitlogOffset``). Seeded bug ``broker-divided-from-start`` takes the
+    wrong end (the legacy start), so new offsets overlap old ones.
+    """
+    d = os.fspath(data_dir)
+    meta = os.path.join(d, BROKER_FILE)
+    if os.path.exists(meta):
+        with open(meta, encoding="utf-8") as f:
+            return int(json.load(f).get("dividedCommitlogOffset", 0))
+    divided = 0
+    data = os.path.join(d, "data.log")
+    if os.path.exists(data) and os.path.getsize(data) > 0:
+        legacy = os.path.join(d, LEGACY_DIR)
+        os.makedirs(legacy, exist_ok=True)
+        for name in ("data.log", "index.idx"):
+            src = os.path.join(d, name)
+            if os.path.exists(src):
+                os.replace(src, os.path.join(legacy, name))
+        with LogStore(Path(legacy)) as old:  # recovery cuts a torn tail: its end is the end
+            divided = 0 if divided_from_start else old.data_length
+        for name in ("checkpoint.json",):  # the old commit point says nothing about DLedger's log
+            with contextlib.suppress(FileNotFoundError):
+                os.remove(os.path.join(d, name))
+    tmp = meta + ".tmp"
+    with open(tmp, "w", encoding="utf-8") as f:
+        json.dump({"dividedCommitlogOffset": divided}, f)
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, meta)
+    return divided
 
 
 def phys_offset(e: Entry) -> int:
@@ -97,6 +152,16 @@ class ConsumeQueues:
         self.placed: dict[int, Placed] = {}  # log index -> placement
         self.consumer_offsets: dict[tuple[str, str, int], int] = {}
         self.dispatched = -1
+
+    def dispatch_legacy(self, entries: list[Entry]) -> None:
+        """The pre-upgrade commitlog's messages, ahead of everything DLedger holds."""
+        for e in entries:
+            obj = decode_msg(e)
+            if obj is None or obj["op"] != "msg":
+                continue
+            topic, queue = obj.get("topic"), obj.get("queue")
+            if isinstance(topic, str) and isinstance(queue, int):
+                self.queues.setdefault((topic, queue), []).append(legacy_ref(e.index))
 
     def dispatch(self, entries: list[Entry]) -> None:
         for e in entries:
@@ -133,6 +198,12 @@ class BrokerNode(Node):
     """The DLedger node plus the broker layer: consume queues and the role handler."""
 
     def __init__(self, cfg: NodeConfig) -> None:
+        cfg.data_dir.mkdir(parents=True, exist_ok=True)
+        # before the node opens its store: an older commitlog moves aside first
+        self.divided = prepare_upgrade(cfg.data_dir,
+                                       divided_from_start=cfg.bugs.broker_divided_from_start)
+        legacy = cfg.data_dir / LEGACY_DIR
+        self.legacy: LogStore | None = LogStore(legacy) if (legacy / "data.log").exists() else None
         super().__init__(cfg)
         self.cq = ConsumeQueues()
         self.broker_role = SLAVE
@@ -142,10 +213,13 @@ class BrokerNode(Node):
     async def start(self) -> None:
         # DefaultMessageStore#load: consume queues come back from the commitlog
         # before the broker serves anything.
+        if self.legacy is not None:
+            self.cq.dispatch_legacy(self.legacy.entries(0, self.legacy.end_index))
         hi = self.store.end_index if self.bugs.broker_cq_beyond_commit else self.committed
         self.cq.dispatch(self.store.entries(0, hi))
         self.log.info("broker-load", dispatched=self.cq.dispatched, committed=self.committed,
-                      end=self.store.end_index)
+                      end=self.store.end_index, divided=self.divided,
+                      legacy_end=None if self.legacy is None else self.legacy.end_index)
         await super().start()
         assert self.servers is not None
         self.servers.api.handlers.update(BrokerAPI(self).handlers)
@@ -160,6 +234,9 @@ class BrokerNode(Node):
             with contextlib.suppress(BaseException):
                 await t
         await super().stop()
+        if self.legacy is not None:
+            with contextlib.suppress(Exception):
+                self.legacy.close()
 
     # ------------------------------------------------------------------ dispatch
 
@@ -202,6 +279,7 @@ class BrokerNode(Node):
         out = super().status()
         out["brokerRole"] = self.broker_role
         out["dispatchedIndex"] = self.cq.dispatched
+        out["dividedCommitlogOffset"] = self.divided
         return out
 
     # ------------------------------------------------------------------ sends
@@ -232,7 +310,8 @@ class BrokerNode(Node):
         if placed is None:  # committed and applied, yet not dispatched: cannot say where
             return {"code": "UNKNOWN_OFFSET", "index": index}
         e = self.store.get(index)
-        return {"code": "SUCCESS", "offset": phys_offset(e), "queue_offset": placed.queue_offset,
+        return {"code": "SUCCESS", "offset": self.divided + phys_offset(e),
+                "queue_offset": placed.queue_offset,
                 "index": index, "term": res["term"]}
 
     def _send_deposed(self, topic: str, queue: int, raw: bytes) -> dict:
@@ -242,7 +321,7 @@ class BrokerNode(Node):
         than the real leader's; the leader's next COMPARE finds it and truncates.
         """
         e = self.store.append_leader(max(self.master_term, self.store.end_term), raw)
-        return {"code": "SUCCESS", "offset": phys_offset(e),
+        return {"code": "SUCCESS", "offset": self.divided + phys_offset(e),
                 "queue_offset": self.cq.max_offset(topic, queue), "index": e.index,
                 "term": e.term}
 
@@ -268,11 +347,17 @@ class BrokerNode(Node):
         next_offset = max(offset, 0)
         for qo, index in self.cq.slice(topic, queue, offset, min(max(n, 0), MAX_PULL)):
             try:
-                e = self.store.get(index)
-            except (IndexError, Exception):
+                if index < 0:  # the legacy commitlog, at its old offsets
+                    assert self.legacy is not None
+                    e = self.legacy.get(legacy_ref(index))
+                    off = phys_offset(e)
+                else:
+                    e = self.store.get(index)
+                    off = self.divided + phys_offset(e)
+            except Exception:
                 break  # the queue points past the log (only under a seeded bug)
             obj = decode_msg(e) or {}
-            out.append([qo, phys_offset(e), obj.get("body"), obj.get("keys")])
+            out.append([qo, off, obj.get("body"), obj.get("keys")])
             next_offset = qo + 1
         return {"code": "SUCCESS", "messages": out, "min_offset": 0,
                 "max_offset": self.cq.max_offset(topic, queue),

@@ -36,6 +36,7 @@ HA_BUGS: dict[str, str] = {
 BROKER_BUGS: dict[str, str] = {
     "broker-stale-master": "the broker's role handler never demotes a master, and a deposed master acks sends after its local write (mode broker)",
     "broker-cq-beyond-commit": "consume queues are rebuilt at start from every entry in the log, committed or not (mode broker)",
+    "broker-divided-from-start": "on the upgrade from mode ha, the divided commitlog offset is taken from the old commitlog's start, not its end (mode broker)",
 }
 
 
@@ -62,6 +63,7 @@ class Bugs:
     # mode broker
     broker_stale_master: bool = False
     broker_cq_beyond_commit: bool = False
+    broker_divided_from_start: bool = False
 
     @property
     def names(self) -> list[str]:

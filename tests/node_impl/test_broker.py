@@ -150,3 +150,55 @@ def test_send_pull_role_switch_and_rebuild(tmp_path: Path) -> None:
         while (c.status(master) or {}).get("brokerRole") != "slave" and time.monotonic() < deadline:
             time.sleep(0.05)
         assert (c.status(master) or {}).get("brokerRole") == "slave"
+
+
+# ---------------------------------------------------------------- the upgrade from mode ha
+
+
+def _ha_cluster_with_messages(tmp_path: Path, k: int) -> list[dict]:
+    """A sync master/slave cluster that takes ``k`` messages through mode ha's append,
+    then stops cleanly once every slave holds the master's whole commitlog (the
+    operator's part of the upgrade: equal commitlogs, so one divided offset)."""
+    c = LocalCluster(3, tmp_path, extra_args=("--mode", "ha", "--ha-master", "n1", "--ha-sync"),
+                     heartbeat_ms=50, election_timeout_ms=500)
+    try:
+        c.start_all()
+        c.wait_until(lambda: (c.status("n1") or {}).get("slaves") == 2, 10, "slaves connected")
+        acks = []
+        with c.client("n1", timeout=5.0) as cl:
+            for i in range(k):
+                r = cl.call({"type": "append",
+                             "body": {"topic": "t", "queue": i % 2, "body": f"old{i}"}})
+                assert r["code"] == "SUCCESS", r
+                acks.append(r)
+        end = (c.status("n1") or {})["ledgerEndIndex"]
+        c.wait_until(lambda: all((c.status(n) or {}).get("ledgerEndIndex") == end
+                                 for n in c.nodes), 10, "slaves caught up")
+        for node in c.nodes:  # the operator stops the brokers cleanly (kill -9 loses page cache)
+            assert c.stop(node) == 0
+    finally:
+        c.close()
+    return acks
+
+
+@pytest.mark.integration
+@pytest.mark.parametrize("bug", [None, "broker-divided-from-start"])
+def test_upgrade_from_ha_keeps_old_messages_and_continues_offsets(tmp_path: Path,
+                                                                   bug: str | None) -> None:
+    _ha_cluster_with_messages(tmp_path, 6)
+    # The same data dirs, restarted as DLedger brokers (new ports: a new cluster object).
+    with running_cluster(tmp_path, 3, bug=bug, extra_args=("--mode", "broker")) as c:
+        old = wait_pulls(c, c.nodes, "t", 0, 3)
+        for node, msgs in old.items():  # the old commitlog stays readable at its old offsets
+            assert [m[2] for m in msgs] == ["old0", "old2", "old4"], node
+        old_offsets = [m[1] for m in old["n1"]]
+        assert old_offsets == sorted(old_offsets)
+        divided = (c.status("n1") or {})["dividedCommitlogOffset"]
+        a = send_ok(c, "t", 0, "new0")
+        assert a["queue_offset"] == 3  # the queue continues past the old messages
+        if bug is None:
+            assert divided > max(old_offsets) and a["offset"] > max(old_offsets)
+            got = wait_pulls(c, c.nodes, "t", 0, 4)
+            assert all([m[2] for m in v] == ["old0", "old2", "old4", "new0"] for v in got.values())
+        else:  # the wrong end: DLedger's offsets land on the old commitlog's
+            assert divided == 0 and a["offset"] <= max(old_offsets)
