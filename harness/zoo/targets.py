@@ -20,7 +20,7 @@ from harness.core.spec import TestSpec
 from nemesis.profiles import PROFILES, build_profile_package
 
 __all__ = [
-    "BROKER_CAMPAIGN", "Campaign", "DEFAULT_CAMPAIGN", "HA_CAMPAIGN", "CAMPAIGNS", "QUICK_TIME_LIMIT", "CORRECT",
+    "BROKER_CAMPAIGN", "Campaign", "DEFAULT_CAMPAIGN", "HA_CAMPAIGN", "NO_CAMPAIGN_YET", "CAMPAIGNS", "QUICK_TIME_LIMIT", "CORRECT",
     "PROFILES", "Target", "zoo_bugs", "bug_mode", "target_label", "select_targets", "run_seeds",
     "campaign_command", "describe_campaign", "build_zoo_package", "zoo_spec",
 ]
@@ -116,6 +116,10 @@ BROKER_CAMPAIGN = Campaign(
     db_options=(("mode", "broker"),),
 )
 CAMPAIGNS = {"dledger": DEFAULT_CAMPAIGN, "ha": HA_CAMPAIGN, "broker": BROKER_CAMPAIGN}
+NO_CAMPAIGN_YET = frozenset({"broker-divided-from-start"})
+"""Seeded bugs no campaign can reach yet: this one needs the ``upgrade`` fault (a
+cluster switched from mode ha to broker under load), which does not exist yet;
+tests/node_impl/test_broker.py exposes it on a hand-made upgrade."""
 QUICK_TIME_LIMIT = 16.0
 
 
@@ -129,8 +133,8 @@ def zoo_bugs() -> list[str]:
     Read at run time (another developer may be adding bugs), never a copy.
     """
     bugs = importlib.import_module("node_impl.bugs")
-    return [*getattr(bugs, "BUGS", {}), *getattr(bugs, "HA_BUGS", {}),
-            *getattr(bugs, "BROKER_BUGS", {})]
+    broker = [b for b in getattr(bugs, "BROKER_BUGS", {}) if b not in NO_CAMPAIGN_YET]
+    return [*getattr(bugs, "BUGS", {}), *getattr(bugs, "HA_BUGS", {}), *broker]
 
 
 def bug_mode(bug: str) -> str:
