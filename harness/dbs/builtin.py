@@ -16,6 +16,12 @@ __all__ = ["dledger", "etcd", "redis", "null"]
 
 
 def dledger(options: Mapping[str, Any]) -> DB:
+    if options.get("mode") == "broker":  # the DLedger node plus its broker layer
+        from harness.dbs.dledger import DLedgerDB
+
+        rest = {k: v for k, v in options.items() if k != "mode"}
+        rest["extra_args"] = ("--mode broker " + str(rest.get("extra_args", ""))).strip()
+        return DLedgerDB(**rest)
     if options.get("mode", "dledger") != "dledger":  # mode=ha: harness/dbs/ha.py
         from harness.dbs.ha import HADB
 
