@@ -642,6 +642,7 @@ static PyTypeObject SearchType = {
     .tp_new = search_new,
 };
 
+
 static PyMethodDef wgl_functions[] = {
     {"build", (PyCFunction)(void (*)(void))wgl_build, METH_VARARGS | METH_KEYWORDS,
      "build(call_pos=, ret_pos=, kind=, ...): a Search laid out from per-op arrays."},

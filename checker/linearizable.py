@@ -361,25 +361,27 @@ _KINDS = {"set": 1, "concat": 2, "cas": 3, "cas-not": 4, "noop": 5}
 def _encode(nat: tuple[Any, ...], intern: dict[Any, int], objs: list[Any]) -> tuple[int, int, int, Any]:
     """``(kind, arg, arg2, str suffix)`` for one ``Model.native`` answer; kind 0 if it cannot be."""
 
-    def sid(v: Any) -> int:
-        i = intern.get(v)
-        if i is None:
-            i = intern[v] = len(objs)
-            objs.append(v)
-        return i
-
     what = nat[0]
     try:
         if what == "set":
-            return 1, sid(nat[1]), 0, None
+            a = intern.get(nat[1])
+            if a is None:
+                a = intern[nat[1]] = len(objs)
+                objs.append(nat[1])
+            return 1, a, 0, None
         if what == "concat" and isinstance(nat[1], str):
             return 2, 0, 0, nat[1]
-        if what == "cas":
-            return 3, sid(nat[1]), sid(nat[2]), None
-        if what == "cas-not":
-            return 4, sid(nat[1]), 0, None
         if what == "noop":
             return 5, 0, 0, None
+        if what in ("cas", "cas-not"):
+            ids = []
+            for v in nat[1:]:
+                i = intern.get(v)
+                if i is None:
+                    i = intern[v] = len(objs)
+                    objs.append(v)
+                ids.append(i)
+            return (3, ids[0], ids[1], None) if what == "cas" else (4, ids[0], 0, None)
     except TypeError:       # an unhashable value: the model's own step handles this op
         pass
     return 0, 0, 0, None
@@ -390,7 +392,8 @@ def _done(result: tuple[bool, dict[str, Any]]) -> Generator[None, None, tuple[bo
     yield  # pragma: no cover  (makes this a generator)
 
 
-def prepared_search(ops: Sequence[Op], model: Model) -> Generator[None, None, tuple[bool, dict[str, Any]]] | None:
+def prepared_search(ops: Sequence[Op], model: Model, *, clients_only: bool = False
+                    ) -> Generator[None, None, tuple[bool, dict[str, Any]]] | None:
     """:func:`search` of ``make_entries(ops, model)`` without building the entries, or None.
 
     On a small history most of the time went into Python objects per op (an
@@ -399,11 +402,12 @@ def prepared_search(ops: Sequence[Op], model: Model) -> Generator[None, None, tu
     loop lays out itself. Same entries (same ids, same order), same search,
     same result; None where the compiled loop is off or does not apply (the
     caller then takes the general path, which raises the same errors).
+    ``clients_only`` says ``ops`` hold no nemesis op (``partition_ops`` output).
     """
     if not FAST or _wgl is None or model.native is None or model.hash is not None \
             or model.equal is not None:
         return None
-    client = [op for op in ops if op.process != NEMESIS]
+    client = ops if clients_only else [op for op in ops if op.process != NEMESIS]
     pairs = pair_ops(client)
     n_client = len(client)
     observe = model.fails == "observe"
@@ -414,86 +418,68 @@ def prepared_search(ops: Sequence[Op], model: Model) -> Generator[None, None, tu
     except TypeError:
         return None
     objs: list[Any] = [init]
-    call_pos: list[int] = []
-    ret_pos: list[int] = []
-    kinds: list[int] = []
-    kargs: list[int] = []
-    kargs2: list[int] = []
-    unks: list[bool] = []
-    pures: list[bool] = []
-    reads: list[int] = []
-    prereq: list[int] = []
-    steps: list[Any] = []
-    args: list[Any] = []
+    # one tuple per op, transposed at the end: (call, ret, kind, arg, arg2, unknown, pure,
+    # read state, twin prerequisite, step, str suffix)
+    rows: list[tuple[Any, ...]] = []
+    append = rows.append
     last_twin: dict[Any, int] = {}
     pending = 0
     try:
         for inv_pos, comp_pos in pairs.items():
             inv = client[inv_pos]
-            inp = (inv.f, inv.value)
-            if comp_pos is None:
-                ctype = "pending"
-            else:
+            if comp_pos is not None:
                 comp = client[comp_pos]
                 ctype = comp.type
-            if ctype == "ok":
-                out = comp.value
-                ret = comp_pos
-            elif ctype == "fail":
-                if not observe:
-                    continue
-                out = Fail(comp.value)
-                ret = comp_pos
-            else:
-                if pure_fn is not None and pure_fn(inp):
-                    continue
-                out = UNKNOWN
-                ret = n_client + pending
-                pending += 1
+                if ctype == "ok":
+                    out = comp.value
+                elif ctype == "fail":
+                    if not observe:
+                        continue
+                    out = Fail(comp.value)
+                else:
+                    comp_pos = None
+            inp = (inv.f, inv.value)
             if fs and inp[0] not in fs:
                 return None
-            oid = len(call_pos)
-            call_pos.append(inv_pos)
-            ret_pos.append(ret)
-            unknown = out is UNKNOWN
-            unks.append(unknown)
-            pures.append(bool(pure_fn(inp)) if pure_fn is not None else False)
-            if unknown:
+            pure = pure_fn(inp) if pure_fn is not None else False
+            if comp_pos is None:
+                if pure:
+                    continue        # an unobserved read fits anywhere: left out
+                out = UNKNOWN
+                comp_pos = n_client + pending
+                pending += 1
                 twin = freeze(inp)
-                prereq.append(last_twin.get(twin, -1))
-                last_twin[twin] = oid
+                pre = last_twin.get(twin, -1)
+                last_twin[twin] = len(rows)
+                unknown = True
             else:
-                prereq.append(-1)
+                pre = -1
+                unknown = False
+            # Model.native never names an op that read_state names, so ask it first
+            nat = native(inp, out)
+            if nat is not None:
+                k, a, b, suffix = _encode(nat, intern, objs)
+                if k:
+                    append((inv_pos, comp_pos, k, a, b, unknown, pure, -1, pre, None, suffix))
+                    continue
             rv = read_state(inp, out) if read_state is not None else NOT_A_READ
             if rv is not NOT_A_READ:
                 i = intern.get(rv)
                 if i is None:
                     i = intern[rv] = len(objs)
                     objs.append(rv)
-                reads.append(i)
-                kinds.append(0)
-                kargs.append(0)
-                kargs2.append(0)
-                steps.append(None)
-                args.append(None)
+                append((inv_pos, comp_pos, 0, 0, 0, unknown, pure, i, pre, None, None))
                 continue
-            reads.append(-1)
-            nat = native(inp, out)
-            k, a, b, suffix = (0, 0, 0, None) if nat is None else _encode(nat, intern, objs)
-            kinds.append(k)
-            kargs.append(a)
-            kargs2.append(b)
-            args.append(suffix)
-            if k:
-                steps.append(None)
-            else:
-                fn = model.step_fn(inp, out)
-                steps.append(_unknown_step(fn) if unknown else fn)
+            fn = model.step_fn(inp, out)
+            append((inv_pos, comp_pos, 0, 0, 0, unknown, pure, -1, pre,
+                    _unknown_step(fn) if unknown else fn, None))
     except TypeError:           # an unhashable value: the general path copes
         return None
-    remaining = len(unks) - sum(unks)
-    if not call_pos or not remaining:
+    remaining = len(rows) - pending
+    if not rows or not remaining:
         return _done((True, {"steps": 0}))
+    call_pos, ret_pos, kinds, kargs, kargs2, unks, pures, reads, prereq, steps, args = (
+        list(c) for c in zip(*rows, strict=True))
     core = _wgl.build(call_pos=call_pos, ret_pos=ret_pos, kind=kinds, karg=kargs, karg2=kargs2,
                       unk=unks, pure=pures, need=[not u for u in unks], reads=reads, prereq=prereq,
                       steps=steps, args=args, intern=intern, objs=objs, init=0, remaining=remaining)
@@ -807,7 +793,7 @@ def check_linearizable(ops: Sequence[Op], model: Model, *, timeout: float | None
     entries: dict[Any, list[Entry]] = {}
     running: dict[Any, Generator[None, None, tuple[bool, dict[str, Any]]]] = {}
     for name in names:
-        gen = None if multi_keys else prepared_search(parts[name], m)
+        gen = None if multi_keys else prepared_search(parts[name], m, clients_only=True)
         if gen is None:
             entries[name] = make_entries(parts[name], m, keyed=multi_keys)
             gen = search(entries[name], m)

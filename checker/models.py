@@ -123,7 +123,8 @@ class Model:
     becomes ``v``), ``("concat", v)`` (the state is a str, ``v`` is appended),
     ``("cas", a, b)`` (legal iff the state == ``a``, then ``b``), ``("cas-not",
     a)`` (legal iff the state != ``a``, unchanged), ``("noop",)`` (always
-    legal, unchanged); None for any other op. It must agree with ``step``
+    legal, unchanged); None for any other op, and None for every op that
+    ``read_state`` names. It must agree with ``step``
     (``tests/checker/test_fast_path.py`` holds the built-in models to it).
     """
 
