@@ -643,7 +643,162 @@ static PyTypeObject SearchType = {
 };
 
 
+/* The index of value v in the state table, interning it if new; -1 on error (e.g. unhashable). */
+static int32_t sid_of(PyObject *intern, PyObject *objs, PyObject *v) {
+    PyObject *idx = PyDict_GetItemWithError(intern, v);
+    if (idx) return (int32_t)PyLong_AsLong(idx);
+    if (PyErr_Occurred()) return -1;
+    Py_ssize_t n = PyList_GET_SIZE(objs);
+    PyObject *num = PyLong_FromSsize_t(n);
+    if (!num || PyDict_SetItem(intern, v, num) < 0 || PyList_Append(objs, v) < 0) { Py_XDECREF(num); return -1; }
+    Py_DECREF(num);
+    return (int32_t)n;
+}
+
+static int str_is(PyObject *o, const char *lit) {
+    return PyUnicode_Check(o) && PyUnicode_CompareWithASCIIString(o, lit) == 0;
+}
+
+#define APPEND_INT(list, v) do { PyObject *_x = PyLong_FromLong((long)(v)); \
+    if (!_x || PyList_Append(list, _x) < 0) { Py_XDECREF(_x); goto fail; } Py_DECREF(_x); } while (0)
+
+/* encode_register(client, read_nil_any, observe, allow_cas, intern, objs): the per-op arrays of
+ * checker.linearizable.prepared_search for the built-in registers, in one C pass (pairing
+ * included): the same ops, ids, kinds and twins as the Python pass, which stays the reference.
+ * None where anything is out of the ordinary (a malformed history, another f, an unhashable
+ * value, a malformed cas): the caller then takes the Python pass, which raises or copes. */
+static PyObject *wgl_encode_register(PyObject *Py_UNUSED(mod), PyObject *args) {
+    PyObject *ops, *intern, *objs;
+    int nil_any, observe, allow_cas;
+    if (!PyArg_ParseTuple(args, "OpppO!O!", &ops, &nil_any, &observe, &allow_cas, &PyDict_Type, &intern,
+                          &PyList_Type, &objs))
+        return NULL;
+    PyObject *fast = PySequence_Fast(ops, "encode_register: a sequence of ops");
+    if (!fast) return NULL;
+    Py_ssize_t n = PySequence_Fast_GET_SIZE(fast);
+    PyObject **items = PySequence_Fast_ITEMS(fast);
+    PyObject *result = NULL, *open = PyDict_New(), *twins = PyDict_New();
+    Py_ssize_t *comp = PyMem_Malloc(sizeof(Py_ssize_t) * (n ? n : 1));
+    uint8_t *isinv = PyMem_Calloc(n ? n : 1, 1);
+    PyObject *L[9] = {0};  /* call, ret, kind, karg, karg2, unk, pure, reads, prereq */
+    for (int j = 0; j < 9; j++) L[j] = PyList_New(0);
+    for (int j = 0; j < 9; j++) if (!L[j]) goto fail;
+    if (!open || !twins || !comp || !isinv) { PyErr_NoMemory(); goto fail; }
+    /* pairing */
+    for (Py_ssize_t i = 0; i < n; i++) {
+        comp[i] = -1;
+        PyObject *op = items[i];
+        PyObject *type = PyObject_GetAttrString(op, "type");
+        PyObject *proc = type ? PyObject_GetAttrString(op, "process") : NULL;
+        if (!proc) { Py_XDECREF(type); goto fail; }
+        int inv = str_is(type, "invoke");
+        Py_DECREF(type);
+        if (inv) {
+            int has = PyDict_Contains(open, proc);
+            PyObject *pos = has == 0 ? PyLong_FromSsize_t(i) : NULL;
+            int err = has != 0 || !pos || PyDict_SetItem(open, proc, pos) < 0;
+            Py_XDECREF(pos); Py_DECREF(proc);
+            if (has < 0 || (err && PyErr_Occurred())) goto fail;
+            if (err) goto ordinary;
+            isinv[i] = 1;
+            continue;
+        }
+        PyObject *pos = PyDict_GetItemWithError(open, proc);
+        if (!pos) { Py_DECREF(proc); if (PyErr_Occurred()) goto fail; goto ordinary; }
+        Py_ssize_t at = PyLong_AsSsize_t(pos);
+        PyObject *f1 = PyObject_GetAttrString(items[at], "f"), *f2 = PyObject_GetAttrString(op, "f");
+        int same = (f1 && f2) ? PyObject_RichCompareBool(f1, f2, Py_EQ) : -1;
+        Py_XDECREF(f1); Py_XDECREF(f2);
+        if (same < 0 || PyDict_DelItem(open, proc) < 0) { Py_DECREF(proc); goto fail; }
+        Py_DECREF(proc);
+        if (!same) goto ordinary;
+        comp[at] = i;
+    }
+    Py_ssize_t pending = 0, id = 0;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        if (!isinv[i]) continue;
+        PyObject *inv = items[i], *f = PyObject_GetAttrString(inv, "f");
+        if (!f) goto fail;
+        int fr = str_is(f, "read"), fw = str_is(f, "write"), fc = allow_cas && str_is(f, "cas");
+        Py_DECREF(f);
+        if (!fr && !fw && !fc) goto ordinary;
+        int code = 0;   /* 0 unknown, 1 ok, 2 fail */
+        PyObject *out = NULL;
+        if (comp[i] >= 0) {
+            PyObject *ct = PyObject_GetAttrString(items[comp[i]], "type");
+            if (!ct) goto fail;
+            code = str_is(ct, "ok") ? 1 : str_is(ct, "fail") ? 2 : 0;
+            Py_DECREF(ct);
+            if (code == 2 && !observe) continue;
+            if (code == 1 && !(out = PyObject_GetAttrString(items[comp[i]], "value"))) goto fail;
+        }
+        if (code == 0 && fr) continue;            /* an unobserved read fits anywhere */
+        PyObject *v = PyObject_GetAttrString(inv, "value");
+        if (!v) { Py_XDECREF(out); goto fail; }
+        long kind = 0, a = 0, b = 0, rd = -1, pre = -1;
+        int bad = 0;
+        if (fr) {
+            if (code == 2 || (out == Py_None && nil_any)) kind = 5;
+            else if ((rd = sid_of(intern, objs, out)) < 0) bad = 1;
+        } else if (fw) {
+            kind = 1;
+            if ((a = sid_of(intern, objs, v)) < 0) bad = 1;
+        } else {
+            if (!(PyList_Check(v) || PyTuple_Check(v)) || PySequence_Size(v) != 2) bad = 2;
+            else {
+                PyObject *x = PySequence_GetItem(v, 0), *y = PySequence_GetItem(v, 1);
+                if (!x || !y) bad = 1;
+                else if (code == 2) { kind = 4; if ((a = sid_of(intern, objs, x)) < 0) bad = 1; }
+                else {
+                    kind = 3;
+                    if ((a = sid_of(intern, objs, x)) < 0 || (b = sid_of(intern, objs, y)) < 0) bad = 1;
+                }
+                Py_XDECREF(x); Py_XDECREF(y);
+            }
+        }
+        Py_XDECREF(out);
+        if (!bad && code == 0) {   /* pending: interchangeable with earlier twins (same f, value) */
+            PyObject *fv = PyObject_GetAttrString(inv, "f");
+            PyObject *vv = (PyList_Check(v)) ? PyList_AsTuple(v) : (Py_INCREF(v), v);
+            PyObject *key = (fv && vv) ? PyTuple_Pack(2, fv, vv) : NULL;
+            Py_XDECREF(fv); Py_XDECREF(vv);
+            PyObject *prev = key ? PyDict_GetItemWithError(twins, key) : NULL;
+            if (prev) pre = PyLong_AsLong(prev);
+            PyObject *me = PyLong_FromSsize_t(id);
+            if (!key || PyErr_Occurred() || !me || PyDict_SetItem(twins, key, me) < 0) bad = 1;
+            Py_XDECREF(key); Py_XDECREF(me);
+        }
+        Py_DECREF(v);
+        if (bad) {
+            if (PyErr_Occurred()) {
+                if (!PyErr_ExceptionMatches(PyExc_TypeError)) goto fail;
+                PyErr_Clear();
+            }
+            goto ordinary;
+        }
+        Py_ssize_t ret = comp[i] >= 0 && code ? comp[i] : n + pending;
+        if (code == 0) pending++;
+        APPEND_INT(L[0], i); APPEND_INT(L[1], ret); APPEND_INT(L[2], kind); APPEND_INT(L[3], a);
+        APPEND_INT(L[4], b); APPEND_INT(L[5], code == 0); APPEND_INT(L[6], fr); APPEND_INT(L[7], rd);
+        APPEND_INT(L[8], pre);
+        id++;
+    }
+    result = Py_BuildValue("(OOOOOOOOOn)", L[0], L[1], L[2], L[3], L[4], L[5], L[6], L[7], L[8], pending);
+    goto fail;   /* shared cleanup */
+ordinary:
+    Py_INCREF(Py_None);
+    result = Py_None;
+fail:
+    for (int j = 0; j < 9; j++) Py_XDECREF(L[j]);
+    Py_XDECREF(open); Py_XDECREF(twins);
+    PyMem_Free(comp); PyMem_Free(isinv);
+    Py_DECREF(fast);
+    return result;
+}
+
 static PyMethodDef wgl_functions[] = {
+    {"encode_register", (PyCFunction)wgl_encode_register, METH_VARARGS,
+     "encode_register(ops, read_nil_any, observe, allow_cas, intern, objs): per-op arrays, or None."},
     {"build", (PyCFunction)(void (*)(void))wgl_build, METH_VARARGS | METH_KEYWORDS,
      "build(call_pos=, ret_pos=, kind=, ...): a Search laid out from per-op arrays."},
     {NULL, NULL, 0, NULL},

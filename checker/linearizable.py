@@ -35,7 +35,7 @@ from collections.abc import Callable, Generator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from checker.models import NOT_A_READ, UNKNOWN, Fail, Model, freeze
+from checker.models import NOT_A_READ, UNKNOWN, Fail, Model, RegisterOps, freeze
 from harness.history import NEMESIS, Op, pair_ops
 
 __all__ = ["Entry", "make_entries", "search", "prepared_search", "check_partition",
@@ -392,8 +392,8 @@ def _done(result: tuple[bool, dict[str, Any]]) -> Generator[None, None, tuple[bo
     yield  # pragma: no cover  (makes this a generator)
 
 
-def prepared_search(ops: Sequence[Op], model: Model, *, clients_only: bool = False
-                    ) -> Generator[None, None, tuple[bool, dict[str, Any]]] | None:
+def prepared_search(ops: Sequence[Op], model: Model, *, clients_only: bool = False,
+                    c_pass: bool = True) -> Generator[None, None, tuple[bool, dict[str, Any]]] | None:
     """:func:`search` of ``make_entries(ops, model)`` without building the entries, or None.
 
     On a small history most of the time went into Python objects per op (an
@@ -403,15 +403,22 @@ def prepared_search(ops: Sequence[Op], model: Model, *, clients_only: bool = Fal
     same result; None where the compiled loop is off or does not apply (the
     caller then takes the general path, which raises the same errors).
     ``clients_only`` says ``ops`` hold no nemesis op (``partition_ops`` output).
+    For the built-in registers the pass itself runs in C unless ``c_pass`` is
+    False (the Python pass is its reference in the tests).
     """
-    if not FAST or _wgl is None or model.native is None or model.hash is not None \
+    native = model.native
+    if not FAST or _wgl is None or native is None or model.hash is not None \
             or model.equal is not None:
         return None
     client = ops if clients_only else [op for op in ops if op.process != NEMESIS]
+    if c_pass and isinstance(native, RegisterOps):
+        fast = _register_search(client, model, native)
+        if fast is not None:
+            return fast
     pairs = pair_ops(client)
     n_client = len(client)
     observe = model.fails == "observe"
-    fs, pure_fn, read_state, native = model.fs, model.pure, model.read_state, model.native
+    fs, pure_fn, read_state = model.fs, model.pure, model.read_state
     init = model.init()
     try:
         intern: dict[Any, int] = {init: 0}
@@ -483,6 +490,31 @@ def prepared_search(ops: Sequence[Op], model: Model, *, clients_only: bool = Fal
     core = _wgl.build(call_pos=call_pos, ret_pos=ret_pos, kind=kinds, karg=kargs, karg2=kargs2,
                       unk=unks, pure=pures, need=[not u for u in unks], reads=reads, prereq=prereq,
                       steps=steps, args=args, intern=intern, objs=objs, init=0, remaining=remaining)
+    return _search_c(core, objs)
+
+
+def _register_search(client: Sequence[Op], model: Model, native: RegisterOps
+                     ) -> Generator[None, None, tuple[bool, dict[str, Any]]] | None:
+    """:func:`prepared_search`'s pass done in C for the built-in registers, or None (then Python's)."""
+    assert _wgl is not None
+    init = model.init()
+    try:
+        intern: dict[Any, int] = {init: 0}
+    except TypeError:
+        return None
+    objs: list[Any] = [init]
+    enc = _wgl.encode_register(client, native.read_nil_any, model.fails == "observe",
+                               "cas" in model.fs, intern, objs)
+    if enc is None:
+        return None
+    call_pos, ret_pos, kinds, kargs, kargs2, unks, pures, reads, prereq, pending = enc
+    remaining = len(call_pos) - pending
+    if not call_pos or not remaining:
+        return _done((True, {"steps": 0}))
+    nones: list[Any] = [None] * len(call_pos)
+    core = _wgl.build(call_pos=call_pos, ret_pos=ret_pos, kind=kinds, karg=kargs, karg2=kargs2,
+                      unk=unks, pure=pures, need=[not u for u in unks], reads=reads, prereq=prereq,
+                      steps=nones, args=nones, intern=intern, objs=objs, init=0, remaining=remaining)
     return _search_c(core, objs)
 
 

@@ -179,13 +179,23 @@ def _ok_true(s: Any) -> tuple[bool, Any]:
 
 # --------------------------------------------------------------------------- registers
 
-def _native_register(read_nil_any: bool) -> Callable[[Any, Any], tuple[Any, ...] | None]:
-    """A register's ops for the compiled loop, exactly as ``compile`` below steps them."""
+class RegisterOps:
+    """A register's ops for the compiled loop (``Model.native``), exactly as ``compile`` steps them.
 
-    def native(inp: Any, out: Any) -> tuple[Any, ...] | None:
+    A class rather than a closure so that the search can recognise the built-in
+    registers and encode their histories in C in one pass
+    (``checker._wgl.encode_register``, tested against the Python pass).
+    """
+
+    __slots__ = ("read_nil_any",)
+
+    def __init__(self, read_nil_any: bool) -> None:
+        self.read_nil_any = read_nil_any
+
+    def __call__(self, inp: Any, out: Any) -> tuple[Any, ...] | None:
         f, v = inp
         if f == "read":
-            if out is UNKNOWN or isinstance(out, Fail) or (out is None and read_nil_any):
+            if out is UNKNOWN or isinstance(out, Fail) or (out is None and self.read_nil_any):
                 return ("noop",)
             return None                   # an equality read: Model.read_state covers it
         if f == "write":
@@ -193,8 +203,6 @@ def _native_register(read_nil_any: bool) -> Callable[[Any, Any], tuple[Any, ...]
         if f == "cas" and isinstance(v, (list, tuple)) and len(v) == 2:
             return ("cas-not", v[0]) if isinstance(out, Fail) else ("cas", v[0], v[1])
         return None
-
-    return native
 
 
 def _kv_native(inp: Any, out: Any) -> tuple[Any, ...] | None:
@@ -254,7 +262,7 @@ def cas_register(*, initial: Any = None, read_nil_any: bool = False, fails: str 
 
     return Model(name=name, init=lambda: initial, step=_generic_step(compile), compile=compile,
                  fails=fails, fs=frozenset({"read", "write", "cas"}), pure=_f_is("read"),
-                 read_state=read_state, native=_native_register(read_nil_any),
+                 read_state=read_state, native=RegisterOps(read_nil_any),
                  params={"initial": initial, "read_nil_any": read_nil_any, "fails": fails})
 
 

@@ -130,6 +130,8 @@ def test_compiled_loop_makes_the_same_moves(case: tuple[str, list[Op]]) -> None:
     ref, fast, prepared = all_three(ops, MODELS[kind])
     assert fast == ref
     assert prepared == ref
+    py_pass = lin.prepared_search(ops, MODELS[kind], c_pass=False)
+    assert py_pass is not None and drain(py_pass) == ref
 
 
 @pytest.mark.parametrize("corpus", ["porcupine", "knossos"])
