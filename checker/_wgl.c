@@ -643,6 +643,9 @@ static PyTypeObject SearchType = {
 };
 
 
+static PyObject *S_type, *S_process, *S_f, *S_value, *S_key;   /* interned attribute names */
+#define SMALL_PROCS 1024
+
 /* The index of value v in the state table, interning it if new; -1 on error (e.g. unhashable). */
 static int32_t sid_of(PyObject *intern, PyObject *objs, PyObject *v) {
     PyObject *idx = PyDict_GetItemWithError(intern, v);
@@ -679,45 +682,68 @@ static PyObject *wgl_encode_register(PyObject *Py_UNUSED(mod), PyObject *args) {
     PyObject **items = PySequence_Fast_ITEMS(fast);
     PyObject *result = NULL, *open = PyDict_New(), *twins = PyDict_New();
     Py_ssize_t *comp = PyMem_Malloc(sizeof(Py_ssize_t) * (n ? n : 1));
+    Py_ssize_t open_small[SMALL_PROCS];
     uint8_t *isinv = PyMem_Calloc(n ? n : 1, 1);
     PyObject *L[9] = {0};  /* call, ret, kind, karg, karg2, unk, pure, reads, prereq */
     for (int j = 0; j < 9; j++) L[j] = PyList_New(0);
     for (int j = 0; j < 9; j++) if (!L[j]) goto fail;
     if (!open || !twins || !comp || !isinv) { PyErr_NoMemory(); goto fail; }
-    /* pairing */
+    /* pairing; small int processes (the usual case) use an array instead of the dict */
+    for (Py_ssize_t i = 0; i < SMALL_PROCS; i++) open_small[i] = -1;
     for (Py_ssize_t i = 0; i < n; i++) {
         comp[i] = -1;
         PyObject *op = items[i];
-        PyObject *type = PyObject_GetAttrString(op, "type");
-        PyObject *proc = type ? PyObject_GetAttrString(op, "process") : NULL;
+        PyObject *type = PyObject_GetAttr(op, S_type);
+        PyObject *proc = type ? PyObject_GetAttr(op, S_process) : NULL;
         if (!proc) { Py_XDECREF(type); goto fail; }
         int inv = str_is(type, "invoke");
         Py_DECREF(type);
-        if (inv) {
-            int has = PyDict_Contains(open, proc);
-            PyObject *pos = has == 0 ? PyLong_FromSsize_t(i) : NULL;
-            int err = has != 0 || !pos || PyDict_SetItem(open, proc, pos) < 0;
-            Py_XDECREF(pos); Py_DECREF(proc);
-            if (has < 0 || (err && PyErr_Occurred())) goto fail;
-            if (err) goto ordinary;
-            isinv[i] = 1;
-            continue;
+        long small = -1;
+        if (PyLong_CheckExact(proc)) {
+            int overflow = 0;
+            long pv = PyLong_AsLongAndOverflow(proc, &overflow);
+            if (!overflow && pv >= 0 && pv < SMALL_PROCS) small = pv;
         }
-        PyObject *pos = PyDict_GetItemWithError(open, proc);
-        if (!pos) { Py_DECREF(proc); if (PyErr_Occurred()) goto fail; goto ordinary; }
-        Py_ssize_t at = PyLong_AsSsize_t(pos);
-        PyObject *f1 = PyObject_GetAttrString(items[at], "f"), *f2 = PyObject_GetAttrString(op, "f");
+        Py_ssize_t at;
+        if (small >= 0) {
+            Py_DECREF(proc);
+            if (inv) {
+                if (open_small[small] >= 0) goto ordinary;
+                open_small[small] = i;
+                isinv[i] = 1;
+                continue;
+            }
+            at = open_small[small];
+            if (at < 0) goto ordinary;
+            open_small[small] = -1;
+        } else {
+            if (inv) {
+                int has = PyDict_Contains(open, proc);
+                PyObject *pos = has == 0 ? PyLong_FromSsize_t(i) : NULL;
+                int err = has != 0 || !pos || PyDict_SetItem(open, proc, pos) < 0;
+                Py_XDECREF(pos); Py_DECREF(proc);
+                if (has < 0 || (err && PyErr_Occurred())) goto fail;
+                if (err) goto ordinary;
+                isinv[i] = 1;
+                continue;
+            }
+            PyObject *pos = PyDict_GetItemWithError(open, proc);
+            if (!pos) { Py_DECREF(proc); if (PyErr_Occurred()) goto fail; goto ordinary; }
+            at = PyLong_AsSsize_t(pos);
+            if (PyDict_DelItem(open, proc) < 0) { Py_DECREF(proc); goto fail; }
+            Py_DECREF(proc);
+        }
+        PyObject *f1 = PyObject_GetAttr(items[at], S_f), *f2 = PyObject_GetAttr(op, S_f);
         int same = (f1 && f2) ? PyObject_RichCompareBool(f1, f2, Py_EQ) : -1;
         Py_XDECREF(f1); Py_XDECREF(f2);
-        if (same < 0 || PyDict_DelItem(open, proc) < 0) { Py_DECREF(proc); goto fail; }
-        Py_DECREF(proc);
+        if (same < 0) goto fail;
         if (!same) goto ordinary;
         comp[at] = i;
     }
     Py_ssize_t pending = 0, id = 0;
     for (Py_ssize_t i = 0; i < n; i++) {
         if (!isinv[i]) continue;
-        PyObject *inv = items[i], *f = PyObject_GetAttrString(inv, "f");
+        PyObject *inv = items[i], *f = PyObject_GetAttr(inv, S_f);
         if (!f) goto fail;
         int fr = str_is(f, "read"), fw = str_is(f, "write"), fc = allow_cas && str_is(f, "cas");
         Py_DECREF(f);
@@ -725,15 +751,15 @@ static PyObject *wgl_encode_register(PyObject *Py_UNUSED(mod), PyObject *args) {
         int code = 0;   /* 0 unknown, 1 ok, 2 fail */
         PyObject *out = NULL;
         if (comp[i] >= 0) {
-            PyObject *ct = PyObject_GetAttrString(items[comp[i]], "type");
+            PyObject *ct = PyObject_GetAttr(items[comp[i]], S_type);
             if (!ct) goto fail;
             code = str_is(ct, "ok") ? 1 : str_is(ct, "fail") ? 2 : 0;
             Py_DECREF(ct);
             if (code == 2 && !observe) continue;
-            if (code == 1 && !(out = PyObject_GetAttrString(items[comp[i]], "value"))) goto fail;
+            if (code == 1 && !(out = PyObject_GetAttr(items[comp[i]], S_value))) goto fail;
         }
         if (code == 0 && fr) continue;            /* an unobserved read fits anywhere */
-        PyObject *v = PyObject_GetAttrString(inv, "value");
+        PyObject *v = PyObject_GetAttr(inv, S_value);
         if (!v) { Py_XDECREF(out); goto fail; }
         long kind = 0, a = 0, b = 0, rd = -1, pre = -1;
         int bad = 0;
@@ -758,7 +784,7 @@ static PyObject *wgl_encode_register(PyObject *Py_UNUSED(mod), PyObject *args) {
         }
         Py_XDECREF(out);
         if (!bad && code == 0) {   /* pending: interchangeable with earlier twins (same f, value) */
-            PyObject *fv = PyObject_GetAttrString(inv, "f");
+            PyObject *fv = PyObject_GetAttr(inv, S_f);
             PyObject *vv = (PyList_Check(v)) ? PyList_AsTuple(v) : (Py_INCREF(v), v);
             PyObject *key = (fv && vv) ? PyTuple_Pack(2, fv, vv) : NULL;
             Py_XDECREF(fv); Py_XDECREF(vv);
@@ -796,7 +822,37 @@ fail:
     return result;
 }
 
+/* clients(ops): (the ops whose process is not "nemesis", the set of their keys), in one pass:
+ * checker.linearizable.partition_ops' first step, which on small histories cost as much as
+ * the search. */
+static PyObject *wgl_clients(PyObject *Py_UNUSED(mod), PyObject *ops) {
+    PyObject *fast = PySequence_Fast(ops, "clients: a sequence of ops");
+    if (!fast) return NULL;
+    Py_ssize_t n = PySequence_Fast_GET_SIZE(fast);
+    PyObject **items = PySequence_Fast_ITEMS(fast);
+    PyObject *out = PyList_New(0), *keys = PySet_New(NULL), *result = NULL;
+    if (!out || !keys) goto done;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *proc = PyObject_GetAttr(items[i], S_process);
+        if (!proc) goto done;
+        int nem = str_is(proc, "nemesis");
+        Py_DECREF(proc);
+        if (nem) continue;
+        PyObject *key = PyObject_GetAttr(items[i], S_key);
+        if (!key) goto done;
+        int err = PySet_Add(keys, key) < 0 || PyList_Append(out, items[i]) < 0;
+        Py_DECREF(key);
+        if (err) goto done;
+    }
+    result = PyTuple_Pack(2, out, keys);
+done:
+    Py_XDECREF(out); Py_XDECREF(keys);
+    Py_DECREF(fast);
+    return result;
+}
+
 static PyMethodDef wgl_functions[] = {
+    {"clients", (PyCFunction)wgl_clients, METH_O, "clients(ops): (client ops, set of their keys)."},
     {"encode_register", (PyCFunction)wgl_encode_register, METH_VARARGS,
      "encode_register(ops, read_nil_any, observe, allow_cas, intern, objs): per-op arrays, or None."},
     {"build", (PyCFunction)(void (*)(void))wgl_build, METH_VARARGS | METH_KEYWORDS,
@@ -812,6 +868,10 @@ static struct PyModuleDef wgl_module = {
 
 PyMODINIT_FUNC PyInit__wgl(void) {
     if (PyType_Ready(&SearchType) < 0) return NULL;
+    if (!(S_type = PyUnicode_InternFromString("type")) || !(S_process = PyUnicode_InternFromString("process")) ||
+        !(S_f = PyUnicode_InternFromString("f")) || !(S_value = PyUnicode_InternFromString("value")) ||
+        !(S_key = PyUnicode_InternFromString("key")))
+        return NULL;
     PyObject *m = PyModule_Create(&wgl_module);
     if (!m) return NULL;
     Py_INCREF(&SearchType);

@@ -29,6 +29,7 @@ pending rest fit at the end. Each is checked against a brute-force oracle in
 
 from __future__ import annotations
 
+import operator
 import os
 import time
 from collections.abc import Callable, Generator, Sequence
@@ -750,15 +751,23 @@ def shortest_failing_prefix(ops: Sequence[Op], model: Model, *, keyed: bool = Fa
     return client[cuts[best]], found[0], found[1]
 
 
+_KEY = operator.attrgetter("key")
+
+
 def partition_ops(ops: Sequence[Op], model: Model, *, keys: bool = True) -> dict[Any, list[Op]]:
     """Split client ops into independent parts: by ``key``, then by ``model.partition``.
 
     Part names are the key (``None`` for unkeyed ops), or ``(key, i)`` for the
     i-th sub-part a model's partition function returns.
     """
-    client = [op for op in ops if op.process != NEMESIS]
+    if FAST and _wgl is not None:
+        client, key_set = _wgl.clients(ops)
+    else:
+        client = [op for op in ops if op.process != NEMESIS]
+        key_set = set(map(_KEY, client))
+    if not keys:
+        key_set = {None}
     by_key: dict[Any, list[Op]] = {}
-    key_set = {op.key for op in client} if keys else {None}
     if len(key_set) == 1:       # one part (most histories): no per-op grouping
         by_key[next(iter(key_set))] = client
     else:
