@@ -270,8 +270,8 @@ def _events_text(entries: list[Any], name: str, params: dict[str, Any]) -> str:
                 if mf == "write":
                     parts.append(f"{kidx[k]}:w:{_int(x)}:0")
                 else:
-                    nil = unk or x is None
-                    parts.append(f"{kidx[k]}:r:{0 if nil else _int(x)}:{int(nil)}")
+                    any_value = bool(unk) or x is None
+                    parts.append(f"{kidx[k]}:r:{0 if any_value else _int(x)}:{int(any_value)}")
             lines.append(f"C {oid} t 0 0 0 {unk} " + " ".join(parts))
         else:
             raise ValueError(f"no Go op for {f}")

@@ -281,7 +281,7 @@ def _layout(entries: Sequence[Entry], model: Model) -> _Layout:
 try:
     from checker import _wgl
 except ImportError:  # no compiler at install time: the pure-Python loop does it all
-    _wgl = None
+    _wgl = None  # type: ignore[assignment]
 
 FAST = _wgl is not None
 """Whether :func:`search` uses the compiled loop by default (``checker/_wgl.c``).
