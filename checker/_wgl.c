@@ -511,31 +511,14 @@ static int ev_cmp(const void *a, const void *b) {
 /* build(...): a Search from per-op arrays, laying the event list out here (the same layout as
  * checker.linearizable._layout: events by position, equality reads moved to per-state lists).
  * It spares the Python side its per-node work, which dominates on small histories. */
-static PyObject *wgl_build(PyObject *Py_UNUSED(mod), PyObject *args, PyObject *kw) {
-    static char *kwlist[] = {"call_pos", "ret_pos", "kind", "karg", "karg2", "unk", "pure", "need",
-                             "reads", "prereq", "steps", "args", "intern", "objs", "init", "remaining", NULL};
-    PyObject *o_call, *o_ret, *o_kind, *o_karg, *o_karg2, *o_unk, *o_pure, *o_need, *o_reads, *o_pre;
-    PyObject *steps, *cargs, *intern, *objs;
-    int init;
-    Py_ssize_t remaining, n;
-    if (!PyArg_ParseTupleAndKeywords(args, kw, "OOOOOOOOOOO!O!O!O!in", kwlist, &o_call, &o_ret, &o_kind,
-                                     &o_karg, &o_karg2, &o_unk, &o_pure, &o_need, &o_reads, &o_pre,
-                                     &PyList_Type, &steps, &PyList_Type, &cargs, &PyDict_Type, &intern,
-                                     &PyList_Type, &objs, &init, &remaining))
-        return NULL;
-    n = PyList_GET_SIZE(steps);
-    int32_t *call = NULL, *ret = NULL, *karg = NULL, *karg2 = NULL, *reads = NULL, *pre = NULL;
-    uint8_t *kind = NULL, *unk = NULL, *pure = NULL, *need = NULL;
+/* The Search for n ops given as C arrays (borrowed); steps/cargs: lists of n or NULL (all None). */
+static PyObject *build_core(Py_ssize_t n, int32_t *call, int32_t *ret, uint8_t *kind, int32_t *karg,
+                            int32_t *karg2, uint8_t *unk, uint8_t *pure, uint8_t *need, int32_t *reads,
+                            int32_t *pre, PyObject *steps, PyObject *cargs, PyObject *intern,
+                            PyObject *objs, int init, Py_ssize_t remaining) {
     int32_t *call_node = NULL, *ret_node = NULL;
     Ev *ev = NULL;
     Search *s = NULL;
-    if (PyList_GET_SIZE(cargs) != n) { PyErr_SetString(PyExc_ValueError, "args: one per op"); return NULL; }
-    if (!(call = int_array(o_call, n, NULL, "call_pos")) || !(ret = int_array(o_ret, n, NULL, "ret_pos")) ||
-        !(karg = int_array(o_karg, n, NULL, "karg")) || !(karg2 = int_array(o_karg2, n, NULL, "karg2")) ||
-        !(reads = int_array(o_reads, n, NULL, "reads")) || !(pre = int_array(o_pre, n, NULL, "prereq")) ||
-        !(kind = byte_array(o_kind, n, "kind")) || !(unk = byte_array(o_unk, n, "unk")) ||
-        !(pure = byte_array(o_pure, n, "pure")) || !(need = byte_array(o_need, n, "need")))
-        goto fail;
     s = search_alloc(&SearchType, n, intern, objs);
     if (!s) goto fail;
     Py_ssize_t nn = s->n_nodes, n_objs = PyList_GET_SIZE(objs);
@@ -585,12 +568,16 @@ static PyObject *wgl_build(PyObject *Py_UNUSED(mod), PyObject *args, PyObject *k
         s->match[c] = ret_node[i];
         s->kind[c] = kind[i]; s->karg[c] = karg[i]; s->karg2[c] = karg2[i]; s->unk[c] = unk[i];
         s->pure[c] = pure[i]; s->need[c] = need[i]; s->reads[c] = reads[i]; s->prereq[c] = pre[i];
-        PyObject *o = PyList_GET_ITEM(steps, i);
-        Py_INCREF(o);
-        PyList_SetItem(s->steps, c, o);   /* steals o, drops the None */
-        o = PyList_GET_ITEM(cargs, i);
-        Py_INCREF(o);
-        PyList_SetItem(s->args, c, o);
+        if (steps) {
+            PyObject *o = PyList_GET_ITEM(steps, i);
+            Py_INCREF(o);
+            PyList_SetItem(s->steps, c, o);   /* steals o, drops the None */
+        }
+        if (cargs) {
+            PyObject *o = PyList_GET_ITEM(cargs, i);
+            Py_INCREF(o);
+            PyList_SetItem(s->args, c, o);
+        }
     }
     /* equality reads leave the event list for one list per state they need, in call order */
     Py_ssize_t n_all = nn;
@@ -613,10 +600,39 @@ static PyObject *wgl_build(PyObject *Py_UNUSED(mod), PyObject *args, PyObject *k
 fail:
     Py_CLEAR(s);
 done:
-    PyMem_Free(call); PyMem_Free(ret); PyMem_Free(karg); PyMem_Free(karg2); PyMem_Free(reads);
-    PyMem_Free(pre); PyMem_Free(kind); PyMem_Free(unk); PyMem_Free(pure); PyMem_Free(need);
     PyMem_Free(call_node); PyMem_Free(ret_node); PyMem_Free(ev);
     return (PyObject *)s;
+}
+
+static PyObject *wgl_build(PyObject *Py_UNUSED(mod), PyObject *args, PyObject *kw) {
+    static char *kwlist[] = {"call_pos", "ret_pos", "kind", "karg", "karg2", "unk", "pure", "need",
+                             "reads", "prereq", "steps", "args", "intern", "objs", "init", "remaining", NULL};
+    PyObject *o_call, *o_ret, *o_kind, *o_karg, *o_karg2, *o_unk, *o_pure, *o_need, *o_reads, *o_pre;
+    PyObject *steps, *cargs, *intern, *objs;
+    int init;
+    Py_ssize_t remaining, n;
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "OOOOOOOOOOO!O!O!O!in", kwlist, &o_call, &o_ret, &o_kind,
+                                     &o_karg, &o_karg2, &o_unk, &o_pure, &o_need, &o_reads, &o_pre,
+                                     &PyList_Type, &steps, &PyList_Type, &cargs, &PyDict_Type, &intern,
+                                     &PyList_Type, &objs, &init, &remaining))
+        return NULL;
+    n = PyList_GET_SIZE(steps);
+    int32_t *call = NULL, *ret = NULL, *karg = NULL, *karg2 = NULL, *reads = NULL, *pre = NULL;
+    uint8_t *kind = NULL, *unk = NULL, *pure = NULL, *need = NULL;
+    PyObject *res = NULL;
+    if (PyList_GET_SIZE(cargs) != n) { PyErr_SetString(PyExc_ValueError, "args: one per op"); return NULL; }
+    if (!(call = int_array(o_call, n, NULL, "call_pos")) || !(ret = int_array(o_ret, n, NULL, "ret_pos")) ||
+        !(karg = int_array(o_karg, n, NULL, "karg")) || !(karg2 = int_array(o_karg2, n, NULL, "karg2")) ||
+        !(reads = int_array(o_reads, n, NULL, "reads")) || !(pre = int_array(o_pre, n, NULL, "prereq")) ||
+        !(kind = byte_array(o_kind, n, "kind")) || !(unk = byte_array(o_unk, n, "unk")) ||
+        !(pure = byte_array(o_pure, n, "pure")) || !(need = byte_array(o_need, n, "need")))
+        goto fail;
+    res = build_core(n, call, ret, kind, karg, karg2, unk, pure, need, reads, pre, steps, cargs, intern,
+                     objs, init, remaining);
+fail:
+    PyMem_Free(call); PyMem_Free(ret); PyMem_Free(karg); PyMem_Free(karg2); PyMem_Free(reads);
+    PyMem_Free(pre); PyMem_Free(kind); PyMem_Free(unk); PyMem_Free(pure); PyMem_Free(need);
+    return res;
 }
 
 static PyObject *search_stats(Search *s, PyObject *Py_UNUSED(ignored)) {
@@ -662,8 +678,6 @@ static int str_is(PyObject *o, const char *lit) {
     return PyUnicode_Check(o) && PyUnicode_CompareWithASCIIString(o, lit) == 0;
 }
 
-#define APPEND_INT(list, v) do { PyObject *_x = PyLong_FromLong((long)(v)); \
-    if (!_x || PyList_Append(list, _x) < 0) { Py_XDECREF(_x); goto fail; } Py_DECREF(_x); } while (0)
 
 /* encode_register(client, read_nil_any, observe, allow_cas, intern, objs): the per-op arrays of
  * checker.linearizable.prepared_search for the built-in registers, in one C pass (pairing
@@ -684,10 +698,15 @@ static PyObject *wgl_encode_register(PyObject *Py_UNUSED(mod), PyObject *args) {
     Py_ssize_t *comp = PyMem_Malloc(sizeof(Py_ssize_t) * (n ? n : 1));
     Py_ssize_t open_small[SMALL_PROCS];
     uint8_t *isinv = PyMem_Calloc(n ? n : 1, 1);
-    PyObject *L[9] = {0};  /* call, ret, kind, karg, karg2, unk, pure, reads, prereq */
-    for (int j = 0; j < 9; j++) L[j] = PyList_New(0);
-    for (int j = 0; j < 9; j++) if (!L[j]) goto fail;
-    if (!open || !twins || !comp || !isinv) { PyErr_NoMemory(); goto fail; }
+    size_t m = (size_t)(n ? n : 1);
+    int32_t *c_call = PyMem_Malloc(4 * m), *c_ret = PyMem_Malloc(4 * m), *c_karg = PyMem_Malloc(4 * m);
+    int32_t *c_karg2 = PyMem_Malloc(4 * m), *c_reads = PyMem_Malloc(4 * m), *c_pre = PyMem_Malloc(4 * m);
+    uint8_t *c_kind = PyMem_Malloc(m), *c_unk = PyMem_Malloc(m), *c_pure = PyMem_Malloc(m), *c_need = PyMem_Malloc(m);
+    if (!open || !twins || !comp || !isinv || !c_call || !c_ret || !c_karg || !c_karg2 || !c_reads ||
+        !c_pre || !c_kind || !c_unk || !c_pure || !c_need) {
+        if (!PyErr_Occurred()) PyErr_NoMemory();
+        goto fail;
+    }
     /* pairing; small int processes (the usual case) use an array instead of the dict */
     for (Py_ssize_t i = 0; i < SMALL_PROCS; i++) open_small[i] = -1;
     for (Py_ssize_t i = 0; i < n; i++) {
@@ -804,18 +823,25 @@ static PyObject *wgl_encode_register(PyObject *Py_UNUSED(mod), PyObject *args) {
         }
         Py_ssize_t ret = comp[i] >= 0 && code ? comp[i] : n + pending;
         if (code == 0) pending++;
-        APPEND_INT(L[0], i); APPEND_INT(L[1], ret); APPEND_INT(L[2], kind); APPEND_INT(L[3], a);
-        APPEND_INT(L[4], b); APPEND_INT(L[5], code == 0); APPEND_INT(L[6], fr); APPEND_INT(L[7], rd);
-        APPEND_INT(L[8], pre);
+        c_call[id] = (int32_t)i; c_ret[id] = (int32_t)ret; c_kind[id] = (uint8_t)kind;
+        c_karg[id] = (int32_t)a; c_karg2[id] = (int32_t)b; c_unk[id] = code == 0; c_need[id] = code != 0;
+        c_pure[id] = (uint8_t)fr; c_reads[id] = (int32_t)rd; c_pre[id] = (int32_t)pre;
         id++;
     }
-    result = Py_BuildValue("(OOOOOOOOOn)", L[0], L[1], L[2], L[3], L[4], L[5], L[6], L[7], L[8], pending);
+    if (id == 0 || id == pending) {   /* nothing must be linearized: valid as it stands */
+        Py_INCREF(Py_True);
+        result = Py_True;
+    } else {
+        result = build_core(id, c_call, c_ret, c_kind, c_karg, c_karg2, c_unk, c_pure, c_need, c_reads,
+                            c_pre, NULL, NULL, intern, objs, 0, id - pending);
+    }
     goto fail;   /* shared cleanup */
 ordinary:
     Py_INCREF(Py_None);
     result = Py_None;
 fail:
-    for (int j = 0; j < 9; j++) Py_XDECREF(L[j]);
+    PyMem_Free(c_call); PyMem_Free(c_ret); PyMem_Free(c_karg); PyMem_Free(c_karg2); PyMem_Free(c_reads);
+    PyMem_Free(c_pre); PyMem_Free(c_kind); PyMem_Free(c_unk); PyMem_Free(c_pure); PyMem_Free(c_need);
     Py_XDECREF(open); Py_XDECREF(twins);
     PyMem_Free(comp); PyMem_Free(isinv);
     Py_DECREF(fast);
@@ -854,7 +880,7 @@ done:
 static PyMethodDef wgl_functions[] = {
     {"clients", (PyCFunction)wgl_clients, METH_O, "clients(ops): (client ops, set of their keys)."},
     {"encode_register", (PyCFunction)wgl_encode_register, METH_VARARGS,
-     "encode_register(ops, read_nil_any, observe, allow_cas, intern, objs): per-op arrays, or None."},
+     "encode_register(ops, read_nil_any, observe, allow_cas, intern, objs): a Search, True, or None."},
     {"build", (PyCFunction)(void (*)(void))wgl_build, METH_VARARGS | METH_KEYWORDS,
      "build(call_pos=, ret_pos=, kind=, ...): a Search laid out from per-op arrays."},
     {NULL, NULL, 0, NULL},

@@ -504,18 +504,12 @@ def _register_search(client: Sequence[Op], model: Model, native: RegisterOps
     except TypeError:
         return None
     objs: list[Any] = [init]
-    enc = _wgl.encode_register(client, native.read_nil_any, model.fails == "observe",
-                               "cas" in model.fs, intern, objs)
-    if enc is None:
+    core = _wgl.encode_register(client, native.read_nil_any, model.fails == "observe",
+                                "cas" in model.fs, intern, objs)
+    if core is None:
         return None
-    call_pos, ret_pos, kinds, kargs, kargs2, unks, pures, reads, prereq, pending = enc
-    remaining = len(call_pos) - pending
-    if not call_pos or not remaining:
+    if core is True:
         return _done((True, {"steps": 0}))
-    nones: list[Any] = [None] * len(call_pos)
-    core = _wgl.build(call_pos=call_pos, ret_pos=ret_pos, kind=kinds, karg=kargs, karg2=kargs2,
-                      unk=unks, pure=pures, need=[not u for u in unks], reads=reads, prereq=prereq,
-                      steps=nones, args=nones, intern=intern, objs=objs, init=0, remaining=remaining)
     return _search_c(core, objs)
 
 
