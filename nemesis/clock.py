@@ -105,10 +105,6 @@ class FaketimeClock:
         self.remote.run(f"printf '%s\\n' {shlex.quote(format_offset(offset_ms))} > {tmp} && mv -f {tmp} {f}",
                         timeout=30)
 
-    def read_offset(self) -> float:
-        r = self.remote.run(f"cat {shlex.quote(self.path)} 2>/dev/null || true", timeout=30)
-        return parse_offset(r.stdout)
-
     def strobe(self, base_ms: float, delta_ms: float, period_ms: float, duration_s: float) -> None:
         self.stop_strobe()
         script = self.path + ".strobe.sh"
