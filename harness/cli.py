@@ -77,6 +77,7 @@ COMMANDS = {
     "serve": "harness.serve:serve",
     "node": "node_impl.cli:node",
     "zoo": "harness.zoo:zoo",
+    "heal": "harness.heal_cli:heal",
 }
 
 

@@ -31,6 +31,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from harness.cleanup import DirtyClusterError, clean_start, clear_db_node, journal_db_node
 from harness.control.base import Host, Remote
 from harness.errors import ConfigError, SplitbrainError
 from harness.exitcodes import exit_code_for
@@ -452,6 +453,8 @@ class _Run:
         self.ctx.state["stop"] = self.stop
 
     def setup(self) -> None:
+        self._phase("clean-start")  # harness/cleanup.py: earlier runs' faults and clusters go first
+        clean_start(self.ctx)
         self._phase("nemesis-setup")
         self.nemesis_set_up = True  # teardown must run even if setup fails halfway
         self.nemesis.setup(self.ctx)
@@ -459,6 +462,7 @@ class _Run:
 
         def one(node: str) -> None:
             self.db_set_up.add(node)
+            journal_db_node(self.ctx, node)
             self.db.setup(self.ctx, node)
 
         parallel(one, list(self.spec.nodes), what="db-setup")
@@ -643,6 +647,7 @@ class _Run:
         if self.db_set_up and not self.opts.leave_db_running:
             def down(node: str) -> None:
                 self.db.teardown(self.ctx, node)
+                clear_db_node(self.ctx, node)
 
             try:
                 parallel(down, sorted(self.db_set_up), what="db-teardown")
@@ -775,6 +780,11 @@ def run_test(spec: TestSpec, hosts: Iterable[Host], *, store_root: str | Path = 
             interrupted, reason = True, f"interrupted by {e.args[0] if e.args else 'SIGINT'}"
             log.warning("%s during phase %s", reason, run.phase)
         except Exception as e:
+            if isinstance(e, DirtyClusterError):  # exit 3: nothing ran, nothing to check
+                store.write_results({"valid": "unknown", "checkers": {}, "anomalies": {},
+                                     "interrupted": True, "reason": str(e)})
+                guard.restore()
+                raise
             interrupted = True
             reason = f"{type(e).__name__} during {run.phase}: {e}"
             log.error("run failed: %s", reason, exc_info=not isinstance(e, SplitbrainError))
