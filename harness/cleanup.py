@@ -201,6 +201,8 @@ def parse_scan(host: Host, text: str, scope: Scope, *, skew_s: float | None = No
         pid, stat, args = int(f[0]), f[1], f[2]
         if any(r + "/" in args for r in roots) and f"/{host.name}/" in args:
             out.append(Leftover(name, "db-process", f"pid {pid} [{stat}] {args[:160]}", pid))
+            if stat.startswith("T"):  # a paused DB node: both stray and stopped
+                out.append(Leftover(name, "stopped", f"pid {pid} [{stat}] DB process", pid))
         elif any(m in args for m in FAULT_MARKERS):
             out.append(Leftover(name, "daemon", f"pid {pid} [{stat}] {args[:160]}", pid))
         elif stat.startswith("T"):
