@@ -87,6 +87,7 @@ def one(i: int, *, lab: str, store: Path, rng: random.Random, time_limit: float,
     except subprocess.TimeoutExpired:
         proc.kill()
         rc = proc.wait()
+    exit_s = time.monotonic() - started - (wait if not exited_early else 0.0)
     after_signal = _scan(lab)
     follow = f"soak-follow-{i}"
     t0 = time.monotonic()
@@ -103,7 +104,7 @@ def one(i: int, *, lab: str, store: Path, rng: random.Random, time_limit: float,
     after_follow = _scan(lab)
     return {"i": i, "signal": sig, "nemesis": nemesis, "workload": workload,
             "wait_s": round(wait, 2), "exited_before_signal": exited_early, "rc": rc,
-            "interrupted_in_s": round(time.monotonic() - started, 1),
+            "exit_after_signal_s": round(exit_s, 1),
             "leftovers_after_signal": len(after_signal),
             "leftover_kinds_after_signal": dict(Counter(x.split(": ")[1] for x in after_signal)),
             "follow_rc": fr.returncode, "follow_verdict": _verdict(store, follow),
