@@ -276,6 +276,9 @@ def test_sigkill_mid_fault_then_next_run_heals_first_and_is_valid(lab, tmp_path)
     left = scan_hosts(hosts)
     kinds = {x.kind for v in left.values() for x in v}
     assert {"journal", "rule", "clock", "stopped", "db-process", "port", "data"} <= kinds, kinds
+    st = subprocess.run([sys.executable, "-m", "harness.cli", "lab", "status", "--name", lab.name],
+                        cwd=REPO, capture_output=True, text=True, timeout=120)
+    assert st.returncode == 3 and "leftovers (" in st.stdout, st.stdout + st.stderr
 
     # The next run on the same lab, another test, no faults, the correct node.
     follow = f"t{os.getpid()}-follow"
@@ -291,3 +294,43 @@ def test_sigkill_mid_fault_then_next_run_heals_first_and_is_valid(lab, tmp_path)
     log = (run_dir / "splitbrain.log").read_text()
     assert log.index("clean start: removed") < log.index("phase: db-setup") < log.index("phase: run")
     assert scan_hosts(hosts) == {h.name: [] for h in hosts}
+    st = subprocess.run([sys.executable, "-m", "harness.cli", "lab", "status", "--name", lab.name],
+                        cwd=REPO, capture_output=True, text=True, timeout=120)
+    assert st.returncode == 0 and "leftovers: none" in st.stdout, st.stdout + st.stderr
+
+
+@pytest.mark.integration
+@pytest.mark.lab
+@pytest.mark.slow
+def test_a_cluster_that_cannot_be_cleaned_is_refused_with_exit_3(lab, tmp_path):
+    """A port the DB needs, held by a process that is none of ours: no run may start."""
+    from harness.control.ssh import SSHRemote
+
+    h = lab.hosts()[0]
+    pidfile = "/tmp/sb-test-squatter.pid"
+    squat = ("import signal,socket; s=socket.socket(); s.bind(('0.0.0.0', 9001)); s.listen(); "
+             "signal.pause()")  # not time.sleep: it fails under the lab's libfaketime
+    with SSHRemote(h) as r:
+        r.start_daemon(f"{sys.executable} -c \"{squat}\"", pidfile=pidfile,
+                       logfile="/tmp/sb-test-squatter.log")
+        try:
+            r.run("for i in $(seq 100); do ss -Hltn | grep -q ':9001 ' && exit 0; sleep 0.1; "
+                  "done; cat /tmp/sb-test-squatter.log; exit 1", timeout=30)
+            st = subprocess.run([sys.executable, "-m", "harness.cli", "lab", "status",
+                                 "--name", lab.name], cwd=REPO, capture_output=True, text=True,
+                                timeout=120)
+            assert st.returncode == 3, st.stdout + st.stderr
+            assert f"{h.name}: port: " in st.stdout and ":9001 is in use" in st.stdout, st.stdout
+            res = subprocess.run([sys.executable, "-m", "harness.cli", "run", "--lab", lab.name,
+                                  "--name", f"t{os.getpid()}-dirty", "--store", str(tmp_path),
+                                  "--nemesis", "none", "--time-limit", "2", "--no-progress"],
+                                 cwd=REPO, capture_output=True, text=True, timeout=240)
+        finally:
+            r.stop_daemon(pidfile, timeout=2)
+    assert res.returncode == 3, res.stdout + res.stderr
+    assert "refusing to run on a dirty cluster" in res.stderr
+    assert f"{h.name}: port: " in res.stderr and ":9001 is in use" in res.stderr, res.stderr
+    results = json.loads(next(tmp_path.glob("*/latest/results.json")).read_text())
+    assert results["valid"] == "unknown" and "dirty cluster" in results["reason"]
+    assert read_jsonl(next(tmp_path.glob("*/latest/history.jsonl"))) == []  # not one op
+    assert scan_hosts(lab.hosts()) == {x.name: [] for x in lab.hosts()}
