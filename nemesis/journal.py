@@ -159,6 +159,10 @@ class HostJournal:
         """
         if not self.dir.is_dir():
             return []
+        for tmp in self.dir.glob(".*.tmp"):  # a writer killed before its rename: never applied
+            with contextlib.suppress(OSError):
+                if time.time() - tmp.stat().st_mtime > 60:
+                    tmp.unlink()
         out = []
         for p in sorted(self.dir.glob("*.json")):
             try:
