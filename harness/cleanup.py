@@ -367,13 +367,13 @@ def _heal(hosts: Sequence[Host], remotes: Mapping[str, Remote],
     from nemesis.base import on_nodes
 
     rep = HealReport()
-    thaw_local(hosts)
     by = {h.name: h for h in hosts}
     journals = [jr.HostJournal(h) for h in hosts]
-    rep.before = {h: [] for h in by}
+    rep.before = {h: [x for x in [_frozen(by[h])] if x is not None] for h in by}
     for j in journals:
         rep.before[j.host.name] += [Leftover(j.host.name, "journal", e.describe())
                                     for e in j.entries()]
+    thaw_local(hosts)
     for h, ps in jr.replay(journals, remotes).items():
         rep.problems.setdefault(h, []).extend(ps)
 
