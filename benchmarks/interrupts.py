@@ -62,8 +62,9 @@ def _verdict(store: Path, name: str) -> str:
 
 
 def one(i: int, *, lab: str, store: Path, rng: random.Random, time_limit: float,
-        follow_s: float, min_wait: float, max_wait: float) -> dict[str, Any]:
-    sig = SIGNALS[i % len(SIGNALS)]
+        follow_s: float, min_wait: float, max_wait: float,
+        signals: tuple[str, ...] = SIGNALS, env: dict[str, str] | None = None) -> dict[str, Any]:
+    sig = signals[i % len(signals)]
     nemesis = NEMESES[(i // len(SIGNALS)) % len(NEMESES)]
     workload = WORKLOADS[i % len(WORKLOADS)]
     name = f"soak-{workload}-{i}"
@@ -74,7 +75,7 @@ def one(i: int, *, lab: str, store: Path, rng: random.Random, time_limit: float,
             _cli("run", "--lab", lab, "-w", workload, "--nemesis", nemesis,
                  "--time-limit", str(time_limit), "--nemesis-interval", "1",
                  "--store", str(store), "--name", name, "--no-progress"),
-            stdout=fh, stderr=subprocess.STDOUT, start_new_session=True)
+            stdout=fh, stderr=subprocess.STDOUT, start_new_session=True, env=env)
     started = time.monotonic()
     try:
         proc.wait(timeout=wait)
@@ -94,7 +95,7 @@ def one(i: int, *, lab: str, store: Path, rng: random.Random, time_limit: float,
     fr = subprocess.run(_cli("run", "--lab", lab, "-w", "register", "--nemesis", "none",
                              "--time-limit", str(follow_s), "--store", str(store),
                              "--name", follow, "--no-progress"),
-                        capture_output=True, text=True)
+                        capture_output=True, text=True, env=env)
     clean_start = {}
     try:
         cs = json.loads((store / follow / "latest" / "clean-start.json").read_text())
@@ -140,6 +141,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--seed", type=int, default=15)
     ap.add_argument("--store", default=None, help="results store (default: a temporary dir)")
     ap.add_argument("--output", default=None, help="write the JSON document here")
+    ap.add_argument("--signals", default=",".join(SIGNALS),
+                    help="signals to send, in turn (e.g. KILL for a SIGKILL-only soak)")
+    ap.add_argument("--harness-path", default=None,
+                    help="PYTHONPATH of the runs (e.g. an older checkout, for a baseline)")
     ap.add_argument("--deadline", default=None,
                     help="stop starting interrupts after this UTC time (HH:MM)")
     args = ap.parse_args(argv)
@@ -148,11 +153,14 @@ def main(argv: list[str] | None = None) -> int:
     rng = random.Random(args.seed)
     rows: list[dict[str, Any]] = []
     started = time.time()
+    signals = tuple(x.strip().upper() for x in args.signals.split(",") if x.strip())
+    env = {**os.environ, "PYTHONPATH": args.harness_path} if args.harness_path else None
     for i in range(args.interrupts):
         if args.deadline and time.strftime("%H:%M", time.gmtime()) >= args.deadline:
             break
         row = one(i, lab=args.lab, store=store, rng=rng, time_limit=args.time_limit,
-                  follow_s=args.follow_s, min_wait=args.min_wait, max_wait=args.max_wait)
+                  follow_s=args.follow_s, min_wait=args.min_wait, max_wait=args.max_wait,
+                  signals=signals, env=env)
         rows.append(row)
         print(json.dumps(row), flush=True)
         doc = {"command": " ".join([sys.executable, *sys.argv]), "store": str(store),
