@@ -63,7 +63,8 @@ def _verdict(store: Path, name: str) -> str:
 
 def one(i: int, *, lab: str, store: Path, rng: random.Random, time_limit: float,
         follow_s: float, min_wait: float, max_wait: float,
-        signals: tuple[str, ...] = SIGNALS, env: dict[str, str] | None = None) -> dict[str, Any]:
+        signals: tuple[str, ...] = SIGNALS, env: dict[str, str] | None = None,
+        cwd: str | None = None) -> dict[str, Any]:
     sig = signals[i % len(signals)]
     nemesis = NEMESES[(i // len(SIGNALS)) % len(NEMESES)]
     workload = WORKLOADS[i % len(WORKLOADS)]
@@ -75,7 +76,8 @@ def one(i: int, *, lab: str, store: Path, rng: random.Random, time_limit: float,
             _cli("run", "--lab", lab, "-w", workload, "--nemesis", nemesis,
                  "--time-limit", str(time_limit), "--nemesis-interval", "1",
                  "--store", str(store), "--name", name, "--no-progress"),
-            stdout=fh, stderr=subprocess.STDOUT, start_new_session=True, env=env)
+            stdout=fh, stderr=subprocess.STDOUT, start_new_session=True, env=env,
+            cwd=cwd)
     started = time.monotonic()
     try:
         proc.wait(timeout=wait)
@@ -95,7 +97,7 @@ def one(i: int, *, lab: str, store: Path, rng: random.Random, time_limit: float,
     fr = subprocess.run(_cli("run", "--lab", lab, "-w", "register", "--nemesis", "none",
                              "--time-limit", str(follow_s), "--store", str(store),
                              "--name", follow, "--no-progress"),
-                        capture_output=True, text=True, env=env)
+                        capture_output=True, text=True, env=env, cwd=cwd)
     clean_start = {}
     try:
         cs = json.loads((store / follow / "latest" / "clean-start.json").read_text())
@@ -144,7 +146,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--signals", default=",".join(SIGNALS),
                     help="signals to send, in turn (e.g. KILL for a SIGKILL-only soak)")
     ap.add_argument("--harness-path", default=None,
-                    help="PYTHONPATH of the runs (e.g. an older checkout, for a baseline)")
+                    help="checkout the runs use, as PYTHONPATH and working directory "
+                         "(e.g. an older commit, for a baseline)")
     ap.add_argument("--deadline", default=None,
                     help="stop starting interrupts after this UTC time (HH:MM)")
     args = ap.parse_args(argv)
@@ -160,7 +163,7 @@ def main(argv: list[str] | None = None) -> int:
             break
         row = one(i, lab=args.lab, store=store, rng=rng, time_limit=args.time_limit,
                   follow_s=args.follow_s, min_wait=args.min_wait, max_wait=args.max_wait,
-                  signals=signals, env=env)
+                  signals=signals, env=env, cwd=args.harness_path)
         rows.append(row)
         print(json.dumps(row), flush=True)
         doc = {"command": " ".join([sys.executable, *sys.argv]), "store": str(store),
