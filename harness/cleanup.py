@@ -92,14 +92,15 @@ DEFAULT_SCOPE = Scope()
 
 def _db_ports(ctx: RunContext, node: str) -> set[int]:
     """The ports the run's DB will listen on at ``node`` (they must be free before setup)."""
-    db, ports = ctx.db, set()
+    db: Any = ctx.db
+    ports: set[int] = set()
     for attr in ("client_addrs", "sentinel_addrs"):
         fn = getattr(db, attr, None)
         with contextlib.suppress(Exception):
             ports.add(int(fn(ctx)[node][1]))  # type: ignore[misc]
-    with contextlib.suppress(Exception):
+    with contextlib.suppress(Exception):  # dledger: (peer, client) per node
         ports.update(int(p) for p in db._ports(ctx)[node])
-    with contextlib.suppress(Exception):
+    with contextlib.suppress(Exception):  # etcd: (peer URL, client URL) per node
         ports.update(int(u.rsplit(":", 1)[1]) for u in db._urls(ctx)[node])
     return ports
 
@@ -222,9 +223,10 @@ def parse_scan(host: Host, text: str, scope: Scope, *, skew_s: float | None = No
     for line in s.get("dirs", []):
         out.append(Leftover(name, "data", line))
     for line in s.get("daemons", []):
-        pf, _, pid = line.partition(" ")
-        if not any(o.kind == "daemon" and o.pid == int(pid or 0) for o in out):
-            out.append(Leftover(name, "daemon", f"{pf} (pid {pid})", int(pid) if pid.isdigit() else None))
+        pf, _, pid_text = line.partition(" ")
+        dpid = int(pid_text) if pid_text.isdigit() else None
+        if not any(o.kind == "daemon" and o.pid == dpid for o in out):
+            out.append(Leftover(name, "daemon", f"{pf} (pid {pid_text})", dpid))
     return out
 
 
