@@ -23,6 +23,7 @@ import time
 from typing import TYPE_CHECKING, Any
 
 from harness.core.errors import NemesisError
+from nemesis import journal
 from nemesis.base import (
     completion,
     host_errors,
@@ -203,6 +204,14 @@ class ClockNemesis:
             return FaketimeClock(remote, str(path))
         return RealClock(remote)
 
+    def _note(self, ctx: RunContext, node: str, clock: FaketimeClock | RealClock, what: str) -> None:
+        """Journal the skew before it lands (nemesis/journal.py): a killed harness cannot reset it."""
+        if isinstance(clock, FaketimeClock):
+            journal.note(ctx, node, "faketime", clock.path, {"file": clock.path}, what)
+        else:
+            journal.note(ctx, node, "real-clock", "clock", {"strobe_pidfile": clock.pidfile,
+                                                            "ntp_server": None}, what)
+
     def setup(self, ctx: RunContext) -> None:
         def one(node: str) -> None:
             clock = self._clock(ctx, node)
@@ -233,6 +242,7 @@ class ClockNemesis:
             def bump(node: str) -> float:
                 clock = self._clock(ctx, node)
                 cur = self.offsets.get(node, 0.0)
+                self._note(ctx, node, clock, f"clock offset {cur + delta:+g} ms")
                 if isinstance(clock, RealClock):
                     self.touched_real.add(node)
                     clock.set_offset(cur + delta, cur)
@@ -252,6 +262,7 @@ class ClockNemesis:
 
             def strobe(node: str) -> None:
                 clock = self._clock(ctx, node)
+                self._note(ctx, node, clock, f"clock strobe ±{delta:g} ms every {period:g} ms")
                 if isinstance(clock, RealClock):
                     self.touched_real.add(node)
                 clock.strobe(self.offsets.get(node, 0.0), delta, period, duration)
@@ -272,6 +283,8 @@ class ClockNemesis:
             clock.reset()
             self.offsets[node] = 0.0
             self.touched_real.discard(node)
+            journal.clear(ctx, node, *(("faketime", clock.path) if isinstance(clock, FaketimeClock)
+                                       else ("real-clock", "clock")))
 
         return host_errors(on_nodes(nodes, one))
 

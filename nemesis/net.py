@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 import nemesis.grudge as g
 from harness.core.errors import NemesisError
+from nemesis import journal
 from nemesis.base import completion, host_errors, leader_now, log_errors, on_nodes, remote_of
 
 if TYPE_CHECKING:
@@ -102,6 +103,8 @@ def apply_grudge(ctx: RunContext, grudge: Mapping[str, Iterable[str]]) -> dict[s
     def one(node: str) -> None:
         remote = remote_of(ctx, node)
         sources = [peer_address(ctx, p) for p in grudge.get(node, ())]
+        journal.note(ctx, node, "iptables-chain", CHAIN, {"chain": CHAIN, "iptables": iptables_cmd(remote)},
+                     f"partition: drops from {', '.join(sorted(sources)) or 'nobody'}")
         remote.run(drop_script(iptables_cmd(remote), CHAIN, sources), sudo=sudo_for(remote), timeout=30)
 
     # Nodes the grudge leaves out hold no grudge: their old rules go too.
@@ -115,6 +118,7 @@ def heal(ctx: RunContext, nodes: Iterable[str]) -> dict[str, str]:
         ipt = iptables_cmd(remote)
         remote.run(f"{ensure_chain_script(ipt, CHAIN)}; {ipt} -F {CHAIN}", sudo=sudo_for(remote),
                    timeout=30)
+        journal.clear(ctx, node, "iptables-chain", CHAIN)
 
     return host_errors(on_nodes(nodes, one))
 
@@ -124,6 +128,7 @@ def remove(ctx: RunContext, nodes: Iterable[str], chain: str = CHAIN) -> dict[st
     def one(node: str) -> None:
         remote = remote_of(ctx, node)
         remote.run(remove_chain_script(iptables_cmd(remote), chain), sudo=sudo_for(remote), timeout=30)
+        journal.clear(ctx, node, "iptables-chain", chain)
 
     return host_errors(on_nodes(nodes, one))
 

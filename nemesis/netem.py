@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from harness.core.errors import NemesisError
+from nemesis import journal
 from nemesis.base import (
     completion,
     host_errors,
@@ -210,6 +211,10 @@ class NetemNemesis:
     def _push(self, ctx: RunContext, node: str, kind: str) -> None:
         remote = remote_of(ctx, node)
         st = self._state(ctx, node)
+        entries = self._journal_entries(remote, st, kind)
+        active = (st.loss if kind == "loss" else st.delay) is not None
+        for k, key, undo in entries if active else ():
+            journal.note(ctx, node, k, key, undo, f"{kind} via {st.backend}")
         if st.backend == "netem":
             self._apply_netem(remote, st)
         elif kind == "loss":
@@ -218,6 +223,20 @@ class NetemNemesis:
             if not st.delay_ok:
                 raise NemesisError(st.delay_problem or f"delay unsupported on {node}")
             self._apply_delay(remote, st)
+        if not active and (st.backend != "netem" or (st.loss is None and st.delay is None)):
+            for k, key, _undo in entries:
+                journal.clear(ctx, node, k, key)
+
+    @staticmethod
+    def _journal_entries(remote: Remote, st: HostState, kind: str) -> list[tuple[str, str, dict]]:
+        """The journal entries (nemesis/journal.py) that undo ``kind`` on this host."""
+        if st.backend == "netem":
+            return [("netem", st.iface or "", {"iface": st.iface})]
+        ipt = iptables_cmd(remote)
+        if kind == "loss":
+            return [("iptables-chain", LOSS_CHAIN, {"chain": LOSS_CHAIN, "iptables": ipt})]
+        return [("iptables-chain", DELAY_CHAIN, {"chain": DELAY_CHAIN, "iptables": ipt}),
+                ("daemon", DELAYER_PID, {"pidfile": DELAYER_PID})]
 
     def invoke(self, ctx: RunContext, op: Op) -> Op:
         start, _, kind = op.f.partition("-")
@@ -288,6 +307,9 @@ class NetemNemesis:
                 st.loss, st.delay = None, None
             if problems:
                 raise NemesisError("; ".join(problems))
+            for k, key in (("iptables-chain", LOSS_CHAIN), ("iptables-chain", DELAY_CHAIN),
+                           ("daemon", DELAYER_PID), ("netem", st.iface if st and st.iface else "")):
+                journal.clear(ctx, node, k, key)
 
         return host_errors(on_nodes(nodes, one))
 

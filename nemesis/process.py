@@ -14,6 +14,7 @@ import os
 from typing import TYPE_CHECKING, Any
 
 from harness.core.errors import NemesisError
+from nemesis import journal
 from nemesis.base import completion, host_errors, log_errors, no_targets, on_nodes, op_nodes
 
 if TYPE_CHECKING:
@@ -114,6 +115,8 @@ class PauseNemesis:
                 return no_targets(op, value)
 
             def pause(node: str) -> None:
+                journal.note(ctx, node, "sigstop", "db", {"pidfiles": journal.db_pidfiles(ctx, node)},
+                             "DB process stopped (SIGSTOP)")
                 db.pause(ctx, node)
                 self.paused.add(node)
 
@@ -133,6 +136,7 @@ class PauseNemesis:
         def resume(node: str) -> None:
             db.resume(ctx, node)
             self.paused.discard(node)
+            journal.clear(ctx, node, "sigstop", "db")
 
         errors = host_errors(on_nodes(paused, resume))
         return [n for n in paused if n not in errors], errors
@@ -188,6 +192,8 @@ class HostFreezeNemesis:
                 return no_targets(op, value)
 
             def freeze(node: str) -> None:
+                cg = self._cgroup(ctx, node)
+                journal.note(ctx, node, "freeze", cg, {"cgroup": cg}, "whole host frozen")
                 self._write(ctx, node, True)
                 self.frozen.add(node)
 
@@ -203,6 +209,7 @@ class HostFreezeNemesis:
         def thaw(node: str) -> None:
             self._write(ctx, node, False)
             self.frozen.discard(node)
+            journal.clear(ctx, node, "freeze", self._cgroup(ctx, node))
 
         return host_errors(on_nodes(nodes, thaw))
 

@@ -80,6 +80,7 @@ COMMANDS = {
     "node": "node_impl.cli:node",
     "zoo": "harness.cli.zoo:zoo",
     "plugins": "harness.cli.plugins:plugins",
+    "heal": "harness.cli.heal:heal",
 }
 
 

@@ -87,6 +87,9 @@ def status(name: str, driver: str, state_root: str) -> None:
             click.echo(f"  {r['host']}: {r['ssh_error']}")
     healthy = sum(1 for r in rows if r["ssh_ok"])
     click.echo(f"{healthy}/{len(rows)} hosts answer SSH")
+    from harness.run.cleanup import status_leftovers  # leftovers of killed runs, per host
+
+    status_leftovers(Lab.load(name, state_root=state_root), [r["host"] for r in rows if r["ssh_ok"]])
     if healthy < len(rows):
         raise LabError(f"lab {name!r}: {len(rows) - healthy} of {len(rows)} hosts do not answer "
                        f"SSH; `splitbrain lab up --name {name}` repairs it")
@@ -115,7 +118,9 @@ def down(name: str, driver: str, stop_engine: bool, state_root: str) -> None:
         lab_ = Lab.load(name, state_root=state_root)
     except LabError:  # no state left: still sweep what the name alone identifies
         lab_ = _make(name, 1, "127.77.0", state_root)
-    lab_.down()
+    from harness.run.cleanup import down_lab  # also the DB data its runs left on this disk
+
+    down_lab(lab_)
     click.echo(f"lab {name!r} is down")
 
 

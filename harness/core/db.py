@@ -13,7 +13,7 @@ if TYPE_CHECKING:
     from harness.core.spec import RunContext
 
 __all__ = ["DB", "Killable", "Pausable", "HasPrimaries", "HasLogFiles", "WaitsReady", "Addressable",
-           "Address"]
+           "Address", "HasFootprint"]
 
 
 @runtime_checkable
@@ -85,3 +85,22 @@ class Addressable(Protocol):
         ``"sentinel"``) are the DB's own.
         """
         ...
+
+
+@runtime_checkable
+class HasFootprint(Protocol):
+    """What a node of this DB leaves on its host: a directory, processes, ports.
+
+    A run starts only on a clean cluster (harness/run/cleanup.py): a node left by
+    a killed harness is found by these, stopped and wiped before setup, and the
+    ports must be free before the first op.
+    """
+
+    root: str
+    """The absolute directory under which every node directory of this DB lives."""
+
+    def node_dir(self, ctx: RunContext, node: str) -> str: ...
+
+    def pidfiles(self, ctx: RunContext, node: str) -> list[str]: ...
+
+    def ports(self, ctx: RunContext, node: str) -> list[int]: ...

@@ -9,16 +9,16 @@ even when some are unreachable, because a fault left behind poisons the next run
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Protocol, TypeAlias, runtime_checkable
+from typing import TYPE_CHECKING, Any, Protocol, TypeAlias, runtime_checkable
 
 from harness.core.op import Op
 
 if TYPE_CHECKING:
     from harness.core.spec import RunContext
 
-__all__ = ["Nemesis", "NemesisSchedule", "NemesisPackage", "PlannedFault", "null_package"]
+__all__ = ["Nemesis", "NemesisSchedule", "NemesisPackage", "PlannedFault", "null_package", "FaultJournal"]
 
 
 @runtime_checkable
@@ -38,6 +38,21 @@ class Nemesis(Protocol):
     def fs(self) -> set[str]:
         """The ``f`` values this nemesis handles."""
         ...
+
+
+class FaultJournal(Protocol):
+    """Where a fault is written down before it lands, and struck out once healed.
+
+    A harness killed outright runs no cleanup; whatever it had applied is then
+    either healed or in the journal, and the next command undoes it
+    (nemesis/journal.py has the format and the undo of every kind).
+    """
+
+    def note(self, node: str, kind: str, key: str, undo: Mapping[str, Any], what: str = "") -> None:
+        """Durably record a fault on ``node`` (returns once it is on disk)."""
+        ...
+
+    def clear(self, node: str, kind: str, key: str) -> None: ...
 
 
 PlannedFault: TypeAlias = "Op | Callable[[RunContext], Op | None]"

@@ -16,6 +16,7 @@ from harness.core.traffic import WriteGate
 if TYPE_CHECKING:
     from harness.core.db import DB
     from harness.core.history import HistoryWriter
+    from harness.core.nemesis import FaultJournal
     from harness.core.remote import Host, Remote
 
 __all__ = ["TestSpec", "RunContext"]
@@ -60,6 +61,8 @@ class RunContext:
     writes: WriteGate = field(default_factory=WriteGate)
     """Closed during a lull (nemesis/lull.py): pool workers then send only reads."""
     stop: threading.Event = field(default_factory=threading.Event)
+    journal: FaultJournal | None = None
+    """Faults are written here before they land (None: not journaled, e.g. in unit tests)."""
     """Set when the load stops: a fault sequence waiting inside the run gives up at once."""
 
     @property

@@ -27,6 +27,12 @@ class PidfileDaemonDB:
     def _paths(self, ctx: RunContext, node: str) -> dict[str, str]:
         raise NotImplementedError
 
+    def pidfiles(self, ctx: RunContext, node: str) -> list[str]:
+        return [v for k, v in sorted(self._paths(ctx, node).items()) if k in ("pid", "spid")]
+
+    def ports(self, ctx: RunContext, node: str) -> list[int]:
+        raise NotImplementedError
+
     def node_dir(self, ctx: RunContext, node: str) -> str:
         from harness.core.layout import safe_name
 

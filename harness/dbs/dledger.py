@@ -153,6 +153,9 @@ class DLedgerDB(PidfileDaemonDB):
         return {"dir": d, "app": f"{d}/app", "data": f"{d}/data", "pid": f"{d}/node.pid",
                 "stdout": f"{d}/stdout.log"}
 
+    def ports(self, ctx: RunContext, node: str) -> list[int]:
+        return list(self._ports(ctx)[node])
+
     def _ports(self, ctx: RunContext) -> dict[str, tuple[int, int]]:
         addrs = {n: ctx.hosts[n].address for n in ctx.nodes}
         return node_ports(addrs, self.peer_port, self.client_port)

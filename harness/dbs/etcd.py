@@ -122,6 +122,9 @@ class EtcdDB(PidfileDaemonDB):
         d = self.node_dir(ctx, node)
         return {"dir": d, "data": f"{d}/data", "pid": f"{d}/etcd.pid", "log": f"{d}/etcd.log"}
 
+    def ports(self, ctx: RunContext, node: str) -> list[int]:
+        return [int(u.rsplit(":", 1)[1]) for u in self._urls(ctx)[node]]
+
     def _urls(self, ctx: RunContext) -> dict[str, tuple[str, str]]:
         return member_urls({n: ctx.hosts[n].address for n in ctx.nodes},
                            self.peer_port, self.client_port)

@@ -125,6 +125,9 @@ class RedisDB(PidfileDaemonDB):
     def client_addrs(self, ctx: RunContext) -> dict[str, tuple[str, int]]:
         return self._addrs(ctx, self.port)
 
+    def ports(self, ctx: RunContext, node: str) -> list[int]:
+        return [self.client_addrs(ctx)[node][1], self.sentinel_addrs(ctx)[node][1]]
+
     def sentinel_addrs(self, ctx: RunContext) -> dict[str, tuple[str, int]]:
         return self._addrs(ctx, self.sentinel_port)
 

@@ -26,6 +26,7 @@ from harness.core.nemesis import NemesisPackage
 from harness.core.remote import Host, Remote
 from harness.core.spec import RunContext, TestSpec
 from harness.core.workload import Workload
+from harness.run.cleanup import clean_start, clear_db_node, journal_db_node
 from harness.run.progress import Counters, Progress
 from harness.run.store import RunStore
 from harness.run.validate import ValidatingClient, ValidatingNemesis
@@ -88,6 +89,8 @@ class Run:
             self.ctx.addresses.update(self.db.addresses(self.ctx))
 
     def setup(self) -> None:
+        self._phase("clean-start")  # earlier runs' faults and clusters go first (cleanup.py)
+        clean_start(self.ctx)
         self._phase("nemesis-setup")
         self.nemesis_set_up = True  # teardown must run even if setup fails halfway
         self.nemesis.setup(self.ctx)
@@ -95,6 +98,7 @@ class Run:
 
         def one(node: str) -> None:
             self.db_set_up.add(node)
+            journal_db_node(self.ctx, node)
             self.db.setup(self.ctx, node)
 
         each_or_raise(list(self.spec.nodes), one, what="db-setup")
@@ -276,6 +280,7 @@ class Run:
         if self.db_set_up and not self.opts.leave_db_running:
             def down(node: str) -> None:
                 self.db.teardown(self.ctx, node)
+                clear_db_node(self.ctx, node)
 
             try:
                 each_or_raise(sorted(self.db_set_up), down, what="db-teardown")

@@ -33,6 +33,7 @@ from harness.core.remote import Host, Remote
 from harness.core.spec import TestSpec
 from harness.core.workload import Workload
 from harness.run.analysis import analyse
+from harness.run.cleanup import DirtyClusterError
 from harness.run.options import RunOptions, RunResult
 from harness.run.phases import Run
 from harness.run.progress import Progress
@@ -116,6 +117,11 @@ def run_test(spec: TestSpec, hosts: Iterable[Host], *, store_root: str | Path = 
             interrupted, reason = True, f"interrupted by {e.args[0] if e.args else 'SIGINT'}"
             log.warning("%s during phase %s", reason, run.phase)
         except Exception as e:
+            if isinstance(e, DirtyClusterError):  # exit 3: nothing ran, nothing to check
+                store.write_results({"valid": "unknown", "checkers": {}, "anomalies": {},
+                                     "interrupted": True, "reason": str(e)})
+                guard.restore()
+                raise
             interrupted = True
             reason = f"{type(e).__name__} during {run.phase}: {e}"
             log.error("run failed: %s", reason, exc_info=not isinstance(e, SplitbrainError))

@@ -26,7 +26,7 @@ class LeaderDB:
 
 
 def ctx(db=None, nodes=NODES):
-    return SimpleNamespace(nodes=list(nodes), db=db)
+    return SimpleNamespace(nodes=list(nodes), db=db, journal=None)
 
 
 def run(faults, seed, n=20, db=None, **kw):

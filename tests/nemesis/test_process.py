@@ -32,7 +32,7 @@ class RecordingDB:
 
 
 def ctx(db):
-    return SimpleNamespace(nodes=["n1", "n2", "n3"], db=db, rng=random.Random(0))
+    return SimpleNamespace(nodes=["n1", "n2", "n3"], db=db, rng=random.Random(0), journal=None)
 
 
 def inv(f, value=None):
