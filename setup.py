@@ -6,5 +6,8 @@ install still succeeds and the checker runs its pure-Python loop.
 
 from setuptools import Extension, setup
 
-setup(ext_modules=[Extension("checker._wgl", ["checker/_wgl.c"], optional=True,
-                             extra_compile_args=["-O2"])])
+setup(
+    ext_modules=[
+        Extension("checker._wgl", ["checker/_wgl.c"], optional=True, extra_compile_args=["-O2"])
+    ]
+)

@@ -61,10 +61,20 @@ def _verdict(store: Path, name: str) -> str:
     return {True: "VALID", False: "INVALID"}.get(res.get("valid"), "UNKNOWN")
 
 
-def one(i: int, *, lab: str, store: Path, rng: random.Random, time_limit: float,
-        follow_s: float, min_wait: float, max_wait: float,
-        signals: tuple[str, ...] = SIGNALS, env: dict[str, str] | None = None,
-        cwd: str | None = None) -> dict[str, Any]:
+def one(
+    i: int,
+    *,
+    lab: str,
+    store: Path,
+    rng: random.Random,
+    time_limit: float,
+    follow_s: float,
+    min_wait: float,
+    max_wait: float,
+    signals: tuple[str, ...] = SIGNALS,
+    env: dict[str, str] | None = None,
+    cwd: str | None = None,
+) -> dict[str, Any]:
     sig = signals[i % len(signals)]
     nemesis = NEMESES[(i // len(SIGNALS)) % len(NEMESES)]
     workload = WORKLOADS[i % len(WORKLOADS)]
@@ -73,11 +83,30 @@ def one(i: int, *, lab: str, store: Path, rng: random.Random, time_limit: float,
     log = store / f"{name}.log"
     with open(log, "wb") as fh:
         proc = subprocess.Popen(
-            _cli("run", "--lab", lab, "-w", workload, "--nemesis", nemesis,
-                 "--time-limit", str(time_limit), "--nemesis-interval", "1",
-                 "--store", str(store), "--name", name, "--no-progress"),
-            stdout=fh, stderr=subprocess.STDOUT, start_new_session=True, env=env,
-            cwd=cwd)
+            _cli(
+                "run",
+                "--lab",
+                lab,
+                "-w",
+                workload,
+                "--nemesis",
+                nemesis,
+                "--time-limit",
+                str(time_limit),
+                "--nemesis-interval",
+                "1",
+                "--store",
+                str(store),
+                "--name",
+                name,
+                "--no-progress",
+            ),
+            stdout=fh,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+            env=env,
+            cwd=cwd,
+        )
     started = time.monotonic()
     try:
         proc.wait(timeout=wait)
@@ -94,10 +123,28 @@ def one(i: int, *, lab: str, store: Path, rng: random.Random, time_limit: float,
     after_signal = _scan(lab)
     follow = f"soak-follow-{i}"
     t0 = time.monotonic()
-    fr = subprocess.run(_cli("run", "--lab", lab, "-w", "register", "--nemesis", "none",
-                             "--time-limit", str(follow_s), "--store", str(store),
-                             "--name", follow, "--no-progress"),
-                        capture_output=True, text=True, env=env, cwd=cwd)
+    fr = subprocess.run(
+        _cli(
+            "run",
+            "--lab",
+            lab,
+            "-w",
+            "register",
+            "--nemesis",
+            "none",
+            "--time-limit",
+            str(follow_s),
+            "--store",
+            str(store),
+            "--name",
+            follow,
+            "--no-progress",
+        ),
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=cwd,
+    )
     clean_start = {}
     try:
         cs = json.loads((store / follow / "latest" / "clean-start.json").read_text())
@@ -105,15 +152,25 @@ def one(i: int, *, lab: str, store: Path, rng: random.Random, time_limit: float,
     except (OSError, ValueError, KeyError):
         pass
     after_follow = _scan(lab)
-    return {"i": i, "signal": sig, "nemesis": nemesis, "workload": workload,
-            "wait_s": round(wait, 2), "exited_before_signal": exited_early, "rc": rc,
-            "exit_after_signal_s": round(exit_s, 1),
-            "leftovers_after_signal": len(after_signal),
-            "leftover_kinds_after_signal": dict(Counter(x.split(": ")[1] for x in after_signal)),
-            "follow_rc": fr.returncode, "follow_verdict": _verdict(store, follow),
-            "follow_clean_start": clean_start, "follow_s": round(time.monotonic() - t0, 1),
-            "leftovers_after_follow": len(after_follow), "after_follow": after_follow[:10],
-            "follow_error": fr.stderr.strip().splitlines()[-1:] if fr.returncode else []}
+    return {
+        "i": i,
+        "signal": sig,
+        "nemesis": nemesis,
+        "workload": workload,
+        "wait_s": round(wait, 2),
+        "exited_before_signal": exited_early,
+        "rc": rc,
+        "exit_after_signal_s": round(exit_s, 1),
+        "leftovers_after_signal": len(after_signal),
+        "leftover_kinds_after_signal": dict(Counter(x.split(": ")[1] for x in after_signal)),
+        "follow_rc": fr.returncode,
+        "follow_verdict": _verdict(store, follow),
+        "follow_clean_start": clean_start,
+        "follow_s": round(time.monotonic() - t0, 1),
+        "leftovers_after_follow": len(after_follow),
+        "after_follow": after_follow[:10],
+        "follow_error": fr.stderr.strip().splitlines()[-1:] if fr.returncode else [],
+    }
 
 
 def summarize(rows: list[dict[str, Any]]) -> dict[str, Any]:
@@ -121,10 +178,12 @@ def summarize(rows: list[dict[str, Any]]) -> dict[str, Any]:
     return {
         "interrupts": len(rows),
         "by_signal": {s: len(v) for s, v in by_sig.items()},
-        "leftovers_after_signal": {s: sum(r["leftovers_after_signal"] for r in v)
-                                   for s, v in by_sig.items()},
-        "runs_with_leftovers_after_signal": {s: sum(1 for r in v if r["leftovers_after_signal"])
-                                             for s, v in by_sig.items()},
+        "leftovers_after_signal": {
+            s: sum(r["leftovers_after_signal"] for r in v) for s, v in by_sig.items()
+        },
+        "runs_with_leftovers_after_signal": {
+            s: sum(1 for r in v if r["leftovers_after_signal"]) for s, v in by_sig.items()
+        },
         "leftovers_after_following_run": sum(r["leftovers_after_follow"] for r in rows),
         "following_verdicts": dict(Counter(r["follow_verdict"] for r in rows)),
         "false_alarms": sum(1 for r in rows if r["follow_verdict"] == "INVALID"),
@@ -143,13 +202,20 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--seed", type=int, default=15)
     ap.add_argument("--store", default=None, help="results store (default: a temporary dir)")
     ap.add_argument("--output", default=None, help="write the JSON document here")
-    ap.add_argument("--signals", default=",".join(SIGNALS),
-                    help="signals to send, in turn (e.g. KILL for a SIGKILL-only soak)")
-    ap.add_argument("--harness-path", default=None,
-                    help="checkout the runs use, as PYTHONPATH and working directory "
-                         "(e.g. an older commit, for a baseline)")
-    ap.add_argument("--deadline", default=None,
-                    help="stop starting interrupts after this UTC time (HH:MM)")
+    ap.add_argument(
+        "--signals",
+        default=",".join(SIGNALS),
+        help="signals to send, in turn (e.g. KILL for a SIGKILL-only soak)",
+    )
+    ap.add_argument(
+        "--harness-path",
+        default=None,
+        help="checkout the runs use, as PYTHONPATH and working directory "
+        "(e.g. an older commit, for a baseline)",
+    )
+    ap.add_argument(
+        "--deadline", default=None, help="stop starting interrupts after this UTC time (HH:MM)"
+    )
     args = ap.parse_args(argv)
     store = Path(args.store or tempfile.mkdtemp(prefix="sb-soak-"))
     store.mkdir(parents=True, exist_ok=True)
@@ -161,13 +227,28 @@ def main(argv: list[str] | None = None) -> int:
     for i in range(args.interrupts):
         if args.deadline and time.strftime("%H:%M", time.gmtime()) >= args.deadline:
             break
-        row = one(i, lab=args.lab, store=store, rng=rng, time_limit=args.time_limit,
-                  follow_s=args.follow_s, min_wait=args.min_wait, max_wait=args.max_wait,
-                  signals=signals, env=env, cwd=args.harness_path)
+        row = one(
+            i,
+            lab=args.lab,
+            store=store,
+            rng=rng,
+            time_limit=args.time_limit,
+            follow_s=args.follow_s,
+            min_wait=args.min_wait,
+            max_wait=args.max_wait,
+            signals=signals,
+            env=env,
+            cwd=args.harness_path,
+        )
         rows.append(row)
         print(json.dumps(row), flush=True)
-        doc = {"command": " ".join([sys.executable, *sys.argv]), "store": str(store),
-               "seconds": round(time.time() - started), "summary": summarize(rows), "runs": rows}
+        doc = {
+            "command": " ".join([sys.executable, *sys.argv]),
+            "store": str(store),
+            "seconds": round(time.time() - started),
+            "summary": summarize(rows),
+            "runs": rows,
+        }
         if args.output:
             Path(args.output).write_text(json.dumps(doc, indent=1) + "\n")
     summary = summarize(rows)

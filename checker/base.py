@@ -27,13 +27,18 @@ class FnChecker:
     def __init__(self, fn: Any) -> None:
         self.fn = fn
 
-    def check(self, test: Mapping[str, Any], history: Sequence[Op],
-              opts: Mapping[str, Any]) -> dict[str, Any]:
+    def check(
+        self, test: Mapping[str, Any], history: Sequence[Op], opts: Mapping[str, Any]
+    ) -> dict[str, Any]:
         return self.fn(history)
 
 
-def check_safe(checker: Checker, test: Mapping[str, Any], history: Sequence[Op],
-               opts: Mapping[str, Any] | None = None) -> dict[str, Any]:
+def check_safe(
+    checker: Checker,
+    test: Mapping[str, Any],
+    history: Sequence[Op],
+    opts: Mapping[str, Any] | None = None,
+) -> dict[str, Any]:
     """Run a checker; a crash becomes ``{"valid": "unknown", "error": ...}``."""
     try:
         res = checker.check(test, history, opts or {})
@@ -49,8 +54,9 @@ class _Composed:
     def __init__(self, checkers: Mapping[str, Checker]) -> None:
         self.checkers = dict(checkers)
 
-    def check(self, test: Mapping[str, Any], history: Sequence[Op],
-              opts: Mapping[str, Any]) -> dict[str, Any]:
+    def check(
+        self, test: Mapping[str, Any], history: Sequence[Op], opts: Mapping[str, Any]
+    ) -> dict[str, Any]:
         results = {name: check_safe(c, test, history, opts) for name, c in self.checkers.items()}
         return {"valid": merge(r["valid"] for r in results.values()), "checkers": results}
 

@@ -201,6 +201,7 @@ func TestSplitbrainBench(t *testing.T) {
 }
 """
 
+
 def _baselines(root: Path) -> dict[tuple[str, str], float]:
     """Porcupine's median check time in seconds, by (corpus, file)."""
     out: dict[tuple[str, str], float] = {}
@@ -246,7 +247,9 @@ def _events_text(entries: list[Any], name: str, params: dict[str, Any]) -> str:
         lines = ["model multi " + " ".join(str(_int(init[k])) for k in sorted(init))]
     else:
         raise ValueError(f"no Go model for {name}")
-    events = sorted([(e.call, e.id, True) for e in entries] + [(e.ret, e.id, False) for e in entries])
+    events = sorted(
+        [(e.call, e.id, True) for e in entries] + [(e.ret, e.id, False) for e in entries]
+    )
     for _, oid, is_call in events:
         if not is_call:
             lines.append(f"R {oid}")
@@ -300,7 +303,7 @@ def _export_knossos(root: Path, out: Path) -> list[str]:
         try:
             text = _events_text(make_entries(parts[0], model), name, params)
         except (ValueError, TypeError, KeyError):
-            continue                       # a value the Go side cannot hold: no live baseline
+            continue  # a value the Go side cannot hold: no live baseline
         (out / f"{i}.ev").write_text(text, encoding="ascii")
         index.append(f"{i}.ev\t{r['file']}")
     (out / "index.txt").write_text("\n".join(index) + "\n", encoding="ascii")
@@ -333,22 +336,38 @@ def porcupine_live(root: Path, peers: Path) -> dict[str, Any]:
         _export_knossos(root, work / "knossos_events")
         env = {**os.environ, "GOFLAGS": "-mod=mod", "GOTOOLCHAIN": "local"}
         t = time.perf_counter()
-        build = subprocess.run([go, "test", "-c", "-o", "porc.test", "."], cwd=work, env=env,
-                               capture_output=True, text=True, timeout=900)
+        build = subprocess.run(
+            [go, "test", "-c", "-o", "porc.test", "."],
+            cwd=work,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=900,
+        )
         build_s = time.perf_counter() - t
         if build.returncode != 0:
             raise RuntimeError(f"go test -c failed: {build.stderr.strip()[-2000:]}")
         version = subprocess.run([go, "version"], capture_output=True, text=True).stdout.strip()
         load_before = os.getloadavg()[0]
         t = time.perf_counter()
-        run = subprocess.run(["./porc.test", "-test.run", "^(TestTimeCorpus|TestSplitbrainBench)$"],
-                             cwd=work, capture_output=True, text=True, timeout=1800,
-                             env={**env, "PORC_OUT": str(work / "porc.csv"),
-                                  "SB_OUT": str(work / "sb.csv"),
-                                  "SB_KNOSSOS": str(work / "knossos_events")})
+        run = subprocess.run(
+            ["./porc.test", "-test.run", "^(TestTimeCorpus|TestSplitbrainBench)$"],
+            cwd=work,
+            capture_output=True,
+            text=True,
+            timeout=1800,
+            env={
+                **env,
+                "PORC_OUT": str(work / "porc.csv"),
+                "SB_OUT": str(work / "sb.csv"),
+                "SB_KNOSSOS": str(work / "knossos_events"),
+            },
+        )
         run_s = time.perf_counter() - t
         if run.returncode != 0:
-            raise RuntimeError(f"Porcupine's timing run failed: {(run.stdout + run.stderr)[-2000:]}")
+            raise RuntimeError(
+                f"Porcupine's timing run failed: {(run.stdout + run.stderr)[-2000:]}"
+            )
         times: dict[tuple[str, str], float] = {}
         verdicts: dict[tuple[str, str], bool] = {}
         for line in (work / "porc.csv").read_text().split():
@@ -361,9 +380,15 @@ def porcupine_live(root: Path, peers: Path) -> dict[str, Any]:
                 times[(corpus, f)] = float(val)
             else:
                 verdicts[(corpus, f)] = val == "true"
-        return {"times": times, "verdicts": verdicts, "go": version, "build_s": round(build_s, 1),
-                "run_s": round(run_s, 1), "load_before": round(load_before, 2),
-                "load_after": round(os.getloadavg()[0], 2)}
+        return {
+            "times": times,
+            "verdicts": verdicts,
+            "go": version,
+            "build_s": round(build_s, 1),
+            "run_s": round(run_s, 1),
+            "load_before": round(load_before, 2),
+            "load_after": round(os.getloadavg()[0], 2),
+        }
     finally:
         shutil.rmtree(work, ignore_errors=True)
 
@@ -379,8 +404,14 @@ def _median_time(fn: Any, runs: int = 5) -> tuple[float, Any]:
     return statistics.median(ds), res
 
 
-def corpora_bench(root: Path, *, timeout: float = 60.0, worst: int = 5,
-                  porcupine: str = "auto", peers: Path | None = None) -> dict[str, Any]:
+def corpora_bench(
+    root: Path,
+    *,
+    timeout: float = 60.0,
+    worst: int = 5,
+    porcupine: str = "auto",
+    peers: Path | None = None,
+) -> dict[str, Any]:
     """Every corpus file checked by our search, timed beside Porcupine's time for the same file.
 
     ``porcupine``: ``"live"`` builds and runs Porcupine here, now (needs Go and
@@ -423,8 +454,11 @@ def corpora_bench(root: Path, *, timeout: float = 60.0, worst: int = 5,
             name, params = _MODELS[r["model"]]
             model = get_model(name, **params)
             ops = read_history(path)
-            took, res = _median_time(lambda ops=ops, model=model: check_linearizable(
-                ops, model, timeout=timeout, counterexample=False))
+            took, res = _median_time(
+                lambda ops=ops, model=model: check_linearizable(
+                    ops, model, timeout=timeout, counterexample=False
+                )
+            )
             expected = r["expected_verdict"] == "linearizable"
             ok = res["valid"] is expected
             matched += ok
@@ -433,10 +467,20 @@ def corpora_bench(root: Path, *, timeout: float = 60.0, worst: int = 5,
             if theirs_verdict is not None:
                 compared += 1
                 agree += theirs_verdict is res["valid"]
-            files.append({"corpus": corpus, "file": r["file"], "ops": len(ops), "ours_s": round(took, 6),
-                          "porcupine_s": theirs, "ratio": round(took / theirs, 2) if theirs else None,
-                          "verdict": res["valid"], "porcupine_verdict": theirs_verdict,
-                          "expected": expected, "match": ok})
+            files.append(
+                {
+                    "corpus": corpus,
+                    "file": r["file"],
+                    "ops": len(ops),
+                    "ours_s": round(took, 6),
+                    "porcupine_s": theirs,
+                    "ratio": round(took / theirs, 2) if theirs else None,
+                    "verdict": res["valid"],
+                    "porcupine_verdict": theirs_verdict,
+                    "expected": expected,
+                    "match": ok,
+                }
+            )
             ours_total += took
             if theirs is not None:
                 theirs_total += theirs
@@ -444,30 +488,46 @@ def corpora_bench(root: Path, *, timeout: float = 60.0, worst: int = 5,
         n = sum(1 for f in files if f["corpus"] == corpus)
         ratios = [f["ratio"] for f in files if f["corpus"] == corpus and f["ratio"]]
         per_corpus[corpus] = {
-            "files": n, "verdicts_matched": matched,
+            "files": n,
+            "verdicts_matched": matched,
             "porcupine_verdicts_agree": f"{agree}/{compared}" if live else None,
             "ours_total_s": round(ours_total, 3),
             "porcupine_total_s": round(theirs_total, 3),
             "files_with_baseline": len(ratios),
             "ratio_total": round(ours_paired / theirs_total, 2) if theirs_total else None,
-            "ratio_median": round(statistics.median(ratios), 2) if ratios else None}
+            "ratio_median": round(statistics.median(ratios), 2) if ratios else None,
+        }
     by_time = sorted(files, key=lambda f: -f["ours_s"])[:worst]
     by_ratio = sorted((f for f in files if f["ratio"]), key=lambda f: -f["ratio"])[:worst]
-    baseline: dict[str, Any] = {"kind": "live" if live else "stored", "compiled_loop": FAST,
-                                "load_1m_ours": round(load_ours, 2)}
+    baseline: dict[str, Any] = {
+        "kind": "live" if live else "stored",
+        "compiled_loop": FAST,
+        "load_1m_ours": round(load_ours, 2),
+    }
     if live:
-        baseline.update({k: live[k] for k in ("go", "build_s", "run_s", "load_before", "load_after")})
+        baseline.update(
+            {k: live[k] for k in ("go", "build_s", "run_s", "load_before", "load_after")}
+        )
     elif live_error:
         baseline["live_error"] = live_error
-    return {"baseline": baseline, "corpora": per_corpus,
-            "all_verdicts_match": all(f["match"] for f in files),
-            "porcupine_verdicts_differ": [f for f in files if f["porcupine_verdict"] is not None
-                                          and f["porcupine_verdict"] is not f["verdict"]],
-            "files_checked": len(files), "slowest_files": by_time, "worst_ratio_files": by_ratio,
-            "mismatches": [f for f in files if not f["match"]]}
+    return {
+        "baseline": baseline,
+        "corpora": per_corpus,
+        "all_verdicts_match": all(f["match"] for f in files),
+        "porcupine_verdicts_differ": [
+            f
+            for f in files
+            if f["porcupine_verdict"] is not None and f["porcupine_verdict"] is not f["verdict"]
+        ],
+        "files_checked": len(files),
+        "slowest_files": by_time,
+        "worst_ratio_files": by_ratio,
+        "mismatches": [f for f in files if not f["match"]],
+    }
 
 
 # --------------------------------------------------------------------------- (b) scale
+
 
 class MemorySampler:
     """Peak RSS of this process and of its JVM child (and its Python workers), sampled,
@@ -540,22 +600,33 @@ def _generate(path: Path, n: int) -> int:
     import subprocess
     import sys
 
-    code = ("import sys; from checker.synth import write_history; "
-            "print(write_history(sys.argv[1], int(sys.argv[2]), workload='append', seed=1))")
-    out = subprocess.run([sys.executable, "-c", code, str(path), str(n)], check=True,
-                         capture_output=True, text=True)
+    code = (
+        "import sys; from checker.synth import write_history; "
+        "print(write_history(sys.argv[1], int(sys.argv[2]), workload='append', seed=1))"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code, str(path), str(n)], check=True, capture_output=True, text=True
+    )
     return int(out.stdout.split()[-1])
 
 
-def scale_bench(sizes: list[int], *, master: str | None = None, local_baseline: bool = True,
-                keep: Path | None = None) -> dict[str, Any]:
+def scale_bench(
+    sizes: list[int],
+    *,
+    master: str | None = None,
+    local_baseline: bool = True,
+    keep: Path | None = None,
+) -> dict[str, Any]:
     from checker.spark import check_spark
     from checker.spark.session import get_session
 
     tmp = Path(tempfile.mkdtemp(prefix="splitbrain-bench-")) if keep is None else keep
     tmp.mkdir(parents=True, exist_ok=True)
-    out: dict[str, Any] = {"sizes": [], "master": master or "local[*]", "driver_memory": os.environ.get(
-        "SPLITBRAIN_SPARK_DRIVER_MEMORY", "1g")}
+    out: dict[str, Any] = {
+        "sizes": [],
+        "master": master or "local[*]",
+        "driver_memory": os.environ.get("SPLITBRAIN_SPARK_DRIVER_MEMORY", "1g"),
+    }
     t = time.perf_counter()
     get_session(master)
     out["spark_startup_s"] = round(time.perf_counter() - t, 2)
@@ -569,16 +640,25 @@ def scale_bench(sizes: list[int], *, master: str | None = None, local_baseline: 
                 t = time.perf_counter()
                 res = check_spark(str(path), master=master)
                 took = time.perf_counter() - t
-            out["sizes"].append({
-                "records": records, "generate_s": round(gen_s, 2), "parquet_mib": round(
-                    path.stat().st_size / 2**20, 1),
-                "check_s": round(took, 2), "ops_per_s": round(records / took),
-                "valid": res["valid"], "peak_rss_mib": mem.mib(), "load_avg_1m": mem.load(),
-                "stats": res["checkers"].get("log-safety", {}).get("stats")})
+            out["sizes"].append(
+                {
+                    "records": records,
+                    "generate_s": round(gen_s, 2),
+                    "parquet_mib": round(path.stat().st_size / 2**20, 1),
+                    "check_s": round(took, 2),
+                    "ops_per_s": round(records / took),
+                    "valid": res["valid"],
+                    "peak_rss_mib": mem.mib(),
+                    "load_avg_1m": mem.load(),
+                    "stats": res["checkers"].get("log-safety", {}).get("stats"),
+                }
+            )
         s = out["sizes"]
         for a, b in zip(s, s[1:], strict=False):
-            b["growth_vs_previous"] = {"records_x": round(b["records"] / a["records"], 2),
-                                       "time_x": round(b["check_s"] / a["check_s"], 2)}
+            b["growth_vs_previous"] = {
+                "records_x": round(b["records"] / a["records"], 2),
+                "time_x": round(b["check_s"] / a["check_s"], 2),
+            }
         if local_baseline and sizes:
             from checker.local import check_local
             from harness.core.history import read_history
@@ -591,10 +671,14 @@ def scale_bench(sizes: list[int], *, master: str | None = None, local_baseline: 
                 res = check_local(ops)
                 took = time.perf_counter() - t
             del ops
-            out["local_baseline"] = {"records": s[0]["records"], "read_s": round(read_s, 2),
-                                     "total_s": round(took, 2), "valid": res["valid"],
-                                     "peak_rss_mib": mem.mib()["python_driver"],
-                                     "load_avg_1m": mem.load()}
+            out["local_baseline"] = {
+                "records": s[0]["records"],
+                "read_s": round(read_s, 2),
+                "total_s": round(took, 2),
+                "valid": res["valid"],
+                "peak_rss_mib": mem.mib()["python_driver"],
+                "load_avg_1m": mem.load(),
+            }
     finally:
         if keep is None:
             for p in tmp.glob("*.parquet"):
@@ -607,36 +691,73 @@ def _sizes(text: str) -> list[int]:
     try:
         return [int(float(x)) for x in text.split(",") if x.strip()]
     except ValueError:
-        raise click.BadParameter(f"{text!r}: expected sizes like 1e6,1e7", param_hint="--scale") from None
+        raise click.BadParameter(
+            f"{text!r}: expected sizes like 1e6,1e7", param_hint="--scale"
+        ) from None
 
 
 @click.command("checker")
-@click.option("--corpora", "corpora", type=click.Path(path_type=Path), default=None,
-              help=f"Corpora directory (default {DEFAULT_CORPORA}).")
-@click.option("--scale", "scale", default=None, help="Spark scale run: sizes in records, e.g. 1e6,1e7.")
+@click.option(
+    "--corpora",
+    "corpora",
+    type=click.Path(path_type=Path),
+    default=None,
+    help=f"Corpora directory (default {DEFAULT_CORPORA}).",
+)
+@click.option(
+    "--scale", "scale", default=None, help="Spark scale run: sizes in records, e.g. 1e6,1e7."
+)
 @click.option("--skip-corpora", is_flag=True, help="Only the scale run.")
 @click.option("--spark-master", default=None, help="Spark master URL (default local[*]).")
-@click.option("--no-local-baseline", is_flag=True, help="Skip timing the local engine at the smallest size.")
-@click.option("--timeout", type=float, default=60.0, show_default=True,
-              help="Per-file timeout of the corpora checks.")
-@click.option("--output", type=click.Path(path_type=Path), default=None, help="Also write the JSON here.")
-@click.option("--porcupine", "porcupine", type=click.Choice(["auto", "live", "stored"]), default="auto",
-              show_default=True,
-              help="Porcupine baseline: built and timed in this run (live; auto when go is on PATH) "
-                   "or the timings stored with the corpora.")
-@click.option("--peers", type=click.Path(path_type=Path), default=None,
-              help=f"Porcupine's source for the live baseline (default {DEFAULT_PEERS}).")
-def bench_checker(corpora: Path | None, scale: str | None, skip_corpora: bool, spark_master: str | None,
-                  no_local_baseline: bool, timeout: float, output: Path | None, porcupine: str,
-                  peers: Path | None) -> None:
+@click.option(
+    "--no-local-baseline", is_flag=True, help="Skip timing the local engine at the smallest size."
+)
+@click.option(
+    "--timeout",
+    type=float,
+    default=60.0,
+    show_default=True,
+    help="Per-file timeout of the corpora checks.",
+)
+@click.option(
+    "--output", type=click.Path(path_type=Path), default=None, help="Also write the JSON here."
+)
+@click.option(
+    "--porcupine",
+    "porcupine",
+    type=click.Choice(["auto", "live", "stored"]),
+    default="auto",
+    show_default=True,
+    help="Porcupine baseline: built and timed in this run (live; auto when go is on PATH) "
+    "or the timings stored with the corpora.",
+)
+@click.option(
+    "--peers",
+    type=click.Path(path_type=Path),
+    default=None,
+    help=f"Porcupine's source for the live baseline (default {DEFAULT_PEERS}).",
+)
+def bench_checker(
+    corpora: Path | None,
+    scale: str | None,
+    skip_corpora: bool,
+    spark_master: str | None,
+    no_local_baseline: bool,
+    timeout: float,
+    output: Path | None,
+    porcupine: str,
+    peers: Path | None,
+) -> None:
     """Checker speed: corpora vs Porcupine (same run when Go is here); Spark engine at scale."""
     result: dict[str, Any] = {"machine": {"cpus": os.cpu_count()}}
     if not skip_corpora:
-        result["corpora"] = corpora_bench(corpora or DEFAULT_CORPORA, timeout=timeout,
-                                          porcupine=porcupine, peers=peers)
+        result["corpora"] = corpora_bench(
+            corpora or DEFAULT_CORPORA, timeout=timeout, porcupine=porcupine, peers=peers
+        )
     if scale:
-        result["scale"] = scale_bench(_sizes(scale), master=spark_master,
-                                      local_baseline=not no_local_baseline)
+        result["scale"] = scale_bench(
+            _sizes(scale), master=spark_master, local_baseline=not no_local_baseline
+        )
     text = json.dumps(result, indent=2, default=str)
     if output is not None:
         output.write_text(text + "\n", encoding="utf-8")

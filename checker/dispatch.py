@@ -46,10 +46,15 @@ def choose_engine(engine: str, source: Sequence[Op] | str | os.PathLike[str]) ->
     return "spark" if estimate_ops(source) > AUTO_SPARK_OPS else "local"
 
 
-def check_history(source: Sequence[Op] | str | os.PathLike[str], *, model: str | None = None,
-                  engine: str = "local", timeout: float | None = None,
-                  opts: Mapping[str, Any] | None = None,
-                  master: str | None = None) -> dict[str, Any]:
+def check_history(
+    source: Sequence[Op] | str | os.PathLike[str],
+    *,
+    model: str | None = None,
+    engine: str = "local",
+    timeout: float | None = None,
+    opts: Mapping[str, Any] | None = None,
+    master: str | None = None,
+) -> dict[str, Any]:
     """Check a history (ops, or a path to a history file or store directory).
 
     Returns ``{"valid": True | False | "unknown", "checkers": {name: {...}},
@@ -63,7 +68,9 @@ def check_history(source: Sequence[Op] | str | os.PathLike[str], *, model: str |
             from checker.spark import check_spark
         except ImportError as e:
             raise CheckerError(f"the Spark engine is not available: {e}") from None
-        res = check_spark(source, model=model, master=master, timeout=timeout, opts=dict(opts or {}))
+        res = check_spark(
+            source, model=model, master=master, timeout=timeout, opts=dict(opts or {})
+        )
     else:
         from checker.local import check_local
 

@@ -40,8 +40,17 @@ from checker.models import NOT_A_READ, UNKNOWN, Fail, Model, RegisterOps, freeze
 from checker.results import key_order
 from harness.core.history import NEMESIS, Op, pair_ops
 
-__all__ = ["Entry", "make_entries", "search", "prepared_search", "check_partition",
-           "check_linearizable", "partition_ops", "lift_keys", "FAST"]
+__all__ = [
+    "Entry",
+    "make_entries",
+    "search",
+    "prepared_search",
+    "check_partition",
+    "check_linearizable",
+    "partition_ops",
+    "lift_keys",
+    "FAST",
+]
 
 
 @dataclass(frozen=True, slots=True)
@@ -101,8 +110,20 @@ def make_entries(ops: Sequence[Op], model: Model, *, keyed: bool = False) -> lis
         inp: Any = (inv.f, inv.value)
         if keyed:
             inp = (inv.key, inp)
-        entries.append(Entry(len(entries), inp, out, inv_pos, ret, inv.index,  # type: ignore[arg-type]
-                             None if comp is None else comp.index, inv.process, ctype, inv.key))
+        entries.append(
+            Entry(
+                len(entries),
+                inp,
+                out,
+                inv_pos,
+                ret,  # type: ignore[arg-type]
+                inv.index,
+                None if comp is None else comp.index,
+                inv.process,
+                ctype,
+                inv.key,
+            )
+        )
     return entries
 
 
@@ -128,11 +149,18 @@ def lift_keys(model: Model) -> Model:
 
         return step
 
-    return Model(name=model.name, init=tuple, step=lambda s, i, o: compile(i, o)(s),
-                 compile=compile, fails=model.fails, params=model.params,
-                 describe_op=lambda inp, out: f"[{inp[0]}] " + model.describe_op(inp[1], out),
-                 describe_state=lambda s: "{" + ", ".join(
-                     f"{k}: {model.describe_state(v)}" for k, v in s) + "}")
+    return Model(
+        name=model.name,
+        init=tuple,
+        step=lambda s, i, o: compile(i, o)(s),
+        compile=compile,
+        fails=model.fails,
+        params=model.params,
+        describe_op=lambda inp, out: f"[{inp[0]}] " + model.describe_op(inp[1], out),
+        describe_state=lambda s: (
+            "{" + ", ".join(f"{k}: {model.describe_state(v)}" for k, v in s) + "}"
+        ),
+    )
 
 
 def _unknown_step(fn: Callable[[Any], tuple[bool, Any]]) -> Callable[[Any], tuple[bool, Any]]:
@@ -182,7 +210,9 @@ def _layout(entries: Sequence[Entry], model: Model) -> _Layout:
     """The doubly linked event list and the per-node tables the search loop reads."""
     n = len(entries)
     # Nodes: 0 head, 1..2n events in real-time order, 2n+1 tail.
-    events = sorted([(e.call, e.id, True) for e in entries] + [(e.ret, e.id, False) for e in entries])
+    events = sorted(
+        [(e.call, e.id, True) for e in entries] + [(e.ret, e.id, False) for e in entries]
+    )
     tail = 2 * n + 1
     nxt = list(range(1, 2 * n + 2)) + [tail]
     prv = [0] + list(range(0, 2 * n + 1))
@@ -255,19 +285,19 @@ def _layout(entries: Sequence[Entry], model: Model) -> _Layout:
                 continue
             try:
                 hv = rhead.get(rv)
-            except TypeError:       # unhashable read value: keep it in the walk
+            except TypeError:  # unhashable read value: keep it in the walk
                 continue
             if hv is None:
                 hv = rhead[rv] = len(rn)
                 rn.append(hv)
                 rp.append(hv)
-            last = rp[hv]           # append node at the end of the circular list
+            last = rp[hv]  # append node at the end of the circular list
             rn[last] = node
             rp[node] = last
             rn[node] = hv
             rp[hv] = node
             is_eqread[node] = True
-            p, q = prv[node], nxt[node]   # and take its call out of the event list
+            p, q = prv[node], nxt[node]  # and take its call out of the event list
             nxt[p] = q
             prv[q] = p
     native: list[Any] | None = None
@@ -275,8 +305,29 @@ def _layout(entries: Sequence[Entry], model: Model) -> _Layout:
         native = [None] * n_nodes
         for e in entries:
             native[call_node[e.id]] = model.native(e.inp, e.out)
-    return _Layout(n, tail, nxt, prv, nid, match, steps, bits, prereq, prereq_id, pure, reads, need,
-                   sum(need), simple_cache, rn, rp, rhead, is_eqread, model.init(), native)
+    return _Layout(
+        n,
+        tail,
+        nxt,
+        prv,
+        nid,
+        match,
+        steps,
+        bits,
+        prereq,
+        prereq_id,
+        pure,
+        reads,
+        need,
+        sum(need),
+        simple_cache,
+        rn,
+        rp,
+        rhead,
+        is_eqread,
+        model.init(),
+        native,
+    )
 
 
 try:
@@ -294,8 +345,9 @@ if os.environ.get("SPLITBRAIN_CHECKER_ENGINE", "").lower() == "python":
     FAST = False
 
 
-def search(entries: Sequence[Entry], model: Model, *,
-           fast: bool | None = None) -> Generator[None, None, tuple[bool, dict[str, Any]]]:
+def search(
+    entries: Sequence[Entry], model: Model, *, fast: bool | None = None
+) -> Generator[None, None, tuple[bool, dict[str, Any]]]:
     """The search of one partition as a generator that yields every :data:`SLICE` iterations.
 
     Yielding lets one thread interleave many partitions (as Porcupine races one
@@ -323,8 +375,10 @@ def _compile(lay: _Layout) -> tuple[Any, list[Any]] | None:
     """The compiled search over ``lay`` and its state table, or None where it does not apply."""
     if not lay.simple_cache or _wgl is None:
         return None
-    if any(rv is not NOT_A_READ and not eq for rv, eq in zip(lay.reads, lay.is_eqread, strict=True)):
-        return None   # an unhashable read value stays in the walk: the Python loop handles it
+    if any(
+        rv is not NOT_A_READ and not eq for rv, eq in zip(lay.reads, lay.is_eqread, strict=True)
+    ):
+        return None  # an unhashable read value stays in the walk: the Python loop handles it
     objs: list[Any] = [lay.init]
     try:
         intern: dict[Any, int] = {lay.init: 0}
@@ -332,7 +386,7 @@ def _compile(lay: _Layout) -> tuple[Any, list[Any]] | None:
             if rv not in intern:
                 intern[rv] = len(objs)
                 objs.append(rv)
-    except TypeError:   # an unhashable state: the compiled loop interns states
+    except TypeError:  # an unhashable state: the compiled loop interns states
         return None
     rhead = [-1] * len(objs)
     for rv, head in lay.rhead.items():
@@ -347,12 +401,31 @@ def _compile(lay: _Layout) -> tuple[Any, list[Any]] | None:
             if nat is not None:
                 kind[node], karg[node], karg2[node], args[node] = _encode(nat, intern, objs)
                 unk[node] = lay.need[node] is False
-    core = _wgl.Search(n_ops=lay.n, nxt=lay.nxt, prv=lay.prv, match=lay.match, nid=lay.nid,
-                       prereq=lay.prereq_id, reads=reads, need=lay.need, pure=lay.pure,
-                       is_eqread=lay.is_eqread, rn=lay.rn, rp=lay.rp, rhead=rhead,
-                       steps=lay.steps, intern=intern, objs=objs, init=0,
-                       remaining=lay.remaining, kind=kind, karg=karg, karg2=karg2, unk=unk,
-                       args=args)
+    core = _wgl.Search(
+        n_ops=lay.n,
+        nxt=lay.nxt,
+        prv=lay.prv,
+        match=lay.match,
+        nid=lay.nid,
+        prereq=lay.prereq_id,
+        reads=reads,
+        need=lay.need,
+        pure=lay.pure,
+        is_eqread=lay.is_eqread,
+        rn=lay.rn,
+        rp=lay.rp,
+        rhead=rhead,
+        steps=lay.steps,
+        intern=intern,
+        objs=objs,
+        init=0,
+        remaining=lay.remaining,
+        kind=kind,
+        karg=karg,
+        karg2=karg2,
+        unk=unk,
+        args=args,
+    )
     return core, objs
 
 
@@ -360,7 +433,9 @@ _KINDS = {"set": 1, "concat": 2, "cas": 3, "cas-not": 4, "noop": 5}
 """``Model.native`` answers as the compiled loop's step kinds (0: call the model)."""
 
 
-def _encode(nat: tuple[Any, ...], intern: dict[Any, int], objs: list[Any]) -> tuple[int, int, int, Any]:
+def _encode(
+    nat: tuple[Any, ...], intern: dict[Any, int], objs: list[Any]
+) -> tuple[int, int, int, Any]:
     """``(kind, arg, arg2, str suffix)`` for one ``Model.native`` answer; kind 0 if it cannot be."""
 
     what = nat[0]
@@ -384,18 +459,21 @@ def _encode(nat: tuple[Any, ...], intern: dict[Any, int], objs: list[Any]) -> tu
                     objs.append(v)
                 ids.append(i)
             return (3, ids[0], ids[1], None) if what == "cas" else (4, ids[0], 0, None)
-    except TypeError:       # an unhashable value: the model's own step handles this op
+    except TypeError:  # an unhashable value: the model's own step handles this op
         pass
     return 0, 0, 0, None
 
 
-def _done(result: tuple[bool, dict[str, Any]]) -> Generator[None, None, tuple[bool, dict[str, Any]]]:
+def _done(
+    result: tuple[bool, dict[str, Any]],
+) -> Generator[None, None, tuple[bool, dict[str, Any]]]:
     return result
     yield  # pragma: no cover  (makes this a generator)
 
 
-def prepared_search(ops: Sequence[Op], model: Model, *, clients_only: bool = False,
-                    c_pass: bool = True) -> Generator[None, None, tuple[bool, dict[str, Any]]] | None:
+def prepared_search(
+    ops: Sequence[Op], model: Model, *, clients_only: bool = False, c_pass: bool = True
+) -> Generator[None, None, tuple[bool, dict[str, Any]]] | None:
     """:func:`search` of ``make_entries(ops, model)`` without building the entries, or None.
 
     On a small history most of the time went into Python objects per op (an
@@ -409,8 +487,13 @@ def prepared_search(ops: Sequence[Op], model: Model, *, clients_only: bool = Fal
     False (the Python pass is its reference in the tests).
     """
     native = model.native
-    if not FAST or _wgl is None or native is None or model.hash is not None \
-            or model.equal is not None:
+    if (
+        not FAST
+        or _wgl is None
+        or native is None
+        or model.hash is not None
+        or model.equal is not None
+    ):
         return None
     client = ops if clients_only else [op for op in ops if op.process != NEMESIS]
     if c_pass and isinstance(native, RegisterOps):
@@ -453,7 +536,7 @@ def prepared_search(ops: Sequence[Op], model: Model, *, clients_only: bool = Fal
             pure = pure_fn(inp) if pure_fn is not None else False
             if comp_pos is None:
                 if pure:
-                    continue        # an unobserved read fits anywhere: left out
+                    continue  # an unobserved read fits anywhere: left out
                 out = UNKNOWN
                 comp_pos = n_client + pending
                 pending += 1
@@ -480,23 +563,53 @@ def prepared_search(ops: Sequence[Op], model: Model, *, clients_only: bool = Fal
                 append((inv_pos, comp_pos, 0, 0, 0, unknown, pure, i, pre, None, None))
                 continue
             fn = model.step_fn(inp, out)
-            append((inv_pos, comp_pos, 0, 0, 0, unknown, pure, -1, pre,
-                    _unknown_step(fn) if unknown else fn, None))
-    except TypeError:           # an unhashable value: the general path copes
+            append(
+                (
+                    inv_pos,
+                    comp_pos,
+                    0,
+                    0,
+                    0,
+                    unknown,
+                    pure,
+                    -1,
+                    pre,
+                    _unknown_step(fn) if unknown else fn,
+                    None,
+                )
+            )
+    except TypeError:  # an unhashable value: the general path copes
         return None
     remaining = len(rows) - pending
     if not rows or not remaining:
         return _done((True, {"steps": 0}))
     call_pos, ret_pos, kinds, kargs, kargs2, unks, pures, reads, prereq, steps, args = (
-        list(c) for c in zip(*rows, strict=True))
-    core = _wgl.build(call_pos=call_pos, ret_pos=ret_pos, kind=kinds, karg=kargs, karg2=kargs2,
-                      unk=unks, pure=pures, need=[not u for u in unks], reads=reads, prereq=prereq,
-                      steps=steps, args=args, intern=intern, objs=objs, init=0, remaining=remaining)
+        list(c) for c in zip(*rows, strict=True)
+    )
+    core = _wgl.build(
+        call_pos=call_pos,
+        ret_pos=ret_pos,
+        kind=kinds,
+        karg=kargs,
+        karg2=kargs2,
+        unk=unks,
+        pure=pures,
+        need=[not u for u in unks],
+        reads=reads,
+        prereq=prereq,
+        steps=steps,
+        args=args,
+        intern=intern,
+        objs=objs,
+        init=0,
+        remaining=remaining,
+    )
     return _search_c(core, objs)
 
 
-def _register_search(client: Sequence[Op], model: Model, native: RegisterOps
-                     ) -> Generator[None, None, tuple[bool, dict[str, Any]]] | None:
+def _register_search(
+    client: Sequence[Op], model: Model, native: RegisterOps
+) -> Generator[None, None, tuple[bool, dict[str, Any]]] | None:
     """:func:`prepared_search`'s pass done in C for the built-in registers, or None (then Python's)."""
     assert _wgl is not None
     init = model.init()
@@ -505,8 +618,9 @@ def _register_search(client: Sequence[Op], model: Model, native: RegisterOps
     except TypeError:
         return None
     objs: list[Any] = [init]
-    core = _wgl.encode_register(client, native.read_nil_any, model.fails == "observe",
-                                "cas" in model.fs, intern, objs)
+    core = _wgl.encode_register(
+        client, native.read_nil_any, model.fails == "observe", "cas" in model.fs, intern, objs
+    )
     if core is None:
         return None
     if core is True:
@@ -530,7 +644,14 @@ def _search_c(core: Any, objs: list[Any]) -> Generator[None, None, tuple[bool, d
 def _search_py(lay: _Layout, model: Model) -> Generator[None, None, tuple[bool, dict[str, Any]]]:
     """The reference loop: the search in plain Python, over the layout."""
     tail, nxt, prv, nid, match = lay.tail, lay.nxt, lay.prv, lay.nid, lay.match
-    steps, bits, prereq, pure, reads, need = lay.steps, lay.bits, lay.prereq, lay.pure, lay.reads, lay.need
+    steps, bits, prereq, pure, reads, need = (
+        lay.steps,
+        lay.bits,
+        lay.prereq,
+        lay.pure,
+        lay.reads,
+        lay.need,
+    )
     rn, rp, rhead, is_eqread = lay.rn, lay.rp, lay.rhead, lay.is_eqread
     remaining = lay.remaining
     simple_cache = lay.simple_cache
@@ -649,8 +770,10 @@ def _search_py(lay: _Layout, model: Model) -> Generator[None, None, tuple[bool, 
         # means its parent failed as well (a legal read could have gone first).
         while True:
             if top is None:
-                return False, {"steps": count + SLICE - budget,
-                               "longest": _unwind(best_top, best_state, nid)}
+                return False, {
+                    "steps": count + SLICE - budget,
+                    "longest": _unwind(best_top, best_state, nid),
+                }
             entry, state, top = top
             depth -= 1
             if need[entry]:
@@ -689,8 +812,9 @@ def _unwind(frame: Any, final_state: Any, nid: list[int]) -> list[tuple[int, Any
     return out
 
 
-def check_partition(entries: Sequence[Entry], model: Model,
-                    deadline: float | None = None) -> tuple[bool | str, dict[str, Any]]:
+def check_partition(
+    entries: Sequence[Entry], model: Model, deadline: float | None = None
+) -> tuple[bool | str, dict[str, Any]]:
     """Search one partition; the unit the Spark engine runs per key.
 
     ``entries`` come from :func:`make_entries` on one key's ops (ids must be
@@ -711,8 +835,9 @@ def check_partition(entries: Sequence[Entry], model: Model,
         return stop.value
 
 
-def shortest_failing_prefix(ops: Sequence[Op], model: Model, *, keyed: bool = False,
-                            deadline: float | None = None) -> tuple[Op, list[Entry], dict[str, Any]] | None:
+def shortest_failing_prefix(
+    ops: Sequence[Op], model: Model, *, keyed: bool = False, deadline: float | None = None
+) -> tuple[Op, list[Entry], dict[str, Any]] | None:
     """The earliest ``ok`` completion by which a failing partition is already broken.
 
     (With ``fails="observe"``, fail completions are observations too and count.)
@@ -731,7 +856,7 @@ def shortest_failing_prefix(ops: Sequence[Op], model: Model, *, keyed: bool = Fa
     found: tuple[list[Entry], dict[str, Any]] | None = None
     while lo <= hi:
         mid = (lo + hi) // 2
-        entries = make_entries(client[:cuts[mid] + 1], model, keyed=keyed)
+        entries = make_entries(client[: cuts[mid] + 1], model, keyed=keyed)
         verdict, info = check_partition(entries, model, deadline)
         if verdict == "unknown":
             return None
@@ -763,7 +888,7 @@ def partition_ops(ops: Sequence[Op], model: Model, *, keys: bool = True) -> dict
     if not keys:
         key_set = {None}
     by_key: dict[Any, list[Op]] = {}
-    if len(key_set) == 1:       # one part (most histories): no per-op grouping
+    if len(key_set) == 1:  # one part (most histories): no per-op grouping
         by_key[next(iter(key_set))] = client
     else:
         for op in client:
@@ -785,8 +910,15 @@ SHRINK_BUDGET = 2.0
 """Seconds the counterexample may spend looking for the earliest failing prefix."""
 
 
-def _counterexample(ops: list[Op], entries: list[Entry], info: dict[str, Any], model: Model,
-                    name: Any, keyed: bool, deadline: float | None) -> dict[str, Any]:
+def _counterexample(
+    ops: list[Op],
+    entries: list[Entry],
+    info: dict[str, Any],
+    model: Model,
+    name: Any,
+    keyed: bool,
+    deadline: float | None,
+) -> dict[str, Any]:
     from checker.counterexample import build_counterexample
 
     limit = time.monotonic() + SHRINK_BUDGET
@@ -796,13 +928,20 @@ def _counterexample(ops: list[Op], entries: list[Entry], info: dict[str, Any], m
     if short is None:
         return build_counterexample(entries, info, model, key=name, ops=ops)
     last, cut_entries, cut_info = short
-    return build_counterexample(cut_entries, cut_info, model, key=name, ops=ops,
-                                first_bad=last.index)
+    return build_counterexample(
+        cut_entries, cut_info, model, key=name, ops=ops, first_bad=last.index
+    )
 
 
-def check_linearizable(ops: Sequence[Op], model: Model, *, timeout: float | None = None,
-                       keys: bool = True, all_keys: bool = False,
-                       counterexample: bool = True) -> dict[str, Any]:
+def check_linearizable(
+    ops: Sequence[Op],
+    model: Model,
+    *,
+    timeout: float | None = None,
+    keys: bool = True,
+    all_keys: bool = False,
+    counterexample: bool = True,
+) -> dict[str, Any]:
     """Check a (possibly keyed) history against ``model``.
 
     Parts are searched round-robin in one thread, a slice each, as Porcupine
@@ -848,8 +987,9 @@ def check_linearizable(ops: Sequence[Op], model: Model, *, timeout: float | None
                         if cex is None and counterexample:
                             if name not in entries:
                                 entries[name] = make_entries(parts[name], m, keyed=multi_keys)
-                            cex = _counterexample(parts[name], entries[name], info, m, name,
-                                                  multi_keys, deadline)
+                            cex = _counterexample(
+                                parts[name], entries[name], info, m, name, multi_keys, deadline
+                            )
                         if not all_keys:
                             break
             if deadline is not None and time.monotonic() > deadline:
@@ -862,6 +1002,13 @@ def check_linearizable(ops: Sequence[Op], model: Model, *, timeout: float | None
     if failures:
         unknown, unchecked = [], [n for n in names if n in running]
     valid: bool | str = False if failures else ("unknown" if unknown else True)
-    return {"valid": valid, "model": model.name, "keys": len(parts),
-            "failures": sorted(failures, key=key_order), "unknown_keys": unknown,
-            "unchecked_keys": unchecked, "counterexample": cex, "steps": total}
+    return {
+        "valid": valid,
+        "model": model.name,
+        "keys": len(parts),
+        "failures": sorted(failures, key=key_order),
+        "unknown_keys": unknown,
+        "unchecked_keys": unchecked,
+        "counterexample": cex,
+        "steps": total,
+    }

@@ -34,23 +34,35 @@ def classify(ops: Sequence[Op]) -> dict[str, list[Op]]:
     Invocation and completion always land in the same group (decided on the
     invocation and, for reads, the completion's value).
     """
-    ops = sorted(ops, key=lambda o: o.index) if any(
-        ops[i].index > ops[i + 1].index for i in range(len(ops) - 1)) else list(ops)
+    ops = (
+        sorted(ops, key=lambda o: o.index)
+        if any(ops[i].index > ops[i + 1].index for i in range(len(ops) - 1))
+        else list(ops)
+    )
     has_adds = any(op.f == "add" for op in ops)
     groups: dict[str, list[tuple[int, Op]]] = {}
     for inv_pos, comp_pos in pair_ops(ops).items():
         inv = ops[inv_pos]
         comp = None if comp_pos is None else ops[comp_pos]
         f = inv.f
-        log_read = f == "read" and inv.key is None and (
-            isinstance(inv.value, dict)
-            or (comp is not None and comp.type == "ok" and isinstance(comp.value, dict)))
+        log_read = (
+            f == "read"
+            and inv.key is None
+            and (
+                isinstance(inv.value, dict)
+                or (comp is not None and comp.type == "ok" and isinstance(comp.value, dict))
+            )
+        )
         if f in QUEUE_FS:  # send/pull/commit-offset: the queue workload (checker/queue.py)
             g = "queue"
         elif f == "sample" or (f == "append" and inv.key is None) or log_read:
             g = "log"
-        elif f == "add" or (f == "read" and inv.key is None and has_adds
-                            and (comp is None or comp.type != "ok" or isinstance(comp.value, list))):
+        elif f == "add" or (
+            f == "read"
+            and inv.key is None
+            and has_adds
+            and (comp is None or comp.type != "ok" or isinstance(comp.value, list))
+        ):
             g = "set"
         elif f in ("read", "write", "cas"):
             g = "register"
@@ -69,14 +81,21 @@ def classify(ops: Sequence[Op]) -> dict[str, list[Op]]:
     return {g: [op for _, op in sorted(b, key=lambda t: t[0])] for g, b in groups.items()}
 
 
-def _lin_checker(model: Model, ops: list[Op], timeout: float | None,
-                 keys: bool) -> FnChecker:
-    return FnChecker(lambda _: shape_linearizable(
-        check_linearizable(ops, model, timeout=timeout, keys=keys), model))
+def _lin_checker(model: Model, ops: list[Op], timeout: float | None, keys: bool) -> FnChecker:
+    return FnChecker(
+        lambda _: shape_linearizable(
+            check_linearizable(ops, model, timeout=timeout, keys=keys), model
+        )
+    )
 
 
-def plan_checks(ops: Sequence[Op], *, model: str | None = None, timeout: float | None = None,
-                opts: Mapping[str, Any] | None = None) -> dict[str, FnChecker]:
+def plan_checks(
+    ops: Sequence[Op],
+    *,
+    model: str | None = None,
+    timeout: float | None = None,
+    opts: Mapping[str, Any] | None = None,
+) -> dict[str, FnChecker]:
     """The checkers that apply to this history, by name (raises CheckerError on a bad model)."""
     opts = dict(opts or {})
     groups = classify(ops)
@@ -85,9 +104,11 @@ def plan_checks(ops: Sequence[Op], *, model: str | None = None, timeout: float |
     if model is not None:
         m = get_model(model, **dict(opts.get("model_params") or {}))
         want = {"append-log": ("log",), "set": ("set",)}.get(
-            m.name, ("register", "kv", "txn", "mutex", "other"))
-        lin_ops = sorted((op for g in want for op in groups.get(g, []) if op.f in m.fs),
-                         key=lambda o: o.index)
+            m.name, ("register", "kv", "txn", "mutex", "other")
+        )
+        lin_ops = sorted(
+            (op for g in want for op in groups.get(g, []) if op.f in m.fs), key=lambda o: o.index
+        )
         checks["linearizable"] = _lin_checker(m, lin_ops, timeout, keys)
     else:
         for name, g, model_name in auto_linearizable(g for g, v in groups.items() if v):
@@ -105,12 +126,22 @@ def plan_checks(ops: Sequence[Op], *, model: str | None = None, timeout: float |
     return checks
 
 
-def check_local(ops: Sequence[Op], *, model: str | None = None, timeout: float | None = None,
-                opts: Mapping[str, Any] | None = None) -> dict[str, Any]:
+def check_local(
+    ops: Sequence[Op],
+    *,
+    model: str | None = None,
+    timeout: float | None = None,
+    opts: Mapping[str, Any] | None = None,
+) -> dict[str, Any]:
     """Run every applicable check; the results.json map (ARCHITECTURE §3)."""
     t0 = time.monotonic()
     opts = dict(opts or {})
     checks = plan_checks(ops, model=model, timeout=timeout, opts=opts)
     checkers = {name: check_safe(c, {}, ops, opts) for name, c in checks.items()}
-    return compose_results(checkers, engine="local", started=t0, cap=int(opts.get("cap", CAP)),
-                           client_records=lambda: sum(1 for op in ops if op.process != NEMESIS))
+    return compose_results(
+        checkers,
+        engine="local",
+        started=t0,
+        cap=int(opts.get("cap", CAP)),
+        client_records=lambda: sum(1 for op in ops if op.process != NEMESIS),
+    )

@@ -80,6 +80,7 @@ NOTE_KINDS = ("committed-regress-restart",)
 
 # --------------------------------------------------------------------------- helpers
 
+
 def _is_int(x: Any) -> TypeGuard[int]:
     return isinstance(x, int) and not isinstance(x, bool)
 
@@ -154,13 +155,14 @@ def _samples(ops: Sequence[Op]) -> list[_Sample]:
 
 def _pairs(ops: Sequence[Op], f: str) -> list[tuple[Op, Op | None]]:
     ops = _sorted_ops(ops)
-    return [(ops[i], None if c is None else ops[c])
-            for i, c in pair_ops(ops).items() if ops[i].f == f]
+    return [
+        (ops[i], None if c is None else ops[c]) for i, c in pair_ops(ops).items() if ops[i].f == f
+    ]
 
 
 @dataclass(frozen=True, slots=True)
 class _Read:
-    index: int          # the ok completion's history index
+    index: int  # the ok completion's history index
     final: bool
     committed: list[tuple[int, Any, Any]]  # (log index, term, payload) committed observations
 
@@ -191,9 +193,9 @@ def _log_reads(ops: Sequence[Op]) -> list[_Read]:
 class _Append:
     inv_index: int
     comp_index: int | None
-    type: str               # ok / fail / info (info also when never completed)
+    type: str  # ok / fail / info (info also when never completed)
     payload: Any
-    index: Any              # acked log index (ok only)
+    index: Any  # acked log index (ok only)
     term: Any
 
 
@@ -204,18 +206,24 @@ def _appends(ops: Sequence[Op]) -> list[_Append]:
     for inv, comp in _pairs(ops, "append"):
         p = inv.value.get("payload") if isinstance(inv.value, dict) else None
         if comp is None or comp.type == "info":
-            out.append(_Append(inv.index, None if comp is None else comp.index, "info", p, None, None))
+            out.append(
+                _Append(inv.index, None if comp is None else comp.index, "info", p, None, None)
+            )
             continue
         if comp.type == "ok":
             v = comp.value if isinstance(comp.value, dict) else {}
-            out.append(_Append(inv.index, comp.index, "ok", v.get("payload", p), v.get("index"),
-                               v.get("term")))
+            out.append(
+                _Append(
+                    inv.index, comp.index, "ok", v.get("payload", p), v.get("index"), v.get("term")
+                )
+            )
         else:
             out.append(_Append(inv.index, comp.index, "fail", p, None, None))
     return out
 
 
 # --------------------------------------------------------------------------- samples
+
 
 def committed_regress(ops: Sequence[Op]) -> list[dict[str, Any]]:
     """I1: committedIndex went backwards within one process lifetime of a node.
@@ -228,7 +236,7 @@ def committed_regress(ops: Sequence[Op]) -> list[dict[str, Any]]:
         {"node", "incarnation", "from": earlier max, "to": offending committed,
          "indexes": [index of the first sample that reached the max, offending index]}
     """
-    best: dict[tuple[Any, Any], tuple[int, int]] = {}   # (node, inc) -> (max, sample index)
+    best: dict[tuple[Any, Any], tuple[int, int]] = {}  # (node, inc) -> (max, sample index)
     reported: set[tuple[Any, Any]] = set()
     out = []
     for s in _samples(ops):
@@ -241,8 +249,15 @@ def committed_regress(ops: Sequence[Op]) -> list[dict[str, Any]]:
             best[k] = (c, s.index)
         elif c < prev[0] and k not in reported:
             reported.add(k)
-            out.append({"node": s.node, "incarnation": s.value.get("incarnation"),
-                        "from": prev[0], "to": c, "indexes": [prev[1], s.index]})
+            out.append(
+                {
+                    "node": s.node,
+                    "incarnation": s.value.get("incarnation"),
+                    "from": prev[0],
+                    "to": c,
+                    "indexes": [prev[1], s.index],
+                }
+            )
     return _by_indexes(out)
 
 
@@ -269,9 +284,16 @@ def committed_regress_restart(ops: Sequence[Op]) -> list[dict[str, Any]]:
             continue
         pc = prev.value.get("committed")
         if _is_int(pc) and c < pc:
-            out.append({"node": s.node, "incarnation": s.value.get("incarnation"),
-                        "previous_incarnation": prev.value.get("incarnation"),
-                        "from": pc, "to": c, "indexes": [prev.index, s.index]})
+            out.append(
+                {
+                    "node": s.node,
+                    "incarnation": s.value.get("incarnation"),
+                    "previous_incarnation": prev.value.get("incarnation"),
+                    "from": pc,
+                    "to": c,
+                    "indexes": [prev.index, s.index],
+                }
+            )
     return _by_indexes(out)
 
 
@@ -286,8 +308,15 @@ def committed_beyond_end(ops: Sequence[Op]) -> list[dict[str, Any]]:
     for s in _samples(ops):
         c, e = s.value.get("committed"), s.value.get("end")
         if _is_int(c) and _is_int(e) and c > e:
-            out.append({"node": s.node, "incarnation": s.value.get("incarnation"),
-                        "committed": c, "end": e, "indexes": [s.index]})
+            out.append(
+                {
+                    "node": s.node,
+                    "incarnation": s.value.get("incarnation"),
+                    "committed": c,
+                    "end": e,
+                    "indexes": [s.index],
+                }
+            )
     return _by_indexes(out)
 
 
@@ -308,8 +337,9 @@ def two_leaders_in_term(ops: Sequence[Op]) -> list[dict[str, Any]]:
     out = []
     for t, nodes in first.items():
         if len(nodes) > 1:
-            out.append({"term": t, "nodes": sorted(nodes, key=str),
-                        "indexes": sorted(nodes.values())})
+            out.append(
+                {"term": t, "nodes": sorted(nodes, key=str), "indexes": sorted(nodes.values())}
+            )
     return _by_indexes(out)
 
 
@@ -333,12 +363,20 @@ def term_regress(ops: Sequence[Op]) -> list[dict[str, Any]]:
         if prev is None or t > prev[0]:
             best[s.node] = (t, s.index)
         elif t < prev[0]:
-            out.append({"node": s.node, "incarnation": s.value.get("incarnation"),
-                        "from": prev[0], "to": t, "indexes": [prev[1], s.index]})
+            out.append(
+                {
+                    "node": s.node,
+                    "incarnation": s.value.get("incarnation"),
+                    "from": prev[0],
+                    "to": t,
+                    "indexes": [prev[1], s.index],
+                }
+            )
     return _by_indexes(out)
 
 
 # --------------------------------------------------------------------------- log contents
+
 
 def divergent_committed(ops: Sequence[Op]) -> list[dict[str, Any]]:
     """I2: two committed observations of the same log index disagree.
@@ -359,9 +397,13 @@ def divergent_committed(ops: Sequence[Op]) -> list[dict[str, Any]]:
     out = []
     for idx, vals in seen.items():
         if len(vals) > 1:
-            out.append({"index": idx,
-                        "values": [list(v) for v in sorted(vals.values(), key=_value_key)],
-                        "indexes": sorted(readers[idx])})
+            out.append(
+                {
+                    "index": idx,
+                    "values": [list(v) for v in sorted(vals.values(), key=_value_key)],
+                    "indexes": sorted(readers[idx]),
+                }
+            )
     return _by_indexes(out)
 
 
@@ -404,8 +446,15 @@ def lost_ack(ops: Sequence[Op]) -> list[dict[str, Any]]:
         if there is not None and (_freeze(a.term), _freeze(a.payload)) in there:
             continue
         found = None if not there else list(min(there.values(), key=_value_key))
-        out.append({"payload": a.payload, "index": a.index, "term": a.term, "found": found,
-                    "indexes": [a.comp_index]})
+        out.append(
+            {
+                "payload": a.payload,
+                "index": a.index,
+                "term": a.term,
+                "found": found,
+                "indexes": [a.comp_index],
+            }
+        )
     return _by_indexes(out)
 
 
@@ -419,7 +468,7 @@ def failed_append_present(ops: Sequence[Op]) -> list[dict[str, Any]]:
 
         {"payload", "index": log index, "indexes": sorted [fail completion index, read index]}
     """
-    where: dict[Any, tuple[int, int]] = {}      # payload -> (read index, log index), first read
+    where: dict[Any, tuple[int, int]] = {}  # payload -> (read index, log index), first read
     for r in sorted(_log_reads(ops), key=lambda r: r.index):
         for idx, _term, payload in r.committed:
             if payload is None:
@@ -434,8 +483,13 @@ def failed_append_present(ops: Sequence[Op]) -> list[dict[str, Any]]:
             continue
         hit = where.get(_freeze(a.payload))
         if hit is not None:
-            out.append({"payload": a.payload, "index": hit[1],
-                        "indexes": sorted(i for i in (a.comp_index, hit[0]) if i is not None)})
+            out.append(
+                {
+                    "payload": a.payload,
+                    "index": hit[1],
+                    "indexes": sorted(i for i in (a.comp_index, hit[0]) if i is not None),
+                }
+            )
     return _by_indexes(out)
 
 
@@ -459,8 +513,11 @@ def duplicate_payload(ops: Sequence[Op]) -> list[dict[str, Any]]:
             orig.setdefault(k, payload)
             at.setdefault(k, set()).add(idx)
             readers.setdefault(k, set()).add(r.index)
-    out = [{"payload": orig[k], "log_indexes": sorted(idxs), "indexes": sorted(readers[k])}
-           for k, idxs in at.items() if len(idxs) > 1]
+    out = [
+        {"payload": orig[k], "log_indexes": sorted(idxs), "indexes": sorted(readers[k])}
+        for k, idxs in at.items()
+        if len(idxs) > 1
+    ]
     return _by_indexes(out)
 
 
@@ -477,12 +534,12 @@ def append_order(ops: Sequence[Op]) -> list[dict[str, Any]]:
          "indexes": [A completion index, B completion index]}
     """
     ok = [a for a in _appends(ops) if a.type == "ok" and _is_int(a.index)]
-    events: list[tuple[int, int, _Append]] = []      # (history index, 0=completion 1=invoke, append)
+    events: list[tuple[int, int, _Append]] = []  # (history index, 0=completion 1=invoke, append)
     for a in ok:
         events.append((a.comp_index, 0, a))  # type: ignore[arg-type]
         events.append((a.inv_index, 1, a))
     events.sort(key=lambda e: (e[0], e[1]))
-    best: tuple[int, int] | None = None   # (acked index, completion index) of the max so far
+    best: tuple[int, int] | None = None  # (acked index, completion index) of the max so far
     at_invoke: dict[int, tuple[int, int] | None] = {}
     out = []
     for _, kind, a in events:
@@ -491,7 +548,9 @@ def append_order(ops: Sequence[Op]) -> list[dict[str, Any]]:
             continue
         prior = at_invoke.get(a.inv_index)
         if prior is not None and a.index <= prior[0]:
-            out.append({"a_index": prior[0], "b_index": a.index, "indexes": [prior[1], a.comp_index]})
+            out.append(
+                {"a_index": prior[0], "b_index": a.index, "indexes": [prior[1], a.comp_index]}
+            )
         if best is None or a.index > best[0]:
             best = (a.index, a.comp_index)  # type: ignore[assignment]
     return _by_indexes(out)
@@ -559,6 +618,10 @@ def check_log_safety(ops: Sequence[Op], ha: dict[str, Any] | None = None) -> dic
     if ha is not None:
         stats["loss_window"] = len(notes.get("loss-window", anomalies.get("lost-ack", [])))
     valid: bool | str = False if anomalies else ("unknown" if unknown else True)
-    return {"valid": valid, "anomalies": anomalies, "notes": notes, "unknown": unknown,
-            "stats": stats}
-
+    return {
+        "valid": valid,
+        "anomalies": anomalies,
+        "notes": notes,
+        "unknown": unknown,
+        "stats": stats,
+    }

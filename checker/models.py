@@ -149,8 +149,10 @@ class Model:
         """The closure for one op; raises CheckerError for an op this model cannot judge."""
         f = inp[0]
         if self.fs and f not in self.fs:
-            raise CheckerError(f"model {self.name!r} has no operation {f!r} "
-                               f"(it knows {', '.join(sorted(self.fs))})")
+            raise CheckerError(
+                f"model {self.name!r} has no operation {f!r} "
+                f"(it knows {', '.join(sorted(self.fs))})"
+            )
         if self.compile is not None:
             return self.compile(inp, out)
         step = self.step
@@ -180,6 +182,7 @@ def _ok_true(s: Any) -> tuple[bool, Any]:
 
 # --------------------------------------------------------------------------- registers
 
+
 class RegisterOps:
     """A register's ops for the compiled loop (``Model.native``), exactly as ``compile`` steps them.
 
@@ -198,7 +201,7 @@ class RegisterOps:
         if f == "read":
             if out is UNKNOWN or isinstance(out, Fail) or (out is None and self.read_nil_any):
                 return ("noop",)
-            return None                   # an equality read: Model.read_state covers it
+            return None  # an equality read: Model.read_state covers it
         if f == "write":
             return ("set", v)
         if f == "cas" and isinstance(v, (list, tuple)) and len(v) == 2:
@@ -228,8 +231,13 @@ def _mutex_native(inp: Any, out: Any) -> tuple[Any, ...] | None:
     return None
 
 
-def cas_register(*, initial: Any = None, read_nil_any: bool = False, fails: str = "drop",
-                 name: str = "cas-register") -> Model:
+def cas_register(
+    *,
+    initial: Any = None,
+    read_nil_any: bool = False,
+    fails: str = "drop",
+    name: str = "cas-register",
+) -> Model:
     """A register with read, write and compare-and-set.
 
     ``initial=None, read_nil_any=False`` is Porcupine's etcd model and our own
@@ -256,23 +264,43 @@ def cas_register(*, initial: Any = None, read_nil_any: bool = False, fails: str 
         raise CheckerError(f"cas-register has no operation {f!r}")
 
     def read_state(inp: Any, out: Any) -> Any:
-        if inp[0] != "read" or out is UNKNOWN or isinstance(out, Fail) or (
-                out is None and read_nil_any):
+        if (
+            inp[0] != "read"
+            or out is UNKNOWN
+            or isinstance(out, Fail)
+            or (out is None and read_nil_any)
+        ):
             return NOT_A_READ
         return out
 
-    return Model(name=name, init=lambda: initial, step=_generic_step(compile), compile=compile,
-                 fails=fails, fs=frozenset({"read", "write", "cas"}), pure=_f_is("read"),
-                 read_state=read_state, native=RegisterOps(read_nil_any),
-                 params={"initial": initial, "read_nil_any": read_nil_any, "fails": fails})
+    return Model(
+        name=name,
+        init=lambda: initial,
+        step=_generic_step(compile),
+        compile=compile,
+        fails=fails,
+        fs=frozenset({"read", "write", "cas"}),
+        pure=_f_is("read"),
+        read_state=read_state,
+        native=RegisterOps(read_nil_any),
+        params={"initial": initial, "read_nil_any": read_nil_any, "fails": fails},
+    )
 
 
 def register(*, initial: Any = None, read_nil_any: bool = False) -> Model:
     """A read/write register (a cas-register without cas)."""
     m = cas_register(initial=initial, read_nil_any=read_nil_any, name="register")
-    return Model(name="register", init=m.init, step=m.step, compile=m.compile,
-                 fs=frozenset({"read", "write"}), params=m.params, pure=_f_is("read"),
-                 read_state=m.read_state, native=m.native)
+    return Model(
+        name="register",
+        init=m.init,
+        step=m.step,
+        compile=m.compile,
+        fs=frozenset({"read", "write"}),
+        params=m.params,
+        pure=_f_is("read"),
+        read_state=m.read_state,
+        native=m.native,
+    )
 
 
 def kv(*, initial: str = "") -> Model:
@@ -290,11 +318,19 @@ def kv(*, initial: str = "") -> Model:
             return lambda s: (True, s + v)
         raise CheckerError(f"kv has no operation {f!r}")
 
-    return Model(name="kv", init=lambda: initial, step=_generic_step(compile), compile=compile,
-                 fs=frozenset({"get", "put", "append"}), params={"initial": initial},
-                 pure=_f_is("get"),
-                 read_state=lambda inp, out: NOT_A_READ if inp[0] != "get" or out is UNKNOWN
-                 or isinstance(out, Fail) else out, native=_kv_native)
+    return Model(
+        name="kv",
+        init=lambda: initial,
+        step=_generic_step(compile),
+        compile=compile,
+        fs=frozenset({"get", "put", "append"}),
+        params={"initial": initial},
+        pure=_f_is("get"),
+        read_state=lambda inp, out: (
+            NOT_A_READ if inp[0] != "get" or out is UNKNOWN or isinstance(out, Fail) else out
+        ),
+        native=_kv_native,
+    )
 
 
 def multi_register(*, initial: Mapping[str, Any] | None = None) -> Model:
@@ -311,7 +347,8 @@ def multi_register(*, initial: Mapping[str, Any] | None = None) -> Model:
             raise CheckerError(f"multi-register has no operation {f!r}")
         mops = out if isinstance(out, list) else v
         if not isinstance(mops, list) or not all(
-                isinstance(m, (list, tuple)) and len(m) == 3 for m in mops):
+            isinstance(m, (list, tuple)) and len(m) == 3 for m in mops
+        ):
             raise CheckerError(f"txn value must be a list of [f k v] micro-ops, got {mops!r}")
         if out is UNKNOWN:  # reads of an unobserved txn are unknown
             mops = [[mf, k, None if mf == "read" else x] for mf, k, x in mops]
@@ -331,11 +368,19 @@ def multi_register(*, initial: Mapping[str, Any] | None = None) -> Model:
 
         return step
 
-    return Model(name="multi-register", init=lambda: init_state, step=_generic_step(compile),
-                 compile=compile, fs=frozenset({"txn"}), params={"initial": dict(initial or {})},
-                 pure=lambda inp: isinstance(inp[1], list) and all(
-                     isinstance(m, (list, tuple)) and m and m[0] == "read" for m in inp[1]),
-                 describe_state=lambda s: "{" + ", ".join(f"{k} {_show(v)}" for k, v in s) + "}")
+    return Model(
+        name="multi-register",
+        init=lambda: init_state,
+        step=_generic_step(compile),
+        compile=compile,
+        fs=frozenset({"txn"}),
+        params={"initial": dict(initial or {})},
+        pure=lambda inp: (
+            isinstance(inp[1], list)
+            and all(isinstance(m, (list, tuple)) and m and m[0] == "read" for m in inp[1])
+        ),
+        describe_state=lambda s: "{" + ", ".join(f"{k} {_show(v)}" for k, v in s) + "}",
+    )
 
 
 def mutex() -> Model:
@@ -349,9 +394,15 @@ def mutex() -> Model:
             return lambda s: (s, False)
         raise CheckerError(f"mutex has no operation {f!r}")
 
-    return Model(name="mutex", init=lambda: False, step=_generic_step(compile), compile=compile,
-                 fs=frozenset({"acquire", "release"}), native=_mutex_native,
-                 describe_state=lambda s: "locked" if s else "free")
+    return Model(
+        name="mutex",
+        init=lambda: False,
+        step=_generic_step(compile),
+        compile=compile,
+        fs=frozenset({"acquire", "release"}),
+        native=_mutex_native,
+        describe_state=lambda s: "locked" if s else "free",
+    )
 
 
 def set_model() -> Model:
@@ -371,8 +422,14 @@ def set_model() -> Model:
             return lambda s: (s == want, s)
         raise CheckerError(f"set has no operation {f!r}")
 
-    return Model(name="set", init=frozenset, step=_generic_step(compile), compile=compile,
-                 fs=frozenset({"add", "read"}), pure=_f_is("read"))
+    return Model(
+        name="set",
+        init=frozenset,
+        step=_generic_step(compile),
+        compile=compile,
+        fs=frozenset({"add", "read"}),
+        pure=_f_is("read"),
+    )
 
 
 def append_log(*, fails: str = "drop") -> Model:
@@ -428,8 +485,15 @@ def append_log(*, fails: str = "drop") -> Model:
             return rd
         raise CheckerError(f"append-log has no operation {f!r}")
 
-    return Model(name="append-log", init=tuple, step=_generic_step(compile), compile=compile,
-                 fails=fails, fs=frozenset({"append", "read"}), pure=_f_is("read"))
+    return Model(
+        name="append-log",
+        init=tuple,
+        step=_generic_step(compile),
+        compile=compile,
+        fails=fails,
+        fs=frozenset({"append", "read"}),
+        pure=_f_is("read"),
+    )
 
 
 # --------------------------------------------------------------------------- registry
@@ -463,8 +527,9 @@ def get_model(name: str, **params: Any) -> Model:
     from harness.core.errors import ConfigError
 
     try:
-        m: Model = plugins.build("model", name, lambda f, arg: f(**params), Model,
-                                 error=CheckerError)
+        m: Model = plugins.build(
+            "model", name, lambda f, arg: f(**params), Model, error=CheckerError
+        )
     except ConfigError as e:  # unknown name, import failure: a checker error for callers
         raise CheckerError(str(e).removeprefix("field 'model': ")) from None
     return m

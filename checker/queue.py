@@ -26,9 +26,19 @@ from checker.models import freeze
 from harness.core.history import Op, pair_ops
 
 __all__ = [
-    "QUEUE_FS", "check_queue", "is_queue_op", "queue_ack_mismatch", "queue_divergence",
-    "queue_duplicate", "queue_failed_appears", "queue_gap", "queue_lost", "queue_order",
-    "queue_phys_conflict", "queue_phys_regress", "queue_unexpected",
+    "QUEUE_FS",
+    "check_queue",
+    "is_queue_op",
+    "queue_ack_mismatch",
+    "queue_divergence",
+    "queue_duplicate",
+    "queue_failed_appears",
+    "queue_gap",
+    "queue_lost",
+    "queue_order",
+    "queue_phys_conflict",
+    "queue_phys_regress",
+    "queue_unexpected",
 ]
 
 QUEUE_FS = frozenset({"send", "pull", "commit-offset"})
@@ -57,8 +67,11 @@ def _sorted(ops: Sequence[Op]) -> list[Op]:
 
 
 def _sends(ops: list[Op]) -> list[tuple[Op, Op | None]]:
-    return [(ops[i], None if c is None else ops[c]) for i, c in pair_ops(ops).items()
-            if ops[i].f == "send" and isinstance(ops[i].value, dict)]
+    return [
+        (ops[i], None if c is None else ops[c])
+        for i, c in pair_ops(ops).items()
+        if ops[i].f == "send" and isinstance(ops[i].value, dict)
+    ]
 
 
 def _pulls(ops: list[Op]) -> list[Op]:
@@ -71,8 +84,18 @@ def _seen(ops: list[Op]) -> list[Seen]:
         v = p.value
         for m in v.get("messages") or []:
             if isinstance(m, list) and len(m) >= 3 and isinstance(m[0], int):
-                out.append(Seen(v.get("topic"), v.get("queue"), m[0], m[1], freeze(m[2]), p.index,
-                                p.node, bool(v.get("final"))))
+                out.append(
+                    Seen(
+                        v.get("topic"),
+                        v.get("queue"),
+                        m[0],
+                        m[1],
+                        freeze(m[2]),
+                        p.index,
+                        p.node,
+                        bool(v.get("final")),
+                    )
+                )
     return out
 
 
@@ -100,8 +123,14 @@ def queue_lost(ops: Sequence[Op]) -> list[dict[str, Any]]:
         k = _msg_key(inv.value)
         fin = final_of.get(k[:2])
         if fin is not None and k not in have:
-            out.append({"topic": k[0], "queue": k[1], "body": inv.value.get("body"),
-                        "indexes": sorted([comp.index, fin])})
+            out.append(
+                {
+                    "topic": k[0],
+                    "queue": k[1],
+                    "body": inv.value.get("body"),
+                    "indexes": sorted([comp.index, fin]),
+                }
+            )
     return out
 
 
@@ -113,8 +142,13 @@ def queue_duplicate(ops: Sequence[Op]) -> list[dict[str, Any]]:
     out = []
     for body, where in pos.items():
         if len(where) > 1:
-            out.append({"body": body, "positions": [list(w) for w in sorted(where, key=str)],
-                        "indexes": sorted(set(where.values()))})
+            out.append(
+                {
+                    "body": body,
+                    "positions": [list(w) for w in sorted(where, key=str)],
+                    "indexes": sorted(set(where.values())),
+                }
+            )
     return sorted(out, key=lambda e: e["indexes"])
 
 
@@ -126,9 +160,15 @@ def queue_divergence(ops: Sequence[Op]) -> list[dict[str, Any]]:
     out = []
     for (t, q, qo), bodies in at.items():
         if len(bodies) > 1:
-            out.append({"topic": t, "queue": q, "queue_offset": qo,
-                        "bodies": {str(b): n for b, (_, n) in bodies.items()},
-                        "indexes": sorted({i for i, _ in bodies.values()})})
+            out.append(
+                {
+                    "topic": t,
+                    "queue": q,
+                    "queue_offset": qo,
+                    "bodies": {str(b): n for b, (_, n) in bodies.items()},
+                    "indexes": sorted({i for i, _ in bodies.values()}),
+                }
+            )
     return sorted(out, key=lambda e: e["indexes"])
 
 
@@ -139,11 +179,20 @@ def queue_gap(ops: Sequence[Op]) -> list[dict[str, Any]]:
         msgs = p.value.get("messages") or []
         qos = [m[0] for m in msgs if isinstance(m, list) and m]
         start = p.value.get("offset")
-        if qos and (qos != list(range(qos[0], qos[0] + len(qos)))
-                    or (isinstance(start, int) and qos[0] != max(start, 0))):
-            out.append({"topic": p.value.get("topic"), "queue": p.value.get("queue"),
-                        "asked": start, "queue_offsets": qos[:20], "node": p.node,
-                        "indexes": [p.index]})
+        if qos and (
+            qos != list(range(qos[0], qos[0] + len(qos)))
+            or (isinstance(start, int) and qos[0] != max(start, 0))
+        ):
+            out.append(
+                {
+                    "topic": p.value.get("topic"),
+                    "queue": p.value.get("queue"),
+                    "asked": start,
+                    "queue_offsets": qos[:20],
+                    "node": p.node,
+                    "indexes": [p.index],
+                }
+            )
     return out
 
 
@@ -158,9 +207,16 @@ def queue_order(ops: Sequence[Op]) -> list[dict[str, Any]]:
         msgs = [m for m in p.value.get("messages") or [] if isinstance(m, list) and len(m) >= 2]
         for a, b in zip(msgs, msgs[1:], strict=False):
             if isinstance(a[1], int) and isinstance(b[1], int) and b[1] <= a[1]:
-                out.append({"topic": p.value.get("topic"), "queue": p.value.get("queue"),
-                            "queue_offsets": [a[0], b[0]], "offsets": [a[1], b[1]],
-                            "node": p.node, "indexes": [p.index]})
+                out.append(
+                    {
+                        "topic": p.value.get("topic"),
+                        "queue": p.value.get("queue"),
+                        "queue_offsets": [a[0], b[0]],
+                        "offsets": [a[1], b[1]],
+                        "node": p.node,
+                        "indexes": [p.index],
+                    }
+                )
                 break
     first: dict[tuple[Any, Any], dict[int, tuple[int, int]]] = {}
     for x in _seen(s):
@@ -174,8 +230,15 @@ def queue_order(ops: Sequence[Op]) -> list[dict[str, Any]]:
             if prev is not None and off <= prev[1]:
                 ix = sorted({prev[2], idx})
                 if tuple(ix) not in reported:
-                    out.append({"topic": t, "queue": q, "queue_offsets": [prev[0], qo],
-                                "offsets": [prev[1], off], "indexes": ix})
+                    out.append(
+                        {
+                            "topic": t,
+                            "queue": q,
+                            "queue_offsets": [prev[0], qo],
+                            "offsets": [prev[1], off],
+                            "indexes": ix,
+                        }
+                    )
                 break
             prev = (qo, off, idx)
     return sorted(out, key=lambda e: e["indexes"])
@@ -187,9 +250,18 @@ def queue_phys_conflict(ops: Sequence[Op]) -> list[dict[str, Any]]:
     for x in _seen(_sorted(ops)):
         if isinstance(x.offset, int):
             at.setdefault(x.offset, {}).setdefault((x.topic, x.queue, x.body), x.index)
-    return sorted(({"offset": off, "messages": [list(k) for k in msgs],
-                    "indexes": sorted(set(msgs.values()))}
-                   for off, msgs in at.items() if len(msgs) > 1), key=lambda e: e["indexes"])
+    return sorted(
+        (
+            {
+                "offset": off,
+                "messages": [list(k) for k in msgs],
+                "indexes": sorted(set(msgs.values())),
+            }
+            for off, msgs in at.items()
+            if len(msgs) > 1
+        ),
+        key=lambda e: e["indexes"],
+    )
 
 
 def queue_ack_mismatch(ops: Sequence[Op]) -> list[dict[str, Any]]:
@@ -207,9 +279,15 @@ def queue_ack_mismatch(ops: Sequence[Op]) -> list[dict[str, Any]]:
             continue
         acked = (comp.value.get("offset"), comp.value.get("queue_offset"))
         if acked != (found.offset, found.queue_offset):
-            out.append({"body": inv.value.get("body"), "acked": list(acked),
-                        "seen": [found.offset, found.queue_offset], "node": found.node,
-                        "indexes": sorted([comp.index, found.index])})
+            out.append(
+                {
+                    "body": inv.value.get("body"),
+                    "acked": list(acked),
+                    "seen": [found.offset, found.queue_offset],
+                    "node": found.node,
+                    "indexes": sorted([comp.index, found.index]),
+                }
+            )
     return out
 
 
@@ -235,8 +313,14 @@ def queue_phys_regress(ops: Sequence[Op]) -> list[dict[str, Any]]:
         inv_index = inv_of.get(op.index)
         prior = before.get(inv_index) if inv_index is not None else None
         if prior is not None and off <= prior[0]:
-            out.append({"body": op.value.get("body"), "offset": off, "earlier_offset": prior[0],
-                        "indexes": sorted([prior[1], op.index])})
+            out.append(
+                {
+                    "body": op.value.get("body"),
+                    "offset": off,
+                    "earlier_offset": prior[0],
+                    "indexes": sorted([prior[1], op.index]),
+                }
+            )
         if best is None or off > best[0]:
             best = (off, op.index)
     return out
@@ -266,8 +350,10 @@ def queue_unexpected(ops: Sequence[Op]) -> list[dict[str, Any]]:
         k = (x.topic, x.queue, x.body)
         if k not in tried:
             first.setdefault(k, x.index)
-    return [{"topic": k[0], "queue": k[1], "body": k[2], "indexes": [i]}
-            for k, i in sorted(first.items(), key=lambda t: t[1])]
+    return [
+        {"topic": k[0], "queue": k[1], "body": k[2], "indexes": [i]}
+        for k, i in sorted(first.items(), key=lambda t: t[1])
+    ]
 
 
 CHECKS = (
@@ -303,14 +389,19 @@ def check_queue(ops: Sequence[Op]) -> dict[str, Any]:
     unknown = ["queue-lost"] if ok_sends and not finals else []
     final_bodies = {(x.topic, x.queue, x.body) for x in _seen(s) if x.final}
     stats = {
-        "sends": {t: sum(1 for _, c in sends if (c.type if c else "info") == t)
-                  for t in ("ok", "fail", "info")},
+        "sends": {
+            t: sum(1 for _, c in sends if (c.type if c else "info") == t)
+            for t in ("ok", "fail", "info")
+        },
         "pulls": len(pulls),
         "final_pulls": len(finals),
         "final_nodes": sorted({str(p.node) for p in finals}),
         "final_messages": len(final_bodies),
-        "recovered": sum(1 for inv, c in sends if (c is None or c.type == "info")
-                         and _msg_key(inv.value) in final_bodies),
+        "recovered": sum(
+            1
+            for inv, c in sends
+            if (c is None or c.type == "info") and _msg_key(inv.value) in final_bodies
+        ),
     }
     valid: bool | str = False if anomalies else ("unknown" if unknown else True)
     return {"valid": valid, "anomalies": anomalies, "unknown": unknown, "stats": stats}

@@ -18,8 +18,19 @@ from typing import Any
 from checker.models import Model
 from harness.core.verdict import merge
 
-__all__ = ["CAP", "PREFIX_KEPT", "AUTO_MODELS", "auto_linearizable", "jsonable_key", "key_order",
-           "lin_example", "shape_linearizable", "unknown_result", "cap_examples", "compose_results"]
+__all__ = [
+    "CAP",
+    "PREFIX_KEPT",
+    "AUTO_MODELS",
+    "auto_linearizable",
+    "jsonable_key",
+    "key_order",
+    "lin_example",
+    "shape_linearizable",
+    "unknown_result",
+    "cap_examples",
+    "compose_results",
+]
 
 CAP = 20
 """Examples kept per anomaly or note kind in results.json; anomaly totals go to
@@ -44,8 +55,14 @@ def auto_linearizable(groups: Iterable[str]) -> list[tuple[str, str, str]]:
     """
     have = set(groups)
     present = [g for g in AUTO_MODELS if g in have]
-    return [("linearizable" if len(present) == 1 else f"linearizable-{AUTO_MODELS[g]}", g,
-             AUTO_MODELS[g]) for g in present]
+    return [
+        (
+            "linearizable" if len(present) == 1 else f"linearizable-{AUTO_MODELS[g]}",
+            g,
+            AUTO_MODELS[g],
+        )
+        for g in present
+    ]
 
 
 def jsonable_key(k: Any) -> Any:
@@ -67,8 +84,13 @@ def key_order(k: Any) -> tuple[int, str]:
 def lin_example(cex: Mapping[str, Any]) -> dict[str, Any]:
     """The ``nonlinearizable`` anomaly example of a counterexample: where it is and why,
     without the (long) prefix, which stays in the checker's own result."""
-    return {"key": cex["key"], "indexes": cex["window"], "op": cex["op"], "state": cex["state"],
-            "why": cex["why"]}
+    return {
+        "key": cex["key"],
+        "indexes": cex["window"],
+        "op": cex["op"],
+        "state": cex["state"],
+        "why": cex["why"],
+    }
 
 
 def shape_linearizable(res: dict[str, Any], model: Model) -> dict[str, Any]:
@@ -119,8 +141,14 @@ def cap_examples(res: dict[str, Any], cap: int = CAP) -> dict[str, Any]:
     return res
 
 
-def compose_results(checkers: Mapping[str, dict[str, Any]], *, engine: str, started: float,
-                    cap: int = CAP, client_records: Callable[[], int]) -> dict[str, Any]:
+def compose_results(
+    checkers: Mapping[str, dict[str, Any]],
+    *,
+    engine: str,
+    started: float,
+    cap: int = CAP,
+    client_records: Callable[[], int],
+) -> dict[str, Any]:
     """The results.json map (ARCHITECTURE §3) from each checker's own result.
 
     Each result is capped (:func:`cap_examples`); anomalies are gathered by kind
@@ -143,6 +171,8 @@ def compose_results(checkers: Mapping[str, dict[str, Any]], *, engine: str, star
         "elapsed_s": round(time.monotonic() - started, 3),
     }
     if not results:
-        out["error"] = (f"no check applies to this history ({client_records()} client op records); "
-                        "name a model with --model")
+        out["error"] = (
+            f"no check applies to this history ({client_records()} client op records); "
+            "name a model with --model"
+        )
     return out

@@ -24,13 +24,19 @@ def _sorted(ops: Sequence[Op]) -> list[Op]:
 
 
 def _adds(ops: list[Op]) -> list[tuple[Op, Op | None]]:
-    return [(ops[i], None if c is None else ops[c]) for i, c in pair_ops(ops).items()
-            if ops[i].f == "add"]
+    return [
+        (ops[i], None if c is None else ops[c])
+        for i, c in pair_ops(ops).items()
+        if ops[i].f == "add"
+    ]
 
 
 def _reads(ops: list[Op]) -> list[Op]:
-    return [op for op in ops if op.f == "read" and op.type == "ok" and op.key is None
-            and isinstance(op.value, list)]
+    return [
+        op
+        for op in ops
+        if op.f == "read" and op.type == "ok" and op.key is None and isinstance(op.value, list)
+    ]
 
 
 def set_lost(ops: Sequence[Op]) -> list[dict[str, Any]]:
@@ -93,12 +99,15 @@ def check_set(ops: Sequence[Op]) -> dict[str, Any]:
     unknown = ["set-lost"] if ok_adds and not reads else []
     final = {freeze(x) for x in reads[-1].value} if reads else set()
     stats = {
-        "adds": {t: sum(1 for _, c in adds if (c.type if c else "info") == t)
-                 for t in ("ok", "fail", "info")},
+        "adds": {
+            t: sum(1 for _, c in adds if (c.type if c else "info") == t)
+            for t in ("ok", "fail", "info")
+        },
         "reads": len(reads),
         "final_size": len(final),
-        "recovered": sum(1 for inv, c in adds
-                         if (c is None or c.type == "info") and freeze(inv.value) in final),
+        "recovered": sum(
+            1 for inv, c in adds if (c is None or c.type == "info") and freeze(inv.value) in final
+        ),
     }
     valid: bool | str = False if anomalies else ("unknown" if unknown else True)
     return {"valid": valid, "anomalies": anomalies, "unknown": unknown, "stats": stats}

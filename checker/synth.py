@@ -38,8 +38,14 @@ __all__ = ["ANOMALIES", "WORKLOADS", "generate", "records", "write_history", "ge
 
 WORKLOADS = ("append", "register", "mixed")
 LOG_ANOMALIES = (
-    "lost-ack", "divergent-committed", "duplicate-payload", "committed-regress",
-    "two-leaders-in-term", "term-regress", "committed-beyond-end", "failed-append-present",
+    "lost-ack",
+    "divergent-committed",
+    "duplicate-payload",
+    "committed-regress",
+    "two-leaders-in-term",
+    "term-regress",
+    "committed-beyond-end",
+    "failed-append-present",
     "append-order",
 )
 REGISTER_ANOMALIES = ("nonlinearizable",)
@@ -57,10 +63,10 @@ _ARRAY = ("array", None, *_NONE7)
 _OBJECT = ("object", None, *_NONE7)
 _FINAL = ("object", *_NONE7, "true")
 
-_READ_SPAN = 16          # entries asked for by a non-final read
-_FINAL_CHUNK = 1000      # entries per final read
-_TERM_EVERY = 4000       # records between elections, on average
-_RESTART_EVERY = 9000    # records between node restarts, on average
+_READ_SPAN = 16  # entries asked for by a non-final read
+_FINAL_CHUNK = 1000  # entries per final read
+_TERM_EVERY = 4000  # records between elections, on average
+_RESTART_EVERY = 9000  # records between node restarts, on average
 
 
 class _Log:
@@ -69,7 +75,7 @@ class _Log:
     def __init__(self) -> None:
         self.terms = array("q")
         self.pids = array("q")
-        self.ghost: dict[int, str] = {}   # log index -> payload JSON that no client appended
+        self.ghost: dict[int, str] = {}  # log index -> payload JSON that no client appended
 
     def __len__(self) -> int:
         return len(self.terms)
@@ -84,7 +90,7 @@ class _Log:
         patches = {i - lo: g for i, g in self.ghost.items() if lo <= i <= hi}
         if corrupt is not None:
             patches[corrupt - lo] = '"ghost-divergent"'
-        return _Slice(lo, self.terms[lo:hi + 1], self.pids[lo:hi + 1], patches, committed)
+        return _Slice(lo, self.terms[lo : hi + 1], self.pids[lo : hi + 1], patches, committed)
 
 
 class _Slice:
@@ -93,9 +99,16 @@ class _Slice:
 
     __slots__ = ("lo", "terms", "pids", "patches", "committed")
 
-    def __init__(self, lo: int, terms: array, pids: array, patches: dict[int, str],
-                 committed: int) -> None:
-        self.lo, self.terms, self.pids, self.patches, self.committed = lo, terms, pids, patches, committed
+    def __init__(
+        self, lo: int, terms: array, pids: array, patches: dict[int, str], committed: int
+    ) -> None:
+        self.lo, self.terms, self.pids, self.patches, self.committed = (
+            lo,
+            terms,
+            pids,
+            patches,
+            committed,
+        )
 
     def json(self) -> str:
         parts = []
@@ -111,10 +124,13 @@ def _kinds(anomaly: str | Iterable[str] | None) -> list[str]:
     return [anomaly] if isinstance(anomaly, str) else list(anomaly)
 
 
-def _check_args(workload: str, anomaly: str | Iterable[str] | None, nodes: int,
-                concurrency: int) -> None:
+def _check_args(
+    workload: str, anomaly: str | Iterable[str] | None, nodes: int, concurrency: int
+) -> None:
     if workload not in WORKLOADS:
-        raise click.BadParameter(f"workload must be one of {', '.join(WORKLOADS)}, got {workload!r}")
+        raise click.BadParameter(
+            f"workload must be one of {', '.join(WORKLOADS)}, got {workload!r}"
+        )
     for kind in _kinds(anomaly):
         if kind not in ANOMALIES:
             raise click.BadParameter(f"anomaly must be one of {', '.join(ANOMALIES)}, got {kind!r}")
@@ -126,16 +142,30 @@ def _check_args(workload: str, anomaly: str | Iterable[str] | None, nodes: int,
         raise click.BadParameter("need at least 2 nodes and 1 client")
 
 
-def records(n_ops: int, *, workload: str = "append", anomaly: str | Iterable[str] | None = None, seed: int = 0,
-            nodes: int = 5, concurrency: int = 10, keys: int | None = None) -> Iterator[Record]:
+def records(
+    n_ops: int,
+    *,
+    workload: str = "append",
+    anomaly: str | Iterable[str] | None = None,
+    seed: int = 0,
+    nodes: int = 5,
+    concurrency: int = 10,
+    keys: int | None = None,
+) -> Iterator[Record]:
     """Yield about ``n_ops`` raw history records (final reads come on top), in history order.
 
     Process ids: clients ``0..concurrency-1`` (a client whose op ends ``info``
     continues under a fresh id), the sampler uses its own ids above them.
     """
     for typ, proc, f, key, val, node, err, _ in _simulate(
-            n_ops, workload=workload, anomaly=anomaly, seed=seed, nodes=nodes,
-            concurrency=concurrency, keys=keys):
+        n_ops,
+        workload=workload,
+        anomaly=anomaly,
+        seed=seed,
+        nodes=nodes,
+        concurrency=concurrency,
+        keys=keys,
+    ):
         yield (typ, proc, f, key, val if isinstance(val, str) else val.json(), node, err)
 
 
@@ -148,8 +178,16 @@ def _payload(pid: int) -> tuple[str, str]:
     return f'{{"payload":{p}}}', p
 
 
-def _simulate(n_ops: int, *, workload: str, anomaly: str | Iterable[str] | None, seed: int,
-              nodes: int, concurrency: int, keys: int | None) -> Iterator[tuple[Any, ...]]:
+def _simulate(
+    n_ops: int,
+    *,
+    workload: str,
+    anomaly: str | Iterable[str] | None,
+    seed: int,
+    nodes: int,
+    concurrency: int,
+    keys: int | None,
+) -> Iterator[tuple[Any, ...]]:
     """The records of :func:`records`, with two differences for the Parquet writer: a log
     read's ok value is a :class:`_Slice` rather than text, and each record carries its
     value's typed columns: ``v_kind``, then one text (or None) per
@@ -160,20 +198,21 @@ def _simulate(n_ops: int, *, workload: str, anomaly: str | Iterable[str] | None,
     do_log = workload in ("append", "mixed")
     do_reg = workload in ("register", "mixed")
     n_keys = keys if keys is not None else max(1, n_ops // 400)
-    plant_at = max(n_ops // 3, 1)         # the record count after which anomalies are planted
+    plant_at = max(n_ops // 3, 1)  # the record count after which anomalies are planted
     pending = set(_kinds(anomaly))
 
     def due(kind: str) -> bool:
         return kind in pending and emitted >= plant_at
+
     term_every = max(200, min(_TERM_EVERY, n_ops // 8))
     restart_every = max(300, min(_RESTART_EVERY, n_ops // 6))
 
     log = _Log()
     term, leader = 1, rng.randrange(nodes)
-    log.add(term, -1)                    # the first leader's NOOP
-    commit_of = [0] * nodes              # per node, what its last sample said
+    log.add(term, -1)  # the first leader's NOOP
+    commit_of = [0] * nodes  # per node, what its last sample said
     incarnation = [1] * nodes
-    seen_term = [0] * nodes              # per node, the highest term its samples showed
+    seen_term = [0] * nodes  # per node, the highest term its samples showed
     next_pid = 0
     # append-order: a slot reserved for the next ok append, placed below an already acked one.
     reserved: int | None = None
@@ -184,7 +223,7 @@ def _simulate(n_ops: int, *, workload: str, anomaly: str | Iterable[str] | None,
     next_proc = concurrency + 1
     sampler = concurrency
     procs = list(range(concurrency))
-    open_op: dict[int, tuple[str, str | None, Any]] = {}   # worker -> (f, key, invoke detail)
+    open_op: dict[int, tuple[str, str | None, Any]] = {}  # worker -> (f, key, invoke detail)
     emitted = 0
 
     def committed() -> int:
@@ -192,15 +231,18 @@ def _simulate(n_ops: int, *, workload: str, anomaly: str | Iterable[str] | None,
 
     while emitted < n_ops:
         # ----- cluster events: elections and restarts
-        if do_log and reserved is None and (rng.randrange(term_every) == 0 or (
-                due("term-regress") and term == 1)):
+        if (
+            do_log
+            and reserved is None
+            and (rng.randrange(term_every) == 0 or (due("term-regress") and term == 1))
+        ):
             term += 1
             leader = rng.randrange(nodes)
             log.add(term, -1)
         if do_log and rng.randrange(restart_every) == 0:
             n = rng.randrange(nodes)
             incarnation[n] += 1
-            commit_of[n] = -1            # committedIndex is not persisted: it restarts low
+            commit_of[n] = -1  # committedIndex is not persisted: it restarts low
         # ----- the sampler: one complete sample now and then
         if do_log and rng.random() < 0.2:
             n = rng.randrange(nodes)
@@ -223,11 +265,21 @@ def _simulate(n_ops: int, *, workload: str, anomaly: str | Iterable[str] | None,
                 end = c - 1
                 pending.discard("committed-beyond-end")
             seen_term[n] = max(seen_term[n], t)
-            val = (f'{{"role":"{role}","term":{t},"leader":"{names[leader]}","begin":0,'
-                   f'"end":{end},"committed":{c},"incarnation":{inc}}}')
+            val = (
+                f'{{"role":"{role}","term":{t},"leader":"{names[leader]}","begin":0,'
+                f'"end":{end},"committed":{c},"incarnation":{inc}}}'
+            )
             yield ("invoke", sampler, "sample", None, "null", names[n], None, _NULL)
-            yield ("ok", sampler, "sample", None, val, names[n], None,
-                   ("object", None, None, str(t), str(c), str(end), f'"{role}"', str(inc), None))
+            yield (
+                "ok",
+                sampler,
+                "sample",
+                None,
+                val,
+                names[n],
+                None,
+                ("object", None, None, str(t), str(c), str(end), f'"{role}"', str(inc), None),
+            )
             emitted += 2
             continue
         # ----- a client worker steps: complete its open op, or invoke a new one
@@ -249,7 +301,11 @@ def _simulate(n_ops: int, *, workload: str, anomaly: str | Iterable[str] | None,
                     yield ("invoke", proc, "write", key, str(v), node, None, _NUMBER)
                 else:
                     cur = regs.get(key)
-                    old = cur if (cur is not None and rng.random() < 0.6) else rng.randrange(1, next_val + 1)
+                    old = (
+                        cur
+                        if (cur is not None and rng.random() < 0.6)
+                        else rng.randrange(1, next_val + 1)
+                    )
                     v = next_val
                     next_val += 1
                     open_op[w] = ("cas", key, (old, v))
@@ -264,8 +320,16 @@ def _simulate(n_ops: int, *, workload: str, anomaly: str | Iterable[str] | None,
                 hi = committed()
                 lo = max(0, hi - rng.randrange(_READ_SPAN * 4))
                 open_op[w] = ("read", None, (lo, lo + _READ_SPAN - 1))
-                yield ("invoke", proc, "read", None, f'{{"from":{lo},"to":{lo + _READ_SPAN - 1}}}', node,
-                       None, _OBJECT)
+                yield (
+                    "invoke",
+                    proc,
+                    "read",
+                    None,
+                    f'{{"from":{lo},"to":{lo + _READ_SPAN - 1}}}',
+                    node,
+                    None,
+                    _OBJECT,
+                )
             emitted += 1
             continue
 
@@ -287,7 +351,7 @@ def _simulate(n_ops: int, *, workload: str, anomaly: str | Iterable[str] | None,
                 continue
             if r < 0.05:
                 if rng.random() < 0.5:
-                    log.add(term, pid)           # an info append may or may not have landed
+                    log.add(term, pid)  # an info append may or may not have landed
                 procs[w] = next_proc
                 next_proc += 1
                 val, p = _payload(pid)
@@ -297,7 +361,7 @@ def _simulate(n_ops: int, *, workload: str, anomaly: str | Iterable[str] | None,
                 idx, log.pids[reserved] = reserved, pid
                 reserved = None
             elif due("append-order"):
-                reserved = log.add(term, -2)     # filled by an append invoked after this ack
+                reserved = log.add(term, -2)  # filled by an append invoked after this ack
                 reserved_at = emitted
                 idx = log.add(term, pid)
                 pending.discard("append-order")
@@ -311,8 +375,16 @@ def _simulate(n_ops: int, *, workload: str, anomaly: str | Iterable[str] | None,
                 log.add(term, pid)
                 pending.discard("duplicate-payload")
             p = f'"p{pid}"'
-            yield ("ok", proc, f, None, f'{{"payload":{p},"index":{idx},"term":{t}}}', node, None,
-                   ("object", p, str(idx), str(t), *_NONE5))
+            yield (
+                "ok",
+                proc,
+                f,
+                None,
+                f'{{"payload":{p},"index":{idx},"term":{t}}}',
+                node,
+                None,
+                ("object", p, str(idx), str(t), *_NONE5),
+            )
         elif f == "read" and op_key is None:
             lo, hi = detail
             c = committed()
@@ -364,10 +436,28 @@ def _simulate(n_ops: int, *, workload: str, anomaly: str | Iterable[str] | None,
             if f == "read":
                 yield ("info", proc, f, key, "null", names[w % nodes], "timeout", _NULL)
             elif f == "cas":
-                yield ("info", proc, f, key, json.dumps(list(detail)), names[w % nodes], "timeout", _ARRAY)
+                yield (
+                    "info",
+                    proc,
+                    f,
+                    key,
+                    json.dumps(list(detail)),
+                    names[w % nodes],
+                    "timeout",
+                    _ARRAY,
+                )
             else:
-                yield ("info", proc, f, key, json.dumps(detail), names[w % nodes], "timeout", _NUMBER)
-    if reserved is not None:   # append-order planted at the very end: fill the hole with a NOOP
+                yield (
+                    "info",
+                    proc,
+                    f,
+                    key,
+                    json.dumps(detail),
+                    names[w % nodes],
+                    "timeout",
+                    _NUMBER,
+                )
+    if reserved is not None:  # append-order planted at the very end: fill the hole with a NOOP
         log.pids[reserved] = -1
     if do_log:
         proc = next_proc
@@ -375,19 +465,61 @@ def _simulate(n_ops: int, *, workload: str, anomaly: str | Iterable[str] | None,
         for n in range(nodes):
             for lo in range(0, last + 1, _FINAL_CHUNK):
                 hi = min(lo + _FINAL_CHUNK - 1, last)
-                yield ("invoke", proc, "read", None, f'{{"from":{lo},"to":{hi},"final":true}}', names[n],
-                       None, _FINAL)
-                yield ("ok", proc, "read", None, log.read(lo, hi, last), names[n], None, _read(last))
+                yield (
+                    "invoke",
+                    proc,
+                    "read",
+                    None,
+                    f'{{"from":{lo},"to":{hi},"final":true}}',
+                    names[n],
+                    None,
+                    _FINAL,
+                )
+                yield (
+                    "ok",
+                    proc,
+                    "read",
+                    None,
+                    log.read(lo, hi, last),
+                    names[n],
+                    None,
+                    _read(last),
+                )
 
 
-def generate(n_ops: int, *, workload: str = "append", anomaly: str | Iterable[str] | None = None, seed: int = 0,
-             nodes: int = 5, concurrency: int = 10, keys: int | None = None) -> Iterator[Op]:
+def generate(
+    n_ops: int,
+    *,
+    workload: str = "append",
+    anomaly: str | Iterable[str] | None = None,
+    seed: int = 0,
+    nodes: int = 5,
+    concurrency: int = 10,
+    keys: int | None = None,
+) -> Iterator[Op]:
     """The same stream as :func:`records`, as :class:`Op` objects with index and time set."""
     for i, (typ, proc, f, key, val, node, err) in enumerate(
-            records(n_ops, workload=workload, anomaly=anomaly, seed=seed, nodes=nodes,
-                    concurrency=concurrency, keys=keys)):
-        yield Op(type=typ, process=proc, f=f, value=json.loads(val), key=key, time=i * 1000,
-                 index=i, node=node, error=err)
+        records(
+            n_ops,
+            workload=workload,
+            anomaly=anomaly,
+            seed=seed,
+            nodes=nodes,
+            concurrency=concurrency,
+            keys=keys,
+        )
+    ):
+        yield Op(
+            type=typ,
+            process=proc,
+            f=f,
+            value=json.loads(val),
+            key=key,
+            time=i * 1000,
+            index=i,
+            node=node,
+            error=err,
+        )
 
 
 def write_history(path: str | Path, n_ops: int, *, batch: int = 200_000, **kw: Any) -> int:
@@ -398,15 +530,24 @@ def write_history(path: str | Path, n_ops: int, *, batch: int = 200_000, **kw: A
         n = 0
         with open(path, "w", encoding="utf-8") as fh:
             for i, (typ, proc, f, key, val, node, err) in enumerate(records(n_ops, **kw)):
-                fh.write(f'{{"index":{i},"time":{i * 1000},"type":"{typ}","process":'
-                         f'{json.dumps(proc)},"f":"{f}","key":{json.dumps(key)},"value":{val},'
-                         f'"node":{json.dumps(node)},"error":{json.dumps(err)}}}\n')
+                fh.write(
+                    f'{{"index":{i},"time":{i * 1000},"type":"{typ}","process":'
+                    f'{json.dumps(proc)},"f":"{f}","key":{json.dumps(key)},"value":{val},'
+                    f'"node":{json.dumps(node)},"error":{json.dumps(err)}}}\n'
+                )
                 n += 1
         return n
     if suffix != ".parquet":
         raise click.BadParameter(f"{path}: output must end in .jsonl or .parquet")
-    kw = {"workload": "append", "anomaly": None, "seed": 0, "nodes": 5, "concurrency": 10,
-          "keys": None, **kw}
+    kw = {
+        "workload": "append",
+        "anomaly": None,
+        "seed": 0,
+        "nodes": 5,
+        "concurrency": 10,
+        "keys": None,
+        **kw,
+    }
     _check_args(kw["workload"], kw["anomaly"], kw["nodes"], kw["concurrency"])
     import pyarrow.parquet as pq
 
@@ -438,7 +579,7 @@ class _ParquetBatch:
 
     def __init__(self, schema: Any) -> None:
         self.schema = schema
-        self.n = 0                    # records written before this batch
+        self.n = 0  # records written before this batch
         self.recs: list[tuple[Any, ...]] = []
         self.entries = 0
 
@@ -463,7 +604,7 @@ class _ParquetBatch:
         typ, proc, f, key, val, node, err, fields = zip(*self.recs, strict=True)
         is_text = [v.__class__ is str for v in val]
         e_index, e_terms, e_pids = array("q"), array("q"), array("q")
-        patches: list[str] = []       # e_pids <= -10 name the patch text -10 - pid
+        patches: list[str] = []  # e_pids <= -10 name the patch text -10 - pid
         for v in val:
             if v.__class__ is _Slice:
                 start = len(e_pids)
@@ -473,33 +614,56 @@ class _ParquetBatch:
                 for k, text in v.patches.items():
                     e_pids[start + k] = -10 - len(patches)
                     patches.append(text)
-        counts = np.fromiter((0 if t else len(v.pids) for t, v in zip(is_text, val, strict=True)),
-                             np.int64, m)
+        counts = np.fromiter(
+            (0 if t else len(v.pids) for t, v in zip(is_text, val, strict=True)), np.int64, m
+        )
         offsets = pa.array(np.concatenate(([0], np.cumsum(counts))).astype(np.int32))
         pid = pa.array(np.frombuffer(e_pids, np.int64))
-        payload = pc.if_else(pc.less(pid, 0), pa.scalar("null"),
-                             pc.binary_join_element_wise('"p', pc.cast(pid, pa.string()), '"', ""))
+        payload = pc.if_else(
+            pc.less(pid, 0),
+            pa.scalar("null"),
+            pc.binary_join_element_wise('"p', pc.cast(pid, pa.string()), '"', ""),
+        )
         if patches:
-            k = pc.if_else(pc.less_equal(pid, -10), pc.subtract(pa.scalar(-10, pa.int64()), pid),
-                           pa.scalar(None, pa.int64()))
+            k = pc.if_else(
+                pc.less_equal(pid, -10),
+                pc.subtract(pa.scalar(-10, pa.int64()), pid),
+                pa.scalar(None, pa.int64()),
+            )
             payload = pc.coalesce(pc.take(pa.array(patches, pa.string()), k), payload)
         terms = pc.cast(pa.array(np.frombuffer(e_terms, np.int64)), pa.string())
         idx = pa.array(np.frombuffer(e_index, np.int64))
         entries = _entries_array(offsets, [not t for t in is_text], idx, terms, payload)
         kind, *columns = zip(*fields, strict=True)
-        text = pc.binary_join_element_wise("[", pc.cast(idx, pa.string()), ",", terms, ",", payload,
-                                           "]", "")
-        joined = pc.binary_join(pa.ListArray.from_arrays(offsets, text, mask=entries.is_null()), ",")
-        reads = pc.binary_join_element_wise('{"entries":[', joined, '],"committed":',
-                                            pa.array(columns[3], pa.string()), "}", "")
-        value = pc.coalesce(pa.array([v if t else None for t, v in zip(is_text, val, strict=True)],
-                                     pa.string()), reads)
+        text = pc.binary_join_element_wise(
+            "[", pc.cast(idx, pa.string()), ",", terms, ",", payload, "]", ""
+        )
+        joined = pc.binary_join(
+            pa.ListArray.from_arrays(offsets, text, mask=entries.is_null()), ","
+        )
+        reads = pc.binary_join_element_wise(
+            '{"entries":[', joined, '],"committed":', pa.array(columns[3], pa.string()), "}", ""
+        )
+        value = pc.coalesce(
+            pa.array([v if t else None for t, v in zip(is_text, val, strict=True)], pa.string()),
+            reads,
+        )
         s = pa.string()
         index = np.arange(self.n, self.n + m, dtype=np.int64)
-        cols = [pa.array(index), pa.array(index * 1000),
-                pa.array(typ, s), pa.array([str(p) for p in proc], s), pa.array(f, s),
-                pa.array(key, s), value, pa.array(node, s), pa.array(err, s), pa.array(kind, s),
-                *(pa.array(c, s) for c in columns), entries]
+        cols = [
+            pa.array(index),
+            pa.array(index * 1000),
+            pa.array(typ, s),
+            pa.array([str(p) for p in proc], s),
+            pa.array(f, s),
+            pa.array(key, s),
+            value,
+            pa.array(node, s),
+            pa.array(err, s),
+            pa.array(kind, s),
+            *(pa.array(c, s) for c in columns),
+            entries,
+        ]
         table = pa.Table.from_arrays(cols, schema=self.schema)
         self.n += m
         self.recs = []
@@ -508,21 +672,46 @@ class _ParquetBatch:
 
 
 @click.command("gen-history")
-@click.option("--ops", "n_ops", type=float, required=True, help="About how many records (1e6 works).")
+@click.option(
+    "--ops", "n_ops", type=float, required=True, help="About how many records (1e6 works)."
+)
 @click.option("--workload", type=click.Choice(WORKLOADS), default="append", show_default=True)
-@click.option("--anomaly", type=click.Choice(ANOMALIES), default=None,
-              help="Plant one anomaly of this kind (default: a valid history).")
+@click.option(
+    "--anomaly",
+    type=click.Choice(ANOMALIES),
+    default=None,
+    help="Plant one anomaly of this kind (default: a valid history).",
+)
 @click.option("--seed", type=int, default=0, show_default=True)
 @click.option("--nodes", type=int, default=5, show_default=True)
 @click.option("--concurrency", type=int, default=10, show_default=True)
-@click.option("--out", "out", type=click.Path(dir_okay=False), required=True,
-              help="Output file: .parquet or .jsonl.")
-def gen_history(n_ops: float, workload: str, anomaly: str | None, seed: int, nodes: int,
-                concurrency: int, out: str) -> None:
+@click.option(
+    "--out",
+    "out",
+    type=click.Path(dir_okay=False),
+    required=True,
+    help="Output file: .parquet or .jsonl.",
+)
+def gen_history(
+    n_ops: float,
+    workload: str,
+    anomaly: str | None,
+    seed: int,
+    nodes: int,
+    concurrency: int,
+    out: str,
+) -> None:
     """Write a synthetic history, valid unless --anomaly plants one."""
     if n_ops < 1:
         raise click.BadParameter("--ops must be at least 1")
     _check_args(workload, anomaly, nodes, concurrency)
-    n = write_history(out, int(n_ops), workload=workload, anomaly=anomaly, seed=seed, nodes=nodes,
-                      concurrency=concurrency)
+    n = write_history(
+        out,
+        int(n_ops),
+        workload=workload,
+        anomaly=anomaly,
+        seed=seed,
+        nodes=nodes,
+        concurrency=concurrency,
+    )
     click.echo(f"wrote {n} records to {out}")

@@ -95,22 +95,52 @@ from workloads import get_workload
 
 __all__ = [
     # DB and its optional capabilities
-    "DB", "Killable", "Pausable", "HasPrimaries", "HasLogFiles", "WaitsReady", "Addressable",
+    "DB",
+    "Killable",
+    "Pausable",
+    "HasPrimaries",
+    "HasLogFiles",
+    "WaitsReady",
+    "Addressable",
     "Address",
     # workloads
-    "Client", "DeclaresReads", "Generator", "GenContext", "PENDING", "ExtraWorker", "Workload",
+    "Client",
+    "DeclaresReads",
+    "Generator",
+    "GenContext",
+    "PENDING",
+    "ExtraWorker",
+    "Workload",
     # checking
-    "Model", "UNKNOWN", "Fail",
+    "Model",
+    "UNKNOWN",
+    "Fail",
     # hosts
-    "Host", "CommandResult", "Remote", "UploadsTrees", "connect", "MemoryRemote",
+    "Host",
+    "CommandResult",
+    "Remote",
+    "UploadsTrees",
+    "connect",
+    "MemoryRemote",
     # the history and the run
-    "Op", "RunContext", "TestSpec",
+    "Op",
+    "RunContext",
+    "TestSpec",
     # errors
-    "SplitbrainError", "ConfigError", "RemoteError", "RemoteCommandError", "NemesisError",
+    "SplitbrainError",
+    "ConfigError",
+    "RemoteError",
+    "RemoteCommandError",
+    "NemesisError",
     "CheckerError",
     # registries
-    "ENTRY_POINT_GROUPS", "DBFactory", "WorkloadFactory", "ModelFactory", "get_db",
-    "get_workload", "get_model",
+    "ENTRY_POINT_GROUPS",
+    "DBFactory",
+    "WorkloadFactory",
+    "ModelFactory",
+    "get_db",
+    "get_workload",
+    "get_model",
 ]
 
 DBFactory = Callable[[Mapping[str, Any]], DB]

@@ -24,8 +24,20 @@ if TYPE_CHECKING:
     from harness.core.remote import Remote
     from harness.core.spec import RunContext
 
-__all__ = ["Nemesis", "Compose", "KINDS", "on_nodes", "host_errors", "remote_of", "completion",
-           "op_nodes", "leader_now", "no_targets", "log_errors", "sudo_kw"]
+__all__ = [
+    "Nemesis",
+    "Compose",
+    "KINDS",
+    "on_nodes",
+    "host_errors",
+    "remote_of",
+    "completion",
+    "op_nodes",
+    "leader_now",
+    "no_targets",
+    "log_errors",
+    "sudo_kw",
+]
 
 log = logging.getLogger(__name__)
 
@@ -89,7 +101,9 @@ def op_nodes(ctx: RunContext, value: Any) -> list[str]:
     raise NemesisError(f"fault needs 'nodes' or a 'target' ({', '.join(TARGETS)}), got {value!r}")
 
 
-def leader_now(ctx: RunContext, rng: random.Random, among: Sequence[str] | None = None) -> list[str]:
+def leader_now(
+    ctx: RunContext, rng: random.Random, among: Sequence[str] | None = None
+) -> list[str]:
     """One node that says it leads now, by the DB's own account, or [] when none does.
 
     Several nodes may believe they lead (an isolated one has not noticed yet);
@@ -136,7 +150,9 @@ class Compose:
     def invoke(self, ctx: RunContext, op: Op) -> Op:
         nem = self._route.get(op.f)
         if nem is None:
-            raise NemesisError(f"no nemesis handles {op.f!r}; handled: {', '.join(sorted(self._route))}")
+            raise NemesisError(
+                f"no nemesis handles {op.f!r}; handled: {', '.join(sorted(self._route))}"
+            )
         return nem.invoke(ctx, op)
 
     def teardown(self, ctx: RunContext) -> None:

@@ -69,8 +69,9 @@ def parse_offset(text: str) -> float:
     return float(s.replace(",", ".")) * mult * 1000.0
 
 
-def strobe_script(path: str, base_ms: float, delta_ms: float, period_ms: float,
-                  duration_s: float) -> str:
+def strobe_script(
+    path: str, base_ms: float, delta_ms: float, period_ms: float, duration_s: float
+) -> str:
     """A POSIX shell loop flipping the offset between base and base+delta, ending at base."""
     flips = max(1, math.ceil(duration_s * 1000.0 / (2 * period_ms)))
     f = shlex.quote(path)
@@ -103,8 +104,10 @@ class FaketimeClock:
 
     def set_offset(self, offset_ms: float) -> None:
         f, tmp = shlex.quote(self.path), shlex.quote(self.path + ".tmp")
-        self.remote.run(f"printf '%s\\n' {shlex.quote(format_offset(offset_ms))} > {tmp} && mv -f {tmp} {f}",
-                        timeout=30)
+        self.remote.run(
+            f"printf '%s\\n' {shlex.quote(format_offset(offset_ms))} > {tmp} && mv -f {tmp} {f}",
+            timeout=30,
+        )
 
     def strobe(self, base_ms: float, delta_ms: float, period_ms: float, duration_s: float) -> None:
         self.stop_strobe()
@@ -112,8 +115,11 @@ class FaketimeClock:
         text = strobe_script(self.path, base_ms, delta_ms, period_ms, duration_s)
         self.remote.run(f"printf '%s' {shlex.quote(text)} > {shlex.quote(script)}", timeout=30)
         # Not under libfaketime: the loop's own sleeps must follow the real clock.
-        self.remote.start_daemon(f"env -u LD_PRELOAD -u FAKETIME_TIMESTAMP_FILE sh {shlex.quote(script)}",
-                                 pidfile=self.pidfile, logfile=self.path + ".strobe.log")
+        self.remote.start_daemon(
+            f"env -u LD_PRELOAD -u FAKETIME_TIMESTAMP_FILE sh {shlex.quote(script)}",
+            pidfile=self.pidfile,
+            logfile=self.path + ".strobe.log",
+        )
 
     def stop_strobe(self) -> None:
         if self.remote.daemon_running(self.pidfile):
@@ -135,33 +141,48 @@ class RealClock:
     def __init__(self, remote: Remote) -> None:
         host = remote.host
         if host.address.startswith("127.") or host.address in ("localhost", "::1"):
-            raise NemesisError(f"{host.name}: refusing to change the real clock of a host at "
-                               f"{host.address}: it shares this machine's clock (give it a faketime_file)")
+            raise NemesisError(
+                f"{host.name}: refusing to change the real clock of a host at "
+                f"{host.address}: it shares this machine's clock (give it a faketime_file)"
+            )
         self.remote = remote
         self.pidfile = "/tmp/splitbrain-strobe.pid"
 
     def _stop_sync(self) -> str:
-        return (f"for s in {self.SYNC_SERVICES}; do systemctl stop $s 2>/dev/null "
-                f"|| service $s stop 2>/dev/null; done; true")
+        return (
+            f"for s in {self.SYNC_SERVICES}; do systemctl stop $s 2>/dev/null "
+            f"|| service $s stop 2>/dev/null; done; true"
+        )
 
     def _shift_cmd(self, delta_ms: float) -> str:
         d_ns = int(round(delta_ms * 1e6))
-        return ("n=$(( $(date +%s%N) + (" + str(d_ns) + ") )); "
-                "date -s \"@$(( n / 1000000000 )).$(printf %09d $(( n % 1000000000 )))\" >/dev/null")
+        return (
+            "n=$(( $(date +%s%N) + (" + str(d_ns) + ") )); "
+            'date -s "@$(( n / 1000000000 )).$(printf %09d $(( n % 1000000000 )))" >/dev/null'
+        )
 
     def set_offset(self, offset_ms: float, current_ms: float) -> None:
-        self.remote.run(f"{self._stop_sync()}; {self._shift_cmd(offset_ms - current_ms)}",
-                        sudo=_sudo(self.remote), timeout=30)
+        self.remote.run(
+            f"{self._stop_sync()}; {self._shift_cmd(offset_ms - current_ms)}",
+            sudo=_sudo(self.remote),
+            timeout=30,
+        )
 
     def strobe(self, base_ms: float, delta_ms: float, period_ms: float, duration_s: float) -> None:
         self.stop_strobe()
         flips = max(1, math.ceil(duration_s * 1000.0 / (2 * period_ms)))
         p = f"{period_ms / 1000.0:.4f}"
-        loop = (f"i=0; while [ $i -lt {flips} ]; do {self._shift_cmd(delta_ms)}; sleep {p}; "
-                f"{self._shift_cmd(-delta_ms)}; sleep {p}; i=$((i+1)); done")
+        loop = (
+            f"i=0; while [ $i -lt {flips} ]; do {self._shift_cmd(delta_ms)}; sleep {p}; "
+            f"{self._shift_cmd(-delta_ms)}; sleep {p}; i=$((i+1)); done"
+        )
         self.remote.run(self._stop_sync(), sudo=_sudo(self.remote), timeout=30)
-        self.remote.start_daemon(f"sh -c {shlex.quote(loop)}", pidfile=self.pidfile,
-                                 logfile="/tmp/splitbrain-strobe.log", **sudo_kw(self.remote))
+        self.remote.start_daemon(
+            f"sh -c {shlex.quote(loop)}",
+            pidfile=self.pidfile,
+            logfile="/tmp/splitbrain-strobe.log",
+            **sudo_kw(self.remote),
+        )
 
     def stop_strobe(self) -> None:
         if self.remote.daemon_running(self.pidfile, **sudo_kw(self.remote)):
@@ -176,9 +197,15 @@ class RealClock:
         r = self.remote.run(" || ".join(cmds), sudo=_sudo(self.remote), timeout=30, check=False)
         if not r.ok:
             # No time source reachable: fall back to the harness's clock (off by one SSH latency).
-            self.remote.run(f"date -s @{time.time():.6f} >/dev/null", sudo=_sudo(self.remote), timeout=30)
-        self.remote.run(f"for s in {self.SYNC_SERVICES}; do systemctl start $s 2>/dev/null; done; true",
-                        sudo=_sudo(self.remote), timeout=30, check=False)
+            self.remote.run(
+                f"date -s @{time.time():.6f} >/dev/null", sudo=_sudo(self.remote), timeout=30
+            )
+        self.remote.run(
+            f"for s in {self.SYNC_SERVICES}; do systemctl start $s 2>/dev/null; done; true",
+            sudo=_sudo(self.remote),
+            timeout=30,
+            check=False,
+        )
 
 
 class ClockNemesis:
@@ -204,13 +231,21 @@ class ClockNemesis:
             return FaketimeClock(remote, str(path))
         return RealClock(remote)
 
-    def _note(self, ctx: RunContext, node: str, clock: FaketimeClock | RealClock, what: str) -> None:
+    def _note(
+        self, ctx: RunContext, node: str, clock: FaketimeClock | RealClock, what: str
+    ) -> None:
         """Journal the skew before it lands (nemesis/journal.py): a killed harness cannot reset it."""
         if isinstance(clock, FaketimeClock):
             journal.note(ctx, node, "faketime", clock.path, {"file": clock.path}, what)
         else:
-            journal.note(ctx, node, "real-clock", "clock", {"strobe_pidfile": clock.pidfile,
-                                                            "ntp_server": None}, what)
+            journal.note(
+                ctx,
+                node,
+                "real-clock",
+                "clock",
+                {"strobe_pidfile": clock.pidfile, "ntp_server": None},
+                what,
+            )
 
     def setup(self, ctx: RunContext) -> None:
         def one(node: str) -> None:
@@ -220,7 +255,10 @@ class ClockNemesis:
 
         errors = host_errors(on_nodes(ctx.nodes, one))
         if errors:
-            raise NemesisError("cannot prepare clocks: " + "; ".join(f"{n}: {e}" for n, e in sorted(errors.items())))
+            raise NemesisError(
+                "cannot prepare clocks: "
+                + "; ".join(f"{n}: {e}" for n, e in sorted(errors.items()))
+            )
         self.offsets = {n: 0.0 for n in ctx.nodes}
 
     def invoke(self, ctx: RunContext, op: Op) -> Op:
@@ -283,8 +321,15 @@ class ClockNemesis:
             clock.reset()
             self.offsets[node] = 0.0
             self.touched_real.discard(node)
-            journal.clear(ctx, node, *(("faketime", clock.path) if isinstance(clock, FaketimeClock)
-                                       else ("real-clock", "clock")))
+            journal.clear(
+                ctx,
+                node,
+                *(
+                    ("faketime", clock.path)
+                    if isinstance(clock, FaketimeClock)
+                    else ("real-clock", "clock")
+                ),
+            )
 
         return host_errors(on_nodes(nodes, one))
 

@@ -37,7 +37,9 @@ def main(argv: list[str] | None = None) -> int:
     stopping = False
 
     def on_packet(pkt: Any) -> None:
-        d = args.delay_ms + (rng.uniform(-args.jitter_ms, args.jitter_ms) if args.jitter_ms else 0.0)
+        d = args.delay_ms + (
+            rng.uniform(-args.jitter_ms, args.jitter_ms) if args.jitter_ms else 0.0
+        )
         heapq.heappush(held, (time.monotonic() + max(0.0, d) / 1000.0, next(seq), pkt))
 
     def on_term(signum: int, frame: Any) -> None:

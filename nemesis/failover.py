@@ -27,8 +27,11 @@ log = logging.getLogger(__name__)
 
 def choose_new_master(statuses: dict[str, dict | None], dead: str) -> str | None:
     """The live slave with the highest offset (ties: the lowest node name), or None."""
-    live = [(n, st) for n, st in statuses.items()
-            if n != dead and st and st.get("role") == "slave" and isinstance(st.get("offset"), int)]
+    live = [
+        (n, st)
+        for n, st in statuses.items()
+        if n != dead and st and st.get("role") == "slave" and isinstance(st.get("offset"), int)
+    ]
     if not live:
         return None
     return min(live, key=lambda x: (-x[1]["offset"], x[0]))[0]
@@ -53,8 +56,10 @@ class FailoverNemesis:
         db = ctx.db
         for need in ("statuses", "reset_as_slave", "kill", "start", "client_addrs"):
             if not hasattr(db, need):
-                raise NemesisError(f"failover needs a master/slave DB (--db dledger --db-option "
-                                   f"mode=ha); {type(db).__name__} has no {need}()")
+                raise NemesisError(
+                    f"failover needs a master/slave DB (--db dledger --db-option "
+                    f"mode=ha); {type(db).__name__} has no {need}()"
+                )
         return db
 
     def setup(self, ctx: RunContext) -> None:
@@ -75,16 +80,23 @@ class FailoverNemesis:
         before = db.statuses(ctx)
         masters = [n for n, st in before.items() if st and st.get("role") == "master"]
         if not masters:
-            return completion(op, {**value, "nodes": []}, {"cluster": "no master answers; nothing done"})
+            return completion(
+                op, {**value, "nodes": []}, {"cluster": "no master answers; nothing done"}
+            )
         old = max(masters, key=lambda n: before[n].get("term") or 0)
         db.kill(ctx, old)
         self.rejoin.add(old)
         after = db.statuses(ctx)
         epoch = max([st.get("term") or 0 for st in (*before.values(), *after.values()) if st]) + 1
         new = choose_new_master(after, old)
-        value.update({"nodes": [old], "killed": old,
-                      "offsets": {n: st.get("offset") for n, st in after.items() if st},
-                      "master_offset": (before[old] or {}).get("offset")})
+        value.update(
+            {
+                "nodes": [old],
+                "killed": old,
+                "offsets": {n: st.get("offset") for n, st in after.items() if st},
+                "master_offset": (before[old] or {}).get("offset"),
+            }
+        )
         if new is None:
             return completion(op, value, {"cluster": "no live slave to promote"})
         errors: dict[str, str] = {}
@@ -104,8 +116,14 @@ class FailoverNemesis:
                 continue
             (followed if r.get("code") == "SUCCESS" else refused).append(n)
         value.update({"promoted": new, "epoch": epoch, "followed": followed, "refused": refused})
-        log.info("failover: killed %s, promoted %s (epoch %d), followed %s, refused %s",
-                 old, new, epoch, followed, refused)
+        log.info(
+            "failover: killed %s, promoted %s (epoch %d), followed %s, refused %s",
+            old,
+            new,
+            epoch,
+            followed,
+            refused,
+        )
         return completion(op, value, errors)
 
     def _rejoin(self, ctx: RunContext, db: Any) -> tuple[list[str], dict[str, str]]:

@@ -58,7 +58,7 @@ def complete_grudge(components: Iterable[Iterable[str]]) -> dict[str, frozenset[
     g = nx.Graph()
     for c in comps:
         g.add_nodes_from(c)
-        g.add_edges_from((a, b) for i, a in enumerate(c) for b in c[i + 1:])
+        g.add_edges_from((a, b) for i, a in enumerate(c) for b in c[i + 1 :])
     nodes = [n for c in comps for n in c]
     return grudge_from_graph(nodes, g)
 
@@ -80,8 +80,9 @@ def halves(nodes: Sequence[str], rng: random.Random) -> dict[str, frozenset[str]
     return complete_grudge(bisect(_shuffled(nodes, rng)))
 
 
-def majority_minority(nodes: Sequence[str], rng: random.Random,
-                      minority: int | None = None) -> dict[str, frozenset[str]]:
+def majority_minority(
+    nodes: Sequence[str], rng: random.Random, minority: int | None = None
+) -> dict[str, frozenset[str]]:
     """A random minority (default: the largest minority) cut off from the majority.
 
     Differs from :func:`halves` on even counts: four nodes split 1/3, not 2/2,
@@ -134,11 +135,12 @@ def random_partition(nodes: Sequence[str], rng: random.Random) -> dict[str, froz
     parts = rng.randint(2, min(3, len(ns)))
     cuts = sorted(rng.sample(range(1, len(ns)), parts - 1))
     bounds = [0, *cuts, len(ns)]
-    return complete_grudge([ns[bounds[i]:bounds[i + 1]] for i in range(parts)])
+    return complete_grudge([ns[bounds[i] : bounds[i + 1]] for i in range(parts)])
 
 
-def build_shape(shape: str, nodes: Sequence[str], rng: random.Random,
-                leader: str | None = None) -> dict[str, frozenset[str]]:
+def build_shape(
+    shape: str, nodes: Sequence[str], rng: random.Random, leader: str | None = None
+) -> dict[str, frozenset[str]]:
     """The grudge for a shape name from :data:`SHAPES`; ``leader`` is needed for "leader"."""
     if shape == "halves":
         return halves(nodes, rng)

@@ -45,13 +45,31 @@ if TYPE_CHECKING:
     from harness.core.remote import Host
     from harness.core.spec import RunContext
 
-__all__ = ["Entry", "HostJournal", "RunJournal", "KINDS", "journal_dir", "attach", "note", "clear", "db_pidfiles"]
+__all__ = [
+    "Entry",
+    "HostJournal",
+    "RunJournal",
+    "KINDS",
+    "journal_dir",
+    "attach",
+    "note",
+    "clear",
+    "db_pidfiles",
+]
 
 log = logging.getLogger(__name__)
 
 VERSION = 1
-KINDS = ("freeze", "iptables-chain", "netem", "daemon", "faketime", "real-clock", "sigstop",
-         "db-node")
+KINDS = (
+    "freeze",
+    "iptables-chain",
+    "netem",
+    "daemon",
+    "faketime",
+    "real-clock",
+    "sigstop",
+    "db-node",
+)
 """Entry kinds, in the order a replay undoes them: a frozen host first (nothing else can
 reach it), then the network (so restarted processes see their peers), clocks, stopped
 processes, and last the cluster itself (stopped and wiped)."""
@@ -72,9 +90,17 @@ class Entry:
     path: Path | None = field(default=None, compare=False)
 
     def to_json(self) -> dict[str, Any]:
-        return {"version": VERSION, "host": self.host, "kind": self.kind, "key": self.key,
-                "undo": self.undo, "what": self.what, "written_at": self.written_at,
-                "writer_pid": self.writer_pid, "run": self.run}
+        return {
+            "version": VERSION,
+            "host": self.host,
+            "kind": self.kind,
+            "key": self.key,
+            "undo": self.undo,
+            "what": self.what,
+            "written_at": self.written_at,
+            "writer_pid": self.writer_pid,
+            "run": self.run,
+        }
 
     def describe(self) -> str:
         return f"{self.kind} {self.key}" + (f" ({self.what})" if self.what else "")
@@ -90,8 +116,7 @@ def journal_dir(host: Host) -> Path:
     state_dir, lab = extras.get("state_dir"), extras.get("lab")
     if state_dir and lab:
         return Path(str(state_dir)).parent / "journal" / _safe(host.name)
-    root = Path(os.environ.get("SPLITBRAIN_JOURNAL_DIR")
-                or Path.home() / ".splitbrain" / "journal")
+    root = Path(os.environ.get("SPLITBRAIN_JOURNAL_DIR") or Path.home() / ".splitbrain" / "journal")
     if lab:
         inv = f"{_safe(str(extras.get('driver') or 'lab'))}-{_safe(str(lab))}"
         return root / inv / _safe(host.name)
@@ -120,13 +145,22 @@ class HostJournal:
         digest = hashlib.sha1(key.encode()).hexdigest()[:12]
         return self.dir / f"{kind}.{digest}.json"
 
-    def record(self, kind: str, key: str, undo: Mapping[str, Any], what: str = "",
-               run: str | None = None) -> Entry:
+    def record(
+        self, kind: str, key: str, undo: Mapping[str, Any], what: str = "", run: str | None = None
+    ) -> Entry:
         """Write (or overwrite) the entry durably; returns only once it is on disk."""
         if kind not in KINDS:
             raise ValueError(f"unknown journal kind {kind!r}; known: {', '.join(KINDS)}")
-        entry = Entry(host=self.host.name, kind=kind, key=key, undo=dict(undo), what=what,
-                      written_at=time.time(), writer_pid=os.getpid(), run=run)
+        entry = Entry(
+            host=self.host.name,
+            kind=kind,
+            key=key,
+            undo=dict(undo),
+            what=what,
+            written_at=time.time(),
+            writer_pid=os.getpid(),
+            run=run,
+        )
         self.dir.mkdir(parents=True, exist_ok=True)
         path = self._file(kind, key)
         tmp = path.with_name(f".{path.name}.{os.getpid()}.{id(entry)}.tmp")
@@ -167,11 +201,19 @@ class HostJournal:
         for p in sorted(self.dir.glob("*.json")):
             try:
                 d = json.loads(p.read_text())
-                out.append(Entry(host=str(d["host"]), kind=str(d["kind"]), key=str(d["key"]),
-                                 undo=dict(d.get("undo") or {}), what=str(d.get("what", "")),
-                                 written_at=float(d.get("written_at", 0.0)),
-                                 writer_pid=int(d.get("writer_pid", 0)), run=d.get("run"),
-                                 path=p))
+                out.append(
+                    Entry(
+                        host=str(d["host"]),
+                        kind=str(d["kind"]),
+                        key=str(d["key"]),
+                        undo=dict(d.get("undo") or {}),
+                        what=str(d.get("what", "")),
+                        written_at=float(d.get("written_at", 0.0)),
+                        writer_pid=int(d.get("writer_pid", 0)),
+                        run=d.get("run"),
+                        path=p,
+                    )
+                )
             except (OSError, ValueError, KeyError, TypeError) as e:
                 log.error("%s: unreadable journal entry %s: %s", self.host.name, p, e)
         rank = {k: i for i, k in enumerate(KINDS)}
@@ -214,8 +256,9 @@ def attach(ctx: RunContext) -> RunJournal:
     return journal
 
 
-def note(ctx: RunContext, node: str, kind: str, key: str, undo: Mapping[str, Any],
-         what: str = "") -> None:
+def note(
+    ctx: RunContext, node: str, kind: str, key: str, undo: Mapping[str, Any], what: str = ""
+) -> None:
     """Journal a fault on ``node`` before applying it (no-op without a journal)."""
     if ctx.journal is not None:
         ctx.journal.note(node, kind, key, undo, what)

@@ -58,7 +58,9 @@ def peer_address(ctx: RunContext, node: str) -> str:
     try:
         host = ctx.hosts[node]
     except KeyError:
-        raise NemesisError(f"unknown node {node!r} in grudge; nodes: {', '.join(ctx.hosts)}") from None
+        raise NemesisError(
+            f"unknown node {node!r} in grudge; nodes: {', '.join(ctx.hosts)}"
+        ) from None
     return str(host.extras.get("cluster_address", host.address))
 
 
@@ -69,15 +71,19 @@ def ensure_chain_script(ipt: str, chain: str, *, first: bool = True) -> str:
     goes last, so a partition still drops what the delayer would have let through.
     """
     where = "-I INPUT 1" if first else "-A INPUT"
-    return (f"{ipt} -N {chain} 2>/dev/null; "
-            f"{ipt} -C INPUT -j {chain} 2>/dev/null || {ipt} {where} -j {chain}")
+    return (
+        f"{ipt} -N {chain} 2>/dev/null; "
+        f"{ipt} -C INPUT -j {chain} 2>/dev/null || {ipt} {where} -j {chain}"
+    )
 
 
 def remove_chain_script(ipt: str, chain: str) -> str:
     """Remove every jump to ``chain``, then the chain; fails only if it is still there."""
-    return (f"while {ipt} -D INPUT -j {chain} 2>/dev/null; do :; done; "
-            f"{ipt} -F {chain} 2>/dev/null; {ipt} -X {chain} 2>/dev/null; "
-            f"! {ipt} -n -L {chain} >/dev/null 2>&1")
+    return (
+        f"while {ipt} -D INPUT -j {chain} 2>/dev/null; do :; done; "
+        f"{ipt} -F {chain} 2>/dev/null; {ipt} -X {chain} 2>/dev/null; "
+        f"! {ipt} -n -L {chain} >/dev/null 2>&1"
+    )
 
 
 def drop_script(ipt: str, chain: str, sources: Iterable[str]) -> str:
@@ -103,9 +109,17 @@ def apply_grudge(ctx: RunContext, grudge: Mapping[str, Iterable[str]]) -> dict[s
     def one(node: str) -> None:
         remote = remote_of(ctx, node)
         sources = [peer_address(ctx, p) for p in grudge.get(node, ())]
-        journal.note(ctx, node, "iptables-chain", CHAIN, {"chain": CHAIN, "iptables": iptables_cmd(remote)},
-                     f"partition: drops from {', '.join(sorted(sources)) or 'nobody'}")
-        remote.run(drop_script(iptables_cmd(remote), CHAIN, sources), sudo=sudo_for(remote), timeout=30)
+        journal.note(
+            ctx,
+            node,
+            "iptables-chain",
+            CHAIN,
+            {"chain": CHAIN, "iptables": iptables_cmd(remote)},
+            f"partition: drops from {', '.join(sorted(sources)) or 'nobody'}",
+        )
+        remote.run(
+            drop_script(iptables_cmd(remote), CHAIN, sources), sudo=sudo_for(remote), timeout=30
+        )
 
     # Nodes the grudge leaves out hold no grudge: their old rules go too.
     return host_errors(on_nodes([*ctx.nodes, *grudge], one))
@@ -113,11 +127,15 @@ def apply_grudge(ctx: RunContext, grudge: Mapping[str, Iterable[str]]) -> dict[s
 
 def heal(ctx: RunContext, nodes: Iterable[str]) -> dict[str, str]:
     """Flush the chain (creating it if needed) on every node; per-node errors."""
+
     def one(node: str) -> None:
         remote = remote_of(ctx, node)
         ipt = iptables_cmd(remote)
-        remote.run(f"{ensure_chain_script(ipt, CHAIN)}; {ipt} -F {CHAIN}", sudo=sudo_for(remote),
-                   timeout=30)
+        remote.run(
+            f"{ensure_chain_script(ipt, CHAIN)}; {ipt} -F {CHAIN}",
+            sudo=sudo_for(remote),
+            timeout=30,
+        )
         journal.clear(ctx, node, "iptables-chain", CHAIN)
 
     return host_errors(on_nodes(nodes, one))
@@ -125,9 +143,12 @@ def heal(ctx: RunContext, nodes: Iterable[str]) -> dict[str, str]:
 
 def remove(ctx: RunContext, nodes: Iterable[str], chain: str = CHAIN) -> dict[str, str]:
     """Remove the chain and its jump from INPUT on every node; per-node errors."""
+
     def one(node: str) -> None:
         remote = remote_of(ctx, node)
-        remote.run(remove_chain_script(iptables_cmd(remote), chain), sudo=sudo_for(remote), timeout=30)
+        remote.run(
+            remove_chain_script(iptables_cmd(remote), chain), sudo=sudo_for(remote), timeout=30
+        )
         journal.clear(ctx, node, "iptables-chain", chain)
 
     return host_errors(on_nodes(nodes, one))
@@ -150,8 +171,10 @@ class PartitionNemesis:
     def setup(self, ctx: RunContext) -> None:
         errors = heal(ctx, ctx.nodes)
         if errors:
-            raise NemesisError("cannot prepare iptables for partitions: "
-                               + "; ".join(f"{n}: {e}" for n, e in sorted(errors.items())))
+            raise NemesisError(
+                "cannot prepare iptables for partitions: "
+                + "; ".join(f"{n}: {e}" for n, e in sorted(errors.items()))
+            )
         self.active = {}
 
     def invoke(self, ctx: RunContext, op: Op) -> Op:
@@ -172,7 +195,9 @@ class PartitionNemesis:
         elif shape == "leader":
             leaders = leader_now(ctx, ctx.rng)
             if not leaders:
-                return completion(op, {"shape": shape, "grudge": {}}, {"cluster": "no leader known"})
+                return completion(
+                    op, {"shape": shape, "grudge": {}}, {"cluster": "no leader known"}
+                )
             value["isolated"] = leaders[0]
             grudge = g.isolate(ctx.nodes, leaders[0])
         elif isinstance(shape, str):

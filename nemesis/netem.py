@@ -77,13 +77,18 @@ def netem_args(loss: float | None, delay: tuple[float, float] | None) -> str:
 
 
 def loss_rules(ipt: str, sources: list[str], probability: float) -> list[str]:
-    return [f"{ipt} -A {LOSS_CHAIN} -s {shlex.quote(a)} -m statistic --mode random "
-            f"--probability {probability:.6f} -j DROP" for a in sorted(set(sources))]
+    return [
+        f"{ipt} -A {LOSS_CHAIN} -s {shlex.quote(a)} -m statistic --mode random "
+        f"--probability {probability:.6f} -j DROP"
+        for a in sorted(set(sources))
+    ]
 
 
 def delay_rules(ipt: str, sources: list[str], queue: int = QUEUE) -> list[str]:
-    return [f"{ipt} -A {DELAY_CHAIN} -s {shlex.quote(a)} -j NFQUEUE --queue-num {queue} --queue-bypass"
-            for a in sorted(set(sources))]
+    return [
+        f"{ipt} -A {DELAY_CHAIN} -s {shlex.quote(a)} -j NFQUEUE --queue-num {queue} --queue-bypass"
+        for a in sorted(set(sources))
+    ]
 
 
 def _python_for(remote: Remote) -> str:
@@ -129,13 +134,19 @@ class NetemNemesis:
         st = HostState(peers=[peer_address(ctx, n) for n in ctx.nodes if n != node])
         sudo = sudo_for(remote)
         if st.peers:
-            r = remote.run(f"ip -o route get {shlex.quote(st.peers[0])}", sudo=sudo, timeout=30, check=False)
+            r = remote.run(
+                f"ip -o route get {shlex.quote(st.peers[0])}", sudo=sudo, timeout=30, check=False
+            )
             m = re.search(r"\bdev (\S+)", r.stdout)
             st.iface = m.group(1) if m else None
         if st.iface:
             dev = shlex.quote(st.iface)
-            r = remote.run(f"tc qdisc add dev {dev} root netem delay 1ms && tc qdisc del dev {dev} root",
-                           sudo=sudo, timeout=30, check=False)
+            r = remote.run(
+                f"tc qdisc add dev {dev} root netem delay 1ms && tc qdisc del dev {dev} root",
+                sudo=sudo,
+                timeout=30,
+                check=False,
+            )
             if r.ok:
                 st.backend = "netem"
         if st.backend == "netem":
@@ -145,16 +156,20 @@ class NetemNemesis:
             r = remote.run(f"{shlex.quote(py)} -c 'import netfilterqueue'", timeout=30, check=False)
             st.delay_ok = r.ok
             if not r.ok:
-                st.delay_problem = (f"delay unsupported on {node}: no tc netem in its kernel and "
-                                    f"{py} cannot import netfilterqueue (pip install NetfilterQueue)")
+                st.delay_problem = (
+                    f"delay unsupported on {node}: no tc netem in its kernel and "
+                    f"{py} cannot import netfilterqueue (pip install NetfilterQueue)"
+                )
         return st
 
     def setup(self, ctx: RunContext) -> None:
         results = on_nodes(ctx.nodes, lambda n: self._probe(ctx, n))
         errors = host_errors(results)
         if errors:
-            raise NemesisError("cannot probe hosts for loss/delay: "
-                               + "; ".join(f"{n}: {e}" for n, e in sorted(errors.items())))
+            raise NemesisError(
+                "cannot probe hosts for loss/delay: "
+                + "; ".join(f"{n}: {e}" for n, e in sorted(errors.items()))
+            )
         self.hosts = {n: r for n, r in results.items() if isinstance(r, HostState)}
         if "delay" in self.kinds:
             problems = [st.delay_problem for st in self.hosts.values() if not st.delay_ok]
@@ -175,23 +190,33 @@ class NetemNemesis:
         dev = shlex.quote(st.iface or "")
         args = netem_args(st.loss, st.delay)
         if args:
-            remote.run(f"tc qdisc replace dev {dev} root netem {args}", sudo=sudo_for(remote), timeout=30)
+            remote.run(
+                f"tc qdisc replace dev {dev} root netem {args}", sudo=sudo_for(remote), timeout=30
+            )
         else:
-            remote.run(f"tc qdisc del dev {dev} root 2>/dev/null; true", sudo=sudo_for(remote), timeout=30)
+            remote.run(
+                f"tc qdisc del dev {dev} root 2>/dev/null; true", sudo=sudo_for(remote), timeout=30
+            )
 
     def _apply_loss(self, remote: Remote, st: HostState) -> None:
         ipt = iptables_cmd(remote)
         cmds = [f"{ipt} -F {LOSS_CHAIN}"]
         if st.loss is not None:
             cmds += loss_rules(ipt, st.peers, st.loss)
-        remote.run(f"{ensure_chain_script(ipt, LOSS_CHAIN)}; " + " && ".join(cmds),
-                   sudo=sudo_for(remote), timeout=30)
+        remote.run(
+            f"{ensure_chain_script(ipt, LOSS_CHAIN)}; " + " && ".join(cmds),
+            sudo=sudo_for(remote),
+            timeout=30,
+        )
 
     def _apply_delay(self, remote: Remote, st: HostState) -> None:
         ipt = iptables_cmd(remote)
         sudo = sudo_for(remote)
-        remote.run(f"{ensure_chain_script(ipt, DELAY_CHAIN, first=False)}; {ipt} -F {DELAY_CHAIN}",
-                   sudo=sudo, timeout=30)
+        remote.run(
+            f"{ensure_chain_script(ipt, DELAY_CHAIN, first=False)}; {ipt} -F {DELAY_CHAIN}",
+            sudo=sudo,
+            timeout=30,
+        )
         if remote.daemon_running(DELAYER_PID, **sudo_kw(remote)):
             remote.stop_daemon(DELAYER_PID, timeout=3.0, **sudo_kw(remote))
         if st.delay is None:
@@ -202,10 +227,16 @@ class NetemNemesis:
         remote.start_daemon(
             f"env -u LD_PRELOAD {shlex.quote(py)} {DELAYER_PATH} --queue {QUEUE} "
             f"--delay-ms {d:g} --jitter-ms {j:g}",
-            pidfile=DELAYER_PID, logfile=DELAYER_LOG, **sudo_kw(remote))
+            pidfile=DELAYER_PID,
+            logfile=DELAYER_LOG,
+            **sudo_kw(remote),
+        )
         # The queue must be bound before packets are fed to it (bypass covers the gap).
-        remote.run(f"for i in $(seq 50); do grep -q delaying {DELAYER_LOG} 2>/dev/null && exit 0; "
-                   f"sleep 0.1; done; cat {DELAYER_LOG} >&2; exit 1", timeout=30)
+        remote.run(
+            f"for i in $(seq 50); do grep -q delaying {DELAYER_LOG} 2>/dev/null && exit 0; "
+            f"sleep 0.1; done; cat {DELAYER_LOG} >&2; exit 1",
+            timeout=30,
+        )
         remote.run(" && ".join(delay_rules(ipt, st.peers)), sudo=sudo, timeout=30)
 
     def _push(self, ctx: RunContext, node: str, kind: str) -> None:
@@ -235,16 +266,21 @@ class NetemNemesis:
         ipt = iptables_cmd(remote)
         if kind == "loss":
             return [("iptables-chain", LOSS_CHAIN, {"chain": LOSS_CHAIN, "iptables": ipt})]
-        return [("iptables-chain", DELAY_CHAIN, {"chain": DELAY_CHAIN, "iptables": ipt}),
-                ("daemon", DELAYER_PID, {"pidfile": DELAYER_PID})]
+        return [
+            ("iptables-chain", DELAY_CHAIN, {"chain": DELAY_CHAIN, "iptables": ipt}),
+            ("daemon", DELAYER_PID, {"pidfile": DELAYER_PID}),
+        ]
 
     def invoke(self, ctx: RunContext, op: Op) -> Op:
         start, _, kind = op.f.partition("-")
         if kind not in self.kinds or start not in ("start", "stop"):
             raise NemesisError(f"loss/delay nemesis cannot handle {op.f!r}")
         if start == "stop":
-            active = [n for n, st in self.hosts.items()
-                      if (st.loss if kind == "loss" else st.delay) is not None]
+            active = [
+                n
+                for n, st in self.hosts.items()
+                if (st.loss if kind == "loss" else st.delay) is not None
+            ]
 
             def heal(node: str) -> None:
                 st = self._state(ctx, node)
@@ -269,7 +305,9 @@ class NetemNemesis:
         else:
             d, j = float(value.get("delay_ms", 50.0)), float(value.get("jitter_ms", 0.0))
             if d <= 0 or j < 0 or j > d:
-                raise NemesisError(f"delay needs delay_ms > 0 and 0 <= jitter_ms <= delay_ms, got {d}, {j}")
+                raise NemesisError(
+                    f"delay needs delay_ms > 0 and 0 <= jitter_ms <= delay_ms, got {d}, {j}"
+                )
             value["delay_ms"], value["jitter_ms"] = d, j
 
         def apply(node: str) -> str:
@@ -301,14 +339,21 @@ class NetemNemesis:
             if remote.daemon_running(DELAYER_PID, **sudo_kw(remote)):
                 remote.stop_daemon(DELAYER_PID, timeout=3.0, **sudo_kw(remote))
             if st is not None and st.backend == "netem" and st.iface:
-                remote.run(f"tc qdisc del dev {shlex.quote(st.iface)} root 2>/dev/null; true",
-                           sudo=sudo, timeout=30)
+                remote.run(
+                    f"tc qdisc del dev {shlex.quote(st.iface)} root 2>/dev/null; true",
+                    sudo=sudo,
+                    timeout=30,
+                )
             if st is not None:
                 st.loss, st.delay = None, None
             if problems:
                 raise NemesisError("; ".join(problems))
-            for k, key in (("iptables-chain", LOSS_CHAIN), ("iptables-chain", DELAY_CHAIN),
-                           ("daemon", DELAYER_PID), ("netem", st.iface if st and st.iface else "")):
+            for k, key in (
+                ("iptables-chain", LOSS_CHAIN),
+                ("iptables-chain", DELAY_CHAIN),
+                ("daemon", DELAYER_PID),
+                ("netem", st.iface if st and st.iface else ""),
+            ):
                 journal.clear(ctx, node, k, key)
 
         return host_errors(on_nodes(nodes, one))

@@ -33,8 +33,15 @@ from nemesis.targets import TARGETS, resolve
 if TYPE_CHECKING:
     from harness.core.spec import RunContext
 
-__all__ = ["FAULTS", "PARTITION_SHAPES", "DEFAULT_TARGETS", "Schedule", "NemesisPackage",
-           "build_package", "parse_faults"]
+__all__ = [
+    "FAULTS",
+    "PARTITION_SHAPES",
+    "DEFAULT_TARGETS",
+    "Schedule",
+    "NemesisPackage",
+    "build_package",
+    "parse_faults",
+]
 
 PARTITION_SHAPES: dict[str, tuple[str, ...]] = {
     "partition": ("halves", "majority", "majorities-ring", "bridge", "random", "leader"),
@@ -45,7 +52,17 @@ PARTITION_SHAPES: dict[str, tuple[str, ...]] = {
     "partition-leader": ("leader",),
     "partition-random": ("random",),
 }
-FAULTS = (*PARTITION_SHAPES, "clock", "kill", "pause", "freeze", "loss", "delay", "failover", "lull")
+FAULTS = (
+    *PARTITION_SHAPES,
+    "clock",
+    "kill",
+    "pause",
+    "freeze",
+    "loss",
+    "delay",
+    "failover",
+    "lull",
+)
 """Fault names accepted by ``--nemesis``. ``freeze`` is a whole-host pause (lab freezer cgroup);
 ``lull`` holds the clients' writes (reads go on)."""
 
@@ -74,18 +91,22 @@ def parse_faults(faults: Sequence[str]) -> tuple[list[str], tuple[str, ...]]:
             kind = name
         elif name == "freeze":
             kind = "pause"
-        elif name in CLUSTER_FAULTS:  # failover: mode ha (nemesis/failover.py); lull: nemesis/lull.py
+        elif (
+            name in CLUSTER_FAULTS
+        ):  # failover: mode ha (nemesis/failover.py); lull: nemesis/lull.py
             kind = name
         else:
-            raise ConfigError(f"unknown nemesis fault {name!r}; known: {', '.join(FAULTS)}",
-                              field="nemesis")
+            raise ConfigError(
+                f"unknown nemesis fault {name!r}; known: {', '.join(FAULTS)}", field="nemesis"
+            )
         if kind not in kinds:
             kinds.append(kind)
     return kinds, tuple(shapes)
 
 
-def _targets_for(targets: Sequence[str] | Mapping[str, Sequence[str]] | None,
-                 kinds: Sequence[str]) -> dict[str, tuple[str, ...]]:
+def _targets_for(
+    targets: Sequence[str] | Mapping[str, Sequence[str]] | None, kinds: Sequence[str]
+) -> dict[str, tuple[str, ...]]:
     out: dict[str, tuple[str, ...]] = {}
     for kind in kinds:
         if kind == "partition" or kind in CLUSTER_FAULTS:
@@ -100,8 +121,10 @@ def _targets_for(targets: Sequence[str] | Mapping[str, Sequence[str]] | None,
             ts = [ts]
         bad = [t for t in ts if t not in TARGETS]
         if bad or not ts:
-            raise ConfigError(f"unknown nemesis target(s) {bad or ts!r} for {kind}; known: {', '.join(TARGETS)}",
-                              field="targets")
+            raise ConfigError(
+                f"unknown nemesis target(s) {bad or ts!r} for {kind}; known: {', '.join(TARGETS)}",
+                field="targets",
+            )
         out[kind] = tuple(ts)
     return out
 
@@ -147,8 +170,9 @@ class Schedule:
         wait = self._wait()
         self.emitted += 1
         idle = [k for k in self.kinds if k not in self.active]
-        if self.active and (len(self.active) >= self.overlap or not idle
-                            or self.rng.random() < 0.5):
+        if self.active and (
+            len(self.active) >= self.overlap or not idle or self.rng.random() < 0.5
+        ):
             i = 0 if len(self.active) == 1 else self.rng.randrange(len(self.active))
             return wait, fault_op(f"stop-{self.active.pop(i)}")
         kind = self.rng.choice(idle)
@@ -170,10 +194,15 @@ class Schedule:
             shape = self.rng.choice(shapes)
             if shape == "leader":
                 return {"shape": shape}
-            return {"shape": shape, "grudge": g.grudge_to_json(g.build_shape(shape, nodes, self.rng))}
+            return {
+                "shape": shape,
+                "grudge": g.grudge_to_json(g.build_shape(shape, nodes, self.rng)),
+            }
         targets = [t for t in self.targets[kind] if t != "leader" or leader_ok]
         if not targets:
-            raise NemesisError(f"{kind}: the only target is 'leader' and the DB does not report primaries")
+            raise NemesisError(
+                f"{kind}: the only target is 'leader' and the DB does not report primaries"
+            )
         target = self.rng.choice(targets)
         value: dict[str, Any] = {"target": target}
         if target != "leader":
@@ -205,8 +234,10 @@ class _PackageNemesis(Compose):
 
     def setup(self, ctx: RunContext) -> None:
         if self.needs_primaries and not _has_primaries(ctx):
-            raise NemesisError(f"partition-leader needs a DB that reports its primaries; "
-                               f"{type(ctx.db).__name__} does not")
+            raise NemesisError(
+                f"partition-leader needs a DB that reports its primaries; "
+                f"{type(ctx.db).__name__} does not"
+            )
         super().setup(ctx)
 
 
@@ -214,9 +245,16 @@ def _split(ts: Any) -> Any:
     return [t.strip() for t in ts.split(",") if t.strip()] if isinstance(ts, str) else ts
 
 
-def build_package(faults: Sequence[str], *, interval: float, rng: random.Random,
-                  targets: str | Sequence[str] | Mapping[str, Sequence[str]] | None = None,
-                  max_ops: int | None = None, overlap: int = 1, **options: Any) -> NemesisPackage:
+def build_package(
+    faults: Sequence[str],
+    *,
+    interval: float,
+    rng: random.Random,
+    targets: str | Sequence[str] | Mapping[str, Sequence[str]] | None = None,
+    max_ops: int | None = None,
+    overlap: int = 1,
+    **options: Any,
+) -> NemesisPackage:
     """The nemesis, schedule and healing ops for ``--nemesis`` fault names.
 
     ``targets`` applies to every node fault ("one,leader" or a list), or maps a
@@ -227,25 +265,38 @@ def build_package(faults: Sequence[str], *, interval: float, rng: random.Random,
     per_kind = {f"{k}_targets": k for k in NODE_FAULTS}
     unknown = sorted(set(options) - set(per_kind))
     if unknown:
-        raise ConfigError(f"unknown nemesis option(s) {', '.join(unknown)}; known: targets, max_ops, "
-                          "overlap, " + ", ".join(per_kind), field="nemesis")
+        raise ConfigError(
+            f"unknown nemesis option(s) {', '.join(unknown)}; known: targets, max_ops, "
+            "overlap, " + ", ".join(per_kind),
+            field="nemesis",
+        )
     if isinstance(overlap, bool) or not isinstance(overlap, int) or overlap < 1:
-        raise ConfigError(f"overlap must be a positive integer (faults active at once), got {overlap!r}",
-                          field="nemesis")
+        raise ConfigError(
+            f"overlap must be a positive integer (faults active at once), got {overlap!r}",
+            field="nemesis",
+        )
     targets = _split(targets)
     if any(k in options for k in per_kind):
-        base = dict(targets) if isinstance(targets, Mapping) else {
-            k: targets for k in NODE_FAULTS if targets is not None}
+        base = (
+            dict(targets)
+            if isinstance(targets, Mapping)
+            else {k: targets for k in NODE_FAULTS if targets is not None}
+        )
         targets = {**base, **{per_kind[k]: _split(v) for k, v in options.items()}}
     if max_ops is not None and (not isinstance(max_ops, int) or max_ops < 0):
-        raise ConfigError(f"max_ops must be a non-negative integer, got {max_ops!r}", field="nemesis")
+        raise ConfigError(
+            f"max_ops must be a non-negative integer, got {max_ops!r}", field="nemesis"
+        )
     if not interval > 0:
-        raise ConfigError(f"nemesis interval must be positive, got {interval}", field="nemesis_interval")
+        raise ConfigError(
+            f"nemesis interval must be positive, got {interval}", field="nemesis_interval"
+        )
     kinds, shapes = parse_faults(faults)
     names = {f.strip() for f in faults}
     if {"pause", "freeze"} <= names:
-        raise ConfigError("nemesis faults 'pause' and 'freeze' both pause nodes; choose one",
-                          field="nemesis")
+        raise ConfigError(
+            "nemesis faults 'pause' and 'freeze' both pause nodes; choose one", field="nemesis"
+        )
     tmap = _targets_for(targets, kinds)
     nemeses: list[Nemesis] = []
     kill = pause = None
@@ -271,7 +322,14 @@ def build_package(faults: Sequence[str], *, interval: float, rng: random.Random,
     if "lull" in kinds:
         nemeses.append(LullNemesis())
     nemesis = _PackageNemesis(nemeses, needs_primaries=shapes == ("leader",))
-    schedule = Schedule(kinds=tuple(kinds), shapes=shapes, targets=tmap, interval=interval, rng=rng,
-                        max_ops=max_ops, overlap=overlap)
+    schedule = Schedule(
+        kinds=tuple(kinds),
+        shapes=shapes,
+        targets=tmap,
+        interval=interval,
+        rng=rng,
+        max_ops=max_ops,
+        overlap=overlap,
+    )
     final_ops = heal_ops(kinds)
     return NemesisPackage(nemesis=nemesis, schedule=schedule, final_ops=final_ops)

@@ -40,7 +40,9 @@ class KillNemesis:
         from harness.core.db import Killable
 
         if not isinstance(ctx.db, Killable):
-            raise NemesisError(f"the DB {type(ctx.db).__name__} cannot be killed and restarted (not Killable)")
+            raise NemesisError(
+                f"the DB {type(ctx.db).__name__} cannot be killed and restarted (not Killable)"
+            )
         return ctx.db
 
     def setup(self, ctx: RunContext) -> None:
@@ -115,8 +117,14 @@ class PauseNemesis:
                 return no_targets(op, value)
 
             def pause(node: str) -> None:
-                journal.note(ctx, node, "sigstop", "db", {"pidfiles": journal.db_pidfiles(ctx, node)},
-                             "DB process stopped (SIGSTOP)")
+                journal.note(
+                    ctx,
+                    node,
+                    "sigstop",
+                    "db",
+                    {"pidfiles": journal.db_pidfiles(ctx, node)},
+                    "DB process stopped (SIGSTOP)",
+                )
                 db.pause(ctx, node)
                 self.paused.add(node)
 

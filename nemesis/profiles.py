@@ -47,14 +47,14 @@ __all__ = ["PROFILES", "profile_steps", "ProfileSchedule", "build_profile_packag
 PROFILES = ("lease", "rejoin", "crash", "lag", "bridge", "figure8")
 
 
-def profile_steps(name: str, nodes: Sequence[str], rng: random.Random,
-                  hold: float) -> list[Step]:
+def profile_steps(name: str, nodes: Sequence[str], rng: random.Random, hold: float) -> list[Step]:
     """One profile's steps; every fault it starts, it stops.
 
     The rng draws happen here, in a fixed order (then in the builders, when
     they land), so a seed replays the same script: the zoo's findings are
     reproduced by seed.
     """
+
     def shape(kind: str) -> dict[str, Any]:
         return {"shape": kind, "grudge": g.grudge_to_json(g.build_shape(kind, list(nodes), rng))}
 
@@ -63,33 +63,46 @@ def profile_steps(name: str, nodes: Sequence[str], rng: random.Random,
         # Every clock, not just the leader's: leadership may move between two
         # nemesis ops on a loaded machine, and the node isolated next must be skewed.
         back_ms = -round(rng.uniform(14.0, 18.0) * 1000)
-        return [start(gap, "clock", {"target": "all", "nodes": list(nodes), "mode": "bump",
-                                     "offset_ms": back_ms}),
-                start(0.1, "partition", {"shape": "leader"}),
-                stop(scaled(rng, hold, 3.6, 4.0), "partition"),
-                stop(0.1, "clock")]
+        return [
+            start(
+                gap,
+                "clock",
+                {"target": "all", "nodes": list(nodes), "mode": "bump", "offset_ms": back_ms},
+            ),
+            start(0.1, "partition", {"shape": "leader"}),
+            stop(scaled(rng, hold, 3.6, 4.0), "partition"),
+            stop(0.1, "clock"),
+        ]
     everyone = {"target": "all", "nodes": list(nodes)}
     if name == "crash":
         # Twice: the second kill lands in the election that follows the first restart.
-        return [start(gap, "kill", everyone), stop(scaled(rng, hold, 0.2, 0.3), "kill"),
-                start(scaled(rng, hold, 0.1, 0.3), "kill", everyone),
-                stop(scaled(rng, hold, 0.2, 0.3), "kill")]
+        return [
+            start(gap, "kill", everyone),
+            stop(scaled(rng, hold, 0.2, 0.3), "kill"),
+            start(scaled(rng, hold, 0.1, 0.3), "kill", everyone),
+            stop(scaled(rng, hold, 0.2, 0.3), "kill"),
+        ]
     if name == "bridge":
-        return [start(gap, "partition", shape("bridge")),
-                stop(scaled(rng, hold, 0.8, 1.0), "partition")]
+        return [
+            start(gap, "partition", shape("bridge")),
+            stop(scaled(rng, hold, 0.8, 1.0), "partition"),
+        ]
     if name == "lag":
         # The cut-off minority keeps campaigning; with the leader gone at the
         # heal, the first candidate of the next term may be a lagging one.
-        return [start(gap, "partition", shape("majority")),
-                start(scaled(rng, hold, 0.8, 1.0), "kill", {"target": "leader"}),
-                stop(0.0, "partition"),
-                stop(scaled(rng, hold, 0.4, 0.6), "kill")]
+        return [
+            start(gap, "partition", shape("majority")),
+            start(scaled(rng, hold, 0.8, 1.0), "kill", {"target": "leader"}),
+            stop(0.0, "partition"),
+            stop(scaled(rng, hold, 0.4, 0.6), "kill"),
+        ]
     if name == "rejoin":
         return _rejoin_steps(list(nodes), rng, hold, gap)
     if name == "figure8":
         return _figure8_steps(list(nodes), rng, hold, gap)
-    raise ConfigError(f"unknown fault profile {name!r} (known: {', '.join(PROFILES)})",
-                      field="profiles")
+    raise ConfigError(
+        f"unknown fault profile {name!r} (known: {', '.join(PROFILES)})", field="profiles"
+    )
 
 
 def _split_value(shape: str, nodes: Sequence[str], side: Sequence[str]) -> dict[str, Any]:
@@ -139,7 +152,7 @@ def _rejoin_steps(nodes: list[str], rng: random.Random, hold: float, gap: float)
             lead = rng.choice(voters)
         others = [n for n in voters if n != lead]
         rng.shuffle(others)
-        memo["victims"] = others[k - 1:]
+        memo["victims"] = others[k - 1 :]
         return _split_value("rejoin-cut", nodes, [lead, *others[: k - 1]])
 
     def restart_voter(ctx: RunContext) -> dict[str, Any]:
@@ -148,12 +161,14 @@ def _rejoin_steps(nodes: list[str], rng: random.Random, hold: float, gap: float)
     # The cut comes first, so the voter's log is as long as its new side's; it
     # must then be back and polling before that side loses patience (E) and
     # votes for itself, hence no waits.
-    return [start(gap, "pause", pause_leader_side),
-            stop(scaled(rng, hold, 1.4, 1.8), "pause"),
-            start(scaled(rng, hold, 0.4, 0.6), "partition", cut_new_leader),
-            start(0.0, "kill", restart_voter),
-            stop(0.0, "kill"),
-            stop(scaled(rng, hold, 1.0, 1.2), "partition")]
+    return [
+        start(gap, "pause", pause_leader_side),
+        stop(scaled(rng, hold, 1.4, 1.8), "pause"),
+        start(scaled(rng, hold, 0.4, 0.6), "partition", cut_new_leader),
+        start(0.0, "kill", restart_voter),
+        stop(0.0, "kill"),
+        stop(scaled(rng, hold, 1.0, 1.2), "partition"),
+    ]
 
 
 def _figure8_steps(nodes: list[str], rng: random.Random, hold: float, gap: float) -> list[Step]:
@@ -212,8 +227,9 @@ def _figure8_steps(nodes: list[str], rng: random.Random, hold: float, gap: float
         # there. Then only L and M minus L are left: L must win (a leader
         # elected by M would need L's vote, which a longer last term refuses).
         if not memo.pop("lingered", False):
-            lead = leader_within(ctx, rng, [n for n in nodes if n != memo.get("cut")],
-                                 deadlines, "beside", 2 * hold)
+            lead = leader_within(
+                ctx, rng, [n for n in nodes if n != memo.get("cut")], deadlines, "beside", 2 * hold
+            )
             if isinstance(lead, Retry):
                 return lead
             if lead:
@@ -222,18 +238,20 @@ def _figure8_steps(nodes: list[str], rng: random.Random, hold: float, gap: float
         return {"nodes": memo.get("old") or rng.sample(nodes, k), "why": "figure8-old-side"}
 
     lull = {"why": "figure8"}
-    return [start(gap, "kill", kill_majority),
-            start(scaled(rng, hold, 0.5, 0.6), "lull", lull),
-            start(0.2, "pause", pause_old),
-            stop(0.0, "kill"),
-            start(0.0, "partition", cut_new_leader),
-            stop(0.0, "lull"),
-            start(scaled(rng, hold, 0.45, 0.55), "lull", lull),
-            stop(0.2, "pause"),
-            start(hold * 0.4, "kill", kill_old),
-            stop(0.0, "partition"),
-            stop(scaled(rng, hold, 1.2, 1.4), "lull"),
-            stop(scaled(rng, hold, 0.3, 0.5), "kill")]
+    return [
+        start(gap, "kill", kill_majority),
+        start(scaled(rng, hold, 0.5, 0.6), "lull", lull),
+        start(0.2, "pause", pause_old),
+        stop(0.0, "kill"),
+        start(0.0, "partition", cut_new_leader),
+        stop(0.0, "lull"),
+        start(scaled(rng, hold, 0.45, 0.55), "lull", lull),
+        stop(0.2, "pause"),
+        start(hold * 0.4, "kill", kill_old),
+        stop(0.0, "partition"),
+        stop(scaled(rng, hold, 1.2, 1.4), "lull"),
+        stop(scaled(rng, hold, 0.3, 0.5), "kill"),
+    ]
 
 
 class ProfileSchedule(StepSchedule):
@@ -258,8 +276,14 @@ class ProfileSchedule(StepSchedule):
         return profile_steps(name, list(ctx.nodes), self.rng, self.hold)
 
 
-def build_profile_package(faults: Sequence[str], profiles: Sequence[str], *, interval: float,
-                          rng: random.Random, **options: Any) -> NemesisPackage:
+def build_profile_package(
+    faults: Sequence[str],
+    profiles: Sequence[str],
+    *,
+    interval: float,
+    rng: random.Random,
+    **options: Any,
+) -> NemesisPackage:
     """The stock nemeses and heal ops for ``faults``, driven by the profiles (``interval`` = hold).
 
     Without profiles it is the stock package, options and all.
@@ -267,6 +291,8 @@ def build_profile_package(faults: Sequence[str], profiles: Sequence[str], *, int
     base = build_package(list(faults), interval=interval, rng=rng, **options)
     if not profiles:
         return base
-    return NemesisPackage(nemesis=base.nemesis,
-                          schedule=ProfileSchedule(profiles, hold=interval, rng=rng),
-                          final_ops=base.final_ops)
+    return NemesisPackage(
+        nemesis=base.nemesis,
+        schedule=ProfileSchedule(profiles, hold=interval, rng=rng),
+        final_ops=base.final_ops,
+    )

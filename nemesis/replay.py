@@ -56,11 +56,17 @@ def undo(remote: Remote | None, entry: Entry) -> None:
     if kind == "iptables-chain":
         from nemesis.net import remove_chain_script
 
-        remote.run(remove_chain_script(str(u.get("iptables", "iptables -w 10")), str(u["chain"])),
-                   sudo=sudo, timeout=30)
+        remote.run(
+            remove_chain_script(str(u.get("iptables", "iptables -w 10")), str(u["chain"])),
+            sudo=sudo,
+            timeout=30,
+        )
     elif kind == "netem":
-        remote.run(f"tc qdisc del dev {shlex.quote(str(u['iface']))} root 2>/dev/null; true",
-                   sudo=sudo, timeout=30)
+        remote.run(
+            f"tc qdisc del dev {shlex.quote(str(u['iface']))} root 2>/dev/null; true",
+            sudo=sudo,
+            timeout=30,
+        )
     elif kind == "daemon":
         _stop_pidfile(remote, str(u["pidfile"]))
     elif kind == "faketime":
@@ -87,8 +93,9 @@ def undo(remote: Remote | None, entry: Entry) -> None:
         while root and len(p.rsplit("/", 1)[0]) > len(root):
             p = p.rsplit("/", 1)[0]
             parents.append(f"rmdir {shlex.quote(p)} 2>/dev/null")
-        remote.run(f"rm -rf {shlex.quote(d)}; " + "; ".join([*parents, "true"]), sudo=sudo,
-                   timeout=60)
+        remote.run(
+            f"rm -rf {shlex.quote(d)}; " + "; ".join([*parents, "true"]), sudo=sudo, timeout=60
+        )
     else:
         raise ValueError(f"unknown journal kind {kind!r} in {entry.path}")
 

@@ -28,8 +28,21 @@ if TYPE_CHECKING:
     from harness.core.nemesis import PlannedFault
     from harness.core.spec import RunContext
 
-__all__ = ["HEAL_ORDER", "POLL_S", "Retry", "Builder", "Step", "StepSchedule", "fault_op",
-           "start", "stop", "scaled", "heal_ops", "now_s", "leader_within"]
+__all__ = [
+    "HEAL_ORDER",
+    "POLL_S",
+    "Retry",
+    "Builder",
+    "Step",
+    "StepSchedule",
+    "fault_op",
+    "start",
+    "stop",
+    "scaled",
+    "heal_ops",
+    "now_s",
+    "leader_within",
+]
 
 HEAL_ORDER = ("partition", "loss", "delay", "clock", "pause", "kill", "failover", "lull")
 """Network first, so nodes that resume or restart can reach their peers at once."""
@@ -89,8 +102,14 @@ def now_s(ctx: RunContext) -> float:
     return ctx.history.now() / 1e9
 
 
-def leader_within(ctx: RunContext, rng: random.Random, among: Sequence[str] | None,
-                  deadlines: dict[str, float], key: str, within: float = 0.0) -> str | None | Retry:
+def leader_within(
+    ctx: RunContext,
+    rng: random.Random,
+    among: Sequence[str] | None,
+    deadlines: dict[str, float],
+    key: str,
+    within: float = 0.0,
+) -> str | None | Retry:
     """Who leads now (one of ``among``), by the DB's own account, without waiting for one.
 
     With ``within`` > 0 and nobody leading, the answer is :class:`Retry` until

@@ -46,8 +46,7 @@ def resolve(target: str, nodes: Sequence[str], rng: random.Random) -> list[str]:
     return [x for x in ns if x in chosen]
 
 
-def resolve_leader(primaries: Sequence[str], nodes: Sequence[str],
-                   rng: random.Random) -> list[str]:
+def resolve_leader(primaries: Sequence[str], nodes: Sequence[str], rng: random.Random) -> list[str]:
     """One of the current primaries (several may believe they lead); empty if none is known."""
     known = [p for p in primaries if p in nodes]
     return [rng.choice(sorted(known))] if known else []

@@ -21,8 +21,9 @@ __all__ = ["main", "run_node"]
 async def run_node(cfg: NodeConfig) -> None:
     # mode dispatch: classic master/slave lives in node_impl/ha.py
     # mode broker (node_impl/broker.py) is the DLedger node plus the broker layer
-    node: Node | HANode = (HANode(cfg) if cfg.mode == "ha"
-                           else BrokerNode(cfg) if cfg.mode == "broker" else Node(cfg))
+    node: Node | HANode = (
+        HANode(cfg) if cfg.mode == "ha" else BrokerNode(cfg) if cfg.mode == "broker" else Node(cfg)
+    )
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):

@@ -255,33 +255,88 @@ def run_node_bench(
 
 
 @click.command("node")
-@click.option("--mode", type=click.Choice(["throughput", "latency", "both"]), default="both",
-              show_default=True)
-@click.option("--entry-size", type=click.IntRange(0, 1 << 20), default=100, show_default=True,
-              help="Payload bytes per appended entry.")
-@click.option("--clients", type=click.IntRange(1, 1000), default=16, show_default=True,
-              help="Concurrent connections in throughput mode (each one request in flight).")
-@click.option("--batch", type=click.IntRange(1, 10000), default=256, show_default=True,
-              help="Entries per append request in throughput mode.")
-@click.option("--duration", type=click.FloatRange(0.5, 3600), default=10.0, show_default=True,
-              help="Measured seconds per mode.")
+@click.option(
+    "--mode",
+    type=click.Choice(["throughput", "latency", "both"]),
+    default="both",
+    show_default=True,
+)
+@click.option(
+    "--entry-size",
+    type=click.IntRange(0, 1 << 20),
+    default=100,
+    show_default=True,
+    help="Payload bytes per appended entry.",
+)
+@click.option(
+    "--clients",
+    type=click.IntRange(1, 1000),
+    default=16,
+    show_default=True,
+    help="Concurrent connections in throughput mode (each one request in flight).",
+)
+@click.option(
+    "--batch",
+    type=click.IntRange(1, 10000),
+    default=256,
+    show_default=True,
+    help="Entries per append request in throughput mode.",
+)
+@click.option(
+    "--duration",
+    type=click.FloatRange(0.5, 3600),
+    default=10.0,
+    show_default=True,
+    help="Measured seconds per mode.",
+)
 @click.option("--warmup", type=click.FloatRange(0, 60), default=1.0, show_default=True)
-@click.option("--rate", type=click.FloatRange(0, 1e7), default=0.0, show_default=True,
-              help="Throughput mode: entries/s on a fixed schedule (0 = as fast as acks come).")
-@click.option("--latency-rate", type=click.FloatRange(1, 1e6), default=1000.0, show_default=True,
-              help="Latency mode: single appends per second on a fixed schedule.")
+@click.option(
+    "--rate",
+    type=click.FloatRange(0, 1e7),
+    default=0.0,
+    show_default=True,
+    help="Throughput mode: entries/s on a fixed schedule (0 = as fast as acks come).",
+)
+@click.option(
+    "--latency-rate",
+    type=click.FloatRange(1, 1e6),
+    default=1000.0,
+    show_default=True,
+    help="Latency mode: single appends per second on a fixed schedule.",
+)
 @click.option("--nodes", type=click.IntRange(1, 9), default=3, show_default=True)
-@click.option("--base-dir", type=click.Path(file_okay=False, path_type=Path), default=None,
-              help="Where node data dirs go (default: a temp dir).")
+@click.option(
+    "--base-dir",
+    type=click.Path(file_okay=False, path_type=Path),
+    default=None,
+    help="Where node data dirs go (default: a temp dir).",
+)
 @click.option("--keep", is_flag=True, help="Keep the data dirs and node logs.")
 def bench_node(
-    mode: str, entry_size: int, clients: int, batch: int, duration: float, warmup: float,
-    rate: float, latency_rate: float, nodes: int, base_dir: Path | None, keep: bool,
+    mode: str,
+    entry_size: int,
+    clients: int,
+    batch: int,
+    duration: float,
+    warmup: float,
+    rate: float,
+    latency_rate: float,
+    nodes: int,
+    base_dir: Path | None,
+    keep: bool,
 ) -> None:
     """Acked appends/s and latency of a loopback cluster of reference nodes."""
     out = run_node_bench(
-        mode=mode, entry_size=entry_size, clients=clients, batch=batch, duration=duration,
-        rate=rate, latency_rate=latency_rate, warmup=warmup, nodes=nodes, base_dir=base_dir,
+        mode=mode,
+        entry_size=entry_size,
+        clients=clients,
+        batch=batch,
+        duration=duration,
+        rate=rate,
+        latency_rate=latency_rate,
+        warmup=warmup,
+        nodes=nodes,
+        base_dir=base_dir,
         keep=keep,
     )
     click.echo(json.dumps(out, indent=2))
@@ -364,8 +419,15 @@ def verify_logs(
     for index, term, payload in acked:
         missing = [n for n, m in by_node.items() if m.get(index) != (term, payload)]
         if missing:
-            lost.append({"index": index, "term": term, "payload": payload, "nodes": missing,
-                         "found": {n: by_node[n].get(index) for n in missing}})
+            lost.append(
+                {
+                    "index": index,
+                    "term": term,
+                    "payload": payload,
+                    "nodes": missing,
+                    "found": {n: by_node[n].get(index) for n in missing},
+                }
+            )
     lo_commit = min(committed.values()) if committed else -1
     divergent: list[dict] = []
     nodes = sorted(by_node)
@@ -373,9 +435,11 @@ def verify_logs(
         vals = {n: by_node[n].get(i) for n in nodes}
         if len(set(vals.values())) > 1:
             divergent.append({"index": i, "values": vals})
-    payloads = Counter(
-        e[3] for e in logs[nodes[0]] if e[2] == "append" and e[3] is not None
-    ) if nodes else Counter()
+    payloads = (
+        Counter(e[3] for e in logs[nodes[0]] if e[2] == "append" and e[3] is not None)
+        if nodes
+        else Counter()
+    )
     dups = [p for p, k in payloads.items() if k > 1]
     return {"lost": lost, "divergent": divergent, "duplicates": dups, "min_committed": lo_commit}
 
@@ -394,9 +458,19 @@ def _converge(cluster: LocalCluster, timeout: float) -> dict[str, dict]:
             if all(s["ledgerEndIndex"] == end and s["committedIndex"] == end for s in up.values()):
                 return up
         time.sleep(0.2)
-    raise TimeoutError(f"cluster did not converge within {timeout}s: " + json.dumps(
-        {n: s and {k: s.get(k) for k in ("role", "term", "leader", "ledgerEndIndex",
-                                            "committedIndex")} for n, s in last.items()}))
+    raise TimeoutError(
+        f"cluster did not converge within {timeout}s: "
+        + json.dumps(
+            {
+                n: s
+                and {
+                    k: s.get(k)
+                    for k in ("role", "term", "leader", "ledgerEndIndex", "committedIndex")
+                }
+                for n, s in last.items()
+            }
+        )
+    )
 
 
 def run_crash(
@@ -427,8 +501,12 @@ def run_crash(
             cluster.start_all()
             hint: list[str | None] = [cluster.wait_for_leader(30)]
             for w in range(workers):
-                th = threading.Thread(target=_load_worker, args=(cluster, w, acks, stop, hint),
-                                      daemon=True, name=f"load-{w}")
+                th = threading.Thread(
+                    target=_load_worker,
+                    args=(cluster, w, acks, stop, hint),
+                    daemon=True,
+                    name=f"load-{w}",
+                )
                 th.start()
                 threads.append(th)
             for cyc in range(cycles):
@@ -493,28 +571,60 @@ def run_crash(
 @click.command("crash")
 @click.option("--cycles", type=click.IntRange(1, 100000), default=20, show_default=True)
 @click.option("--nodes", type=click.Choice(["3", "5"]), default="3", show_default=True)
-@click.option("--workers", type=click.IntRange(1, 64), default=3, show_default=True,
-              help="Client threads appending (each retries on redirect or failure).")
-@click.option("--down", type=click.FloatRange(0, 60), default=0.3, show_default=True,
-              help="Mean seconds a killed node stays down.")
-@click.option("--interval", type=click.FloatRange(0, 60), default=0.5, show_default=True,
-              help="Seconds of load between kills.")
+@click.option(
+    "--workers",
+    type=click.IntRange(1, 64),
+    default=3,
+    show_default=True,
+    help="Client threads appending (each retries on redirect or failure).",
+)
+@click.option(
+    "--down",
+    type=click.FloatRange(0, 60),
+    default=0.3,
+    show_default=True,
+    help="Mean seconds a killed node stays down.",
+)
+@click.option(
+    "--interval",
+    type=click.FloatRange(0, 60),
+    default=0.5,
+    show_default=True,
+    help="Seconds of load between kills.",
+)
 @click.option("--seed", type=int, default=1, show_default=True)
 @click.option("--bug", default=None, help="Run the nodes with a seeded bug (expect losses).")
 @click.option("--base-dir", type=click.Path(file_okay=False, path_type=Path), default=None)
 @click.option("--keep", is_flag=True, help="Keep data dirs and node logs.")
 def bench_crash(
-    cycles: int, nodes: str, workers: int, down: float, interval: float, seed: int,
-    bug: str | None, base_dir: Path | None, keep: bool,
+    cycles: int,
+    nodes: str,
+    workers: int,
+    down: float,
+    interval: float,
+    seed: int,
+    bug: str | None,
+    base_dir: Path | None,
+    keep: bool,
 ) -> None:
     """SIGKILL nodes under append load; verify every acked append survives on every node."""
+
     def progress(cyc: int, acked: int) -> None:
         if cyc % 10 == 0:
             click.echo(f"cycle {cyc}/{cycles}: {acked} acked", err=True)
 
-    out = run_crash(cycles=cycles, nodes=int(nodes), workers=workers, down=down,
-                    interval=interval, seed=seed, base_dir=base_dir, keep=keep, bug=bug,
-                    progress=progress)
+    out = run_crash(
+        cycles=cycles,
+        nodes=int(nodes),
+        workers=workers,
+        down=down,
+        interval=interval,
+        seed=seed,
+        base_dir=base_dir,
+        keep=keep,
+        bug=bug,
+        progress=progress,
+    )
     click.echo(json.dumps(out, indent=2))
     if out["lost"] or out["divergent"]:
         raise SystemExit(1)

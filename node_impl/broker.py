@@ -40,8 +40,18 @@ from node_impl.config import NodeConfig
 from node_impl.node import LEADER, Node
 from node_impl.store import HEADER_SIZE, MAGIC_NOOP, Entry, LogStore, decode_body, encode_body
 
-__all__ = ["BrokerNode", "BrokerAPI", "ConsumeQueues", "MASTER", "SLAVE", "body_msg",
-           "body_consumer_offset", "decode_msg", "prepare_upgrade", "legacy_ref"]
+__all__ = [
+    "BrokerNode",
+    "BrokerAPI",
+    "ConsumeQueues",
+    "MASTER",
+    "SLAVE",
+    "body_msg",
+    "body_consumer_offset",
+    "decode_msg",
+    "prepare_upgrade",
+    "legacy_ref",
+]
 
 MASTER, SLAVE = "master", "slave"
 MAX_PULL = 256  # messages per pull (RocketMQ maxMsgNums defaults to 32)
@@ -57,8 +67,9 @@ def body_msg(topic: str, queue: int, body: Any, keys: str | None) -> bytes:
 
 def body_consumer_offset(group: str, topic: str, queue: int, offset: int) -> bytes:
     """A consumer group's committed consume offset, replicated like any entry."""
-    return encode_body({"op": "coff", "group": group, "topic": topic, "queue": queue,
-                        "offset": offset})
+    return encode_body(
+        {"op": "coff", "group": group, "topic": topic, "queue": queue, "offset": offset}
+    )
 
 
 def decode_msg(e: Entry) -> dict | None:
@@ -74,8 +85,13 @@ def decode_msg(e: Entry) -> dict | None:
     if isinstance(obj, dict) and obj.get("op") == "append" and isinstance(obj.get("p"), dict):
         p = obj["p"]  # a message a producer wrote through mode ha's append (before the upgrade)
         if "topic" in p and "queue" in p:
-            return {"op": "msg", "topic": p.get("topic"), "queue": p.get("queue"),
-                    "body": p.get("body"), "keys": p.get("keys")}
+            return {
+                "op": "msg",
+                "topic": p.get("topic"),
+                "queue": p.get("queue"),
+                "body": p.get("body"),
+                "keys": p.get("keys"),
+            }
     return None
 
 
@@ -180,8 +196,7 @@ class ConsumeQueues:
                 q.append(e.index)
             elif isinstance(obj.get("group"), str) and isinstance(obj.get("offset"), int):
                 key = (obj["group"], topic, queue)
-                self.consumer_offsets[key] = max(self.consumer_offsets.get(key, -1),
-                                                 obj["offset"])
+                self.consumer_offsets[key] = max(self.consumer_offsets.get(key, -1), obj["offset"])
 
     def max_offset(self, topic: str, queue: int) -> int:
         """The next queue offset to be assigned (RocketMQ's maxOffset)."""
@@ -200,8 +215,9 @@ class BrokerNode(Node):
     def __init__(self, cfg: NodeConfig) -> None:
         cfg.data_dir.mkdir(parents=True, exist_ok=True)
         # before the node opens its store: an older commitlog moves aside first
-        self.divided = prepare_upgrade(cfg.data_dir,
-                                       divided_from_start=cfg.bugs.broker_divided_from_start)
+        self.divided = prepare_upgrade(
+            cfg.data_dir, divided_from_start=cfg.bugs.broker_divided_from_start
+        )
         legacy = cfg.data_dir / LEGACY_DIR
         self.legacy: LogStore | None = LogStore(legacy) if (legacy / "data.log").exists() else None
         super().__init__(cfg)
@@ -217,15 +233,22 @@ class BrokerNode(Node):
             self.cq.dispatch_legacy(self.legacy.entries(0, self.legacy.end_index))
         hi = self.store.end_index if self.bugs.broker_cq_beyond_commit else self.committed
         self.cq.dispatch(self.store.entries(0, hi))
-        self.log.info("broker-load", dispatched=self.cq.dispatched, committed=self.committed,
-                      end=self.store.end_index, divided=self.divided,
-                      legacy_end=None if self.legacy is None else self.legacy.end_index)
+        self.log.info(
+            "broker-load",
+            dispatched=self.cq.dispatched,
+            committed=self.committed,
+            end=self.store.end_index,
+            divided=self.divided,
+            legacy_end=None if self.legacy is None else self.legacy.end_index,
+        )
         await super().start()
         assert self.servers is not None
         self.servers.api.handlers.update(BrokerAPI(self).handlers)
         loop = asyncio.get_running_loop()
-        self._broker_tasks = [loop.create_task(self._reput_loop()),
-                              loop.create_task(self._role_loop())]
+        self._broker_tasks = [
+            loop.create_task(self._reput_loop()),
+            loop.create_task(self._role_loop()),
+        ]
 
     async def stop(self) -> None:
         for t in self._broker_tasks:
@@ -255,8 +278,11 @@ class BrokerNode(Node):
 
     def _should_master(self) -> bool:
         """DLedgerRoleChangeHandler: master once leading with ledgerEnd = committed."""
-        return (self.role == LEADER and self.committed >= self.ready_index
-                and self.committed >= self.store.end_index)
+        return (
+            self.role == LEADER
+            and self.committed >= self.ready_index
+            and self.committed >= self.store.end_index
+        )
 
     def handle_role(self) -> None:
         want = MASTER if self.role == LEADER and self._should_master() else SLAVE
@@ -291,15 +317,23 @@ class BrokerNode(Node):
         if self.broker_role == MASTER and self.role != LEADER and self.bugs.broker_stale_master:
             return self._send_deposed(topic, queue, raw)
         if self.role != LEADER:
-            return {"type": "redirect", "code": "NOT_LEADER", "leader": self.leader_id,
-                    "leader_addr": self.leader_addr}
+            return {
+                "type": "redirect",
+                "code": "NOT_LEADER",
+                "leader": self.leader_id,
+                "leader_addr": self.leader_addr,
+            }
         if self.broker_role != MASTER:
             return {"code": "MASTER_NOT_READY"}
         r = self.propose([raw], "append")
         if isinstance(r, str):
             if r == "NOT_LEADER":
-                return {"type": "redirect", "code": "NOT_LEADER", "leader": self.leader_id,
-                        "leader_addr": self.leader_addr}
+                return {
+                    "type": "redirect",
+                    "code": "NOT_LEADER",
+                    "leader": self.leader_id,
+                    "leader_addr": self.leader_addr,
+                }
             return {"code": r}
         code, res = await r.fut
         if code != "SUCCESS":
@@ -310,9 +344,13 @@ class BrokerNode(Node):
         if placed is None:  # committed and applied, yet not dispatched: cannot say where
             return {"code": "UNKNOWN_OFFSET", "index": index}
         e = self.store.get(index)
-        return {"code": "SUCCESS", "offset": self.divided + phys_offset(e),
-                "queue_offset": placed.queue_offset,
-                "index": index, "term": res["term"]}
+        return {
+            "code": "SUCCESS",
+            "offset": self.divided + phys_offset(e),
+            "queue_offset": placed.queue_offset,
+            "index": index,
+            "term": res["term"],
+        }
 
     def _send_deposed(self, topic: str, queue: int, raw: bytes) -> dict:
         """Seeded bug ``broker-stale-master``: a deposed master writes locally and acks.
@@ -321,15 +359,23 @@ class BrokerNode(Node):
         than the real leader's; the leader's next COMPARE finds it and truncates.
         """
         e = self.store.append_leader(max(self.master_term, self.store.end_term), raw)
-        return {"code": "SUCCESS", "offset": self.divided + phys_offset(e),
-                "queue_offset": self.cq.max_offset(topic, queue), "index": e.index,
-                "term": e.term}
+        return {
+            "code": "SUCCESS",
+            "offset": self.divided + phys_offset(e),
+            "queue_offset": self.cq.max_offset(topic, queue),
+            "index": e.index,
+            "term": e.term,
+        }
 
     async def commit_offset(self, group: str, topic: str, queue: int, offset: int) -> dict:
         self.handle_role()
         if self.role != LEADER:
-            return {"type": "redirect", "code": "NOT_LEADER", "leader": self.leader_id,
-                    "leader_addr": self.leader_addr}
+            return {
+                "type": "redirect",
+                "code": "NOT_LEADER",
+                "leader": self.leader_id,
+                "leader_addr": self.leader_addr,
+            }
         r = self.propose([body_consumer_offset(group, topic, queue, offset)], "append")
         if isinstance(r, str):
             return {"code": r}
@@ -359,10 +405,15 @@ class BrokerNode(Node):
             obj = decode_msg(e) or {}
             out.append([qo, off, obj.get("body"), obj.get("keys")])
             next_offset = qo + 1
-        return {"code": "SUCCESS", "messages": out, "min_offset": 0,
-                "max_offset": self.cq.max_offset(topic, queue),
-                "next_offset": next_offset,
-                "role": self.broker_role, "committedIndex": self.committed}
+        return {
+            "code": "SUCCESS",
+            "messages": out,
+            "min_offset": 0,
+            "max_offset": self.cq.max_offset(topic, queue),
+            "next_offset": next_offset,
+            "role": self.broker_role,
+            "committedIndex": self.committed,
+        }
 
 
 class BrokerAPI:
@@ -371,8 +422,10 @@ class BrokerAPI:
     def __init__(self, node: BrokerNode) -> None:
         self.node = node
         self.handlers: dict[Any, Callable[[dict], Awaitable[dict]]] = {
-            "send": self.send, "pull": self.pull,
-            "commit-offset": self.commit_offset, "query-offset": self.query_offset,
+            "send": self.send,
+            "pull": self.pull,
+            "commit-offset": self.commit_offset,
+            "query-offset": self.query_offset,
         }
 
     @staticmethod
@@ -400,7 +453,10 @@ class BrokerAPI:
         w = self._where(msg)
         group, offset = msg.get("group"), msg.get("offset")
         if w is None or not isinstance(group, str) or not isinstance(offset, int):
-            return {"code": "UNSUPPORTED", "error": "commit-offset needs group, topic, queue, offset"}
+            return {
+                "code": "UNSUPPORTED",
+                "error": "commit-offset needs group, topic, queue, offset",
+            }
         return await self.node.commit_offset(group, w[0], w[1], offset)
 
     async def query_offset(self, msg: dict) -> dict:
@@ -409,5 +465,7 @@ class BrokerAPI:
         if w is None or not isinstance(group, str):
             return {"code": "UNSUPPORTED", "error": "query-offset needs group, topic, queue"}
         self.node.reput()
-        return {"code": "SUCCESS",
-                "offset": self.node.cq.consumer_offsets.get((group, w[0], w[1]), -1)}
+        return {
+            "code": "SUCCESS",
+            "offset": self.node.cq.consumer_offsets.get((group, w[0], w[1]), -1),
+        }

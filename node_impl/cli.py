@@ -17,11 +17,16 @@ __all__ = ["node"]
 
 @click.command(
     "node",
-    context_settings={"ignore_unknown_options": True, "allow_extra_args": True,
-                      "help_option_names": []},
+    context_settings={
+        "ignore_unknown_options": True,
+        "allow_extra_args": True,
+        "help_option_names": [],
+    },
     add_help_option=False,
 )
-@click.option("--list-bugs", is_flag=True, help="Print each seeded bug with a one-line description.")
+@click.option(
+    "--list-bugs", is_flag=True, help="Print each seeded bug with a one-line description."
+)
 @click.argument("args", nargs=-1, type=click.UNPROCESSED)
 def node(list_bugs: bool, args: tuple[str, ...]) -> None:
     """Run one reference DLedger node (options as for `python -m node_impl --help`)."""

@@ -68,9 +68,7 @@ def classify_reply(reply: dict) -> str:
     return c
 
 
-def _get_msg(
-    index: int | None, frm: int | None, to: int | None, local: bool
-) -> dict[str, Any]:
+def _get_msg(index: int | None, frm: int | None, to: int | None, local: bool) -> dict[str, Any]:
     msg: dict[str, Any] = {"type": "get", "local": bool(local)}
     if index is not None:
         msg["index"] = index

@@ -138,7 +138,9 @@ def parse_args(argv: list[str]) -> NodeConfig:
         if a.ha_master is None:
             raise ConfigError("--mode ha needs --ha-master ID")
         if a.ha_master not in peers:
-            raise ConfigError(f"--ha-master: {a.ha_master!r} is not among --peers ({', '.join(peers)})")
+            raise ConfigError(
+                f"--ha-master: {a.ha_master!r} is not among --peers ({', '.join(peers)})"
+            )
         if a.ha_slave_timeout_ms <= 0:
             raise ConfigError("--ha-slave-timeout-ms must be positive")
     client_port = a.client_port if a.client_port is not None else peers[a.node_id][1] + 1000

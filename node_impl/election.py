@@ -305,10 +305,19 @@ class Elector:
         end_index, end_term = msg.get("ledgerEndIndex"), msg.get("ledgerEndTerm")
         # Exact types, not int()/str() coercion: int(float("inf")) raises OverflowError,
         # and int(1.9) or str(None) would turn garbage into a vote for someone.
-        if not (type(term) is int and type(cand) is str and type(end_index) is int
-                and type(end_term) is int):
-            return {"type": "vote-resp", "rid": msg.get("rid"), "code": "BAD_REQUEST",
-                    "term": node.term, "result": "REJECT_UNKNOWN_LEADER"}
+        if not (
+            type(term) is int
+            and type(cand) is str
+            and type(end_index) is int
+            and type(end_term) is int
+        ):
+            return {
+                "type": "vote-resp",
+                "rid": msg.get("rid"),
+                "code": "BAD_REQUEST",
+                "term": node.term,
+                "result": "REJECT_UNKNOWN_LEADER",
+            }
         req = VoteRequest(term, cand, end_index, end_term)
         state = VoterState(
             node.id,
@@ -319,8 +328,9 @@ class Elector:
             store.end_index,
             store.end_term,
         )
-        d = decide_vote(state, req, from_self=from_self,
-                        skip_log_check=node.bugs.vote_without_log_check)
+        d = decide_vote(
+            state, req, from_self=from_self, skip_log_check=node.bugs.vote_without_log_check
+        )
         if d.grant:
             if node.voted_for != req.candidate:
                 # Votes are the evidence an operator needs when a term has two leaders.
@@ -328,15 +338,24 @@ class Elector:
             node.grant_vote(req.candidate)
         elif d.step_to_candidate:
             node.become_candidate(req.term, need_increase=True)
-        return {"type": "vote-resp", "rid": msg.get("rid"), "code": "SUCCESS",
-                "term": d.reply_term, "result": d.result}
+        return {
+            "type": "vote-resp",
+            "rid": msg.get("rid"),
+            "code": "SUCCESS",
+            "term": d.reply_term,
+            "result": d.result,
+        }
 
     def handle_heartbeat(self, msg: dict) -> dict:
         node = self.node
         term, leader = msg.get("term"), msg.get("leader")
         if not isinstance(term, int) or not isinstance(leader, str):
-            return {"type": "heartbeat-resp", "rid": msg.get("rid"), "code": "BAD_REQUEST",
-                    "term": node.term}
+            return {
+                "type": "heartbeat-resp",
+                "rid": msg.get("rid"),
+                "code": "BAD_REQUEST",
+                "term": node.term,
+            }
         d = decide_heartbeat(node.id, node.peer_ids, node.term, node.leader_id, term, leader)
         addr = msg.get("client_addr") if isinstance(msg.get("client_addr"), str) else None
         if d.follow:

@@ -107,7 +107,9 @@ class EntryHandler:
             n.set_committed(max(n.committed, v))
             return
         if n.bugs.commit_regress and self.match_index >= 0:
-            n.set_committed(follower_commit(n.committed, leader_commit, self.match_index, assign=True))
+            n.set_committed(
+                follower_commit(n.committed, leader_commit, self.match_index, assign=True)
+            )
             return
         n.set_committed(follower_commit(n.committed, leader_commit, self.match_index))
 
@@ -117,8 +119,15 @@ class EntryHandler:
         n = self.node
         kind = msg.get("kind")
         rterm, rleader = msg.get("term"), msg.get("leader")
-        base = {"type": "push-resp", "rid": msg.get("rid"), "term": n.term, "gen": msg.get("gen"),
-                "beginIndex": n.store.begin_index, "endIndex": n.store.end_index, "index": -1}
+        base = {
+            "type": "push-resp",
+            "rid": msg.get("rid"),
+            "term": n.term,
+            "gen": msg.get("gen"),
+            "beginIndex": n.store.begin_index,
+            "endIndex": n.store.end_index,
+            "index": -1,
+        }
         if not isinstance(rterm, int) or not isinstance(rleader, str):
             reply({**base, "code": "BAD_REQUEST"})
             return
@@ -227,11 +236,23 @@ class EntryHandler:
             self._reply(p, "INCONSISTENT_STATE", e.index)
             return
         if first_removed is not None:
-            n.log.info("truncated", at=first_removed, old_end=end, new_end=store.end_index,
-                       term=n.term, leader=n.leader_id)
+            n.log.info(
+                "truncated",
+                at=first_removed,
+                old_end=end,
+                new_end=store.end_index,
+                term=n.term,
+                leader=n.leader_id,
+            )
             if first_removed <= n.committed:
-                n.log.safety("truncate-below-commit", at=first_removed, committed=n.committed,
-                             old_end=end, term=n.term, leader=n.leader_id)
+                n.log.safety(
+                    "truncate-below-commit",
+                    at=first_removed,
+                    committed=n.committed,
+                    old_end=end,
+                    term=n.term,
+                    leader=n.leader_id,
+                )
         self.match_index = e.index
         self._take_commit(p.req.get("commitIndex"))
         self._reply(p, "SUCCESS", e.index)

@@ -44,7 +44,14 @@ from node_impl.local_cluster import LocalCluster
 from node_impl.store import LogStore
 from node_impl.wire import MAX_FRAME
 
-__all__ = ["FrameFuzzer", "FuzzResult", "run_fuzz", "bench_fuzz_frames", "CLIENT_TYPES", "PEER_TYPES"]
+__all__ = [
+    "FrameFuzzer",
+    "FuzzResult",
+    "run_fuzz",
+    "bench_fuzz_frames",
+    "CLIENT_TYPES",
+    "PEER_TYPES",
+]
 
 _LEN = struct.Struct(">I")
 
@@ -85,11 +92,32 @@ class FrameFuzzer:
 
     def scalar(self) -> Any:
         r = self.rng
-        return r.choice((
-            None, True, False, 0, -1, 1, 2**63 - 1, -(2**63), 2**64 - 1, r.randrange(-10**6, 10**6),
-            1.5, float("nan"), float("inf"), "", "x", "n1", r.choice(self.ids), "\u2603" * 3,
-            b"", b"\x00\xff", r.randbytes(r.randrange(0, 40)), "A" * r.randrange(0, 300),
-        ))
+        return r.choice(
+            (
+                None,
+                True,
+                False,
+                0,
+                -1,
+                1,
+                2**63 - 1,
+                -(2**63),
+                2**64 - 1,
+                r.randrange(-(10**6), 10**6),
+                1.5,
+                float("nan"),
+                float("inf"),
+                "",
+                "x",
+                "n1",
+                r.choice(self.ids),
+                "\u2603" * 3,
+                b"",
+                b"\x00\xff",
+                r.randbytes(r.randrange(0, 40)),
+                "A" * r.randrange(0, 300),
+            )
+        )
 
     def value(self, depth: int = 0) -> Any:
         r = self.rng
@@ -100,17 +128,27 @@ class FrameFuzzer:
             return [self.value(depth + 1) for _ in range(r.randrange(0, 5))]
         if k < 0.85:
             return msgpack.ExtType(r.randrange(0, 128), r.randbytes(r.randrange(0, 8)))
-        return {self.scalar() if r.random() < 0.3 else r.choice(("a", "index", "type", "k")):
-                self.value(depth + 1) for _ in range(r.randrange(0, 4))}
+        return {
+            self.scalar()
+            if r.random() < 0.3
+            else r.choice(("a", "index", "type", "k")): self.value(depth + 1)
+            for _ in range(r.randrange(0, 4))
+        }
 
     def entry(self) -> Any:
         r = self.rng
         if r.random() < 0.2:
             return self.value()
-        good = {"index": r.randrange(-2, 50), "term": r.randrange(-1, 5), "magic": r.randrange(0, 2**32),
-                "pos": r.randrange(0, 1 << 20), "size": r.randrange(0, 1 << 16),
-                "bodyCrc": r.randrange(0, 2**32), "chainCrc": r.randrange(0, 2**32),
-                "body": r.randbytes(r.randrange(0, 32))}
+        good = {
+            "index": r.randrange(-2, 50),
+            "term": r.randrange(-1, 5),
+            "magic": r.randrange(0, 2**32),
+            "pos": r.randrange(0, 1 << 20),
+            "size": r.randrange(0, 1 << 16),
+            "bodyCrc": r.randrange(0, 2**32),
+            "chainCrc": r.randrange(0, 2**32),
+            "body": r.randbytes(r.randrange(0, 32)),
+        }
         for f in _ENTRY_FIELDS:
             x = r.random()
             if x < 0.1:
@@ -138,8 +176,18 @@ class FrameFuzzer:
             # mostly short ranges: a get of the whole log is legitimate, but at a few MB a
             # reply it would turn a million-frame run into a benchmark of msgpack encoding
             return r.randrange(-2, 200)
-        if name in ("term", "ledgerEndIndex", "ledgerEndTerm", "commitIndex", "gen", "index", "from",
-                    "to", "beginIndex", "endIndex"):
+        if name in (
+            "term",
+            "ledgerEndIndex",
+            "ledgerEndTerm",
+            "commitIndex",
+            "gen",
+            "index",
+            "from",
+            "to",
+            "beginIndex",
+            "endIndex",
+        ):
             return r.choice((0, 1, 2, -1, 10**9, 2**63 - 1, r.randrange(0, 100)))
         if name == "key":
             return r.choice(("k", "", "x" * 100))
@@ -148,7 +196,11 @@ class FrameFuzzer:
     def message(self, types: tuple[str, ...]) -> dict:
         """A map with a type the port knows (or not), fields present, missing or ill-typed."""
         r = self.rng
-        t = r.choice(types) if r.random() < 0.93 else r.choice(("nope", "", "status-resp", "x" * 70))
+        t = (
+            r.choice(types)
+            if r.random() < 0.93
+            else r.choice(("nope", "", "status-resp", "x" * 70))
+        )
         msg: dict[Any, Any] = {"type": t}
         if r.random() < 0.9:
             msg["rid"] = r.choice((r.randrange(0, 1 << 31), None, "rid", -1, 2**64 - 1))
@@ -209,9 +261,16 @@ class FrameFuzzer:
             msg["type"] = r.choice((None, 5, b"status", ["status"], 1.0))
             return "bad-type-field", self.frame(self.pack(msg))
         if k == 9:
-            return "trailing-bytes", self.frame(self.pack(self.message(types)) + r.randbytes(r.randrange(1, 9)))
-        bombs = (b"\x91" * r.randrange(100, 5000) + b"\x01", b"\xdd\x7f\xff\xff\xff",
-                 b"\xdf\x7f\xff\xff\xff", b"\xc6\x7f\xff\xff\xff", b"\xc1")
+            return "trailing-bytes", self.frame(
+                self.pack(self.message(types)) + r.randbytes(r.randrange(1, 9))
+            )
+        bombs = (
+            b"\x91" * r.randrange(100, 5000) + b"\x01",
+            b"\xdd\x7f\xff\xff\xff",
+            b"\xdf\x7f\xff\xff\xff",
+            b"\xc6\x7f\xff\xff\xff",
+            b"\xc1",
+        )
         return "msgpack-bomb", self.frame(r.choice(bombs))
 
     def connection(self, types: tuple[str, ...], max_keep: int = 40) -> tuple[list[str], bytes]:
@@ -252,15 +311,19 @@ class FuzzResult:
 
     def to_dict(self) -> dict[str, Any]:
         return {
-            "frames": self.frames, "connections": self.connections,
+            "frames": self.frames,
+            "connections": self.connections,
             "seconds": round(self.seconds, 1),
             "frames_per_s": round(self.frames / self.seconds) if self.seconds else None,
-            "crashes": len(self.crashes), "crash_details": self.crashes,
+            "crashes": len(self.crashes),
+            "crash_details": self.crashes,
             "acked_before": self.acked_before,
-            "store_ok": not self.store_problems, "store_problems": self.store_problems,
+            "store_ok": not self.store_problems,
+            "store_problems": self.store_problems,
             "handler_errors": sum(self.handler_errors.values()),
             "handler_error_kinds": dict(self.handler_errors.most_common(20)),
-            "by_port": dict(self.by_port), "by_kind": dict(sorted(self.by_kind.items())),
+            "by_port": dict(self.by_port),
+            "by_kind": dict(sorted(self.by_kind.items())),
             "ok": self.ok,
         }
 
@@ -300,7 +363,9 @@ def _check_acked(c: LocalCluster, node: str, acked: dict[int, str]) -> list[str]
     have = {e[0]: e[3] for e in r["entries"]}
     for idx, payload in acked.items():
         if have.get(idx) != payload:
-            problems.append(f"{node}: acked entry {idx} ({payload!r}) reads back as {have.get(idx)!r}")
+            problems.append(
+                f"{node}: acked entry {idx} ({payload!r}) reads back as {have.get(idx)!r}"
+            )
     return problems
 
 
@@ -354,9 +419,17 @@ def _wait_leader(c: LocalCluster, timeout: float = 30.0) -> str:
     raise TimeoutError(f"no leader or master within {timeout}s")
 
 
-def run_fuzz(frames: int, *, base_dir: Path, nodes: int = 1, seed: int = 1, acked: int = 50,
-             progress: Callable[[FuzzResult], None] | None = None, check_every: int = 0,
-             extra_args: tuple[str, ...] = ()) -> FuzzResult:
+def run_fuzz(
+    frames: int,
+    *,
+    base_dir: Path,
+    nodes: int = 1,
+    seed: int = 1,
+    acked: int = 50,
+    progress: Callable[[FuzzResult], None] | None = None,
+    check_every: int = 0,
+    extra_args: tuple[str, ...] = (),
+) -> FuzzResult:
     """Fuzz a live cluster with at least ``frames`` frames and check it afterwards.
 
     ``check_every`` (frames) also checks liveness during the run, so a crash is
@@ -364,8 +437,9 @@ def run_fuzz(frames: int, *, base_dir: Path, nodes: int = 1, seed: int = 1, acke
     """
     res = FuzzResult()
     fz = FrameFuzzer(seed, ids=tuple(f"n{i + 1}" for i in range(max(nodes, 3))))
-    c = LocalCluster(nodes, base_dir, heartbeat_ms=100, election_timeout_ms=600,
-                     extra_args=extra_args)
+    c = LocalCluster(
+        nodes, base_dir, heartbeat_ms=100, election_timeout_ms=600, extra_args=extra_args
+    )
     try:
         c.start_all()
         leader = _wait_leader(c)
@@ -382,8 +456,10 @@ def run_fuzz(frames: int, *, base_dir: Path, nodes: int = 1, seed: int = 1, acke
                 res.replies_bytes += _throw(addr, blob, timeout=5.0)
             except OSError as e:
                 if not c.is_running(node):
-                    res.crashes.append(f"{node} died (exit {c.exit_code(node)}) during a {port} "
-                                       f"connection ending in {kinds[-1]}")
+                    res.crashes.append(
+                        f"{node} died (exit {c.exit_code(node)}) during a {port} "
+                        f"connection ending in {kinds[-1]}"
+                    )
                     break
                 res.crashes.append(f"{node} {port} port refused a connection: {e}")
                 break
@@ -446,24 +522,43 @@ def _workdir(base: Path | None, keep: bool) -> Iterator[Path]:
 
 
 @click.command("fuzz-frames")
-@click.option("--frames", type=click.IntRange(1), default=100_000, show_default=True,
-              help="How many fuzzed frames to send in all.")
+@click.option(
+    "--frames",
+    type=click.IntRange(1),
+    default=100_000,
+    show_default=True,
+    help="How many fuzzed frames to send in all.",
+)
 @click.option("--nodes", type=click.IntRange(1, 5), default=1, show_default=True)
 @click.option("--seed", type=int, default=1, show_default=True)
-@click.option("--mode", type=click.Choice(["dledger", "ha"]), default="dledger", show_default=True,
-              help="Node mode; ha runs n1 as the master of a master/slave group.")
+@click.option(
+    "--mode",
+    type=click.Choice(["dledger", "ha"]),
+    default="dledger",
+    show_default=True,
+    help="Node mode; ha runs n1 as the master of a master/slave group.",
+)
 @click.option("--base-dir", type=click.Path(file_okay=False, path_type=Path), default=None)
 @click.option("--keep", is_flag=True, help="Keep data dirs and node logs.")
-def bench_fuzz_frames(frames: int, nodes: int, seed: int, mode: str, base_dir: Path | None,
-                      keep: bool) -> int:
+def bench_fuzz_frames(
+    frames: int, nodes: int, seed: int, mode: str, base_dir: Path | None, keep: bool
+) -> int:
     """Fuzz a live node's ports with hostile frames; exit 1 on a crash or a damaged store."""
+
     def progress(r: FuzzResult) -> None:
         click.echo(f"{r.frames} frames, {r.seconds:.0f} s", err=True)
 
     with _workdir(base_dir, keep) as d:
         extra = ("--mode", "ha", "--ha-master", "n1") if mode == "ha" else ()
-        res = run_fuzz(frames, base_dir=d, nodes=nodes, seed=seed, progress=progress,
-                       check_every=max(frames // 20, 1000), extra_args=extra)
+        res = run_fuzz(
+            frames,
+            base_dir=d,
+            nodes=nodes,
+            seed=seed,
+            progress=progress,
+            check_every=max(frames // 20, 1000),
+            extra_args=extra,
+        )
         out = res.to_dict()
         out["seed"], out["nodes"], out["mode"] = seed, nodes, mode
         if keep:

@@ -25,10 +25,18 @@ async def flush_on(pool: Executor | None, store: LogStore) -> int:
     return await asyncio.get_running_loop().run_in_executor(pool, store.flush)
 
 
-async def group_commit(store: LogStore, pool: Executor | None, wanted: asyncio.Event, *,
-                       running: Callable[[], bool], log: NodeLog,
-                       flushed: Callable[[], object] | None = None, skip_flush: bool = False,
-                       retry_s: float = 0.1, pace_s: float = 0.0) -> None:
+async def group_commit(
+    store: LogStore,
+    pool: Executor | None,
+    wanted: asyncio.Event,
+    *,
+    running: Callable[[], bool],
+    log: NodeLog,
+    flushed: Callable[[], object] | None = None,
+    skip_flush: bool = False,
+    retry_s: float = 0.1,
+    pace_s: float = 0.0,
+) -> None:
     """Flush whenever ``wanted`` is set, until ``running()`` turns false.
 
     ``flushed`` runs after each flush, when the new durable end is known (the

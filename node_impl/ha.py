@@ -123,18 +123,36 @@ class HANode:
     async def start(self) -> None:
         self._flush_wanted = asyncio.Event()
         self._pool = ThreadPoolExecutor(1, thread_name_prefix="flush")
-        self.log.info("start", id=self.id, incarnation=self.incarnation, term=self.epoch,
-                      master=self.master, end=self.store.end_index, mode="ha",
-                      sync=self.cfg.ha_sync, bug=self.cfg.bug_spec or None)
+        self.log.info(
+            "start",
+            id=self.id,
+            incarnation=self.incarnation,
+            term=self.epoch,
+            master=self.master,
+            end=self.store.end_index,
+            mode="ha",
+            sync=self.cfg.ha_sync,
+            bug=self.cfg.bug_spec or None,
+        )
         self._log_role()
         host = self.cfg.host
-        for port, handler, what in ((self.cfg.peer_port, self._peer_conn, "peer"),
-                                    (self.cfg.client_port, self._client_conn, "client")):
+        for port, handler, what in (
+            (self.cfg.peer_port, self._peer_conn, "peer"),
+            (self.cfg.client_port, self._client_conn, "client"),
+        ):
             self._servers.append(await listen(host, port, handler, what))
         # the master's own flush, paced like RocketMQ's async flush service
-        self._spawn(group_commit(self.store, self._pool, self._flush_wanted, log=self.log,
-                                 running=lambda: not self.stopping,
-                                 retry_s=FLUSH_EVERY_S, pace_s=FLUSH_EVERY_S))
+        self._spawn(
+            group_commit(
+                self.store,
+                self._pool,
+                self._flush_wanted,
+                log=self.log,
+                running=lambda: not self.stopping,
+                retry_s=FLUSH_EVERY_S,
+                pace_s=FLUSH_EVERY_S,
+            )
+        )
         self._spawn(self._ha_client_loop())
 
     async def stop(self) -> None:
@@ -194,24 +212,40 @@ class HANode:
             while not self.stopping:
                 msg = await read_frame(reader)
                 if msg.get("type") != "ha-report":
-                    send_frame(writer, {"type": f"{msg.get('type')}-resp", "rid": msg.get("rid"),
-                                        "code": "UNSUPPORTED"})
+                    send_frame(
+                        writer,
+                        {
+                            "type": f"{msg.get('type')}-resp",
+                            "rid": msg.get("rid"),
+                            "code": "UNSUPPORTED",
+                        },
+                    )
                     continue
                 off = msg.get("offset")
                 if self.role != MASTER or type(off) is not int or off < 0:
                     break
                 if off > self.store.data_length:
-                    self.log.info("ha-slave-ahead", peer=peer, offset=off,
-                                  mine=self.store.data_length)
-                    send_frame(writer, {"type": "ha-refused", "rid": 0, "code": "SLAVE_AHEAD",
-                                        "offset": self.store.data_length, "epoch": self.epoch})
+                    self.log.info(
+                        "ha-slave-ahead", peer=peer, offset=off, mine=self.store.data_length
+                    )
+                    send_frame(
+                        writer,
+                        {
+                            "type": "ha-refused",
+                            "rid": 0,
+                            "code": "SLAVE_AHEAD",
+                            "offset": self.store.data_length,
+                            "epoch": self.epoch,
+                        },
+                    )
                     with contextlib.suppress(Exception):
                         await writer.drain()
                     break
                 if pusher is None:  # the first report sets slaveRequest
                     self.slaves[cid] = str(peer)
-                    self.log.info("ha-slave-connected", peer=peer, offset=off,
-                                  mine=self.store.data_length)
+                    self.log.info(
+                        "ha-slave-connected", peer=peer, offset=off, mine=self.store.data_length
+                    )
                     pusher = self._spawn(self._push(writer, off))
                 if not self.bugs.ha_ack_on_send:  # seeded bug: sends count instead (_push)
                     self._raise_push2slave(off)
@@ -238,9 +272,18 @@ class HANode:
                 if not data and now - last_send < h:
                     await self.data_signal.wait(h - (now - last_send))
                     continue
-                writer.write(encode_frame({"type": "ha-data", "rid": 0, "offset": next_from,
-                                           "data": data, "epoch": self.epoch,
-                                           "clientAddr": self.cfg.client_addr}))
+                writer.write(
+                    encode_frame(
+                        {
+                            "type": "ha-data",
+                            "rid": 0,
+                            "offset": next_from,
+                            "data": data,
+                            "epoch": self.epoch,
+                            "clientAddr": self.cfg.client_addr,
+                        }
+                    )
+                )
                 await writer.drain()
                 last_send = time.monotonic()
                 next_from += len(data)
@@ -261,7 +304,8 @@ class HANode:
             await flush_on(self._pool, self.store)
             try:
                 reader, writer = await asyncio.wait_for(
-                    asyncio.open_connection(host, port, limit=MAX_FRAME + 8), RETRY_S)
+                    asyncio.open_connection(host, port, limit=MAX_FRAME + 8), RETRY_S
+                )
             except (OSError, asyncio.TimeoutError):
                 await asyncio.sleep(RETRY_S)
                 continue
@@ -274,8 +318,14 @@ class HANode:
                 await self._slave_session(reader, writer, master)
             except _Refused:
                 self._set_slave_state("refused")
-            except (OSError, EOFError, FrameError, asyncio.IncompleteReadError,
-                    asyncio.TimeoutError, InconsistentState) as e:
+            except (
+                OSError,
+                EOFError,
+                FrameError,
+                asyncio.IncompleteReadError,
+                asyncio.TimeoutError,
+                InconsistentState,
+            ) as e:
                 self.log.info("ha-client-reconnect", master=master, error=repr(e))
             finally:
                 reporter.cancel()
@@ -306,16 +356,21 @@ class HANode:
                 self._report(writer)
                 await asyncio.sleep(self.cfg.heartbeat_s)
 
-    async def _slave_session(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter,
-                             master: str) -> None:
+    async def _slave_session(
+        self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, master: str
+    ) -> None:
         partial = bytearray()
         silence = 4 * self.cfg.election_s
         while not self.stopping and self.role == SLAVE and self.master == master:
             msg = await asyncio.wait_for(read_frame(reader), silence)
             t = msg.get("type")
             if t == "ha-refused":
-                self.log.info("ha-refused", master=master, master_offset=msg.get("offset"),
-                              mine=self.store.data_length)
+                self.log.info(
+                    "ha-refused",
+                    master=master,
+                    master_offset=msg.get("offset"),
+                    mine=self.store.data_length,
+                )
                 raise _Refused()
             if t != "ha-data":
                 continue
@@ -350,9 +405,14 @@ class HANode:
     async def _slave_flush_loop(self, writer: asyncio.StreamWriter) -> None:
         """Fsync what arrived, then report it: the report is the slave's durable ack."""
         with contextlib.suppress(asyncio.CancelledError):
-            await group_commit(self.store, self._pool, self._slave_flush, log=self.log,
-                               running=lambda: not writer.is_closing(),
-                               flushed=lambda: self._report(writer))
+            await group_commit(
+                self.store,
+                self._pool,
+                self._slave_flush,
+                log=self.log,
+                running=lambda: not writer.is_closing(),
+                flushed=lambda: self._report(writer),
+            )
 
     # ------------------------------------------------------------------ failover
 
@@ -364,8 +424,10 @@ class HANode:
                 return {"code": "SUCCESS", "offset": self.store.data_length}
             return {"code": "UNSUPPORTED", "error": f"already master of epoch {self.epoch}"}
         if epoch <= self.epoch:
-            return {"code": "UNSUPPORTED",
-                    "error": f"epoch {epoch} does not exceed the current epoch {self.epoch}"}
+            return {
+                "code": "UNSUPPORTED",
+                "error": f"epoch {epoch} does not exceed the current epoch {self.epoch}",
+            }
         self.epoch, self.master, self.role = epoch, self.id, MASTER
         self.term_store.save(self.epoch, self.master)
         self.master_client_addr = self.cfg.client_addr
@@ -381,12 +443,17 @@ class HANode:
 
     async def follow(self, master: Any, epoch: Any) -> dict:
         if not isinstance(master, str) or master not in self.cfg.peers or master == self.id:
-            return {"code": "UNSUPPORTED", "error": f"'master' must be another peer id, got {master!r}"}
+            return {
+                "code": "UNSUPPORTED",
+                "error": f"'master' must be another peer id, got {master!r}",
+            }
         if epoch is not None and (type(epoch) is not int or epoch < 1):
             return {"code": "UNSUPPORTED", "error": "'epoch' must be a positive int"}
         if epoch is not None and epoch < self.epoch:
-            return {"code": "UNSUPPORTED",
-                    "error": f"epoch {epoch} is below the current epoch {self.epoch}"}
+            return {
+                "code": "UNSUPPORTED",
+                "error": f"epoch {epoch} is below the current epoch {self.epoch}",
+            }
         if epoch is not None:
             self.epoch = epoch
         was_master = self.role == MASTER
@@ -406,16 +473,31 @@ class HANode:
         while self.slave_state == "connecting" and time.monotonic() < deadline:
             await self.slave_state_signal.wait(deadline - time.monotonic())
         if self.slave_state == "refused":
-            return {"code": "SLAVE_AHEAD", "offset": self.store.data_length,
-                    "error": f"{self.id} holds more data than master {master}"}
-        return {"code": "SUCCESS", "offset": self.store.data_length,
-                "connected": self.slave_state == "streaming"}
+            return {
+                "code": "SLAVE_AHEAD",
+                "offset": self.store.data_length,
+                "error": f"{self.id} holds more data than master {master}",
+            }
+        return {
+            "code": "SUCCESS",
+            "offset": self.store.data_length,
+            "connected": self.slave_state == "streaming",
+        }
 
     # ------------------------------------------------------------------ client API
 
-    async def _client_conn(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        await serve_requests(reader, writer, self.handle, running=lambda: not self.stopping,
-                             spawn=self._spawn, conns=self._conns, log=self.log)
+    async def _client_conn(
+        self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter
+    ) -> None:
+        await serve_requests(
+            reader,
+            writer,
+            self.handle,
+            running=lambda: not self.stopping,
+            spawn=self._spawn,
+            conns=self._conns,
+            log=self.log,
+        )
 
     async def handle(self, msg: dict) -> dict:
         t = msg.get("type")
@@ -438,8 +520,10 @@ class HANode:
         assert self._flush_wanted is not None
         self._flush_wanted.set()
         self.data_signal.notify()
-        ok = ("SUCCESS", {"index": last.index, "term": last.term,
-                          "indexes": [e.index for e in entries]})
+        ok = (
+            "SUCCESS",
+            {"index": last.index, "term": last.term, "indexes": [e.index for e in entries]},
+        )
         fut: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
         if not self.cfg.ha_sync:
             fut.set_result(ok)  # ASYNC_MASTER: acked after the local write

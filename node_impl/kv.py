@@ -12,7 +12,16 @@ from typing import Any
 
 from node_impl.store import MAGIC_NOOP, Entry, decode_body, encode_body
 
-__all__ = ["KV", "is_plain_append", "body_append", "body_put", "body_cas", "body_read", "entry_view", "decode"]
+__all__ = [
+    "KV",
+    "is_plain_append",
+    "body_append",
+    "body_put",
+    "body_cas",
+    "body_read",
+    "entry_view",
+    "decode",
+]
 
 
 # msgpack of the map {"op": "append", "p": ...} up to the payload: appends are the hot

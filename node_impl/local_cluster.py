@@ -143,7 +143,9 @@ class LocalCluster:
             return
         self._reap(node)
         log = open(self.log_path(node), "ab")  # noqa: SIM115 - closed in _reap
-        log.write(f"--- start {time.strftime('%H:%M:%S')} {' '.join(self.command(node))}\n".encode())
+        log.write(
+            f"--- start {time.strftime('%H:%M:%S')} {' '.join(self.command(node))}\n".encode()
+        )
         log.flush()
         env = dict(os.environ, PYTHONUNBUFFERED="1")
         self._logs[node] = log

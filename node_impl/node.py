@@ -290,9 +290,15 @@ class Node:
         """Group commit: each fsync covers every entry appended before it started."""
         assert self._flush_wanted is not None
         # seeded bug no-fsync: the leader counts unflushed entries
-        await group_commit(self.store, self._pool, self._flush_wanted, log=self.log,
-                           running=lambda: not self.stopping, flushed=self.check_quorum,
-                           skip_flush=self.bugs.no_fsync)
+        await group_commit(
+            self.store,
+            self._pool,
+            self._flush_wanted,
+            log=self.log,
+            running=lambda: not self.stopping,
+            flushed=self.check_quorum,
+            skip_flush=self.bugs.no_fsync,
+        )
 
     async def flush(self) -> int:
         """Flush on the worker thread (the follower's ack path)."""
@@ -319,7 +325,11 @@ class Node:
         marks[self.id] = self.own_mark()
         qi = quorum_index(marks, self.n)
         new = next_committed(
-            self.committed, qi, self.store.term_at(qi), self.term, by_count=self.bugs.commit_old_term
+            self.committed,
+            qi,
+            self.store.term_at(qi),
+            self.term,
+            by_count=self.bugs.commit_old_term,
         )
         if new > self.committed:
             self.set_committed(new)
@@ -333,8 +343,13 @@ class Node:
             if not self.bugs.commit_regress:
                 return
             # seeded bug commit-regress: the assignment goes through; say so
-            self.log.safety("commit-regress", committed=self.committed, new=value,
-                            role=self.role, term=self.term)
+            self.log.safety(
+                "commit-regress",
+                committed=self.committed,
+                new=value,
+                role=self.role,
+                term=self.term,
+            )
         if value == self.committed:
             return
         self.committed = value

@@ -65,7 +65,9 @@ class PeerLink:
                     sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
             self._writer = writer
             self._last_rx = asyncio.get_running_loop().time()
-            self._reader_task = asyncio.get_running_loop().create_task(self._read_loop(reader, writer))
+            self._reader_task = asyncio.get_running_loop().create_task(
+                self._read_loop(reader, writer)
+            )
             return True
 
     async def _open(self) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:

@@ -163,7 +163,9 @@ class EntryDispatcher:
             await asyncio.sleep(REJECT_RETRY_S)
             return
         fb, fe = resp.get("beginIndex", -1), resp.get("endIndex", -1)
-        action, x = compare_decision(c, store.begin_index, store.end_index, code == "SUCCESS", fb, fe)
+        action, x = compare_decision(
+            c, store.begin_index, store.end_index, code == "SUCCESS", fb, fe
+        )
         if action == "append":
             self.node.raise_mark(self.peer, c)
             self.write_index = c + 1

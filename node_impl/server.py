@@ -16,8 +16,7 @@ from node_impl.api import DLedgerNode, KVNode, LogNode
 from node_impl.kv import body_append, body_cas, body_put, body_read, entry_view
 from node_impl.wire import MAX_FRAME, FrameError, encode_frame, read_frame
 
-__all__ = ["BindError", "ClientAPI", "LogAPI", "Servers", "listen", "send_frame",
-           "serve_requests"]
+__all__ = ["BindError", "ClientAPI", "LogAPI", "Servers", "listen", "send_frame", "serve_requests"]
 
 MAX_GET_BYTES = MAX_FRAME // 2
 
@@ -34,18 +33,28 @@ def send_frame(writer: asyncio.StreamWriter, msg: dict) -> None:
         writer.write(encode_frame(msg))
     except FrameError as e:
         with contextlib.suppress(FrameError):
-            writer.write(encode_frame({"type": str(msg.get("type")), "rid": msg.get("rid"),
-                                       "code": "UNSUPPORTED", "error": str(e)}))
+            writer.write(
+                encode_frame(
+                    {
+                        "type": str(msg.get("type")),
+                        "rid": msg.get("rid"),
+                        "code": "UNSUPPORTED",
+                        "error": str(e),
+                    }
+                )
+            )
     except (OSError, RuntimeError):
         pass
 
 
-async def listen(host: str, port: int, handler: Callable[..., Awaitable[None]],
-                 what: str) -> asyncio.base_events.Server:
+async def listen(
+    host: str, port: int, handler: Callable[..., Awaitable[None]], what: str
+) -> asyncio.base_events.Server:
     """Bind one of a node's ports; a clear :class:`BindError` rather than a bare OSError."""
     try:
-        return await asyncio.start_server(handler, host, port, reuse_address=True,
-                                          limit=MAX_FRAME + 8)
+        return await asyncio.start_server(
+            handler, host, port, reuse_address=True, limit=MAX_FRAME + 8
+        )
     except OSError as e:
         raise BindError(f"cannot bind {what} port {host}:{port}: {e.strerror or e}") from e
 
@@ -105,8 +114,14 @@ class Servers:
                     # A handler bug met by a malformed RPC: answer and keep the connection
                     # (as the client port does) instead of an unhandled-callback traceback.
                     node.log.info("peer-error", type=t, error=repr(e))
-                    reply({"type": f"{t}-resp", "rid": msg.get("rid"), "code": "BAD_REQUEST",
-                           "term": node.term})
+                    reply(
+                        {
+                            "type": f"{t}-resp",
+                            "rid": msg.get("rid"),
+                            "code": "BAD_REQUEST",
+                            "term": node.term,
+                        }
+                    )
                 if writer.transport.get_write_buffer_size() > (4 << 20):
                     await writer.drain()
         except (OSError, EOFError, FrameError, asyncio.IncompleteReadError):
@@ -120,9 +135,18 @@ class Servers:
 
     # ------------------------------------------------------------------ clients
 
-    async def _client_conn(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        await serve_requests(reader, writer, self.api.handle, running=lambda: not self.node.stopping,
-                             spawn=self._spawn, conns=self._conns, log=self.node.log)
+    async def _client_conn(
+        self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter
+    ) -> None:
+        await serve_requests(
+            reader,
+            writer,
+            self.api.handle,
+            running=lambda: not self.node.stopping,
+            spawn=self._spawn,
+            conns=self._conns,
+            log=self.node.log,
+        )
 
     def _spawn(self, coro: Any) -> asyncio.Task:
         t = asyncio.get_running_loop().create_task(coro)
@@ -131,10 +155,16 @@ class Servers:
         return t
 
 
-async def serve_requests(reader: asyncio.StreamReader, writer: asyncio.StreamWriter,
-                         handle: Callable[[dict], Awaitable[dict]], *, running: Callable[[], bool],
-                         spawn: Callable[[Any], Any], conns: set[asyncio.StreamWriter],
-                         log: Any) -> None:
+async def serve_requests(
+    reader: asyncio.StreamReader,
+    writer: asyncio.StreamWriter,
+    handle: Callable[[dict], Awaitable[dict]],
+    *,
+    running: Callable[[], bool],
+    spawn: Callable[[Any], Any],
+    conns: set[asyncio.StreamWriter],
+    log: Any,
+) -> None:
     """One client connection of either node mode, until EOF or shutdown.
 
     Every request runs on its own task (``spawn``), so a write waiting for its
@@ -148,7 +178,9 @@ async def serve_requests(reader: asyncio.StreamReader, writer: asyncio.StreamWri
             try:
                 msg = await read_frame(reader)
             except FrameError as e:
-                send_frame(writer, {"type": "error", "rid": None, "code": "BAD_FRAME", "error": str(e)})
+                send_frame(
+                    writer, {"type": "error", "rid": None, "code": "BAD_FRAME", "error": str(e)}
+                )
                 break
             spawn(_answer(msg, writer, handle, log))
     except (OSError, EOFError, asyncio.IncompleteReadError, asyncio.CancelledError):
@@ -159,8 +191,9 @@ async def serve_requests(reader: asyncio.StreamReader, writer: asyncio.StreamWri
             writer.close()
 
 
-async def _answer(msg: dict, writer: asyncio.StreamWriter,
-                  handle: Callable[[dict], Awaitable[dict]], log: Any) -> None:
+async def _answer(
+    msg: dict, writer: asyncio.StreamWriter, handle: Callable[[dict], Awaitable[dict]], log: Any
+) -> None:
     t = msg.get("type")
     try:
         resp = await handle(msg)
@@ -195,14 +228,22 @@ class LogAPI:
 
     def redirect(self) -> dict:
         n = self.node
-        return {"type": "redirect", "code": "NOT_LEADER", "leader": n.leader_id,
-                "leader_addr": n.leader_addr}
+        return {
+            "type": "redirect",
+            "code": "NOT_LEADER",
+            "leader": n.leader_id,
+            "leader_addr": n.leader_addr,
+        }
 
     async def handle(self, msg: dict) -> dict:
         t = msg.get("type")
         fn = self.handlers.get(t)
         if fn is None:
-            return {"type": f"{t}-resp", "code": "UNSUPPORTED", "error": f"unknown request type {t!r}"}
+            return {
+                "type": f"{t}-resp",
+                "code": "UNSUPPORTED",
+                "error": f"unknown request type {t!r}",
+            }
         return await fn(msg)
 
     def _err(self, t: str, code: str, error: str | None = None) -> dict:
@@ -237,8 +278,13 @@ class LogAPI:
         err, res = await self._propose("append", [body_append(b) for b in bodies], "append")
         if err is not None:
             return err
-        out = {"type": "append-resp", "code": "SUCCESS", "index": res["index"], "term": res["term"],
-               "leader": self.node.id}
+        out = {
+            "type": "append-resp",
+            "code": "SUCCESS",
+            "index": res["index"],
+            "term": res["term"],
+            "leader": self.node.id,
+        }
         if "bodies" in msg:
             out["indexes"] = res.get("indexes", [res["index"]])
         return out
@@ -263,8 +309,11 @@ class LogAPI:
             return self._err("get", view)
         limit = view.limit
         if lo < 0 or (single and lo > n.store.end_index and not view.committed_only):
-            return self._err("get", "INDEX_OUT_OF_RANGE",
-                             f"index {lo} outside [{n.store.begin_index}, {n.store.end_index}]")
+            return self._err(
+                "get",
+                "INDEX_OUT_OF_RANGE",
+                f"index {lo} outside [{n.store.begin_index}, {n.store.end_index}]",
+            )
         if view.committed_only and lo > limit:
             return self._err("get", "NOT_COMMITTED", f"index {lo} > committedIndex {limit}")
         hi = min(hi, limit)
@@ -275,8 +324,13 @@ class LogAPI:
             if size > MAX_GET_BYTES and entries:
                 break
             entries.append(entry_view(e))
-        return {"type": "get-resp", "code": "SUCCESS", "entries": entries,
-                "committedIndex": n.committed, "ledgerEndIndex": n.store.end_index}
+        return {
+            "type": "get-resp",
+            "code": "SUCCESS",
+            "entries": entries,
+            "committedIndex": n.committed,
+            "ledgerEndIndex": n.store.end_index,
+        }
 
 
 class ClientAPI(LogAPI):
@@ -285,8 +339,9 @@ class ClientAPI(LogAPI):
     def __init__(self, node: KVNode) -> None:
         super().__init__(node)
         self.node: KVNode = node
-        self.handlers.update({"kv-write": self.kv_write, "kv-read": self.kv_read,
-                              "kv-cas": self.kv_cas})
+        self.handlers.update(
+            {"kv-write": self.kv_write, "kv-read": self.kv_read, "kv-cas": self.kv_cas}
+        )
 
     async def kv_write(self, msg: dict) -> dict:
         key = msg.get("key")
@@ -295,7 +350,12 @@ class ClientAPI(LogAPI):
         err, res = await self._propose("kv-write", [body_put(key, msg.get("value"))], "put")
         if err is not None:
             return err
-        return {"type": "kv-write-resp", "code": "SUCCESS", "index": res["index"], "term": res["term"]}
+        return {
+            "type": "kv-write-resp",
+            "code": "SUCCESS",
+            "index": res["index"],
+            "term": res["term"],
+        }
 
     async def kv_cas(self, msg: dict) -> dict:
         key = msg.get("key")
@@ -306,8 +366,14 @@ class ClientAPI(LogAPI):
         )
         if err is not None:
             return err
-        return {"type": "kv-cas-resp", "code": "SUCCESS", "ok": bool(res.get("ok")),
-                "value": res.get("value"), "index": res["index"], "term": res["term"]}
+        return {
+            "type": "kv-cas-resp",
+            "code": "SUCCESS",
+            "ok": bool(res.get("ok")),
+            "value": res.get("value"),
+            "index": res["index"],
+            "term": res["term"],
+        }
 
     async def kv_read(self, msg: dict) -> dict:
         n = self.node
@@ -317,17 +383,32 @@ class ClientAPI(LogAPI):
         local = n.bugs.stale_read or (n.bugs.wallclock_lease and n.lease_valid_wallclock())
         if local:  # seeded bugs: answer from local state, no barrier
             r = n.kv.read(key)
-            return {"type": "kv-read-resp", "code": "SUCCESS", "found": r["found"],
-                    "value": r["value"], "readIndex": n.applied}
+            return {
+                "type": "kv-read-resp",
+                "code": "SUCCESS",
+                "found": r["found"],
+                "value": r["value"],
+                "readIndex": n.applied,
+            }
         if n.cfg.read_mode == "log":
             err, res = await self._propose("kv-read", [body_read(key)], "read")
             if err is not None:
                 return err
-            return {"type": "kv-read-resp", "code": "SUCCESS", "found": bool(res.get("found")),
-                    "value": res.get("value"), "readIndex": res["index"]}
+            return {
+                "type": "kv-read-resp",
+                "code": "SUCCESS",
+                "found": bool(res.get("found")),
+                "value": res.get("value"),
+                "readIndex": res["index"],
+            }
         why, read_index = await n.read_barrier()
         if why is not None:
             return self._err("kv-read", why)
         r = n.kv.read(key)
-        return {"type": "kv-read-resp", "code": "SUCCESS", "found": r["found"], "value": r["value"],
-                "readIndex": read_index}
+        return {
+            "type": "kv-read-resp",
+            "code": "SUCCESS",
+            "found": r["found"],
+            "value": r["value"],
+            "readIndex": read_index,
+        }

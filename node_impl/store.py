@@ -115,8 +115,16 @@ class Entry:
     def from_wire(cls, d: Any) -> Entry:
         """Build from a peer's map; raises ValueError naming the bad field."""
         try:
-            e = cls(d["index"], d["term"], d["magic"], d["pos"], d["size"], d["bodyCrc"],
-                    d["chainCrc"], d["body"])
+            e = cls(
+                d["index"],
+                d["term"],
+                d["magic"],
+                d["pos"],
+                d["size"],
+                d["bodyCrc"],
+                d["chainCrc"],
+                d["body"],
+            )
         except (KeyError, TypeError, IndexError):
             e = None
         if (
@@ -178,8 +186,9 @@ def last_index_within(positions: Sequence[int], data_length: int, offset: int) -
     return k - 2
 
 
-def parse_entries(buf: bytes | bytearray, start_index: int, *,
-                  max_size: int | None = None) -> tuple[list[Entry], int]:
+def parse_entries(
+    buf: bytes | bytearray, start_index: int, *, max_size: int | None = None
+) -> tuple[list[Entry], int]:
     """Complete entries at the head of raw ``data.log`` bytes; returns them and the bytes used.
 
     A byte stream (mode ``ha``) may split an entry anywhere, so an incomplete tail is
@@ -375,7 +384,9 @@ class LogStore:
 
     def _check_fits(self, e: Entry, index: int, pos: int, prev_chain: int) -> None:
         if e.index != index:
-            raise InconsistentState(f"entry index {e.index} does not follow the local end {index - 1}")
+            raise InconsistentState(
+                f"entry index {e.index} does not follow the local end {index - 1}"
+            )
         if e.pos != pos:
             raise InconsistentState(f"entry {e.index} has pos {e.pos}, local data length is {pos}")
         if e.magic not in _MAGICS:

@@ -175,7 +175,12 @@ class HeartbeatDecision:
 
 
 def decide_heartbeat(
-    self_id: str, peers: frozenset[str], term: int, leader_id: str | None, req_term: int, req_leader: str
+    self_id: str,
+    peers: frozenset[str],
+    term: int,
+    leader_id: str | None,
+    req_term: int,
+    req_leader: str,
 ) -> HeartbeatDecision:
     """The heartbeat receiver's rules (spec §4)."""
     if req_leader not in peers:

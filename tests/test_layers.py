@@ -117,9 +117,14 @@ def test_no_module_imports_a_higher_layer(module: str) -> None:
 
 
 def test_no_import_cycles() -> None:
-    graph = {m: {t for i in imports(p, m, typing_too=False) if (t := _resolve(i)) and t != m
-                 and not m.startswith(t + ".")}
-             for m, p in MODULES.items()}
+    graph = {
+        m: {
+            t
+            for i in imports(p, m, typing_too=False)
+            if (t := _resolve(i)) and t != m and not m.startswith(t + ".")
+        }
+        for m, p in MODULES.items()
+    }
     # A package's __init__ importing its own submodules is no cycle worth forbidding,
     # but everything else is: find strongly connected components (Tarjan).
     index: dict[str, int] = {}
@@ -161,6 +166,5 @@ def test_no_import_cycles() -> None:
 
 
 def test_the_layer_map_covers_every_package() -> None:
-    unmapped = sorted(m for m in MODULES if group_of(m) is None
-                      and m not in PACKAGES)
+    unmapped = sorted(m for m in MODULES if group_of(m) is None and m not in PACKAGES)
     assert not unmapped, f"modules in no layer: {unmapped}"

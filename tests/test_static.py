@@ -30,6 +30,7 @@ def test_mypy_finds_no_error_in_the_five_packages() -> None:
 
 
 def test_ruff_finds_nothing() -> None:
-    r = subprocess.run([_tool("ruff"), "check", "."], cwd=ROOT, capture_output=True, text=True,
-                       timeout=300)
+    r = subprocess.run(
+        [_tool("ruff"), "check", "."], cwd=ROOT, capture_output=True, text=True, timeout=300
+    )
     assert r.returncode == 0, r.stdout[-6000:] + r.stderr[-2000:]

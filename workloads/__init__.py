@@ -63,6 +63,7 @@ def get_workload(name: str, options: Mapping[str, Any] | None = None) -> Workloa
     """The workload called ``name`` (or ``NAME:ARGUMENT``, or ``module:factory``), configured
     from ``options`` (spec.options); a broken or unknown one is a one-line ConfigError."""
     opts = dict(options or {})
-    wl: Workload = plugins.build("workload", name,
-                                 lambda f, arg: f(plugins.with_argument(opts, arg)), Workload)
+    wl: Workload = plugins.build(
+        "workload", name, lambda f, arg: f(plugins.with_argument(opts, arg)), Workload
+    )
     return wl

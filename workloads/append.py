@@ -98,12 +98,20 @@ class NodeLogReader:
             return PENDING
         to = self.next_from + self.chunk - 1
         self.inflight = (ctx.process, to)
-        return invoke(ctx, "read", {"from": self.next_from, "to": to, "final": True, "local": True},
-                      node=self.node)
+        return invoke(
+            ctx,
+            "read",
+            {"from": self.next_from, "to": to, "final": True, "local": True},
+            node=self.node,
+        )
 
     def update(self, ctx: GenContext, event: Op) -> None:
-        if (event.type == "invoke" or self.inflight is None or event.process != self.inflight[0]
-                or event.f != "read"):
+        if (
+            event.type == "invoke"
+            or self.inflight is None
+            or event.process != self.inflight[0]
+            or event.f != "read"
+        ):
             return
         _, to = self.inflight
         self.inflight = None
@@ -155,8 +163,16 @@ def _local_read(client: DLedgerClient, session: Session, op: Op) -> Op:
         return finish(op, st, read=True)
     end = st.reply.get("ledgerEndIndex")
     if not isinstance(end, int) or end < frm:
-        return finish(op, st, read=True, ok_value=lambda r: {
-            "entries": [], "committed": r.get("committedIndex"), "end": r.get("ledgerEndIndex")})
+        return finish(
+            op,
+            st,
+            read=True,
+            ok_value=lambda r: {
+                "entries": [],
+                "committed": r.get("committedIndex"),
+                "end": r.get("ledgerEndIndex"),
+            },
+        )
     hi = min(to, end)
     res = session.call(node, lambda c: c.get(frm=frm, to=hi, local=True), follow=False)
     return finish(op, res, read=True, ok_value=lambda r: _read_value(r, end=True))
@@ -167,8 +183,12 @@ def handle_append(client: DLedgerClient, session: Session, op: Op) -> Op:
     if op.f == "append":
         payload = op.value["payload"]
         res = session.call(client.target(op), lambda c: c.append(payload))
-        return finish(op, res, read=False, ok_value=lambda r: {
-            "payload": payload, "index": r.get("index"), "term": r.get("term")})
+        return finish(
+            op,
+            res,
+            read=False,
+            ok_value=lambda r: {"payload": payload, "index": r.get("index"), "term": r.get("term")},
+        )
     if op.f == "read":
         if op.value.get("local"):
             return _local_read(client, session, op)
@@ -196,8 +216,9 @@ def workload(options: Mapping[str, Any]) -> Workload:
         checker["ha"] = {"sync": db_opts.get("sync") in (True, "true", "yes", "on")}
     return Workload(
         name="append",
-        client=AppendClient(timeout=opt_float(options, "client_timeout", DEFAULT_TIMEOUT,
-                                              positive=True)),
+        client=AppendClient(
+            timeout=opt_float(options, "client_timeout", DEFAULT_TIMEOUT, positive=True)
+        ),
         generator=AppendGen(read_fraction=read_fraction, chunk=chunk),
         final_generator=final_log_reads(chunk=chunk),
         checker=checker,

@@ -49,10 +49,19 @@ log = logging.getLogger(__name__)
 DEFAULT_TIMEOUT = 5.0
 """Above the node's 2.5 s quorum-ack timeout, so a slow commit answers with its code."""
 
-FAIL_CODES = frozenset({"NOT_LEADER", "LEADER_PENDING_FULL", "LEADER_NOT_READY", "UNSUPPORTED",
-                        "INDEX_OUT_OF_RANGE", "NOT_COMMITTED"})
-INFO_CODES = frozenset({"WAIT_QUORUM_ACK_TIMEOUT", "TERM_CHANGED", "SLAVE_NOT_AVAILABLE",
-                        "FLUSH_SLAVE_TIMEOUT"})
+FAIL_CODES = frozenset(
+    {
+        "NOT_LEADER",
+        "LEADER_PENDING_FULL",
+        "LEADER_NOT_READY",
+        "UNSUPPORTED",
+        "INDEX_OUT_OF_RANGE",
+        "NOT_COMMITTED",
+    }
+)
+INFO_CODES = frozenset(
+    {"WAIT_QUORUM_ACK_TIMEOUT", "TERM_CHANGED", "SLAVE_NOT_AVAILABLE", "FLUSH_SLAVE_TIMEOUT"}
+)
 
 Connector = Callable[[str, int, float], Any]
 """(host, port, timeout) -> an object with NodeClient's methods; tests may pass their own."""
@@ -78,8 +87,12 @@ def _never_sent(exc: BaseException) -> bool:
     if isinstance(exc, ConnectionRefusedError):
         return True
     cause = exc.__cause__
-    return (isinstance(exc, ConnectionError) and isinstance(cause, OSError)
-            and not isinstance(cause, TimeoutError) and "connect failed" in str(exc))
+    return (
+        isinstance(exc, ConnectionError)
+        and isinstance(cause, OSError)
+        and not isinstance(cause, TimeoutError)
+        and "connect failed" in str(exc)
+    )
 
 
 def exception_outcome(exc: BaseException, *, read: bool) -> str:
@@ -120,8 +133,13 @@ class Result:
 class Session:
     """One worker's connections to the cluster. Not thread-safe: one per worker."""
 
-    def __init__(self, ctx: RunContext, *, timeout: float = DEFAULT_TIMEOUT,
-                 connector: Connector | None = None) -> None:
+    def __init__(
+        self,
+        ctx: RunContext,
+        *,
+        timeout: float = DEFAULT_TIMEOUT,
+        connector: Connector | None = None,
+    ) -> None:
         self.ctx = ctx
         self.timeout = timeout
         self.connector = connector or _node_client
@@ -185,17 +203,18 @@ class Session:
             self._drop(addr)
 
 
-def finish(op: Op, res: Result, *, read: bool,
-           ok_value: Callable[[dict], Any] | None = None) -> Op:
+def finish(op: Op, res: Result, *, read: bool, ok_value: Callable[[dict], Any] | None = None) -> Op:
     """The completion of ``op`` from ``res`` per spec §1; fail/info keep the invoke value."""
     if res.exc is not None:
-        return op.complete(exception_outcome(res.exc, read=read), op.value,
-                           error=_describe(res.exc)).replace(node=res.node)
+        return op.complete(
+            exception_outcome(res.exc, read=read), op.value, error=_describe(res.exc)
+        ).replace(node=res.node)
     reply = res.reply or {}
     if reply.get("type") == "redirect":
         leader = reply.get("leader")
         return op.complete("fail", op.value, error=f"NOT_LEADER (leader {leader})").replace(
-            node=res.node)
+            node=res.node
+        )
     code = reply.get("code")
     typ = outcome(code, read=read)
     if typ != "ok":
@@ -213,8 +232,9 @@ class DLedgerClient:
 
     read_fs: frozenset[str] = frozenset({"read"})
 
-    def __init__(self, *, timeout: float = DEFAULT_TIMEOUT,
-                 connector: Connector | None = None) -> None:
+    def __init__(
+        self, *, timeout: float = DEFAULT_TIMEOUT, connector: Connector | None = None
+    ) -> None:
         self.timeout = timeout
         self.connector = connector
         self.node: str | None = None

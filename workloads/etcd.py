@@ -77,8 +77,9 @@ class EtcdHTTP:
     def call(self, path: str, body: Mapping[str, Any]) -> dict[str, Any]:
         conn = http.client.HTTPConnection(self.host, self.port, timeout=self.timeout)
         try:
-            conn.request("POST", path, body=json.dumps(body),
-                         headers={"Content-Type": "application/json"})
+            conn.request(
+                "POST", path, body=json.dumps(body), headers={"Content-Type": "application/json"}
+            )
             resp = conn.getresponse()
             raw = resp.read()
         finally:
@@ -86,11 +87,13 @@ class EtcdHTTP:
         try:
             data = json.loads(raw) if raw else {}
         except ValueError:
-            raise EtcdError(f"HTTP {resp.status}: not JSON: {raw[:200]!r}", None,
-                            resp.status) from None
+            raise EtcdError(
+                f"HTTP {resp.status}: not JSON: {raw[:200]!r}", None, resp.status
+            ) from None
         if resp.status != 200 or "error" in data:
-            raise EtcdError(str(data.get("error") or data.get("message") or data),
-                            data.get("code"), resp.status)
+            raise EtcdError(
+                str(data.get("error") or data.get("message") or data), data.get("code"), resp.status
+            )
         return data
 
     # the three register operations -------------------------------------------
@@ -106,11 +109,15 @@ class EtcdHTTP:
 
     def cas(self, key: str, old: str, new: str) -> bool:
         """Put ``new`` if the value is ``old``; a missing key never matches."""
-        reply = self.call("/v3/kv/txn", {
-            "compare": [{"key": b64(key), "target": "VALUE", "result": "EQUAL",
-                         "value": b64(old)}],
-            "success": [{"requestPut": {"key": b64(key), "value": b64(new)}}],
-        })
+        reply = self.call(
+            "/v3/kv/txn",
+            {
+                "compare": [
+                    {"key": b64(key), "target": "VALUE", "result": "EQUAL", "value": b64(old)}
+                ],
+                "success": [{"requestPut": {"key": b64(key), "value": b64(new)}}],
+            },
+        )
         return bool(reply.get("succeeded", False))  # proto3 JSON omits a false
 
     def status(self) -> dict[str, Any]:
@@ -119,7 +126,8 @@ class EtcdHTTP:
 
 def _never_sent(exc: BaseException) -> bool:
     return isinstance(exc, ConnectionRefusedError) or (
-        isinstance(exc, OSError) and exc.errno in (111, 113) and not isinstance(exc, TimeoutError))
+        isinstance(exc, OSError) and exc.errno in (111, 113) and not isinstance(exc, TimeoutError)
+    )
 
 
 def classify(f: str, exc: BaseException) -> str:
@@ -169,8 +177,11 @@ class EtcdRegisterClient:
     def invoke(self, ctx: RunContext, op: Op) -> Op:
         node = op.node or self.node
         if node is None or op.key is None:
-            return op.complete("fail" if op.f == "read" else "info", op.value,
-                               error="client error: no node or no key")
+            return op.complete(
+                "fail" if op.f == "read" else "info",
+                op.value,
+                error="client error: no node or no key",
+            )
         host, port = client_addr(ctx, node)
         api = EtcdHTTP(host, port, self.timeout)
         try:
@@ -187,8 +198,11 @@ class EtcdRegisterClient:
                 return op.complete("fail", op.value, error="CAS_MISMATCH").replace(node=node)
         except Exception as e:  # every failure of a request is a completion, never a crash
             return op.complete(classify(op.f, e), op.value, error=describe(e)).replace(node=node)
-        return op.complete("fail" if op.f == "read" else "info", op.value,
-                           error=f"client error: etcd-register cannot do {op.f!r}")
+        return op.complete(
+            "fail" if op.f == "read" else "info",
+            op.value,
+            error=f"client error: etcd-register cannot do {op.f!r}",
+        )
 
     def teardown(self, ctx: RunContext) -> None:
         pass
@@ -203,7 +217,8 @@ def workload(options: Mapping[str, Any]) -> Workload:
         name="etcd-register-serializable" if serializable else "etcd-register",
         client=EtcdRegisterClient(
             timeout=opt_float(options, "client_timeout", DEFAULT_TIMEOUT, positive=True),
-            serializable=serializable),
+            serializable=serializable,
+        ),
         generator=register_gen(options),
         final_generator=None,
         checker=dict(CHECKER),

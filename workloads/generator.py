@@ -61,11 +61,24 @@ OpFn = Callable[[GenContext], Op]
 """Builds one invocation for the asking worker."""
 
 
-def invoke(ctx: GenContext, f: str, value: Any = None, *, key: str | None = None,
-           node: str | None = None, process: int | None = None) -> Op:
+def invoke(
+    ctx: GenContext,
+    f: str,
+    value: Any = None,
+    *,
+    key: str | None = None,
+    node: str | None = None,
+    process: int | None = None,
+) -> Op:
     """An invocation for ``ctx``'s worker; ``node`` defaults to the worker's node."""
-    return Op(type="invoke", process=ctx.process if process is None else process, f=f,
-              value=value, key=key, node=ctx.node if node is None else node)
+    return Op(
+        type="invoke",
+        process=ctx.process if process is None else process,
+        f=f,
+        value=value,
+        key=key,
+        node=ctx.node if node is None else node,
+    )
 
 
 def make_rng(seed: int | str, *parts: object) -> random.Random:
@@ -267,7 +280,9 @@ class EachNode(AnyOf):
     op names its node, and the client talks to that node rather than its own.
     """
 
-    def __init__(self, factory: Callable[[str], Generator], nodes: Sequence[str] | None = None) -> None:
+    def __init__(
+        self, factory: Callable[[str], Generator], nodes: Sequence[str] | None = None
+    ) -> None:
         super().__init__([])
         self.factory = factory
         self.nodes = list(nodes) if nodes is not None else None
@@ -277,8 +292,9 @@ class EachNode(AnyOf):
         if not self.built:
             nodes = self.nodes if self.nodes is not None else ctx.nodes
             if not nodes:
-                raise ValueError("each_node: GenContext.nodes is empty; the runner must pass "
-                                 "the test's nodes")
+                raise ValueError(
+                    "each_node: GenContext.nodes is empty; the runner must pass the test's nodes"
+                )
             self.gens = [self.factory(n) for n in nodes]
             self.built = True
         return super().op(ctx)
@@ -345,10 +361,19 @@ def _complete_ok(op: Op, rng: random.Random) -> tuple[str, Any, str | None]:
     return "ok", op.value, None
 
 
-def simulate(gen: Generator, n_workers: int, steps: int, rng: random.Random, *,
-             nodes: Sequence[str] = ("n1", "n2", "n3"), complete: Completer | None = None,
-             latency_ns: tuple[int, int] = (1_000_000, 10_000_000), tick_ns: int = 1_000_000,
-             max_idle_ns: int = 10_000_000_000, start_ns: int = 0) -> list[Op]:
+def simulate(
+    gen: Generator,
+    n_workers: int,
+    steps: int,
+    rng: random.Random,
+    *,
+    nodes: Sequence[str] = ("n1", "n2", "n3"),
+    complete: Completer | None = None,
+    latency_ns: tuple[int, int] = (1_000_000, 10_000_000),
+    tick_ns: int = 1_000_000,
+    max_idle_ns: int = 10_000_000_000,
+    start_ns: int = 0,
+) -> list[Op]:
     """Run ``gen`` against ``n_workers`` virtual workers on a virtual clock; return the history.
 
     Mirrors the runner: worker w starts as process w and becomes w + k*n_workers
@@ -372,8 +397,14 @@ def simulate(gen: Generator, n_workers: int, steps: int, rng: random.Random, *,
     invocations = 0
 
     def gctx(w: int) -> GenContext:
-        return GenContext(time_ns=now, process=proc[w], worker=w, node=nodes[w % len(nodes)],
-                          rng=rng, nodes=list(nodes))
+        return GenContext(
+            time_ns=now,
+            process=proc[w],
+            worker=w,
+            node=nodes[w % len(nodes)],
+            rng=rng,
+            nodes=list(nodes),
+        )
 
     def record(op: Op) -> Op:
         op = op.replace(index=len(history), time=now)

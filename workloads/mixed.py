@@ -39,26 +39,40 @@ class MixedClient(DLedgerClient):
 
 def _weights(options: Mapping[str, Any]) -> list[float]:
     w = options.get("mixed_weights", [1, 1])
-    if (not isinstance(w, (list, tuple)) or len(w) != 2
-            or not all(isinstance(x, (int, float)) and not isinstance(x, bool) and x >= 0 for x in w)
-            or sum(w) <= 0):
-        raise ConfigError(f"must be [append, register] non-negative numbers, got {w!r}",
-                          field="mixed_weights")
+    if (
+        not isinstance(w, (list, tuple))
+        or len(w) != 2
+        or not all(isinstance(x, (int, float)) and not isinstance(x, bool) and x >= 0 for x in w)
+        or sum(w) <= 0
+    ):
+        raise ConfigError(
+            f"must be [append, register] non-negative numbers, got {w!r}", field="mixed_weights"
+        )
     return [float(x) for x in w]
 
 
 def workload(options: Mapping[str, Any]) -> Workload:
     chunk = opt_int(options, "read_chunk", DEFAULT_CHUNK, minimum=1)
-    gen = mix([AppendGen(read_fraction=opt_float(options, "read_fraction", 0.1, maximum=1.0),
-                         chunk=chunk),
-               register_gen(options)], _weights(options))
+    gen = mix(
+        [
+            AppendGen(
+                read_fraction=opt_float(options, "read_fraction", 0.1, maximum=1.0), chunk=chunk
+            ),
+            register_gen(options),
+        ],
+        _weights(options),
+    )
     return Workload(
         name="mixed",
-        client=MixedClient(timeout=opt_float(options, "client_timeout", DEFAULT_TIMEOUT,
-                                             positive=True)),
+        client=MixedClient(
+            timeout=opt_float(options, "client_timeout", DEFAULT_TIMEOUT, positive=True)
+        ),
         generator=gen,
         final_generator=final_log_reads(chunk=chunk),
-        checker={"model": "cas-register", "independent": True,
-                 "checks": ["linearizable", "log-safety", "samples"]},
+        checker={
+            "model": "cas-register",
+            "independent": True,
+            "checks": ["linearizable", "log-safety", "samples"],
+        },
         extra_workers=maybe_sampler_workers(options),
     )

@@ -50,8 +50,13 @@ class CountingGenerator:
         if self.limit is not None and self.n >= self.limit:
             return None
         self.n += 1
-        return Op(type="invoke", process=ctx.process, f=self.f,
-                  value={"payload": f"p{self.n}"}, node=ctx.node)
+        return Op(
+            type="invoke",
+            process=ctx.process,
+            f=self.f,
+            value={"payload": f"p{self.n}"},
+            node=ctx.node,
+        )
 
     def update(self, ctx: GenContext, event: Op) -> None:
         pass

@@ -23,16 +23,24 @@ def opt_int(options: Mapping[str, Any], name: str, default: int, *, minimum: int
     return v
 
 
-def opt_float(options: Mapping[str, Any], name: str, default: float, *, minimum: float = 0.0,
-              maximum: float | None = None, positive: bool = False) -> float:
+def opt_float(
+    options: Mapping[str, Any],
+    name: str,
+    default: float,
+    *,
+    minimum: float = 0.0,
+    maximum: float | None = None,
+    positive: bool = False,
+) -> float:
     v = options.get(name, default)
     if isinstance(v, bool) or not isinstance(v, (int, float)):
         raise ConfigError(f"must be a number, got {v!r}", field=name)
     if maximum is not None and v > maximum:
         raise ConfigError(f"must be at most {maximum}, got {v}", field=name)
     if v < minimum or (positive and v <= 0):
-        raise ConfigError(f"must be {'positive' if positive else f'at least {minimum}'}, got {v}",
-                          field=name)
+        raise ConfigError(
+            f"must be {'positive' if positive else f'at least {minimum}'}, got {v}", field=name
+        )
     return float(v)
 
 

@@ -54,8 +54,15 @@ class QueueGen:
     workers), advanced by ok pulls and committed to the broker now and then.
     """
 
-    def __init__(self, *, topics: int = 1, queues: int = 4, pull_fraction: float = 0.3,
-                 commit_fraction: float = 0.05, pull_max: int = 32) -> None:
+    def __init__(
+        self,
+        *,
+        topics: int = 1,
+        queues: int = 4,
+        pull_fraction: float = 0.3,
+        commit_fraction: float = 0.05,
+        pull_max: int = 32,
+    ) -> None:
         self.targets = _queues(topics, queues)
         self.pull_fraction, self.commit_fraction = pull_fraction, commit_fraction
         self.pull_max = pull_max
@@ -66,12 +73,27 @@ class QueueGen:
         topic, queue = self.targets[ctx.rng.randrange(len(self.targets))]
         r = ctx.rng.random()
         if ctx.lull or r < self.pull_fraction:
-            return invoke(ctx, "pull", {"topic": topic, "queue": queue,
-                                        "offset": self.cursor[(topic, queue)],
-                                        "max": self.pull_max})
+            return invoke(
+                ctx,
+                "pull",
+                {
+                    "topic": topic,
+                    "queue": queue,
+                    "offset": self.cursor[(topic, queue)],
+                    "max": self.pull_max,
+                },
+            )
         if r < self.pull_fraction + self.commit_fraction:
-            return invoke(ctx, "commit-offset", {"group": GROUP, "topic": topic, "queue": queue,
-                                                 "offset": self.cursor[(topic, queue)]})
+            return invoke(
+                ctx,
+                "commit-offset",
+                {
+                    "group": GROUP,
+                    "topic": topic,
+                    "queue": queue,
+                    "offset": self.cursor[(topic, queue)],
+                },
+            )
         body = f"{ctx.process}-{self.n}"
         self.n += 1
         return invoke(ctx, "send", {"topic": topic, "queue": queue, "body": body})
@@ -105,8 +127,18 @@ class QueueDrain:
             return PENDING
         self.inflight = ctx.process
         topic, queue = self.todo[0]
-        return invoke(ctx, "pull", {"topic": topic, "queue": queue, "offset": self.offset,
-                                    "max": FINAL_CHUNK, "final": True}, node=self.node)
+        return invoke(
+            ctx,
+            "pull",
+            {
+                "topic": topic,
+                "queue": queue,
+                "offset": self.offset,
+                "max": FINAL_CHUNK,
+                "final": True,
+            },
+            node=self.node,
+        )
 
     def update(self, ctx: GenContext, event: Op) -> None:
         if event.type == "invoke" or event.process != self.inflight or event.f != "pull":
@@ -147,14 +179,35 @@ class QueueClient(DLedgerClient):
             res = session.call(node, lambda c: c.call(msg))
             if res.code in NOTHING_WRITTEN:  # refused before any write: certainly not sent
                 return op.complete("fail", op.value, error=str(res.code)).replace(node=res.node)
-            return finish(op, res, read=False, ok_value=lambda r: {
-                **v, "offset": r.get("offset"), "queue_offset": r.get("queue_offset")})
+            return finish(
+                op,
+                res,
+                read=False,
+                ok_value=lambda r: {
+                    **v,
+                    "offset": r.get("offset"),
+                    "queue_offset": r.get("queue_offset"),
+                },
+            )
         if op.f == "pull":
-            msg = {"type": "pull", "topic": v["topic"], "queue": v["queue"],
-                   "offset": v["offset"], "max": v["max"]}
+            msg = {
+                "type": "pull",
+                "topic": v["topic"],
+                "queue": v["queue"],
+                "offset": v["offset"],
+                "max": v["max"],
+            }
             res = session.call(node, lambda c: c.call(msg), follow=False)
-            return finish(op, res, read=True, ok_value=lambda r: {
-                **v, "messages": _messages(r), "max_offset": r.get("max_offset")})
+            return finish(
+                op,
+                res,
+                read=True,
+                ok_value=lambda r: {
+                    **v,
+                    "messages": _messages(r),
+                    "max_offset": r.get("max_offset"),
+                },
+            )
         if op.f == "commit-offset":
             msg = {"type": "commit-offset", **v}
             res = session.call(node, lambda c: c.call(msg))
@@ -165,14 +218,18 @@ class QueueClient(DLedgerClient):
 def workload(options: Mapping[str, Any]) -> Workload:
     topics = opt_int(options, "topics", 1, minimum=1)
     queues = opt_int(options, "queues", 4, minimum=1)
-    gen = QueueGen(topics=topics, queues=queues,
-                   pull_fraction=opt_float(options, "pull_fraction", 0.3, maximum=1.0),
-                   commit_fraction=opt_float(options, "commit_fraction", 0.05, maximum=1.0),
-                   pull_max=opt_int(options, "pull_max", 32, minimum=1))
+    gen = QueueGen(
+        topics=topics,
+        queues=queues,
+        pull_fraction=opt_float(options, "pull_fraction", 0.3, maximum=1.0),
+        commit_fraction=opt_float(options, "commit_fraction", 0.05, maximum=1.0),
+        pull_max=opt_int(options, "pull_max", 32, minimum=1),
+    )
     return Workload(
         name="queue",
-        client=QueueClient(timeout=opt_float(options, "client_timeout", DEFAULT_TIMEOUT,
-                                             positive=True)),
+        client=QueueClient(
+            timeout=opt_float(options, "client_timeout", DEFAULT_TIMEOUT, positive=True)
+        ),
         generator=gen,
         final_generator=final_drains(gen.targets),
         checker={"model": None, "checks": ["queue"]},

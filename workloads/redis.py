@@ -44,15 +44,26 @@ if TYPE_CHECKING:
     from harness.core.history import Op
     from harness.core.spec import RunContext
 
-__all__ = ["MASTER_NAME", "RespError", "RespConnection", "encode_command", "parse_reply",
-           "RedisClient", "classify", "workload", "set_workload"]
+__all__ = [
+    "MASTER_NAME",
+    "RespError",
+    "RespConnection",
+    "encode_command",
+    "parse_reply",
+    "RedisClient",
+    "classify",
+    "workload",
+    "set_workload",
+]
 
 MASTER_NAME = "splitbrain"
 """The name Sentinel monitors the primary under (``sentinel monitor <name> ...``)."""
 SET_KEY = "splitbrain-set"
 DEFAULT_TIMEOUT = 2.0
-CAS_SCRIPT = ("if redis.call('get', KEYS[1]) == ARGV[1] then "
-              "redis.call('set', KEYS[1], ARGV[2]) return 1 else return 0 end")
+CAS_SCRIPT = (
+    "if redis.call('get', KEYS[1]) == ARGV[1] then "
+    "redis.call('set', KEYS[1], ARGV[2]) return 1 else return 0 end"
+)
 
 
 class RespError(Exception):
@@ -180,8 +191,13 @@ class RedisClient:
         pass
 
     def primary(self, ctx: RunContext, node: str) -> tuple[str, int]:
-        reply = call_once(_addr_of(ctx, "sentinel", node), self.timeout,
-                          "SENTINEL", "get-master-addr-by-name", MASTER_NAME)
+        reply = call_once(
+            _addr_of(ctx, "sentinel", node),
+            self.timeout,
+            "SENTINEL",
+            "get-master-addr-by-name",
+            MASTER_NAME,
+        )
         if not isinstance(reply, list) or len(reply) != 2:
             raise RespError(f"sentinel on {node} names no primary: {reply!r}")
         return str(reply[0]), int(reply[1])
@@ -195,13 +211,16 @@ class RedisClient:
     def invoke(self, ctx: RunContext, op: Op) -> Op:
         node = op.node or self.node
         if node is None:
-            return op.complete("fail" if op.f in self.read_fs else "info", op.value,
-                               error="client error: no node")
+            return op.complete(
+                "fail" if op.f in self.read_fs else "info", op.value, error="client error: no node"
+            )
         try:
             # Before the command leaves: any failure here means nothing happened.
             target = self.primary(ctx, node)
         except Exception as e:  # noqa: BLE001
-            return op.complete("fail", op.value, error=f"sentinel: {describe(e)}").replace(node=node)
+            return op.complete("fail", op.value, error=f"sentinel: {describe(e)}").replace(
+                node=node
+            )
         served = self._name(ctx, target)
         try:
             return self._run(op, target).replace(node=served)
@@ -242,8 +261,10 @@ def workload(options: Mapping[str, Any]) -> Workload:
     """``redis-register``: per-key registers, checked for linearizability."""
     return Workload(
         name="redis-register",
-        client=RedisClient(kind="register", timeout=opt_float(
-            options, "client_timeout", DEFAULT_TIMEOUT, positive=True)),
+        client=RedisClient(
+            kind="register",
+            timeout=opt_float(options, "client_timeout", DEFAULT_TIMEOUT, positive=True),
+        ),
         generator=register_gen(options),
         final_generator=None,
         checker={"model": "cas-register", "independent": True, "checks": ["linearizable"]},
@@ -254,8 +275,9 @@ def set_workload(options: Mapping[str, Any]) -> Workload:
     """``redis-set``: unique SADDs, final SMEMBERS via every node's Sentinel; lost adds show."""
     return Workload(
         name="redis-set",
-        client=RedisClient(kind="set", timeout=opt_float(
-            options, "client_timeout", DEFAULT_TIMEOUT, positive=True)),
+        client=RedisClient(
+            kind="set", timeout=opt_float(options, "client_timeout", DEFAULT_TIMEOUT, positive=True)
+        ),
         generator=SetGen(),
         final_generator=final_set_reads(),
         checker={"model": None, "checks": ["set"]},

@@ -56,8 +56,12 @@ class RegisterGen:
             return invoke(ctx, "read", None, key=key)
         if f == "write":
             return invoke(ctx, "write", ctx.rng.randrange(self.max_value), key=key)
-        return invoke(ctx, "cas", [ctx.rng.randrange(self.max_value),
-                                   ctx.rng.randrange(self.max_value)], key=key)
+        return invoke(
+            ctx,
+            "cas",
+            [ctx.rng.randrange(self.max_value), ctx.rng.randrange(self.max_value)],
+            key=key,
+        )
 
     def update(self, ctx: GenContext, event: Op) -> None:
         pass
@@ -70,8 +74,9 @@ def handle_register(client: DLedgerClient, session: Session, op: Op) -> Op:
     node = client.target(op)
     if op.f == "read":
         res = session.call(node, lambda c: c.kv_read(key))
-        return finish(op, res, read=True,
-                      ok_value=lambda r: r.get("value") if r.get("found") else None)
+        return finish(
+            op, res, read=True, ok_value=lambda r: r.get("value") if r.get("found") else None
+        )
     if op.f == "write":
         value = op.value
         res = session.call(node, lambda c: c.kv_write(key, value))
@@ -95,16 +100,19 @@ class RegisterClient(DLedgerClient):
 
 
 def register_gen(options: Mapping[str, Any]) -> RegisterGen:
-    return RegisterGen(keys=opt_int(options, "keys", 3, minimum=1),
-                       ops_per_key=opt_int(options, "ops_per_key", 200, minimum=1),
-                       max_value=opt_int(options, "max_value", 5, minimum=1))
+    return RegisterGen(
+        keys=opt_int(options, "keys", 3, minimum=1),
+        ops_per_key=opt_int(options, "ops_per_key", 200, minimum=1),
+        max_value=opt_int(options, "max_value", 5, minimum=1),
+    )
 
 
 def workload(options: Mapping[str, Any]) -> Workload:
     return Workload(
         name="register",
-        client=RegisterClient(timeout=opt_float(options, "client_timeout", DEFAULT_TIMEOUT,
-                                                positive=True)),
+        client=RegisterClient(
+            timeout=opt_float(options, "client_timeout", DEFAULT_TIMEOUT, positive=True)
+        ),
         generator=register_gen(options),
         final_generator=None,
         checker=dict(CHECKER),

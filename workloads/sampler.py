@@ -46,15 +46,17 @@ DEFAULT_SAMPLE_TIMEOUT = 1.0
 
 def sample_value(status: Mapping[str, Any]) -> dict[str, Any]:
     """The history's sample value from a ``status`` reply."""
-    return jsonable({
-        "role": status.get("role"),
-        "term": status.get("term"),
-        "leader": status.get("leader"),
-        "begin": status.get("ledgerBeginIndex"),
-        "end": status.get("ledgerEndIndex"),
-        "committed": status.get("committedIndex"),
-        "incarnation": status.get("incarnation"),
-    })
+    return jsonable(
+        {
+            "role": status.get("role"),
+            "term": status.get("term"),
+            "leader": status.get("leader"),
+            "begin": status.get("ledgerBeginIndex"),
+            "end": status.get("ledgerEndIndex"),
+            "committed": status.get("committedIndex"),
+            "incarnation": status.get("incarnation"),
+        }
+    )
 
 
 def handle_sample(client: DLedgerClient, session: Session, op: Op) -> Op:
@@ -62,7 +64,8 @@ def handle_sample(client: DLedgerClient, session: Session, op: Op) -> Op:
     res = session.call(node, lambda c: c.status(), follow=False)
     if res.exc is not None:
         return op.complete("info", None, error=f"{type(res.exc).__name__}: {res.exc}").replace(
-            node=node)
+            node=node
+        )
     reply = res.reply or {}
     if reply.get("code") != "SUCCESS":
         return op.complete("fail", None, error=str(reply.get("code"))).replace(node=node)
@@ -90,13 +93,21 @@ def sampler_generator(node: str, rate: float) -> Generator:
     return throttle(rate, repeat(_sample_op(node)))
 
 
-def sampler_workers(nodes: Sequence[str], *, rate: float = 10.0,
-                    timeout: float = DEFAULT_SAMPLE_TIMEOUT) -> list[ExtraWorker]:
+def sampler_workers(
+    nodes: Sequence[str], *, rate: float = 10.0, timeout: float = DEFAULT_SAMPLE_TIMEOUT
+) -> list[ExtraWorker]:
     client = SamplerClient(timeout=timeout)
-    return [ExtraWorker(name=f"sampler-{node}", node=node, generator=sampler_generator(node, rate),
-                        client=client, process_base=SAMPLER_PROCESS_BASE + i,
-                        process_stride=SAMPLER_PROCESS_STRIDE)
-            for i, node in enumerate(nodes)]
+    return [
+        ExtraWorker(
+            name=f"sampler-{node}",
+            node=node,
+            generator=sampler_generator(node, rate),
+            client=client,
+            process_base=SAMPLER_PROCESS_BASE + i,
+            process_stride=SAMPLER_PROCESS_STRIDE,
+        )
+        for i, node in enumerate(nodes)
+    ]
 
 
 ExtraWorkers = Callable[[Sequence[str]], list[ExtraWorker]]
@@ -119,8 +130,9 @@ def workload(options: Mapping[str, Any]) -> Workload:
     """Samplers only: pool workers idle, one last sample of every node at the end."""
     return Workload(
         name="sampler-only",
-        client=SamplerClient(timeout=opt_float(options, "sample_timeout", DEFAULT_SAMPLE_TIMEOUT,
-                                               positive=True)),
+        client=SamplerClient(
+            timeout=opt_float(options, "sample_timeout", DEFAULT_SAMPLE_TIMEOUT, positive=True)
+        ),
         generator=idle(),
         final_generator=each_node(lambda node: once(_sample_op(node))),
         checker={"model": None, "checks": ["samples"]},

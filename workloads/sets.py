@@ -48,6 +48,7 @@ class SetGen:
 
 def final_set_reads() -> Generator:
     """One whole-set read starting at each node."""
+
     def factory(node: str) -> Generator:
         return once(lambda ctx: invoke(ctx, "read", None, node=node))
 
@@ -66,7 +67,9 @@ def _read_set(session: Session, node: str, chunk: int) -> tuple[Result, list[Any
         return first, None
     committed = first.reply.get("committedIndex")
     if not isinstance(committed, int):
-        return Result(first.node, exc=ValueError(f"get reply without committedIndex: {first.reply}")), None
+        return Result(
+            first.node, exc=ValueError(f"get reply without committedIndex: {first.reply}")
+        ), None
     elements: set[Any] = set()
     res, frm = first, 0
     while frm <= committed:
@@ -112,9 +115,10 @@ class SetClient(DLedgerClient):
 def workload(options: Mapping[str, Any]) -> Workload:
     return Workload(
         name="set",
-        client=SetClient(chunk=opt_int(options, "read_chunk", 1000, minimum=1),
-                         timeout=opt_float(options, "client_timeout", DEFAULT_TIMEOUT,
-                                           positive=True)),
+        client=SetClient(
+            chunk=opt_int(options, "read_chunk", 1000, minimum=1),
+            timeout=opt_float(options, "client_timeout", DEFAULT_TIMEOUT, positive=True),
+        ),
         generator=SetGen(),
         final_generator=final_set_reads(),
         checker={"model": None, "checks": ["set", "samples"]},

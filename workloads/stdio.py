@@ -63,17 +63,21 @@ def parse_program(text: str) -> list[str]:
     try:
         argv = shlex.split(text)
     except ValueError as e:
-        raise ConfigError(f"cannot parse the stdio program {text!r}: {e}", field="workload") from None
+        raise ConfigError(
+            f"cannot parse the stdio program {text!r}: {e}", field="workload"
+        ) from None
     if not argv:
-        raise ConfigError("the stdio workload needs a program: -w stdio:path/to/client",
-                          field="workload")
+        raise ConfigError(
+            "the stdio workload needs a program: -w stdio:path/to/client", field="workload"
+        )
     exe = argv[0]
     if os.sep in exe:
         if not os.path.isfile(exe):
             raise ConfigError(f"stdio program {exe!r}: no such file", field="workload")
         if not os.access(exe, os.X_OK):
-            raise ConfigError(f"stdio program {exe!r} is not executable (chmod +x)",
-                              field="workload")
+            raise ConfigError(
+                f"stdio program {exe!r} is not executable (chmod +x)", field="workload"
+            )
         argv[0] = str(Path(exe).resolve())
     elif shutil.which(exe) is None:
         raise ConfigError(f"stdio program {exe!r} is not on PATH", field="workload")
@@ -108,10 +112,17 @@ class StdioClient:
             err = open(os.path.join(ctx.store_dir, "stdio-client.stderr"), "ab")  # noqa: SIM115
         try:
             proc = subprocess.Popen(
-                self.argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=err,
+                self.argv,
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                stderr=err,
                 start_new_session=True,  # a killed client takes its children with it
-                env={**os.environ, "SPLITBRAIN_NODE": node,
-                     "SPLITBRAIN_ADDRESS": self._address(ctx, node) or ""})
+                env={
+                    **os.environ,
+                    "SPLITBRAIN_NODE": node,
+                    "SPLITBRAIN_ADDRESS": self._address(ctx, node) or "",
+                },
+            )
         finally:
             if not isinstance(err, int):
                 err.close()
@@ -177,8 +188,16 @@ class StdioClient:
                 return op.complete("fail", op.value, error=f"client did not start: {e}")
         proc = self.proc
         assert proc.stdin is not None
-        line = json.dumps({"f": op.f, "key": op.key, "value": op.value, "process": op.process,
-                           "node": node, "address": self._address(ctx, node)})
+        line = json.dumps(
+            {
+                "f": op.f,
+                "key": op.key,
+                "value": op.value,
+                "process": op.process,
+                "node": node,
+                "address": self._address(ctx, node),
+            }
+        )
         try:
             proc.stdin.write(line.encode() + b"\n")
             proc.stdin.flush()
@@ -193,8 +212,9 @@ class StdioClient:
             return self._doubt(op, f"client output unreadable: {e}")
         if raw is None:
             code = proc.poll()
-            return self._doubt(op, "client crashed: exited"
-                               + (f" with status {code}" if code is not None else ""))
+            return self._doubt(
+                op, "client crashed: exited" + (f" with status {code}" if code is not None else "")
+            )
         try:
             reply = json.loads(raw)
         except ValueError:
@@ -221,9 +241,14 @@ def workload(options: Mapping[str, Any]) -> Workload:
     """The ``stdio`` entry point: ``-w stdio:PROGRAM`` (or ``--workload-option program=...``)."""
     program = options.get("argument") or options.get("program")
     if not program:
-        raise ConfigError("the stdio workload needs a program: -w stdio:path/to/client",
-                          field="workload")
+        raise ConfigError(
+            "the stdio workload needs a program: -w stdio:path/to/client", field="workload"
+        )
     timeout = opt_float(options, "stdio_timeout", 5.0, positive=True)
-    return Workload(name="stdio", client=StdioClient(parse_program(str(program)), timeout),
-                    generator=register_gen(options), final_generator=None,
-                    checker=dict(CHECKER))
+    return Workload(
+        name="stdio",
+        client=StdioClient(parse_program(str(program)), timeout),
+        generator=register_gen(options),
+        final_generator=None,
+        checker=dict(CHECKER),
+    )

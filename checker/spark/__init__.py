@@ -36,9 +36,14 @@ from harness.core.history import NEMESIS, Op
 __all__ = ["check_spark"]
 
 
-def check_spark(source: str | os.PathLike[str] | Iterable[Op], *, model: Any = None,
-                master: str | None = None, timeout: float | None = None,
-                opts: dict[str, Any] | None = None) -> dict[str, Any]:
+def check_spark(
+    source: str | os.PathLike[str] | Iterable[Op],
+    *,
+    model: Any = None,
+    master: str | None = None,
+    timeout: float | None = None,
+    opts: dict[str, Any] | None = None,
+) -> dict[str, Any]:
     """Check a history on Spark; same result shape and verdicts as the local engine.
 
     ``source`` is a Parquet or JSONL path (or a store directory), or ops in
@@ -57,28 +62,49 @@ def check_spark(source: str | os.PathLike[str] | Iterable[Op], *, model: Any = N
     try:
         hist = spark.read.parquet(path)
     except Exception as e:
-        raise HistoryError(f"Spark cannot read this Parquet file: {str(e).splitlines()[0]}",
-                           path=path) from None
+        raise HistoryError(
+            f"Spark cannot read this Parquet file: {str(e).splitlines()[0]}", path=path
+        ) from None
     missing = [c for c in BASE_COLUMNS if c not in hist.columns]
     if missing:
         raise HistoryError(f"Parquet history lacks columns {', '.join(missing)}", path=path)
     try:
-        return _check_df(spark, hist, model=model, timeout=timeout, cap=cap, opts=opts, t0=t0,
-                         parts=parts, max_index=max_index)
+        return _check_df(
+            spark,
+            hist,
+            model=model,
+            timeout=timeout,
+            cap=cap,
+            opts=opts,
+            t0=t0,
+            parts=parts,
+            max_index=max_index,
+        )
     except HistoryError:
         raise
     except Exception as e:  # a dead JVM or failed job: one line, the details are in its log
         if type(e).__module__.startswith(("py4j", "pyspark")):
             first = (str(e).strip().splitlines() or [type(e).__name__])[0]
-            raise CheckerError(f"the Spark job failed ({first[:300]}); rerun with "
-                               "SPLITBRAIN_SPARK_VERBOSE=1 or a larger "
-                               "SPLITBRAIN_SPARK_DRIVER_MEMORY") from None
+            raise CheckerError(
+                f"the Spark job failed ({first[:300]}); rerun with "
+                "SPLITBRAIN_SPARK_VERBOSE=1 or a larger "
+                "SPLITBRAIN_SPARK_DRIVER_MEMORY"
+            ) from None
         raise
 
 
-def _check_df(spark: Any, hist: Any, *, model: Any, timeout: float | None, cap: int,
-              opts: dict[str, Any], t0: float, parts: int,
-              max_index: int | None = None) -> dict[str, Any]:
+def _check_df(
+    spark: Any,
+    hist: Any,
+    *,
+    model: Any,
+    timeout: float | None,
+    cap: int,
+    opts: dict[str, Any],
+    t0: float,
+    parts: int,
+    max_index: int | None = None,
+) -> dict[str, Any]:
     from pyspark.sql import functions as F
 
     client = with_typed(F, hist).where(F.col("process") != NEMESIS)
@@ -86,8 +112,17 @@ def _check_df(spark: Any, hist: Any, *, model: Any, timeout: float | None, cap: 
     # the paired appends and reads, which are kept for the log-safety job.
     pairing = Pairing(client, max_index=max_index)
     try:
-        return _check_paired(spark, client, pairing, model=model, timeout=timeout, cap=cap,
-                             opts=opts, t0=t0, parts=parts)
+        return _check_paired(
+            spark,
+            client,
+            pairing,
+            model=model,
+            timeout=timeout,
+            cap=cap,
+            opts=opts,
+            t0=t0,
+            parts=parts,
+        )
     finally:
         pairing.close()
 
@@ -97,9 +132,18 @@ _Plan: TypeAlias = tuple[str, str, dict[str, Any], tuple[str, ...], tuple[str, .
 the fs it takes, or None for all)."""
 
 
-def _check_paired(spark: Any, client: Any, pairing: Pairing, *, model: Any,
-                  timeout: float | None, cap: int, opts: dict[str, Any], t0: float,
-                  parts: int) -> dict[str, Any]:
+def _check_paired(
+    spark: Any,
+    client: Any,
+    pairing: Pairing,
+    *,
+    model: Any,
+    timeout: float | None,
+    cap: int,
+    opts: dict[str, Any],
+    t0: float,
+    parts: int,
+) -> dict[str, Any]:
     """The checks, once the first pass has run."""
     from pyspark import StorageLevel
     from pyspark.sql import functions as F
@@ -118,14 +162,15 @@ def _check_paired(spark: Any, client: Any, pairing: Pairing, *, model: Any,
         name = model if isinstance(model, str) else model.name
         m = get_model(name, **params)
         want = {"append-log": ("log",), "set": set_groups}.get(
-            m.name, (*reg_groups, "kv", "txn", "mutex", "other"))
+            m.name, (*reg_groups, "kv", "txn", "mutex", "other")
+        )
         plans.append(("linearizable", name, params, want, tuple(sorted(m.fs))))
     else:
         for nm, g, model_name in auto_linearizable(groups):
             plans.append((nm, model_name, {}, reg_groups if g == "register" else (g,), None))
     want_set = bool(groups.get("set")) and (model is None or model != "set")
     lab = None
-    if plans or want_set:   # the op-level checkers need values: label the full records
+    if plans or want_set:  # the op-level checkers need values: label the full records
         lab = labeled(client.select(*OP_COLUMNS, "v_kind"))
         if len(plans) + want_set > 1:
             lab = lab.persist(StorageLevel.MEMORY_AND_DISK)
@@ -140,8 +185,9 @@ def _check_paired(spark: Any, client: Any, pairing: Pairing, *, model: Any,
             except Exception as e:  # a failed job must not hide the other checkers' verdicts
                 checkers[nm] = unknown_result(e)
         if groups.get("log"):
-            job = LogSafety(client, pairing.paired, cap, opts.get("ha"), parts,
-                            summary["append_invokes"])
+            job = LogSafety(
+                client, pairing.paired, cap, opts.get("ha"), parts, summary["append_invokes"]
+            )
             try:
                 checkers["log-safety"] = job.run()
             except HistoryError:
@@ -154,18 +200,29 @@ def _check_paired(spark: Any, client: Any, pairing: Pairing, *, model: Any,
             from checker.sets import check_set
 
             assert lab is not None
-            set_ops = [op_of(tuple(r)) for r in lab.where(F.col("group").isin(*set_groups)).select(
-                *OP_COLUMNS).orderBy("index").toLocalIterator()]
+            set_ops = [
+                op_of(tuple(r))
+                for r in lab.where(F.col("group").isin(*set_groups))
+                .select(*OP_COLUMNS)
+                .orderBy("index")
+                .toLocalIterator()
+            ]
             checkers["set"] = check_set(set_ops)
         if groups.get("other"):  # queue ops (send/pull/commit-offset): checked on the driver
             from checker.queue import QUEUE_FS, check_queue
 
-            queue_ops = [op_of(tuple(r)) for r in client.where(F.col("f").isin(*QUEUE_FS))
-                         .select(*OP_COLUMNS).orderBy("index").toLocalIterator()]
+            queue_ops = [
+                op_of(tuple(r))
+                for r in client.where(F.col("f").isin(*QUEUE_FS))
+                .select(*OP_COLUMNS)
+                .orderBy("index")
+                .toLocalIterator()
+            ]
             if queue_ops:
                 checkers["queue"] = check_queue(queue_ops)
     finally:
         if lab is not None:
             lab.unpersist()
-    return compose_results(checkers, engine="spark", started=t0, cap=cap,
-                           client_records=lambda: sum(groups.values()))
+    return compose_results(
+        checkers, engine="spark", started=t0, cap=cap, client_records=lambda: sum(groups.values())
+    )

@@ -48,7 +48,9 @@ def to_parquet(source: str | os.PathLike[str] | Iterable[Op], work: Path) -> str
         if suffix == ".parquet":
             return str(path)
         out = Path(tempfile.mkdtemp(dir=work)) / HISTORY_PARQUET
-        ops: Iterable[Op] = iter_jsonl(path) if suffix in (".jsonl", ".json") else read_history(path)
+        ops: Iterable[Op] = (
+            iter_jsonl(path) if suffix in (".jsonl", ".json") else read_history(path)
+        )
         write_parquet(ops, out)
         return str(out)
     out = Path(tempfile.mkdtemp(dir=work)) / HISTORY_PARQUET
@@ -79,20 +81,31 @@ def with_typed(F: Any, hist: Any) -> Any:
     if all(c in hist.columns for c in PARQUET_VALUE_COLUMNS):
         return hist.select(*BASE_COLUMNS, *PARQUET_VALUE_COLUMNS)
     v = F.col("value")
-    kind = (F.when(v.isNull() | (v == "null"), "null").when(v.startswith("{"), "object")
-            .when(v.startswith("["), "array").when(v.startswith('"'), "string")
-            .when(v.isin("true", "false"), "boolean").otherwise("number"))
+    kind = (
+        F.when(v.isNull() | (v == "null"), "null")
+        .when(v.startswith("{"), "object")
+        .when(v.startswith("["), "array")
+        .when(v.startswith('"'), "string")
+        .when(v.isin("true", "false"), "boolean")
+        .otherwise("number")
+    )
     obj = kind == "object"
     cols = {"v_kind": kind}
     for name in VALUE_FIELDS:
         present = v.rlike(r'"' + name + r'"\s*:') if name == "payload" else F.lit(True)
         cols[f"v_{name}"] = F.when(obj & present, _raw_field(F, v, name))
     ents = F.from_json(v, "entries array<string>").getField("entries")
-    cols["v_entries"] = F.when(obj, F.transform(
-        F.filter(ents, lambda e: e.rlike(_ENTRY)),
-        lambda e: F.struct(F.regexp_extract(e, _ENTRY, 1).cast("long").alias("index"),
-                           F.regexp_extract(e, _ENTRY, 2).alias("term"),
-                           F.regexp_extract(e, _ENTRY, 3).alias("payload"))))
+    cols["v_entries"] = F.when(
+        obj,
+        F.transform(
+            F.filter(ents, lambda e: e.rlike(_ENTRY)),
+            lambda e: F.struct(
+                F.regexp_extract(e, _ENTRY, 1).cast("long").alias("index"),
+                F.regexp_extract(e, _ENTRY, 2).alias("term"),
+                F.regexp_extract(e, _ENTRY, 3).alias("payload"),
+            ),
+        ),
+    )
     return hist.select(*BASE_COLUMNS, *[cols[c].alias(c) for c in PARQUET_VALUE_COLUMNS])
 
 
@@ -121,5 +134,12 @@ def loads(raw: str | None) -> Any:
 def op_of(row: Sequence[Any]) -> Op:
     """A row of :data:`OP_COLUMNS` as the op the local engine's checkers take."""
     index, typ, proc, f, key, value, node = row
-    return Op(type=typ, process=proc if proc == NEMESIS else int(proc), f=f,
-              value=None if value is None else json.loads(value), key=key, index=index, node=node)
+    return Op(
+        type=typ,
+        process=proc if proc == NEMESIS else int(proc),
+        f=f,
+        value=None if value is None else json.loads(value),
+        key=key,
+        index=index,
+        node=node,
+    )

@@ -20,8 +20,13 @@ from checker.spark.input import OP_COLUMNS, op_of
 __all__ = ["check_linearizable_spark"]
 
 
-def _check_part(item: tuple[Any, Iterable[Sequence[Any]]], model_name: str, params: dict[str, Any],
-                deadline: float | None, keys: bool) -> tuple[Any, dict[str, Any]]:
+def _check_part(
+    item: tuple[Any, Iterable[Sequence[Any]]],
+    model_name: str,
+    params: dict[str, Any],
+    deadline: float | None,
+    keys: bool,
+) -> tuple[Any, dict[str, Any]]:
     """Runs on an executor: one key's ops through the local engine's search.
 
     The deadline is wall-clock time (executors do not share the driver's
@@ -42,8 +47,14 @@ def _check_part(item: tuple[Any, Iterable[Sequence[Any]]], model_name: str, para
     return key, res
 
 
-def check_linearizable_spark(spark: Any, recs: Any, model_name: str, params: dict[str, Any],
-                             timeout: float | None, keys: bool) -> dict[str, Any]:
+def check_linearizable_spark(
+    spark: Any,
+    recs: Any,
+    model_name: str,
+    params: dict[str, Any],
+    timeout: float | None,
+    keys: bool,
+) -> dict[str, Any]:
     """One linearizability checker's result (uncapped), parts spread over the cluster by key.
 
     ``recs`` holds the checker's op records (:data:`checker.spark.input.OP_COLUMNS`
@@ -55,8 +66,11 @@ def check_linearizable_spark(spark: Any, recs: Any, model_name: str, params: dic
     deadline = None if timeout is None else time.time() + timeout
     n_part = max(1, int(spark.conf.get("spark.sql.shuffle.partitions", "8")))
     rdd = recs.select(*OP_COLUMNS).rdd.map(lambda r: ((r[4] if keys else None), tuple(r)))
-    results = (rdd.groupByKey(numPartitions=n_part)
-               .map(lambda kv: _check_part(kv, model_name, params, deadline, keys)).collect())
+    results = (
+        rdd.groupByKey(numPartitions=n_part)
+        .map(lambda kv: _check_part(kv, model_name, params, deadline, keys))
+        .collect()
+    )
     errors = [r["error"] for _, r in results if "error" in r]
     if errors:
         return {"valid": "unknown", "error": errors[0]}
@@ -76,7 +90,13 @@ def check_linearizable_spark(spark: Any, recs: Any, model_name: str, params: dic
         unknown = []
     valid: bool | str = False if failures else ("unknown" if unknown else True)
     res: dict[str, Any] = {
-        "valid": valid, "model": m.name, "keys": n_parts, "failures": failures,
-        "unknown_keys": sorted(unknown, key=key_order), "unchecked_keys": [],
-        "counterexample": cex, "steps": steps}
+        "valid": valid,
+        "model": m.name,
+        "keys": n_parts,
+        "failures": failures,
+        "unknown_keys": sorted(unknown, key=key_order),
+        "unchecked_keys": [],
+        "counterexample": cex,
+        "steps": steps,
+    }
     return shape_linearizable(res, m)

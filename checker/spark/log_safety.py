@@ -43,10 +43,14 @@ def _value_key(tp: Sequence[Any]) -> tuple[Any, str]:
 def _ex(F: Any, kind: str, idx: Any, weight: Any = None, **fields: Any) -> Any:
     """One example row: (kind, sort key = history indexes, how many anomalies it stands for,
     fields as JSON text)."""
-    return F.struct(F.lit(kind).alias("kind"), idx.cast("array<long>").alias("idx"),
-                    (F.lit(1) if weight is None else weight).cast("long").alias("w"),
-                    F.to_json(F.struct(*[c.alias(k) for k, c in fields.items()]),
-                              {"ignoreNullFields": "false"}).alias("ex"))
+    return F.struct(
+        F.lit(kind).alias("kind"),
+        idx.cast("array<long>").alias("idx"),
+        (F.lit(1) if weight is None else weight).cast("long").alias("w"),
+        F.to_json(
+            F.struct(*[c.alias(k) for k, c in fields.items()]), {"ignoreNullFields": "false"}
+        ).alias("ex"),
+    )
 
 
 # Flags of observation rows (see LogSafety._observations).
@@ -68,8 +72,15 @@ class LogSafety:
     with the per-kind totals (sums of ``w``), reach the driver.
     """
 
-    def __init__(self, client: Any, paired: Any, cap: int, ha: dict[str, Any] | None,
-                 parts: int, append_invokes: int) -> None:
+    def __init__(
+        self,
+        client: Any,
+        paired: Any,
+        cap: int,
+        ha: dict[str, Any] | None,
+        parts: int,
+        append_invokes: int,
+    ) -> None:
         from pyspark import StorageLevel
         from pyspark.sql import Window as W
         from pyspark.sql import functions as F
@@ -79,23 +90,37 @@ class LogSafety:
         self.level = StorageLevel.MEMORY_AND_DISK
         self.persisted: list[Any] = []
         col = F.col
-        self.apps = paired.where(col("tag") == APP).select("inv", "comp", "type", "payload", "li", "term")
+        self.apps = paired.where(col("tag") == APP).select(
+            "inv", "comp", "type", "payload", "li", "term"
+        )
         # Log reads: the completions' entries join their (small) pairing result by index,
         # broadcast, so entries never shuffle before they are reduced.
         valid = paired.where(col("tag") == READ).select(col("comp").alias("r"), "final")
-        rc = client.where((col("f") == "read") & (col("type") == "ok") & col("v_entries").isNotNull())
+        rc = client.where(
+            (col("f") == "read") & (col("type") == "ok") & col("v_entries").isNotNull()
+        )
         self.reads = rc.select(col("index").alias("r"), "v_committed", "v_entries").join(
-            F.broadcast(valid), "r")
+            F.broadcast(valid), "r"
+        )
 
         # Samples, partitioned once by node and kept (narrow, a sixth of the records): every
         # sample check is a window over a node. Without the cache each check's filter
         # would be pushed below the exchange, and each would scan and shuffle again.
-        self.samples = self._keep(client.where((col("f") == "sample") & (col("type") == "ok")
-                                               & (col("v_kind") == "object")).select(
-            "index", "node", F.coalesce(col("v_incarnation"), F.lit("null")).alias("inc"),
-            as_int(col("v_committed")).alias("c"), as_int(col("v_end")).alias("e"),
-            as_int(col("v_term")).alias("t"), (col("v_role") == '"leader"').alias("is_leader"),
-        ).repartition(parts, "node"))
+        self.samples = self._keep(
+            client.where(
+                (col("f") == "sample") & (col("type") == "ok") & (col("v_kind") == "object")
+            )
+            .select(
+                "index",
+                "node",
+                F.coalesce(col("v_incarnation"), F.lit("null")).alias("inc"),
+                as_int(col("v_committed")).alias("c"),
+                as_int(col("v_end")).alias("e"),
+                as_int(col("v_term")).alias("t"),
+                (col("v_role") == '"leader"').alias("is_leader"),
+            )
+            .repartition(parts, "node")
+        )
 
         # D: committed observations and acked appends, by (log index, term, payload).
         # The first row of each read also stands for the read itself, for the counters.
@@ -104,30 +129,48 @@ class LogSafety:
         def has(bits: int) -> Any:
             return fl.bitwiseAND(bits) == bits
 
-        self.D = self._keep(self._observations(F, col).groupBy("li", "term", "payload").agg(
-            F.sum(has(_OBS).cast("long")).alias("n_obs"),
-            F.sum(has(_OBS | _FIN).cast("long")).alias("n_fin"),
-            F.min(F.when(has(_OBS), col("r"))).alias("min_r"),
-            F.sum(has(_ACK).cast("long")).alias("n_ack"),
-            F.min(F.when(has(_ACK), col("r"))).alias("min_ack"),
-            F.sum(has(_FIRST).cast("long")).alias("n_reads"),
-            F.sum(has(_FIRST | _FIN).cast("long")).alias("n_final_reads")))
+        self.D = self._keep(
+            self._observations(F, col)
+            .groupBy("li", "term", "payload")
+            .agg(
+                F.sum(has(_OBS).cast("long")).alias("n_obs"),
+                F.sum(has(_OBS | _FIN).cast("long")).alias("n_fin"),
+                F.min(F.when(has(_OBS), col("r"))).alias("min_r"),
+                F.sum(has(_ACK).cast("long")).alias("n_ack"),
+                F.min(F.when(has(_ACK), col("r"))).alias("min_ack"),
+                F.sum(has(_FIRST).cast("long")).alias("n_reads"),
+                F.sum(has(_FIRST | _FIN).cast("long")).alias("n_final_reads"),
+            )
+        )
 
     def _observations(self, F: Any, col: Any) -> Any:
         """Committed observations, read markers and acks, by log index, flags in one small int
         (shuffled rows stay narrow: there are two or three of them per history record)."""
         c = col("v_committed")
-        x = self.reads.select("r", "final", (c.isNull() | (c == "null")).alias("all"),
-                              as_int(c).alias("ci"), F.posexplode_outer("v_entries").alias("pos", "e"))
+        x = self.reads.select(
+            "r",
+            "final",
+            (c.isNull() | (c == "null")).alias("all"),
+            as_int(c).alias("ci"),
+            F.posexplode_outer("v_entries").alias("pos", "e"),
+        )
         obs = col("e").isNotNull() & (col("all") | (col("e.index") <= col("ci")))
         first = col("pos").isNull() | (col("pos") == 0)
-        flags = (F.when(obs, _OBS).otherwise(0) + F.when(col("final"), _FIN).otherwise(0)
-                 + F.when(first, _FIRST).otherwise(0)).cast("tinyint")
+        flags = (
+            F.when(obs, _OBS).otherwise(0)
+            + F.when(col("final"), _FIN).otherwise(0)
+            + F.when(first, _FIRST).otherwise(0)
+        ).cast("tinyint")
         x = x.where(obs | first).select(
-            F.when(obs, col("e.index")).alias("li"), F.when(obs, col("e.term")).alias("term"),
-            F.when(obs, col("e.payload")).alias("payload"), "r", flags.alias("fl"))
+            F.when(obs, col("e.index")).alias("li"),
+            F.when(obs, col("e.term")).alias("term"),
+            F.when(obs, col("e.payload")).alias("payload"),
+            "r",
+            flags.alias("fl"),
+        )
         acks = self.apps.where((col("type") == "ok") & col("li").isNotNull()).select(
-            "li", "term", "payload", col("comp").alias("r"), F.lit(_ACK).cast("tinyint").alias("fl"))
+            "li", "term", "payload", col("comp").alias("r"), F.lit(_ACK).cast("tinyint").alias("fl")
+        )
         return x.unionByName(acks).repartition(self.parts, "li")
 
     def _keep(self, df: Any) -> Any:
@@ -145,61 +188,118 @@ class LogSafety:
         F, W = self.F, self.W
         s = self.samples.where(F.col("c").isNotNull())
         w = W.partitionBy("node", "inc").orderBy("index").rowsBetween(W.unboundedPreceding, -1)
-        x = s.select("index", "node", "inc", "c",
-                     F.max(F.struct("c", (-F.col("index")).alias("ni"))).over(w).alias("best"))
+        x = s.select(
+            "index",
+            "node",
+            "inc",
+            "c",
+            F.max(F.struct("c", (-F.col("index")).alias("ni"))).over(w).alias("best"),
+        )
         off = x.where(F.col("c") < F.col("best.c"))
-        first = off.select("*", F.row_number().over(
-            W.partitionBy("node", "inc").orderBy("index")).alias("rn")).where(F.col("rn") == 1)
-        return first.select(_ex(F, "committed-regress", F.array(-F.col("best.ni"), F.col("index")),
-                                node=F.col("node"), incarnation=F.col("inc"), **{
-                                    "from": F.col("best.c"), "to": F.col("c")}).alias("x"))
+        first = off.select(
+            "*", F.row_number().over(W.partitionBy("node", "inc").orderBy("index")).alias("rn")
+        ).where(F.col("rn") == 1)
+        return first.select(
+            _ex(
+                F,
+                "committed-regress",
+                F.array(-F.col("best.ni"), F.col("index")),
+                node=F.col("node"),
+                incarnation=F.col("inc"),
+                **{"from": F.col("best.c"), "to": F.col("c")},
+            ).alias("x")
+        )
 
     def committed_regress_restart(self) -> Any:
         F, W = self.F, self.W
         s = self.samples.where(F.col("c").isNotNull())
         w = W.partitionBy("node").orderBy("index")
-        x = s.select("index", "node", "inc", "c", F.lag(F.struct("index", "inc", "c")).over(w).alias("p"))
-        notes = x.where(F.col("p").isNotNull() & (F.col("p.inc") != F.col("inc"))
-                        & (F.col("c") < F.col("p.c")))
-        return notes.select(_ex(F, "committed-regress-restart", F.array("p.index", "index"),
-                                node=F.col("node"), incarnation=F.col("inc"),
-                                previous_incarnation=F.col("p.inc"),
-                                **{"from": F.col("p.c"), "to": F.col("c")}).alias("x"))
+        x = s.select(
+            "index", "node", "inc", "c", F.lag(F.struct("index", "inc", "c")).over(w).alias("p")
+        )
+        notes = x.where(
+            F.col("p").isNotNull() & (F.col("p.inc") != F.col("inc")) & (F.col("c") < F.col("p.c"))
+        )
+        return notes.select(
+            _ex(
+                F,
+                "committed-regress-restart",
+                F.array("p.index", "index"),
+                node=F.col("node"),
+                incarnation=F.col("inc"),
+                previous_incarnation=F.col("p.inc"),
+                **{"from": F.col("p.c"), "to": F.col("c")},
+            ).alias("x")
+        )
 
     def committed_beyond_end(self) -> Any:
         F = self.F
-        x = self.samples.where(F.col("c").isNotNull() & F.col("e").isNotNull() & (F.col("c") > F.col("e")))
-        return x.select(_ex(F, "committed-beyond-end", F.array("index"), node=F.col("node"),
-                            incarnation=F.col("inc"), committed=F.col("c"), end=F.col("e")).alias("x"))
+        x = self.samples.where(
+            F.col("c").isNotNull() & F.col("e").isNotNull() & (F.col("c") > F.col("e"))
+        )
+        return x.select(
+            _ex(
+                F,
+                "committed-beyond-end",
+                F.array("index"),
+                node=F.col("node"),
+                incarnation=F.col("inc"),
+                committed=F.col("c"),
+                end=F.col("e"),
+            ).alias("x")
+        )
 
     def two_leaders_in_term(self) -> Any:
         F = self.F
-        led = (self.samples.where(F.col("is_leader") & F.col("t").isNotNull())
-               .groupBy("t", "node").agg(F.min("index").alias("first")))
-        terms = led.groupBy("t").agg(F.collect_list("node").alias("nodes"),
-                                     F.sort_array(F.collect_list("first")).alias("idx"))
+        led = (
+            self.samples.where(F.col("is_leader") & F.col("t").isNotNull())
+            .groupBy("t", "node")
+            .agg(F.min("index").alias("first"))
+        )
+        terms = led.groupBy("t").agg(
+            F.collect_list("node").alias("nodes"),
+            F.sort_array(F.collect_list("first")).alias("idx"),
+        )
         x = terms.where(F.size("idx") > 1)
-        return x.select(_ex(F, "two-leaders-in-term", F.col("idx"), term=F.col("t"),
-                            nodes=F.col("nodes")).alias("x"))
+        return x.select(
+            _ex(
+                F, "two-leaders-in-term", F.col("idx"), term=F.col("t"), nodes=F.col("nodes")
+            ).alias("x")
+        )
 
     def term_regress(self) -> Any:
         F, W = self.F, self.W
         s = self.samples.where(F.col("t").isNotNull())
         w = W.partitionBy("node").orderBy("index").rowsBetween(W.unboundedPreceding, -1)
-        x = s.select("index", "node", "inc", "t",
-                     F.max(F.struct("t", (-F.col("index")).alias("ni"))).over(w).alias("best"))
+        x = s.select(
+            "index",
+            "node",
+            "inc",
+            "t",
+            F.max(F.struct("t", (-F.col("index")).alias("ni"))).over(w).alias("best"),
+        )
         off = x.where(F.col("t") < F.col("best.t"))
-        return off.select(_ex(F, "term-regress", F.array(-F.col("best.ni"), F.col("index")),
-                              node=F.col("node"), incarnation=F.col("inc"),
-                              **{"from": F.col("best.t"), "to": F.col("t")}).alias("x"))
+        return off.select(
+            _ex(
+                F,
+                "term-regress",
+                F.array(-F.col("best.ni"), F.col("index")),
+                node=F.col("node"),
+                incarnation=F.col("inc"),
+                **{"from": F.col("best.t"), "to": F.col("t")},
+            ).alias("x")
+        )
 
     # ----- log contents (first pass: all from D)
 
     def divergent_committed(self) -> Any:
         """Candidates: log indexes with two committed values, by their first reader."""
         F = self.F
-        g = self.D.where(F.col("n_obs") > 0).groupBy("li").agg(
-            F.count("*").alias("k"), F.min("min_r").alias("r0"))
+        g = (
+            self.D.where(F.col("n_obs") > 0)
+            .groupBy("li")
+            .agg(F.count("*").alias("k"), F.min("min_r").alias("r0"))
+        )
         x = g.where(F.col("k") > 1)
         return x.select(_ex(F, "divergent-committed", F.array("r0"), index=F.col("li")).alias("x"))
 
@@ -211,8 +311,17 @@ class LogSafety:
         """
         F = self.F
         x = self.D.where((F.col("n_ack") > 0) & (F.col("n_fin") == 0))
-        return x.select(_ex(F, "lost-ack", F.array("min_ack"), F.col("n_ack"), payload=F.col("payload"),
-                            index=F.col("li"), term=F.col("term")).alias("x"))
+        return x.select(
+            _ex(
+                F,
+                "lost-ack",
+                F.array("min_ack"),
+                F.col("n_ack"),
+                payload=F.col("payload"),
+                index=F.col("li"),
+                term=F.col("term"),
+            ).alias("x")
+        )
 
     def _by_payload(self) -> Any:
         """Per observed non-null payload: lowest and highest log index, first reader (``r0``) and
@@ -220,14 +329,27 @@ class LogSafety:
         ``fail`` appends of that payload (count and two completions), in one shuffle."""
         F, col = self.F, self.F.col
         obs = self.D.where((col("n_obs") > 0) & (col("payload") != "null")).select(
-            "payload", "li", "min_r", F.lit(None).cast("long").alias("comp"))
+            "payload", "li", "min_r", F.lit(None).cast("long").alias("comp")
+        )
         fails = self.apps.where((col("type") == "fail") & (col("payload") != "null")).select(
-            "payload", F.lit(None).cast("long").alias("li"), F.lit(None).cast("long").alias("min_r"),
-            "comp")
-        return obs.unionByName(fails).groupBy("payload").agg(
-            F.min("li").alias("lo"), F.max("li").alias("hi"), F.min("min_r").alias("r0"),
-            F.min_by("li", "min_r").alias("li0"), F.count("comp").alias("nf"),
-            F.min("comp").alias("f1"), F.max("comp").alias("f2"))
+            "payload",
+            F.lit(None).cast("long").alias("li"),
+            F.lit(None).cast("long").alias("min_r"),
+            "comp",
+        )
+        return (
+            obs.unionByName(fails)
+            .groupBy("payload")
+            .agg(
+                F.min("li").alias("lo"),
+                F.max("li").alias("hi"),
+                F.min("min_r").alias("r0"),
+                F.min_by("li", "min_r").alias("li0"),
+                F.count("comp").alias("nf"),
+                F.min("comp").alias("f1"),
+                F.max("comp").alias("f2"),
+            )
+        )
 
     def payload_checks(self) -> Any:
         """failed-append-present and duplicate-payload candidates, from one pass over
@@ -242,14 +364,27 @@ class LogSafety:
         hit = (col("nf") > 0) & col("r0").isNotNull()
         x = bp.where((col("lo") != col("hi")) | hit)
         comps = F.array_distinct(F.array("f1", "f2"))
-        fails = [_ex(F, "failed-append-present", F.array_sort(F.array(c, "r0")), w,
-                     payload=col("payload"), index=col("li0"), comp=c)
-                 for c, w in ((comps[0], col("nf") - F.size(comps) + 1), (comps[1], F.lit(1)))]
+        fails = [
+            _ex(
+                F,
+                "failed-append-present",
+                F.array_sort(F.array(c, "r0")),
+                w,
+                payload=col("payload"),
+                index=col("li0"),
+                comp=c,
+            )
+            for c, w in ((comps[0], col("nf") - F.size(comps) + 1), (comps[1], F.lit(1)))
+        ]
         rows = F.array(
-            F.when(col("lo") != col("hi"), _ex(F, "duplicate-payload", F.array("r0"),
-                                                 payload=col("payload"))),
-            F.when(hit, fails[0]), F.when(hit & (F.size(comps) > 1), fails[1]),
-            F.when(hit & (col("nf") > 2), _ex(F, "_failed_multi", F.array("nf"))))
+            F.when(
+                col("lo") != col("hi"),
+                _ex(F, "duplicate-payload", F.array("r0"), payload=col("payload")),
+            ),
+            F.when(hit, fails[0]),
+            F.when(hit & (F.size(comps) > 1), fails[1]),
+            F.when(hit & (col("nf") > 2), _ex(F, "_failed_multi", F.array("nf"))),
+        )
         return x.select(F.explode(F.filter(rows, lambda r: r.isNotNull())).alias("x"))
 
     def append_order(self) -> Any:
@@ -261,56 +396,105 @@ class LogSafety:
         """
         F, W = self.F, self.W
         bucket = 1 << 16
-        ok = self.apps.where((F.col("type") == "ok") & F.col("li").isNotNull()).select("inv", "comp", "li")
+        ok = self.apps.where((F.col("type") == "ok") & F.col("li").isNotNull()).select(
+            "inv", "comp", "li"
+        )
         best = F.struct("li", (-F.col("comp")).alias("nc"))
-        comps = ok.select(F.col("comp").alias("pos"), best.alias("b"), F.lit(None).cast("long").alias("inv"),
-                          F.lit(None).cast("long").alias("li"), F.lit(None).cast("long").alias("comp"))
+        comps = ok.select(
+            F.col("comp").alias("pos"),
+            best.alias("b"),
+            F.lit(None).cast("long").alias("inv"),
+            F.lit(None).cast("long").alias("li"),
+            F.lit(None).cast("long").alias("comp"),
+        )
         btype = comps.schema["b"].dataType
-        invs = ok.select(F.col("inv").alias("pos"), F.lit(None).cast(btype).alias("b"), "inv", "li", "comp")
+        invs = ok.select(
+            F.col("inv").alias("pos"), F.lit(None).cast(btype).alias("b"), "inv", "li", "comp"
+        )
         ev = comps.unionByName(invs).withColumn("bk", F.floor(F.col("pos") / bucket))
         per = comps.groupBy(F.floor(F.col("pos") / bucket).alias("bk")).agg(F.max("b").alias("m"))
-        pre = per.select("bk", F.max("m").over(
-            W.orderBy("bk").rowsBetween(W.unboundedPreceding, -1)).alias("before"))
+        pre = per.select(
+            "bk",
+            F.max("m").over(W.orderBy("bk").rowsBetween(W.unboundedPreceding, -1)).alias("before"),
+        )
         w = W.partitionBy("bk").orderBy("pos").rowsBetween(W.unboundedPreceding, 0)
-        at_inv = (ev.select("bk", "inv", "li", "comp", F.max("b").over(w).alias("within"))
-                  .where(F.col("inv").isNotNull())
-                  .join(F.broadcast(pre), "bk", "left")
-                  .select("li", "comp", F.greatest("within", "before").alias("prior")))
+        at_inv = (
+            ev.select("bk", "inv", "li", "comp", F.max("b").over(w).alias("within"))
+            .where(F.col("inv").isNotNull())
+            .join(F.broadcast(pre), "bk", "left")
+            .select("li", "comp", F.greatest("within", "before").alias("prior"))
+        )
         x = at_inv.where(F.col("prior").isNotNull() & (F.col("li") <= F.col("prior.li")))
-        return x.select(_ex(F, "append-order", F.array(-F.col("prior.nc"), F.col("comp")),
-                            a_index=F.col("prior.li"), b_index=F.col("li")).alias("x"))
+        return x.select(
+            _ex(
+                F,
+                "append-order",
+                F.array(-F.col("prior.nc"), F.col("comp")),
+                a_index=F.col("prior.li"),
+                b_index=F.col("li"),
+            ).alias("x")
+        )
 
     def counters(self) -> Any:
         F, col = self.F, self.F.col
-        apps = self.apps.agg(F.sum((col("type") == "ok").cast("long")).alias("ok"),
-                             F.sum((col("type") == "fail").cast("long")).alias("fail"))
-        d = self.D.agg(F.sum("n_obs").alias("obs"), F.sum("n_reads").alias("reads"),
-                       F.sum("n_final_reads").alias("finals"),
-                       F.count_if((col("n_ack") > 1) & (col("n_fin") == 0)).alias("lost_multi"))
+        apps = self.apps.agg(
+            F.sum((col("type") == "ok").cast("long")).alias("ok"),
+            F.sum((col("type") == "fail").cast("long")).alias("fail"),
+        )
+        d = self.D.agg(
+            F.sum("n_obs").alias("obs"),
+            F.sum("n_reads").alias("reads"),
+            F.sum("n_final_reads").alias("finals"),
+            F.count_if((col("n_ack") > 1) & (col("n_fin") == 0)).alias("lost_multi"),
+        )
         z = F.lit(0)
         return [
-            apps.select(_ex(F, "_apps", F.array(F.coalesce("ok", z), F.coalesce("fail", z))).alias("x")),
-            self.samples.agg(F.count("*").alias("n")).select(_ex(F, "_samples", F.array("n")).alias("x")),
-            d.select(_ex(F, "_d", F.array(*(F.coalesce(c, z) for c in (
-                "obs", "reads", "finals", "lost_multi")))).alias("x")),
+            apps.select(
+                _ex(F, "_apps", F.array(F.coalesce("ok", z), F.coalesce("fail", z))).alias("x")
+            ),
+            self.samples.agg(F.count("*").alias("n")).select(
+                _ex(F, "_samples", F.array("n")).alias("x")
+            ),
+            d.select(
+                _ex(
+                    F,
+                    "_d",
+                    F.array(*(F.coalesce(c, z) for c in ("obs", "reads", "finals", "lost_multi"))),
+                ).alias("x")
+            ),
         ]
 
     def run(self) -> dict[str, Any]:
         F, W = self.F, self.W
         col = F.col
-        parts = [self.committed_regress(), self.committed_beyond_end(), self.two_leaders_in_term(),
-                 self.term_regress(), self.divergent_committed(), self.lost_ack(),
-                 self.payload_checks(), self.append_order(), self.committed_regress_restart(),
-                 *self.counters()]
+        parts = [
+            self.committed_regress(),
+            self.committed_beyond_end(),
+            self.two_leaders_in_term(),
+            self.term_regress(),
+            self.divergent_committed(),
+            self.lost_ack(),
+            self.payload_checks(),
+            self.append_order(),
+            self.committed_regress_restart(),
+            *self.counters(),
+        ]
         allx = parts[0]
         for p in parts[1:]:
             allx = allx.unionByName(p)
         allx = allx.select("x.*")
         wk = W.partitionBy("kind")
         wo = wk.orderBy("idx")
-        ranked = allx.select("kind", "idx", "w", "ex", F.sum("w").over(wk).alias("n"),
-                             F.when(col("kind").isin(*_CANDIDATES), F.rank().over(wo))
-                             .otherwise(F.row_number().over(wo)).alias("rn"))
+        ranked = allx.select(
+            "kind",
+            "idx",
+            "w",
+            "ex",
+            F.sum("w").over(wk).alias("n"),
+            F.when(col("kind").isin(*_CANDIDATES), F.rank().over(wo))
+            .otherwise(F.row_number().over(wo))
+            .alias("rn"),
+        )
         rows = ranked.where(col("rn") <= self.cap).collect()
         by: dict[str, list[Any]] = {}
         totals: dict[str, int] = {}
@@ -320,9 +504,13 @@ class LogSafety:
         st = {k: list(v[0]["idx"]) for k, v in by.items() if k.startswith("_")}
         ok, fail = st["_apps"]
         n_obs, n_reads, n_final, lost_multi = st["_d"]
-        stats = {"samples": st["_samples"][0],
-                 "appends": {"ok": ok, "fail": fail, "info": self.append_invokes - ok - fail},
-                 "reads": n_reads, "final_reads": n_final, "committed_observations": n_obs}
+        stats = {
+            "samples": st["_samples"][0],
+            "appends": {"ok": ok, "fail": fail, "info": self.append_invokes - ok - fail},
+            "reads": n_reads,
+            "final_reads": n_final,
+            "committed_observations": n_obs,
+        }
         if not n_final:
             by.pop("lost-ack", None)
         anomalies = {k: [_decode(k, r) for r in by[k]] for k in _CHECKS if k in by}
@@ -330,7 +518,7 @@ class LogSafety:
         self._finish(anomalies, multi_lost=bool(lost_multi), multi_failed="_failed_multi" in by)
         unknown = [] if (n_final or not ok) else ["lost-ack"]
         ha = self.ha
-        if ha is not None and not ha.get("sync"):   # async master: a loss window by design
+        if ha is not None and not ha.get("sync"):  # async master: a loss window by design
             for kind, note in (("lost-ack", "loss-window"), ("append-order", "loss-window-order")):
                 if kind in anomalies:
                     notes[note] = anomalies.pop(kind)
@@ -338,13 +526,19 @@ class LogSafety:
             stats["loss_window"] = totals.get("lost-ack", 0) if "lost-ack" in by else 0
         stats["anomaly_counts"] = {k: totals[k] for k in anomalies}
         valid: bool | str = False if anomalies else ("unknown" if unknown else True)
-        return {"valid": valid, "anomalies": anomalies, "notes": notes, "unknown": unknown,
-                "stats": stats}
+        return {
+            "valid": valid,
+            "anomalies": anomalies,
+            "notes": notes,
+            "unknown": unknown,
+            "stats": stats,
+        }
 
     # ----- second pass: what the first pass left to finish
 
-    def _finish(self, anomalies: dict[str, list[dict[str, Any]]], *, multi_lost: bool,
-                multi_failed: bool) -> None:
+    def _finish(
+        self, anomalies: dict[str, list[dict[str, Any]]], *, multi_lost: bool, multi_failed: bool
+    ) -> None:
         """Complete what the first pass left open, for the examples kept only.
 
         Candidates (divergent-committed, duplicate-payload) get all their readers and
@@ -375,10 +569,13 @@ class LogSafety:
             return
         obs = col("n_obs") > 0
         cond = (obs & (col("li").isin(lis) | col("payload").isin(pays))) | (
-            (col("n_fin") > 0) & col("li").isin(lost_lis))
+            (col("n_fin") > 0) & col("li").isin(lost_lis)
+        )
         for p, r0 in firsts:
             cond = cond | (obs & (col("payload") == p) & (col("min_r") == r0))
-        rows = self.D.where(cond).select("li", "term", "payload", "n_obs", "n_fin", "min_r").collect()
+        rows = (
+            self.D.where(cond).select("li", "term", "payload", "n_obs", "n_fin", "min_r").collect()
+        )
         readers: dict[tuple[str, str], list[int]] = {}
         if lis or pays:
             for row in self._readers(lis, pays).collect():
@@ -387,21 +584,37 @@ class LogSafety:
             vals: dict[int, list[list[Any]]] = {}
             for row in rows:
                 if row["n_obs"] and row["li"] in lis:
-                    vals.setdefault(row["li"], []).append([loads(row["term"]), loads(row["payload"])])
-            ex = [{"index": li, "values": sorted(vals[li], key=_value_key),
-                   "indexes": readers[("li", str(li))]} for li in lis]
-            anomalies["divergent-committed"] = sorted(ex, key=lambda e: e["indexes"])[:self.cap]
+                    vals.setdefault(row["li"], []).append(
+                        [loads(row["term"]), loads(row["payload"])]
+                    )
+            ex = [
+                {
+                    "index": li,
+                    "values": sorted(vals[li], key=_value_key),
+                    "indexes": readers[("li", str(li))],
+                }
+                for li in lis
+            ]
+            anomalies["divergent-committed"] = sorted(ex, key=lambda e: e["indexes"])[: self.cap]
         if dup:
             at: dict[str, set[int]] = {}
             for row in rows:
                 if row["n_obs"] and row["payload"] in pays:
                     at.setdefault(row["payload"], set()).add(row["li"])
-            ex = [{"payload": loads(p), "log_indexes": sorted(at[p]),
-                   "indexes": readers[("payload", p)]} for p in pays]
-            anomalies["duplicate-payload"] = sorted(ex, key=lambda e: e["indexes"])[:self.cap]
+            ex = [
+                {
+                    "payload": loads(p),
+                    "log_indexes": sorted(at[p]),
+                    "indexes": readers[("payload", p)],
+                }
+                for p in pays
+            ]
+            anomalies["duplicate-payload"] = sorted(ex, key=lambda e: e["indexes"])[: self.cap]
         for e in failed:
             key = (e["_raw"], e.pop("_r0"))
-            e["index"] = min(r["li"] for r in rows if r["n_obs"] and (r["payload"], r["min_r"]) == key)
+            e["index"] = min(
+                r["li"] for r in rows if r["n_obs"] and (r["payload"], r["min_r"]) == key
+            )
             e["indexes"] = e.pop("indexes")
         found: dict[int, list[list[Any]]] = {}
         for row in rows:
@@ -421,39 +634,81 @@ class LogSafety:
         rows (``k`` = "li" or "payload", ``key`` as text, ``rs``)."""
         F, col = self.F, self.F.col
         c = col("v_committed")
-        x = self.reads.select("r", (c.isNull() | (c == "null")).alias("all"), as_int(c).alias("ci"),
-                              F.explode("v_entries").alias("e"))
-        x = x.where((col("all") | (col("e.index") <= col("ci")))
-                    & (col("e.index").isin(lis) | col("e.payload").isin(pays)))
-        keys = F.array(F.when(col("e.index").isin(lis), F.struct(
-                           F.lit("li").alias("k"), col("e.index").cast("string").alias("key"))),
-                       F.when(col("e.payload").isin(pays), F.struct(
-                           F.lit("payload").alias("k"), col("e.payload").alias("key"))))
+        x = self.reads.select(
+            "r",
+            (c.isNull() | (c == "null")).alias("all"),
+            as_int(c).alias("ci"),
+            F.explode("v_entries").alias("e"),
+        )
+        x = x.where(
+            (col("all") | (col("e.index") <= col("ci")))
+            & (col("e.index").isin(lis) | col("e.payload").isin(pays))
+        )
+        keys = F.array(
+            F.when(
+                col("e.index").isin(lis),
+                F.struct(F.lit("li").alias("k"), col("e.index").cast("string").alias("key")),
+            ),
+            F.when(
+                col("e.payload").isin(pays),
+                F.struct(F.lit("payload").alias("k"), col("e.payload").alias("key")),
+            ),
+        )
         x = x.select("r", F.explode(F.filter(keys, lambda k: k.isNotNull())).alias("kk"))
         return x.groupBy("kk.k", "kk.key").agg(F.sort_array(F.collect_set("r")).alias("rs"))
 
     def _all_lost(self) -> list[dict[str, Any]]:
         col = self.F.col
-        trip = self.D.where((col("n_ack") > 0) & (col("n_fin") == 0)).select("li", "term", "payload")
+        trip = self.D.where((col("n_ack") > 0) & (col("n_fin") == 0)).select(
+            "li", "term", "payload"
+        )
         acks = self.apps.where((col("type") == "ok") & col("li").isNotNull())
         x = acks.join(trip, ["li", "term", "payload"]).orderBy("comp").limit(self.cap)
-        return [{"payload": loads(r["payload"]), "index": r["li"], "term": loads(r["term"]),
-                 "indexes": [r["comp"]], "_raw": r["payload"]} for r in x.collect()]
+        return [
+            {
+                "payload": loads(r["payload"]),
+                "index": r["li"],
+                "term": loads(r["term"]),
+                "indexes": [r["comp"]],
+                "_raw": r["payload"],
+            }
+            for r in x.collect()
+        ]
 
     def _all_failed(self) -> list[dict[str, Any]]:
         F, col = self.F, self.F.col
-        hit = self._by_payload().where((col("nf") > 0) & col("r0").isNotNull()).select("payload", "r0")
+        hit = (
+            self._by_payload()
+            .where((col("nf") > 0) & col("r0").isNotNull())
+            .select("payload", "r0")
+        )
         fails = self.apps.where(col("type") == "fail").select("payload", "comp")
         x = fails.join(hit, "payload").select(
-            "payload", "comp", F.array_sort(F.array("comp", "r0")).alias("idx"))
-        return [{"payload": loads(r["payload"]), "index": None, "indexes": list(r["idx"]),
-                 "_raw": r["payload"], "_comp": r["comp"]}
-                for r in x.orderBy("idx").limit(self.cap).collect()]
+            "payload", "comp", F.array_sort(F.array("comp", "r0")).alias("idx")
+        )
+        return [
+            {
+                "payload": loads(r["payload"]),
+                "index": None,
+                "indexes": list(r["idx"]),
+                "_raw": r["payload"],
+                "_comp": r["comp"],
+            }
+            for r in x.orderBy("idx").limit(self.cap).collect()
+        ]
 
 
-_CHECKS = ("committed-regress", "committed-beyond-end", "two-leaders-in-term", "term-regress",
-           "divergent-committed", "lost-ack", "failed-append-present", "duplicate-payload",
-           "append-order")
+_CHECKS = (
+    "committed-regress",
+    "committed-beyond-end",
+    "two-leaders-in-term",
+    "term-regress",
+    "divergent-committed",
+    "lost-ack",
+    "failed-append-present",
+    "duplicate-payload",
+    "append-order",
+)
 _NOTES = ("committed-regress-restart",)
 
 

@@ -31,8 +31,14 @@ _KINDS = ("null", "boolean", "number", "string", "array", "object")
 _RAW = ("index", "process", "f", "t", "keyed", "k", "v_payload", "v_li", "v_term", "fin")
 
 
-def _group(inv_f: Any, inv_key: Any, inv_kind: Any, comp_type: Any, comp_kind: Any,
-           names: Sequence[Any] = GROUPS) -> Any:
+def _group(
+    inv_f: Any,
+    inv_key: Any,
+    inv_kind: Any,
+    comp_type: Any,
+    comp_kind: Any,
+    names: Sequence[Any] = GROUPS,
+) -> Any:
     """The check group :func:`checker.local.classify` gives an op, from its invocation's f, key
     and value kind and its completion's type and value kind (null when there is none).
 
@@ -43,19 +49,27 @@ def _group(inv_f: Any, inv_key: Any, inv_kind: Any, comp_type: Any, comp_kind: A
 
     g = dict(zip(GROUPS, names, strict=True))
     is_dict = F.coalesce(inv_kind == "object", F.lit(False)) | (
-        (comp_type == "ok") & F.coalesce(comp_kind == "object", F.lit(False)))
+        (comp_type == "ok") & F.coalesce(comp_kind == "object", F.lit(False))
+    )
     keyless_read = (inv_f == "read") & inv_key.isNull()
-    maybe_set = keyless_read & (comp_type.isNull() | (comp_type != "ok")
-                                | F.coalesce(comp_kind == "array", F.lit(False)))
-    return (F.when((inv_f == "sample") | ((inv_f == "append") & inv_key.isNull())
-                   | (keyless_read & is_dict), g["log"])
-            .when(inv_f == "add", g["set"])
-            .when(maybe_set, g["maybe-set"])
-            .when(inv_f.isin("read", "write", "cas"), g["register"])
-            .when(inv_f.isin("get", "put", "append"), g["kv"])
-            .when(inv_f == "txn", g["txn"])
-            .when(inv_f.isin("acquire", "release"), g["mutex"])
-            .otherwise(g["other"]))
+    maybe_set = keyless_read & (
+        comp_type.isNull() | (comp_type != "ok") | F.coalesce(comp_kind == "array", F.lit(False))
+    )
+    return (
+        F.when(
+            (inv_f == "sample")
+            | ((inv_f == "append") & inv_key.isNull())
+            | (keyless_read & is_dict),
+            g["log"],
+        )
+        .when(inv_f == "add", g["set"])
+        .when(maybe_set, g["maybe-set"])
+        .when(inv_f.isin("read", "write", "cas"), g["register"])
+        .when(inv_f.isin("get", "put", "append"), g["kv"])
+        .when(inv_f == "txn", g["txn"])
+        .when(inv_f.isin("acquire", "release"), g["mutex"])
+        .otherwise(g["other"])
+    )
 
 
 def labeled(recs: Any) -> Any:
@@ -67,19 +81,23 @@ def labeled(recs: Any) -> Any:
     col = F.col
     w = Window.partitionBy("process").orderBy("index")
     x = recs.select(
-        "*", F.lag("f").over(w).alias("pf"), F.lag("key").over(w).alias("pkey"),
+        "*",
+        F.lag("f").over(w).alias("pf"),
+        F.lag("key").over(w).alias("pkey"),
         F.lag("v_kind").over(w).alias("pkind"),
-        F.lead("type").over(w).alias("ntype"), F.lead("v_kind").over(w).alias("nkind"))
+        F.lead("type").over(w).alias("ntype"),
+        F.lead("v_kind").over(w).alias("nkind"),
+    )
     inv = col("type") == "invoke"
     has_comp = col("ntype").isNotNull() & (col("ntype") != "invoke")
-    group = _group(F.when(inv, col("f")).otherwise(col("pf")),
-                   F.when(inv, col("key")).otherwise(col("pkey")),
-                   F.when(inv, col("v_kind")).otherwise(col("pkind")),
-                   F.when(inv, F.when(has_comp, col("ntype"))).otherwise(col("type")),
-                   F.when(inv, F.when(has_comp, col("nkind"))).otherwise(col("v_kind")))
+    group = _group(
+        F.when(inv, col("f")).otherwise(col("pf")),
+        F.when(inv, col("key")).otherwise(col("pkey")),
+        F.when(inv, col("v_kind")).otherwise(col("pkind")),
+        F.when(inv, F.when(has_comp, col("ntype"))).otherwise(col("type")),
+        F.when(inv, F.when(has_comp, col("nkind"))).otherwise(col("v_kind")),
+    )
     return x.select(*recs.columns, group.alias("group"))
-
-
 
 
 def _code(c: Any, names: Sequence[str]) -> Any:
@@ -103,11 +121,18 @@ def _neighbours(x: Any, w: Any) -> Any:
     from pyspark.sql import functions as F
 
     lag, lead = F.lag, F.lead
-    return x.select("*", lag("t").over(w).alias("pt"), lag("f").over(w).alias("pf"),
-                    lag("keyed").over(w).alias("pkeyed"), lag("index").over(w).alias("pindex"),
-                    lag("v_payload").over(w).alias("ip"), lag("fin").over(w).alias("ifin"),
-                    lead("t").over(w).alias("nt"), lead("k").over(w).alias("nk"),
-                    lead("index").over(w).alias("nindex"))
+    return x.select(
+        "*",
+        lag("t").over(w).alias("pt"),
+        lag("f").over(w).alias("pf"),
+        lag("keyed").over(w).alias("pkeyed"),
+        lag("index").over(w).alias("pindex"),
+        lag("v_payload").over(w).alias("ip"),
+        lag("fin").over(w).alias("ifin"),
+        lead("t").over(w).alias("nt"),
+        lead("k").over(w).alias("nk"),
+        lead("index").over(w).alias("nindex"),
+    )
 
 
 def _judged(x: Any) -> Any:
@@ -121,18 +146,31 @@ def _judged(x: Any) -> Any:
     has_comp = col("nt") > 0
     kinds = F.array(*(F.lit(k) for k in _KINDS))
     types = F.array(*(F.lit(t) for t in _TYPES))
-    group = F.when(inv, _group(col("f"), F.when(col("keyed"), F.lit("k")),
-                               F.element_at(kinds, col("k").cast("int") + 1),
-                               F.when(has_comp, F.element_at(types, col("nt").cast("int") + 1)),
-                               F.when(has_comp, F.element_at(kinds, col("nk").cast("int") + 1)),
-                               names=list(range(len(GROUPS)))))
-    bad = ((inv & (col("pt") == 0))
-           | (~inv & (col("pt").isNull() | (col("pt") != 0) | (col("pf") != col("f")))))
+    group = F.when(
+        inv,
+        _group(
+            col("f"),
+            F.when(col("keyed"), F.lit("k")),
+            F.element_at(kinds, col("k").cast("int") + 1),
+            F.when(has_comp, F.element_at(types, col("nt").cast("int") + 1)),
+            F.when(has_comp, F.element_at(kinds, col("nk").cast("int") + 1)),
+            names=list(range(len(GROUPS))),
+        ),
+    )
+    bad = (inv & (col("pt") == 0)) | (
+        ~inv & (col("pt").isNull() | (col("pt") != 0) | (col("pf") != col("f")))
+    )
     keyless_inv = (col("pt") == 0) & ~col("pkeyed")
-    pair = keyless_inv & (((col("f") == "append") & col("t").isin(1, 2))
-                          | ((col("f") == "read") & (col("t") == 1)))
-    return x.select("*", group.alias("g"), F.when(has_comp, 2).otherwise(1).alias("n"),
-                    bad.alias("bad"), pair.alias("pair"))
+    pair = keyless_inv & (
+        ((col("f") == "append") & col("t").isin(1, 2)) | ((col("f") == "read") & (col("t") == 1))
+    )
+    return x.select(
+        "*",
+        group.alias("g"),
+        F.when(has_comp, 2).otherwise(1).alias("n"),
+        bad.alias("bad"),
+        pair.alias("pair"),
+    )
 
 
 def _paired_rows(x: Any) -> Any:
@@ -144,12 +182,15 @@ def _paired_rows(x: Any) -> Any:
     ok = col("t") == 1
     ip = F.coalesce(col("ip"), F.lit("null"))
     return x.where(col("pair")).select(
-        F.when(app, APP).otherwise(READ).alias("tag"), col("pindex").alias("inv"),
-        col("index").alias("comp"), F.when(ok, "ok").otherwise("fail").alias("type"),
+        F.when(app, APP).otherwise(READ).alias("tag"),
+        col("pindex").alias("inv"),
+        col("index").alias("comp"),
+        F.when(ok, "ok").otherwise("fail").alias("type"),
         F.when(app, F.when(ok, F.coalesce(col("v_payload"), ip)).otherwise(ip)).alias("payload"),
         F.when(app & ok, col("v_li")).alias("li"),
         F.when(app & ok, F.coalesce(col("v_term"), F.lit("null"))).alias("term"),
-        F.coalesce(col("ifin"), F.lit(False)).alias("final"))
+        F.coalesce(col("ifin"), F.lit(False)).alias("final"),
+    )
 
 
 def _metrics(F: Any, count: Any, check: Any) -> list[Any]:
@@ -157,9 +198,11 @@ def _metrics(F: Any, count: Any, check: Any) -> list[Any]:
     looked for where ``check`` holds."""
     col = F.col
     at = F.when(col("bad") & check, col("index"))
-    return [*(F.sum(F.when((col("g") == k) & count, col("n"))).alias(g) for k, g in enumerate(GROUPS)),
-            F.min(at).alias("bad"),
-            F.min_by(F.struct("process", "t", "f", "pt", "pf", "pindex"), at).alias("why")]
+    return [
+        *(F.sum(F.when((col("g") == k) & count, col("n"))).alias(g) for k, g in enumerate(GROUPS)),
+        F.min(at).alias("bad"),
+        F.min_by(F.struct("process", "t", "f", "pt", "pf", "pindex"), at).alias("why"),
+    ]
 
 
 class Pairing:
@@ -186,29 +229,54 @@ class Pairing:
         col = F.col
         # A history within one block has no edges to judge again (most do: 1M records).
         split = max_index is None or max_index >> block > 0
-        x = client.select("index", "process", "f", _code(col("type"), _TYPES).alias("t"),
-                          col("key").isNotNull().alias("keyed"),
-                          _code(col("v_kind"), _KINDS).alias("k"), "v_payload",
-                          as_int(col("v_index")).alias("v_li"), "v_term",
-                          (col("v_final") == "true").alias("fin"),
-                          F.shiftright(col("index"), block).alias("blk"))
+        x = client.select(
+            "index",
+            "process",
+            "f",
+            _code(col("type"), _TYPES).alias("t"),
+            col("key").isNotNull().alias("keyed"),
+            _code(col("v_kind"), _KINDS).alias("k"),
+            "v_payload",
+            as_int(col("v_index")).alias("v_li"),
+            "v_term",
+            (col("v_final") == "true").alias("fin"),
+            F.shiftright(col("index"), block).alias("blk"),
+        )
         x = _judged(_neighbours(x, Window.partitionBy("process", "blk").orderBy("index")))
         if split:
             first, last = col("pindex").isNull(), col("nindex").isNull()
         else:
             first = last = F.lit(False)
         self.seen = Observation("summary")
-        x = x.observe(self.seen, *_metrics(F, ~last, ~first), F.count_if(
-            (col("t") == 0) & (col("f") == "append") & ~col("keyed")).alias("append_invokes"))
-        self.kept = x.where((col("pair") & ~first) | first | last).select(
-            *_RAW, "pt", "pkeyed", "pindex", "ip", "ifin", (col("pair") & ~first).alias("pair"),
-            first.alias("first"), last.alias("last")).persist(StorageLevel.MEMORY_AND_DISK)
+        x = x.observe(
+            self.seen,
+            *_metrics(F, ~last, ~first),
+            F.count_if((col("t") == 0) & (col("f") == "append") & ~col("keyed")).alias(
+                "append_invokes"
+            ),
+        )
+        self.kept = (
+            x.where((col("pair") & ~first) | first | last)
+            .select(
+                *_RAW,
+                "pt",
+                "pkeyed",
+                "pindex",
+                "ip",
+                "ifin",
+                (col("pair") & ~first).alias("pair"),
+                first.alias("first"),
+                last.alias("last"),
+            )
+            .persist(StorageLevel.MEMORY_AND_DISK)
+        )
         self.paired = _paired_rows(self.kept)
         self.edges = None
         if split:
             edges = self.kept.where(col("first") | col("last")).select(*_RAW, "first", "last")
-            self.edges = _judged(_neighbours(edges, Window.partitionBy("process").orderBy("index"))
-                                 ).persist(StorageLevel.MEMORY_AND_DISK)
+            self.edges = _judged(
+                _neighbours(edges, Window.partitionBy("process").orderBy("index"))
+            ).persist(StorageLevel.MEMORY_AND_DISK)
             self.paired = self.paired.unionByName(_paired_rows(self.edges.where(col("first"))))
 
     def summary(self) -> dict[str, Any]:
@@ -224,8 +292,11 @@ class Pairing:
         out = {g: (big[g] or 0) + (small[g] or 0) for g in GROUPS}
         out["append_invokes"] = big["append_invokes"]
         worst = [m for m in (big, small) if m["bad"] is not None]
-        out["bad"], out["why"] = (None, None) if not worst else min(
-            ((m["bad"], m["why"]) for m in worst), key=lambda b: b[0])
+        out["bad"], out["why"] = (
+            (None, None)
+            if not worst
+            else min(((m["bad"], m["why"]) for m in worst), key=lambda b: b[0])
+        )
         return out
 
     def close(self) -> None:
@@ -269,10 +340,19 @@ def _raise_malformed(index: int, b: Mapping[str, Any]) -> None:
     """The error :func:`harness.core.history.pair_ops` raises, word for word (users and
     tests compare the engines' messages)."""
     if b["type"] == "invoke":
-        raise HistoryError(f"process {b['process']} invoked again while op {b.get('pindex')} was open",
-                           index=index, field="process")
+        raise HistoryError(
+            f"process {b['process']} invoked again while op {b.get('pindex')} was open",
+            index=index,
+            field="process",
+        )
     if b.get("ptype") != "invoke":
-        raise HistoryError(f"{b['type']} completion of process {b['process']} has no invocation",
-                           index=index, field="process")
-    raise HistoryError(f"completion f {b['f']!r} differs from its invocation's {b.get('pf')!r}",
-                       index=index, field="f")
+        raise HistoryError(
+            f"{b['type']} completion of process {b['process']} has no invocation",
+            index=index,
+            field="process",
+        )
+    raise HistoryError(
+        f"completion f {b['f']!r} differs from its invocation's {b.get('pf')!r}",
+        index=index,
+        field="f",
+    )

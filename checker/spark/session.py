@@ -76,24 +76,29 @@ def _builder(master: str, work: Path) -> Any:
     from pyspark.sql import SparkSession
 
     mem = os.environ.get("SPLITBRAIN_SPARK_DRIVER_MEMORY", "1g")
-    b = (SparkSession.builder.master(master).appName("splitbrain-check")
-         .config("spark.ui.enabled", "false")
-         .config("spark.ui.showConsoleProgress", "false")
-         .config("spark.driver.host", "127.0.0.1")
-         .config("spark.driver.bindAddress", "127.0.0.1")
-         .config("spark.driver.memory", mem)
-         # Throughput over pauses: G1's GC threads took 6-8% of a check's CPU here, ParallelGC half that.
-         .config("spark.driver.extraJavaOptions", "-XX:+UseParallelGC")
-         .config("spark.local.dir", str(work / "scratch"))
-         .config("spark.sql.warehouse.dir", str(work / "warehouse"))
-         .config("spark.sql.ansi.enabled", "false")
-         .config("spark.sql.shuffle.partitions", os.environ.get("SPLITBRAIN_SPARK_PARTITIONS", "4"))
-         .config("spark.sql.adaptive.enabled", "false")
-         .config("spark.pyspark.python", sys.executable)
-         .config("spark.pyspark.driver.python", sys.executable)
-         .config("spark.python.worker.reuse", "true"))
+    b = (
+        SparkSession.builder.master(master)
+        .appName("splitbrain-check")
+        .config("spark.ui.enabled", "false")
+        .config("spark.ui.showConsoleProgress", "false")
+        .config("spark.driver.host", "127.0.0.1")
+        .config("spark.driver.bindAddress", "127.0.0.1")
+        .config("spark.driver.memory", mem)
+        # Throughput over pauses: G1's GC threads took 6-8% of a check's CPU here, ParallelGC half that.
+        .config("spark.driver.extraJavaOptions", "-XX:+UseParallelGC")
+        .config("spark.local.dir", str(work / "scratch"))
+        .config("spark.sql.warehouse.dir", str(work / "warehouse"))
+        .config("spark.sql.ansi.enabled", "false")
+        .config("spark.sql.shuffle.partitions", os.environ.get("SPLITBRAIN_SPARK_PARTITIONS", "4"))
+        .config("spark.sql.adaptive.enabled", "false")
+        .config("spark.pyspark.python", sys.executable)
+        .config("spark.pyspark.driver.python", sys.executable)
+        .config("spark.python.worker.reuse", "true")
+    )
     if not master.startswith("local"):
-        b = b.config("spark.executor.memory", os.environ.get("SPLITBRAIN_SPARK_EXECUTOR_MEMORY", "1g"))
+        b = b.config(
+            "spark.executor.memory", os.environ.get("SPLITBRAIN_SPARK_EXECUTOR_MEMORY", "1g")
+        )
     return b
 
 
@@ -127,8 +132,10 @@ def get_session(master: str | None = None) -> Any:
             tail = ""
             with contextlib.suppress(OSError):
                 tail = " | ".join(log.read_text(errors="replace").strip().splitlines()[-3:])
-            raise CheckerError(f"could not start Spark on {master}: {e.__class__.__name__}: "
-                               f"{str(e).splitlines()[0] if str(e) else ''} {tail}".strip()) from None
+            raise CheckerError(
+                f"could not start Spark on {master}: {e.__class__.__name__}: "
+                f"{str(e).splitlines()[0] if str(e) else ''} {tail}".strip()
+            ) from None
         _session, _master = spark, master
         atexit.register(stop_session)
         return spark

@@ -24,6 +24,7 @@ from harness.core.verdict import EXIT_INVALID, EXIT_UNKNOWN, EXIT_USAGE, EXIT_VA
 
 __all__ = ["main", "cli", "LazyGroup", "EXIT_VALID", "EXIT_INVALID", "EXIT_UNKNOWN", "EXIT_USAGE"]
 
+
 class LazyGroup(click.Group):
     """A click group whose subcommands are ``"module:attr"`` strings, imported on use."""
 
@@ -116,4 +117,3 @@ def main(argv: list[str] | None = None) -> None:
         click.echo("interrupted", err=True)
         sys.exit(130)
     sys.exit(rv if isinstance(rv, int) else 0)
-

@@ -35,8 +35,10 @@ def summarize(results: dict[str, Any]) -> str:
     """The short text a user sees: verdict, one line per checker, then the evidence."""
     from checker.counterexample import render_text
 
-    lines = [f"verdict: {verdict_word(results.get('valid'), loud=False)} (engine {results.get('engine', '?')}, "
-             f"{results.get('elapsed_s', '?')} s)"]
+    lines = [
+        f"verdict: {verdict_word(results.get('valid'), loud=False)} (engine {results.get('engine', '?')}, "
+        f"{results.get('elapsed_s', '?')} s)"
+    ]
     if results.get("error"):
         lines.append(f"  note: {results['error']}")
     for name, res in (results.get("checkers") or {}).items():
@@ -86,20 +88,48 @@ def _parse_params(items: tuple[str, ...]) -> dict[str, Any]:
 
 @click.command("check")
 @click.argument("path", type=click.Path(path_type=Path))
-@click.option("--model", default=None,
-              help="Model for linearizability (default: inferred from the ops), e.g. "
-                   "cas-register, knossos-cas-register, kv, multi-register, mutex.")
-@click.option("--model-param", "model_params", multiple=True, metavar="NAME=JSON",
-              help='A model parameter, e.g. initial=0 or \'initial={"x": 0}\' (repeatable).')
-@click.option("--engine", type=click.Choice(ENGINES), default="local", show_default=True,
-              help="Where to check: in process, on Spark, or Spark only for huge histories.")
+@click.option(
+    "--model",
+    default=None,
+    help="Model for linearizability (default: inferred from the ops), e.g. "
+    "cas-register, knossos-cas-register, kv, multi-register, mutex.",
+)
+@click.option(
+    "--model-param",
+    "model_params",
+    multiple=True,
+    metavar="NAME=JSON",
+    help="A model parameter, e.g. initial=0 or 'initial={\"x\": 0}' (repeatable).",
+)
+@click.option(
+    "--engine",
+    type=click.Choice(ENGINES),
+    default="local",
+    show_default=True,
+    help="Where to check: in process, on Spark, or Spark only for huge histories.",
+)
 @click.option("--spark-master", default=None, help="Spark master URL (default local[*]).")
-@click.option("--timeout", type=click.FloatRange(min=0, min_open=True), default=None,
-              help="Seconds for the linearizability search; past it the verdict is unknown.")
-@click.option("--output", type=click.Path(path_type=Path), default=None,
-              help="Where to write results.json (default: beside the history).")
-def check(path: Path, model: str | None, model_params: tuple[str, ...], engine: str,
-          spark_master: str | None, timeout: float | None, output: Path | None) -> int:
+@click.option(
+    "--timeout",
+    type=click.FloatRange(min=0, min_open=True),
+    default=None,
+    help="Seconds for the linearizability search; past it the verdict is unknown.",
+)
+@click.option(
+    "--output",
+    type=click.Path(path_type=Path),
+    default=None,
+    help="Where to write results.json (default: beside the history).",
+)
+def check(
+    path: Path,
+    model: str | None,
+    model_params: tuple[str, ...],
+    engine: str,
+    spark_master: str | None,
+    timeout: float | None,
+    output: Path | None,
+) -> int:
     """Check a stored run or a history file (JSONL, Parquet, EDN, Porcupine log).
 
     Exits 0 if valid, 1 if invalid, 2 if unknown.
@@ -114,8 +144,14 @@ def check(path: Path, model: str | None, model_params: tuple[str, ...], engine: 
     from harness.run.progress import step_status
 
     with step_status(f"checking {path} ({engine} engine)"):
-        results = check_history(path, model=model, engine=engine, timeout=timeout,
-                                master=spark_master, opts={"model_params": params})
+        results = check_history(
+            path,
+            model=model,
+            engine=engine,
+            timeout=timeout,
+            master=spark_master,
+            opts={"model_params": params},
+        )
     out = output or default_output(path)
     try:
         if output is None and not out.parent.stat().st_mode & 0o222:

@@ -19,22 +19,39 @@ __all__ = ["heal"]
 
 @click.command(name="heal")
 @click.option("--lab", default="default", show_default=True, help="Embedded lab to heal.")
-@click.option("--nodes-file", type=click.Path(dir_okay=False), default=None,
-              help="YAML list of existing hosts.")
-@click.option("--vagrant", type=click.Path(file_okay=False), default=None,
-              help="Directory of a Vagrantfile whose VMs are up.")
+@click.option(
+    "--nodes-file",
+    type=click.Path(dir_okay=False),
+    default=None,
+    help="YAML list of existing hosts.",
+)
+@click.option(
+    "--vagrant",
+    type=click.Path(file_okay=False),
+    default=None,
+    help="Directory of a Vagrantfile whose VMs are up.",
+)
 @click.option("--docker", is_flag=True, help="Containers of a docker lab (name it with --lab).")
-@click.option("--insecure-no-host-key-check", "insecure", is_flag=True,
-              help="Do not verify SSH host keys.")
+@click.option(
+    "--insecure-no-host-key-check", "insecure", is_flag=True, help="Do not verify SSH host keys."
+)
 @click.option("--dry-run", is_flag=True, help="Only list what is left; change nothing.")
 @click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
-def heal(lab: str, nodes_file: str | None, vagrant: str | None, docker: bool, insecure: bool,
-         dry_run: bool, as_json: bool) -> int:
+def heal(
+    lab: str,
+    nodes_file: str | None,
+    vagrant: str | None,
+    docker: bool,
+    insecure: bool,
+    dry_run: bool,
+    as_json: bool,
+) -> int:
     """Heal every fault and remove every cluster earlier runs left; verify the hosts are clean."""
     from harness.inventory.resolve import resolve_hosts
 
-    hosts = resolve_hosts(lab=lab, nodes_file=nodes_file, vagrant=vagrant, docker=docker,
-                          insecure=insecure)
+    hosts = resolve_hosts(
+        lab=lab, nodes_file=nodes_file, vagrant=vagrant, docker=docker, insecure=insecure
+    )
     if dry_run:
         found = scan_hosts(hosts)
         lines = format_leftovers(found)

@@ -9,15 +9,27 @@ from harness.inventory.lab import DEFAULT_STATE_ROOT, Lab
 
 __all__ = ["lab"]
 
-_name_opt = click.option("--name", default="default", show_default=True,
-                         help="Lab name; several labs with different names and subnets can coexist.")
-_driver_opt = click.option("--driver", type=click.Choice(["netns", "docker"]), default="netns",
-                           show_default=True,
-                           help="netns: namespace hosts with their own sshd; docker: containers "
-                                "(a private dockerd is started if none runs).")
-_root_opt = click.option("--state-root", default=DEFAULT_STATE_ROOT, show_default=True,
-                         help="Where labs keep keys, configs, logs and their inventory.",
-                         hidden=True)
+_name_opt = click.option(
+    "--name",
+    default="default",
+    show_default=True,
+    help="Lab name; several labs with different names and subnets can coexist.",
+)
+_driver_opt = click.option(
+    "--driver",
+    type=click.Choice(["netns", "docker"]),
+    default="netns",
+    show_default=True,
+    help="netns: namespace hosts with their own sshd; docker: containers "
+    "(a private dockerd is started if none runs).",
+)
+_root_opt = click.option(
+    "--state-root",
+    default=DEFAULT_STATE_ROOT,
+    show_default=True,
+    help="Where labs keep keys, configs, logs and their inventory.",
+    hidden=True,
+)
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -26,18 +38,32 @@ def lab() -> None:
 
 
 @lab.command()
-@click.option("--nodes", "-n", default=None, type=click.IntRange(1, 99),
-              help="Number of hosts (n1..nN).  [default: 5, or the existing lab's]")
+@click.option(
+    "--nodes",
+    "-n",
+    default=None,
+    type=click.IntRange(1, 99),
+    help="Number of hosts (n1..nN).  [default: 5, or the existing lab's]",
+)
 @_name_opt
-@click.option("--subnet", default=None,
-              help="First three octets of the lab /24, inside 127.0.0.0/8.  "
-                   "[default: 127.77.0, or the existing lab's]")
-@click.option("--timeout", default=30.0, show_default=True, type=float,
-              help="Seconds to wait for every sshd to answer.")
+@click.option(
+    "--subnet",
+    default=None,
+    help="First three octets of the lab /24, inside 127.0.0.0/8.  "
+    "[default: 127.77.0, or the existing lab's]",
+)
+@click.option(
+    "--timeout",
+    default=30.0,
+    show_default=True,
+    type=float,
+    help="Seconds to wait for every sshd to answer.",
+)
 @_driver_opt
 @_root_opt
-def up(nodes: int | None, name: str, subnet: str | None, timeout: float, driver: str,
-       state_root: str) -> None:
+def up(
+    nodes: int | None, name: str, subnet: str | None, timeout: float, driver: str, state_root: str
+) -> None:
     """Build or repair the lab; returns once every host answers SSH."""
     if driver == "docker":
         from harness.inventory.docker import DockerLab
@@ -51,10 +77,12 @@ def up(nodes: int | None, name: str, subnet: str | None, timeout: float, driver:
         existing: Lab | None = Lab.load(name, state_root=state_root)
     except LabError:
         existing = None
-    lab_ = _make(name,
-                 nodes if nodes is not None else existing.nodes if existing else 5,
-                 subnet if subnet is not None else existing.subnet if existing else "127.77.0",
-                 state_root)
+    lab_ = _make(
+        name,
+        nodes if nodes is not None else existing.nodes if existing else 5,
+        subnet if subnet is not None else existing.subnet if existing else "127.77.0",
+        state_root,
+    )
     hosts = lab_.up(timeout=timeout)
     for h in hosts:
         click.echo(f"{h.name}\t{h.address}")
@@ -80,8 +108,9 @@ def status(name: str, driver: str, state_root: str) -> None:
     click.echo(f"{'host':<6} {'address':<16} {'netns':<6} {'sshd':<8} ssh ok")
     for r in rows:
         sshd = str(r["sshd_pid"]) if r["sshd_alive"] else "dead"
-        click.echo(f"{r['host']:<6} {r['address']:<16} {_yn(r['netns']):<6} {sshd:<8} "
-                   f"{_yn(r['ssh_ok'])}")
+        click.echo(
+            f"{r['host']:<6} {r['address']:<16} {_yn(r['netns']):<6} {sshd:<8} {_yn(r['ssh_ok'])}"
+        )
     for r in rows:
         if r.get("ssh_error"):
             click.echo(f"  {r['host']}: {r['ssh_error']}")
@@ -89,10 +118,14 @@ def status(name: str, driver: str, state_root: str) -> None:
     click.echo(f"{healthy}/{len(rows)} hosts answer SSH")
     from harness.run.cleanup import status_leftovers  # leftovers of killed runs, per host
 
-    status_leftovers(Lab.load(name, state_root=state_root), [r["host"] for r in rows if r["ssh_ok"]])
+    status_leftovers(
+        Lab.load(name, state_root=state_root), [r["host"] for r in rows if r["ssh_ok"]]
+    )
     if healthy < len(rows):
-        raise LabError(f"lab {name!r}: {len(rows) - healthy} of {len(rows)} hosts do not answer "
-                       f"SSH; `splitbrain lab up --name {name}` repairs it")
+        raise LabError(
+            f"lab {name!r}: {len(rows) - healthy} of {len(rows)} hosts do not answer "
+            f"SSH; `splitbrain lab up --name {name}` repairs it"
+        )
 
 
 @lab.command()

@@ -19,12 +19,20 @@ class ListsPlugins(click.Command):
     def format_epilog(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
         super().format_epilog(ctx, formatter)
         with formatter.section("Available (splitbrain plugins shows where each comes from)"):
-            formatter.write_dl([
-                ("--db", ", ".join(registry.names("db"))
-                 + "; or NAME:ARGUMENT (yaml:FILE), or package.module:factory"),
-                ("--workload", ", ".join(registry.names("workload"))
-                 + "; or stdio:PROGRAM, or package.module:factory"),
-            ])
+            formatter.write_dl(
+                [
+                    (
+                        "--db",
+                        ", ".join(registry.names("db"))
+                        + "; or NAME:ARGUMENT (yaml:FILE), or package.module:factory",
+                    ),
+                    (
+                        "--workload",
+                        ", ".join(registry.names("workload"))
+                        + "; or stdio:PROGRAM, or package.module:factory",
+                    ),
+                ]
+            )
 
 
 @click.command(name="plugins")

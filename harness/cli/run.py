@@ -62,58 +62,170 @@ def parse_nemesis(text: str) -> tuple[str, ...]:
 
 
 @click.command(name="run", cls=ListsPlugins)
-@click.option("--db", default="dledger", show_default=True, help="Database under test (names listed below).")
-@click.option("--workload", "-w", default="append", show_default=True, help="Workload name (listed below).")
-@click.option("--nemesis", default=DEFAULT_NEMESIS, show_default=True,
-              help="Comma-separated faults (e.g. partition,kill,clock,pause); 'none' for none.")
-@click.option("--time-limit", type=click.FloatRange(min=0.1), default=30.0, show_default=True,
-              help="Seconds of load and faults per test.")
-@click.option("--concurrency", "-c", type=click.IntRange(min=1), default=5, show_default=True,
-              help="Client worker threads.")
-@click.option("--rate", type=click.FloatRange(min=0), default=50.0, show_default=True,
-              help="Total client ops/s (0: as fast as possible).")
-@click.option("--test-count", type=click.IntRange(min=1), default=1, show_default=True,
-              help="Run the test N times; the exit code is the worst verdict.")
+@click.option(
+    "--db", default="dledger", show_default=True, help="Database under test (names listed below)."
+)
+@click.option(
+    "--workload", "-w", default="append", show_default=True, help="Workload name (listed below)."
+)
+@click.option(
+    "--nemesis",
+    default=DEFAULT_NEMESIS,
+    show_default=True,
+    help="Comma-separated faults (e.g. partition,kill,clock,pause); 'none' for none.",
+)
+@click.option(
+    "--time-limit",
+    type=click.FloatRange(min=0.1),
+    default=30.0,
+    show_default=True,
+    help="Seconds of load and faults per test.",
+)
+@click.option(
+    "--concurrency",
+    "-c",
+    type=click.IntRange(min=1),
+    default=5,
+    show_default=True,
+    help="Client worker threads.",
+)
+@click.option(
+    "--rate",
+    type=click.FloatRange(min=0),
+    default=50.0,
+    show_default=True,
+    help="Total client ops/s (0: as fast as possible).",
+)
+@click.option(
+    "--test-count",
+    type=click.IntRange(min=1),
+    default=1,
+    show_default=True,
+    help="Run the test N times; the exit code is the worst verdict.",
+)
 @click.option("--bug", default=None, help="Seeded bug for the reference node (--bug NAME).")
 @click.option("--seed", type=int, default=None, help="RNG seed (random and recorded if omitted).")
-@click.option("--nemesis-interval", type=click.FloatRange(min=0.1), default=5.0,
-              show_default=True, help="Mean seconds between fault changes.")
+@click.option(
+    "--nemesis-interval",
+    type=click.FloatRange(min=0.1),
+    default=5.0,
+    show_default=True,
+    help="Mean seconds between fault changes.",
+)
 @click.option("--name", default=None, help="Test name (store/<name>/...).")
-@click.option("--store", "store_root", default="store", show_default=True,
-              type=click.Path(file_okay=False), help="Results store directory.")
+@click.option(
+    "--store",
+    "store_root",
+    default="store",
+    show_default=True,
+    type=click.Path(file_okay=False),
+    help="Results store directory.",
+)
 @click.option("--leave-db-running", is_flag=True, help="Do not stop and wipe the nodes at the end.")
-@click.option("--engine", type=click.Choice(["local", "spark", "auto"]), default="local",
-              show_default=True, help="Checker engine.")
-@click.option("--db-option", "db_options", multiple=True, metavar="KEY=VALUE",
-              help="DB option, e.g. remote_python=/usr/bin/python3 (repeatable).")
-@click.option("--workload-option", "workload_options", multiple=True, metavar="KEY=VALUE",
-              help="Workload option (repeatable).")
-@click.option("--nemesis-option", "nemesis_options", multiple=True, metavar="KEY=VALUE",
-              help="Nemesis package option, e.g. targets=leader (repeatable).")
-@click.option("--nodes", "node_count", type=click.IntRange(min=1), default=None,
-              help="Use only the first N hosts of the inventory.")
-@click.option("--lab", default="default", show_default=True,
-              help="Embedded lab to use (built by `splitbrain lab up`).")
-@click.option("--nodes-file", type=click.Path(dir_okay=False), default=None,
-              help="YAML list of existing hosts.")
-@click.option("--vagrant", type=click.Path(file_okay=False), default=None,
-              help="Directory of a Vagrantfile whose VMs are up.")
-@click.option("--docker", is_flag=True, help="Containers of `splitbrain lab up --driver docker` (name them with --lab).")
-@click.option("--insecure-no-host-key-check", "insecure", is_flag=True,
-              help="Do not verify SSH host keys.")
+@click.option(
+    "--engine",
+    type=click.Choice(["local", "spark", "auto"]),
+    default="local",
+    show_default=True,
+    help="Checker engine.",
+)
+@click.option(
+    "--db-option",
+    "db_options",
+    multiple=True,
+    metavar="KEY=VALUE",
+    help="DB option, e.g. remote_python=/usr/bin/python3 (repeatable).",
+)
+@click.option(
+    "--workload-option",
+    "workload_options",
+    multiple=True,
+    metavar="KEY=VALUE",
+    help="Workload option (repeatable).",
+)
+@click.option(
+    "--nemesis-option",
+    "nemesis_options",
+    multiple=True,
+    metavar="KEY=VALUE",
+    help="Nemesis package option, e.g. targets=leader (repeatable).",
+)
+@click.option(
+    "--nodes",
+    "node_count",
+    type=click.IntRange(min=1),
+    default=None,
+    help="Use only the first N hosts of the inventory.",
+)
+@click.option(
+    "--lab",
+    default="default",
+    show_default=True,
+    help="Embedded lab to use (built by `splitbrain lab up`).",
+)
+@click.option(
+    "--nodes-file",
+    type=click.Path(dir_okay=False),
+    default=None,
+    help="YAML list of existing hosts.",
+)
+@click.option(
+    "--vagrant",
+    type=click.Path(file_okay=False),
+    default=None,
+    help="Directory of a Vagrantfile whose VMs are up.",
+)
+@click.option(
+    "--docker",
+    is_flag=True,
+    help="Containers of `splitbrain lab up --driver docker` (name them with --lab).",
+)
+@click.option(
+    "--insecure-no-host-key-check", "insecure", is_flag=True, help="Do not verify SSH host keys."
+)
 @click.option("--no-progress", is_flag=True, help="No live status line.")
-@click.option("--junit-xml", "junit_path", type=click.Path(dir_okay=False), default=None,
-              help="Write a JUnit XML file with one test case per run (for CI).")
-@click.option("--fail-on", type=click.Choice(["invalid", "unknown"]), default="invalid",
-              show_default=True,
-              help="'unknown': an undecided run fails the exit code (1) and the JUnit case too.")
-def run(db: str, workload: str, nemesis: str, time_limit: float, concurrency: int, rate: float,
-        test_count: int, bug: str | None, seed: int | None, nemesis_interval: float,
-        name: str | None, store_root: str, leave_db_running: bool, engine: str,
-        db_options: tuple[str, ...], workload_options: tuple[str, ...],
-        nemesis_options: tuple[str, ...], node_count: int | None,
-        lab: str, nodes_file: str | None, vagrant: str | None, docker: bool, insecure: bool,
-        no_progress: bool, junit_path: str | None, fail_on: str) -> int:
+@click.option(
+    "--junit-xml",
+    "junit_path",
+    type=click.Path(dir_okay=False),
+    default=None,
+    help="Write a JUnit XML file with one test case per run (for CI).",
+)
+@click.option(
+    "--fail-on",
+    type=click.Choice(["invalid", "unknown"]),
+    default="invalid",
+    show_default=True,
+    help="'unknown': an undecided run fails the exit code (1) and the JUnit case too.",
+)
+def run(
+    db: str,
+    workload: str,
+    nemesis: str,
+    time_limit: float,
+    concurrency: int,
+    rate: float,
+    test_count: int,
+    bug: str | None,
+    seed: int | None,
+    nemesis_interval: float,
+    name: str | None,
+    store_root: str,
+    leave_db_running: bool,
+    engine: str,
+    db_options: tuple[str, ...],
+    workload_options: tuple[str, ...],
+    nemesis_options: tuple[str, ...],
+    node_count: int | None,
+    lab: str,
+    nodes_file: str | None,
+    vagrant: str | None,
+    docker: bool,
+    insecure: bool,
+    no_progress: bool,
+    junit_path: str | None,
+    fail_on: str,
+) -> int:
     """Run a campaign: load, faults, heal, final reads, check. Exit 0 valid, 1 invalid, 2 unknown."""
     from harness.core.spec import TestSpec
     from harness.run.campaign import CampaignRun, campaign_exit_code, run_campaign, seeded
@@ -132,47 +244,77 @@ def run(db: str, workload: str, nemesis: str, time_limit: float, concurrency: in
         from harness.dbs.dledger import check_bug
 
         check_bug(bug)
-    hosts = resolve_hosts(lab=lab, nodes_file=nodes_file, vagrant=vagrant, docker=docker,
-                          insecure=insecure)
+    hosts = resolve_hosts(
+        lab=lab, nodes_file=nodes_file, vagrant=vagrant, docker=docker, insecure=insecure
+    )
     if node_count is not None:
         if node_count > len(hosts):
-            raise click.BadParameter(f"the inventory has only {len(hosts)} hosts",
-                                     param_hint="--nodes")
+            raise click.BadParameter(
+                f"the inventory has only {len(hosts)} hosts", param_hint="--nodes"
+            )
         hosts = hosts[:node_count]
     test_name = name or "-".join([db, workload] + ([bug] if bug else []))
     base_seed = seed if seed is not None else random.SystemRandom().randrange(2**31)
     from harness.report.html import write_report
 
-    opts = RunOptions(leave_db_running=leave_db_running, engine=engine,
-                      progress=not no_progress, reporter=write_report)
-    spec = TestSpec(name=test_name, nodes=tuple(h.name for h in hosts), db=db,
-                    workload=workload, nemesis=faults, time_limit=time_limit,
-                    concurrency=concurrency, rate=rate, seed=base_seed, bug=bug,
-                    nemesis_interval=nemesis_interval,
-                    options={**wl_opts, "db": db_opts, "nemesis": nem_opts})
+    opts = RunOptions(
+        leave_db_running=leave_db_running,
+        engine=engine,
+        progress=not no_progress,
+        reporter=write_report,
+    )
+    spec = TestSpec(
+        name=test_name,
+        nodes=tuple(h.name for h in hosts),
+        db=db,
+        workload=workload,
+        nemesis=faults,
+        time_limit=time_limit,
+        concurrency=concurrency,
+        rate=rate,
+        seed=base_seed,
+        bug=bug,
+        nemesis_interval=nemesis_interval,
+        options={**wl_opts, "db": db_opts, "nemesis": nem_opts},
+    )
     summary: list[dict[str, Any]] = []
 
     def report(done: CampaignRun) -> None:
         result = done.result
-        summary.append({"name": f"{test_name} seed={done.spec.seed}",
-                        "path": _rel(result.store_dir), "seconds": done.seconds,
-                        "results": result.results})
+        summary.append(
+            {
+                "name": f"{test_name} seed={done.spec.seed}",
+                "path": _rel(result.store_dir),
+                "seconds": done.seconds,
+                "results": result.results,
+            }
+        )
         prefix = f"[{done.number}/{test_count}] " if test_count > 1 else ""
         click.echo(f"{prefix}{_verdict_line(result.results)}")
         click.echo(f"{prefix}store: {_rel(result.store_dir)}")
 
-    runs = run_campaign(seeded(spec, test_count, base_seed), hosts, store_root=store_root,
-                        options=opts, on_result=report)
+    runs = run_campaign(
+        seeded(spec, test_count, base_seed),
+        hosts,
+        store_root=store_root,
+        options=opts,
+        on_result=report,
+    )
     rc = campaign_exit_code(runs, fail_on_unknown=fail_on == "unknown")
     if test_count > 1:
-        counts = {w: sum(1 for r in summary if verdict_word(r["results"].get("valid")) == w)
-                  for w in ("VALID", "INVALID", "UNKNOWN")}
-        click.echo(f"campaign: {len(summary)} runs: {counts['VALID']} valid, "
-                   f"{counts['INVALID']} invalid, {counts['UNKNOWN']} unknown; exit {rc}")
+        counts = {
+            w: sum(1 for r in summary if verdict_word(r["results"].get("valid")) == w)
+            for w in ("VALID", "INVALID", "UNKNOWN")
+        }
+        click.echo(
+            f"campaign: {len(summary)} runs: {counts['VALID']} valid, "
+            f"{counts['INVALID']} invalid, {counts['UNKNOWN']} unknown; exit {rc}"
+        )
     if junit_path:
         Path(junit_path).parent.mkdir(parents=True, exist_ok=True)
-        Path(junit_path).write_text(junit_xml(summary, suite=test_name,
-                                              fail_on_unknown=fail_on == "unknown"))
+        Path(junit_path).write_text(
+            junit_xml(summary, suite=test_name, fail_on_unknown=fail_on == "unknown")
+        )
         click.echo(f"junit: {junit_path}")
     return rc
 
@@ -190,14 +332,20 @@ def _verdict_line(results: dict[str, Any]) -> str:
     run_info = results.get("run") or {}
     bits = [f"verdict: {word}"]
     if anomalies:
-        bits.append("anomalies: " + ", ".join(
-            f"{k} ({len(v) if isinstance(v, (list, tuple)) else v})"
-            for k, v in sorted(anomalies.items())))
+        bits.append(
+            "anomalies: "
+            + ", ".join(
+                f"{k} ({len(v) if isinstance(v, (list, tuple)) else v})"
+                for k, v in sorted(anomalies.items())
+            )
+        )
     if results.get("reason"):
         bits.append(f"reason: {results['reason']}")
     elif results.get("error"):
         bits.append(f"reason: {results['error']}")
     if run_info:
-        bits.append(f"ops ok/fail/info: {run_info.get('ok', 0)}/{run_info.get('fail', 0)}/"
-                    f"{run_info.get('info', 0)}")
+        bits.append(
+            f"ops ok/fail/info: {run_info.get('ok', 0)}/{run_info.get('fail', 0)}/"
+            f"{run_info.get('info', 0)}"
+        )
     return "; ".join(bits)

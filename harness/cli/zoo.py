@@ -44,29 +44,73 @@ __all__ = ["zoo"]
 
 
 @click.command(name="zoo")
-@click.option("--quick", is_flag=True,
-              help=f"One run per target with a {QUICK_TIME_LIMIT:g} s time limit.")
-@click.option("--runs", type=click.IntRange(min=1), default=None,
-              help="Runs per target.  [default: 3, or 1 with --quick]")
-@click.option("--bugs", default=None, metavar="A,B,...",
-              help="Only these seeded bugs (the correct node always runs).  [default: all]")
-@click.option("--time-limit", type=click.FloatRange(min=1.0), default=None,
-              help=f"Seconds of load and faults per run.  [default: {DEFAULT_CAMPAIGN.time_limit:g}, "
-                   f"{QUICK_TIME_LIMIT:g} with --quick]")
-@click.option("--profiles", default=None, metavar="P,Q,...",
-              help=f"Only these fault profiles of the DLedger campaign, cycled in this order "
-                   f"(known: {', '.join(PROFILES)}).  [default: all]")
-@click.option("--lab", default="default", show_default=True,
-              help="Embedded lab to run on (`splitbrain lab up --name NAME`).")
-@click.option("--store", "store_root", default="store", show_default=True,
-              type=click.Path(file_okay=False), help="Results store directory.")
-@click.option("--seed", type=int, default=None,
-              help="Base seed; run i uses seed+i.  [default: random, and printed]")
-@click.option("--json", "json_path", type=click.Path(dir_okay=False), default=None,
-              help="Write a JSON summary here (for CI).")
-def zoo(quick: bool, runs: int | None, bugs: str | None, time_limit: float | None,
-        profiles: str | None, lab: str, store_root: str, seed: int | None,
-        json_path: str | None) -> int:
+@click.option(
+    "--quick", is_flag=True, help=f"One run per target with a {QUICK_TIME_LIMIT:g} s time limit."
+)
+@click.option(
+    "--runs",
+    type=click.IntRange(min=1),
+    default=None,
+    help="Runs per target.  [default: 3, or 1 with --quick]",
+)
+@click.option(
+    "--bugs",
+    default=None,
+    metavar="A,B,...",
+    help="Only these seeded bugs (the correct node always runs).  [default: all]",
+)
+@click.option(
+    "--time-limit",
+    type=click.FloatRange(min=1.0),
+    default=None,
+    help=f"Seconds of load and faults per run.  [default: {DEFAULT_CAMPAIGN.time_limit:g}, "
+    f"{QUICK_TIME_LIMIT:g} with --quick]",
+)
+@click.option(
+    "--profiles",
+    default=None,
+    metavar="P,Q,...",
+    help=f"Only these fault profiles of the DLedger campaign, cycled in this order "
+    f"(known: {', '.join(PROFILES)}).  [default: all]",
+)
+@click.option(
+    "--lab",
+    default="default",
+    show_default=True,
+    help="Embedded lab to run on (`splitbrain lab up --name NAME`).",
+)
+@click.option(
+    "--store",
+    "store_root",
+    default="store",
+    show_default=True,
+    type=click.Path(file_okay=False),
+    help="Results store directory.",
+)
+@click.option(
+    "--seed",
+    type=int,
+    default=None,
+    help="Base seed; run i uses seed+i.  [default: random, and printed]",
+)
+@click.option(
+    "--json",
+    "json_path",
+    type=click.Path(dir_okay=False),
+    default=None,
+    help="Write a JSON summary here (for CI).",
+)
+def zoo(
+    quick: bool,
+    runs: int | None,
+    bugs: str | None,
+    time_limit: float | None,
+    profiles: str | None,
+    lab: str,
+    store_root: str,
+    seed: int | None,
+    json_path: str | None,
+) -> int:
     """Run the default campaigns on the correct node and on every seeded bug; tabulate catches.
 
     Mode dledger's bugs meet one campaign, mode ha's another (with its own correct node).
@@ -79,8 +123,11 @@ def zoo(quick: bool, runs: int | None, bugs: str | None, time_limit: float | Non
     targets = select_targets(zoo_bugs(), bugs)
     n = runs if runs is not None else (1 if quick else 3)
     limit = time_limit if time_limit is not None else (QUICK_TIME_LIMIT if quick else None)
-    campaigns = {m: c if limit is None else c.with_time_limit(limit) for m, c in CAMPAIGNS.items()
-                 if any(tm == m for tm, _ in targets)}
+    campaigns = {
+        m: c if limit is None else c.with_time_limit(limit)
+        for m, c in CAMPAIGNS.items()
+        if any(tm == m for tm, _ in targets)
+    }
     if profiles is not None:
         names = [p.strip() for p in profiles.split(",") if p.strip()]
         campaigns = {m: c.with_profiles(names) for m, c in campaigns.items()}
@@ -92,8 +139,11 @@ def zoo(quick: bool, runs: int | None, bugs: str | None, time_limit: float | Non
     seeds = run_seeds(base, n)
     total = len(targets) * n
     n_bugs = sum(1 for _, b in targets if b)
-    click.echo(f"zoo: {n_bugs} bugs + the correct node of {len(campaigns)} mode(s), {n} run(s) "
-               f"each ({total} runs), base seed {base}", err=True)
+    click.echo(
+        f"zoo: {n_bugs} bugs + the correct node of {len(campaigns)} mode(s), {n} run(s) "
+        f"each ({total} runs), base seed {base}",
+        err=True,
+    )
     for m, c in campaigns.items():
         click.echo(f"zoo: campaign, mode {m}: {describe_campaign(c)}", err=True)
     t0 = time.monotonic()
@@ -101,8 +151,9 @@ def zoo(quick: bool, runs: int | None, bugs: str | None, time_limit: float | Non
     def echo_progress(rec: RunRecord, k: int) -> None:
         click.echo(progress_line(rec, k, total, n), err=True)
 
-    records, aborted = run_zoo(targets, seeds, campaigns, hosts, store_root=store_root,
-                               on_record=echo_progress)
+    records, aborted = run_zoo(
+        targets, seeds, campaigns, hosts, store_root=store_root, on_record=echo_progress
+    )
     rows = summarize(records)
     rc = zoo_exit_code(rows)
     if aborted and rc == 0:
@@ -120,11 +171,19 @@ def zoo(quick: bool, runs: int | None, bugs: str | None, time_limit: float | Non
     verdict.append(f"{time.monotonic() - t0:.0f}s, base seed {base}")
     click.echo("; ".join(verdict))
     if json_path is not None:
-        doc = summary_json(rows, records, campaign=campaign, base_seed=base, runs=n,
-                           exit_code=rc, lab=lab, aborted=aborted, seconds=time.monotonic() - t0,
-                           campaigns=campaigns)
+        doc = summary_json(
+            rows,
+            records,
+            campaign=campaign,
+            base_seed=base,
+            runs=n,
+            exit_code=rc,
+            lab=lab,
+            aborted=aborted,
+            seconds=time.monotonic() - t0,
+            campaigns=campaigns,
+        )
         Path(json_path).parent.mkdir(parents=True, exist_ok=True)
         Path(json_path).write_text(json.dumps(doc, indent=2) + "\n", encoding="utf-8")
     sys.stdout.flush()
     return rc
-

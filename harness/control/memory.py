@@ -60,9 +60,16 @@ class MemoryRemote:
         self.closed = False
         self._lock = threading.Lock()
 
-    def run(self, cmd: str, *, sudo: bool = False, timeout: float | None = 60.0,
-            env: dict[str, str] | None = None, check: bool = True,
-            stdin: str | bytes | None = None) -> CommandResult:
+    def run(
+        self,
+        cmd: str,
+        *,
+        sudo: bool = False,
+        timeout: float | None = 60.0,
+        env: dict[str, str] | None = None,
+        check: bool = True,
+        stdin: str | bytes | None = None,
+    ) -> CommandResult:
         c = Command(host=self.host.name, cmd=cmd, sudo=sudo, env=dict(env or {}), stdin=stdin)
         with self._lock:
             self.commands.append(c)
@@ -74,8 +81,13 @@ class MemoryRemote:
         else:
             res = CommandResult(self.host.name, cmd, 0, got or "", "")
         if check and res.exit_status != 0:
-            raise RemoteCommandError(host=self.host.name, cmd=cmd, exit_status=res.exit_status,
-                                     stdout=res.stdout, stderr=res.stderr)
+            raise RemoteCommandError(
+                host=self.host.name,
+                cmd=cmd,
+                exit_status=res.exit_status,
+                stdout=res.stdout,
+                stderr=res.stderr,
+            )
         return res
 
     def upload(self, local: str, remote: str) -> None:
@@ -86,13 +98,25 @@ class MemoryRemote:
         try:
             data = self.files[remote]
         except KeyError:
-            raise RemoteCommandError(host=self.host.name, cmd=f"download {remote}", exit_status=1,
-                                     stdout="", stderr=f"{remote}: no such file") from None
+            raise RemoteCommandError(
+                host=self.host.name,
+                cmd=f"download {remote}",
+                exit_status=1,
+                stdout="",
+                stderr=f"{remote}: no such file",
+            ) from None
         with open(local, "wb") as f:
             f.write(data)
 
-    def start_daemon(self, cmd: str, *, pidfile: str, logfile: str,
-                     env: dict[str, str] | None = None, chdir: str | None = None) -> int:
+    def start_daemon(
+        self,
+        cmd: str,
+        *,
+        pidfile: str,
+        logfile: str,
+        env: dict[str, str] | None = None,
+        chdir: str | None = None,
+    ) -> int:
         pid = next(self._pids)
         self.daemons[pidfile] = (pid, cmd)
         self.files[pidfile] = f"{pid}\n".encode()

@@ -85,38 +85,59 @@ class SSHRemote:
                 else:
                     client.load_system_host_keys()
             except OSError as e:
-                raise RemoteError(f"cannot read known_hosts {h.known_hosts}: {e.strerror}",
-                                  host=h.name) from None
+                raise RemoteError(
+                    f"cannot read known_hosts {h.known_hosts}: {e.strerror}", host=h.name
+                ) from None
             client.set_missing_host_key_policy(paramiko.RejectPolicy())
         else:
             log.warning("%s: host key NOT verified (verify_host_key is off)", h.name)
             client.set_missing_host_key_policy(paramiko.AutoAddPolicy())
         t = self.connect_timeout
         try:
-            client.connect(h.address, port=h.port, username=h.user, key_filename=h.key_path,
-                           timeout=t, banner_timeout=t, auth_timeout=t,
-                           look_for_keys=h.key_path is None, allow_agent=h.key_path is None)
+            client.connect(
+                h.address,
+                port=h.port,
+                username=h.user,
+                key_filename=h.key_path,
+                timeout=t,
+                banner_timeout=t,
+                auth_timeout=t,
+                look_for_keys=h.key_path is None,
+                allow_agent=h.key_path is None,
+            )
         except paramiko.BadHostKeyException as e:
             client.close()
-            raise RemoteError(f"host key verification failed: the server's key "
-                              f"({e.key.get_name()}) does not match {h.known_hosts or 'known_hosts'}",
-                              host=h.name) from None
+            raise RemoteError(
+                f"host key verification failed: the server's key "
+                f"({e.key.get_name()}) does not match {h.known_hosts or 'known_hosts'}",
+                host=h.name,
+            ) from None
         except paramiko.AuthenticationException as e:
             client.close()
-            raise RemoteError(f"authentication failed for {h.user}@{h.address}:{h.port} "
-                              f"with key {h.key_path}: {e}", host=h.name) from None
+            raise RemoteError(
+                f"authentication failed for {h.user}@{h.address}:{h.port} "
+                f"with key {h.key_path}: {e}",
+                host=h.name,
+            ) from None
         except paramiko.SSHException as e:
             client.close()
             msg = str(e)
             if "not found in known_hosts" in msg:
-                msg = (f"host key verification failed: {h.address}:{h.port} is not in "
-                       f"{h.known_hosts or 'the system known_hosts'}")
+                msg = (
+                    f"host key verification failed: {h.address}:{h.port} is not in "
+                    f"{h.known_hosts or 'the system known_hosts'}"
+                )
             raise RemoteError(f"SSH to {h.address}:{h.port} failed: {msg}", host=h.name) from None
         except (OSError, EOFError) as e:
             client.close()
-            why = "timed out" if isinstance(e, (socket.timeout, TimeoutError)) else str(e) or type(e).__name__
-            raise RemoteError(f"cannot connect to {h.address}:{h.port}: {why}",
-                              host=h.name) from None
+            why = (
+                "timed out"
+                if isinstance(e, (socket.timeout, TimeoutError))
+                else str(e) or type(e).__name__
+            )
+            raise RemoteError(
+                f"cannot connect to {h.address}:{h.port}: {why}", host=h.name
+            ) from None
         transport = client.get_transport()
         if transport is not None:
             transport.set_keepalive(15)
@@ -152,26 +173,31 @@ class SSHRemote:
                 # The server refused one more session (MaxSessions) but the connection is
                 # fine: closing it would kill the other threads' commands. Wait for a slot.
                 if time.monotonic() + delay > deadline:
-                    raise RemoteError(f"server refused a new session: {e.text} "
-                                      "(too many concurrent commands? raise MaxSessions)",
-                                      host=self.host.name) from None
+                    raise RemoteError(
+                        f"server refused a new session: {e.text} "
+                        "(too many concurrent commands? raise MaxSessions)",
+                        host=self.host.name,
+                    ) from None
                 time.sleep(delay)
                 delay = min(delay * 2, 0.5)
             except (paramiko.SSHException, OSError, EOFError, AttributeError) as e:
                 if _alive(client) or not reconnect:
                     # Connected but silent (a paused host): a new connection would only
                     # wait out the banner timeout as well.
-                    raise RemoteError(f"host does not answer: cannot open a session within "
-                                      f"{self.connect_timeout:.0f} s ({e or type(e).__name__})",
-                                      host=self.host.name) from None
+                    raise RemoteError(
+                        f"host does not answer: cannot open a session within "
+                        f"{self.connect_timeout:.0f} s ({e or type(e).__name__})",
+                        host=self.host.name,
+                    ) from None
                 log.info("%s: connection lost, reconnecting", self.host.name)
                 break
         client = self._get(stale=client)
         try:
             return client.get_transport().open_session(timeout=self.connect_timeout)  # type: ignore[union-attr]
         except (paramiko.SSHException, OSError, EOFError, AttributeError) as e:
-            raise RemoteError(f"cannot open a session: {e or type(e).__name__}",
-                              host=self.host.name) from None
+            raise RemoteError(
+                f"cannot open a session: {e or type(e).__name__}", host=self.host.name
+            ) from None
 
     def _sftp(self) -> paramiko.SFTPClient:
         client = self._get()
@@ -183,8 +209,9 @@ class SSHRemote:
         try:
             return client.open_sftp()
         except (paramiko.SSHException, OSError, EOFError) as e:
-            raise RemoteError(f"cannot open SFTP: {e or type(e).__name__}",
-                              host=self.host.name) from None
+            raise RemoteError(
+                f"cannot open SFTP: {e or type(e).__name__}", host=self.host.name
+            ) from None
 
     def close(self) -> None:
         with self._lock:
@@ -201,15 +228,33 @@ class SSHRemote:
             full = "sudo -n -- sh -c " + shlex.quote(full)
         return full
 
-    def run(self, cmd: str, *, sudo: bool = False, timeout: float | None = 60.0,
-            env: dict[str, str] | None = None, check: bool = True,
-            stdin: str | bytes | None = None) -> CommandResult:
-        return self._run(cmd, sudo=sudo, timeout=timeout, env=env, check=check, stdin=stdin,
-                         kill_on_timeout=True)
+    def run(
+        self,
+        cmd: str,
+        *,
+        sudo: bool = False,
+        timeout: float | None = 60.0,
+        env: dict[str, str] | None = None,
+        check: bool = True,
+        stdin: str | bytes | None = None,
+    ) -> CommandResult:
+        return self._run(
+            cmd, sudo=sudo, timeout=timeout, env=env, check=check, stdin=stdin, kill_on_timeout=True
+        )
 
-    def _run(self, cmd: str, *, sudo: bool, timeout: float | None, env: dict[str, str] | None,
-             check: bool, stdin: str | bytes | None, kill_on_timeout: bool,
-             reconnect: bool = True, retried: bool = False) -> CommandResult:
+    def _run(
+        self,
+        cmd: str,
+        *,
+        sudo: bool,
+        timeout: float | None,
+        env: dict[str, str] | None,
+        check: bool,
+        stdin: str | bytes | None,
+        kill_on_timeout: bool,
+        reconnect: bool = True,
+        retried: bool = False,
+    ) -> CommandResult:
         # A marker in the environment lets a timeout find and kill what the command
         # started, children included (sshd offers no way to signal a session's group).
         run_id = uuid.uuid4().hex[:16] if timeout is not None and kill_on_timeout else None
@@ -225,6 +270,7 @@ class SSHRemote:
         exec_failed_on_live_link = False
         watchdog = None
         if timeout is not None:
+
             def fire() -> None:
                 fired.set()
                 chan.close()
@@ -240,13 +286,13 @@ class SSHRemote:
                 chan.shutdown_write()
             except (paramiko.SSHException, OSError, EOFError):
                 if fired.is_set():
-                    raise RemoteCommandError(host=name, cmd=cmd, exit_status=None, stdout="",
-                                             stderr="") from None
+                    raise RemoteCommandError(
+                        host=name, cmd=cmd, exit_status=None, stdout="", stderr=""
+                    ) from None
                 if reconnect and not retried and _alive(self._get()):
                     # The connection is fine but this session's exec was refused or its
                     # channel closed under load: nothing ran, so one fresh session is safe.
-                    log.info("%s: exec of %r failed on a live connection; retrying once",
-                             name, cmd)
+                    log.info("%s: exec of %r failed on a live connection; retrying once", name, cmd)
                     exec_failed_on_live_link = True
                 else:
                     raise
@@ -255,38 +301,64 @@ class SSHRemote:
                     watchdog.cancel()
             if exec_failed_on_live_link:
                 chan.close()
-                return self._run(cmd, sudo=sudo, timeout=timeout, env=env, check=check,
-                                 stdin=stdin, kill_on_timeout=kill_on_timeout, retried=True)
+                return self._run(
+                    cmd,
+                    sudo=sudo,
+                    timeout=timeout,
+                    env=env,
+                    check=check,
+                    stdin=stdin,
+                    kill_on_timeout=kill_on_timeout,
+                    retried=True,
+                )
             while True:
                 while chan.recv_ready():
                     out += chan.recv(65536)
                 while chan.recv_stderr_ready():
                     err += chan.recv_stderr(65536)
                 # Output may still be in flight after the status; drain until EOF.
-                if (chan.exit_status_ready() and not chan.recv_ready()
-                        and not chan.recv_stderr_ready() and (chan.eof_received or chan.closed)):
+                if (
+                    chan.exit_status_ready()
+                    and not chan.recv_ready()
+                    and not chan.recv_stderr_ready()
+                    and (chan.eof_received or chan.closed)
+                ):
                     break
                 if deadline is not None and time.monotonic() >= deadline:
                     if run_id is not None:
                         # In the background: on a paused host this waits out its own timeout.
-                        threading.Thread(target=self._kill_run, args=(run_id, sudo),
-                                         name=f"kill-{name}-{run_id}", daemon=True).start()
-                    raise RemoteCommandError(host=name, cmd=cmd, exit_status=None,
-                                             stdout=out.decode(errors="replace"),
-                                             stderr=err.decode(errors="replace"))
+                        threading.Thread(
+                            target=self._kill_run,
+                            args=(run_id, sudo),
+                            name=f"kill-{name}-{run_id}",
+                            daemon=True,
+                        ).start()
+                    raise RemoteCommandError(
+                        host=name,
+                        cmd=cmd,
+                        exit_status=None,
+                        stdout=out.decode(errors="replace"),
+                        stderr=err.decode(errors="replace"),
+                    )
                 if chan.closed and not chan.exit_status_ready():
                     raise RemoteError(f"connection lost while running {cmd!r}", host=name)
-                wait = 0.02 if deadline is None else max(0.0, min(0.02, deadline - time.monotonic()))
+                wait = (
+                    0.02 if deadline is None else max(0.0, min(0.02, deadline - time.monotonic()))
+                )
                 select.select([chan], [], [], wait)
             status = chan.recv_exit_status()
             if status == -1:  # paramiko's value for a channel closed without an exit status
-                raise RemoteError(f"the server closed the session running {cmd!r} without an "
-                                  "exit status", host=name)
+                raise RemoteError(
+                    f"the server closed the session running {cmd!r} without an exit status",
+                    host=name,
+                )
         except (paramiko.SSHException, OSError, EOFError) as e:
-            lost: RemoteError | None = RemoteError(f"connection lost while running {cmd!r}: "
-                               f"{str(e) or type(e).__name__}", host=name)
-            retry = (reconnect and not retried and not out and not err
-                     and not chan.exit_status_ready())
+            lost: RemoteError | None = RemoteError(
+                f"connection lost while running {cmd!r}: {str(e) or type(e).__name__}", host=name
+            )
+            retry = (
+                reconnect and not retried and not out and not err and not chan.exit_status_ready()
+            )
         else:
             lost, retry = None, False
         finally:
@@ -298,23 +370,47 @@ class SSHRemote:
             # threads on one connection under load): reconnect if needed and run it once
             # more. The same rule as for a dropped connection before the command.
             log.info("%s: %s; retrying once", name, lost)
-            return self._run(cmd, sudo=sudo, timeout=timeout, env=env, check=check, stdin=stdin,
-                             kill_on_timeout=kill_on_timeout, retried=True)
-        res = CommandResult(host=name, cmd=cmd, exit_status=status,
-                            stdout=out.decode(errors="replace"), stderr=err.decode(errors="replace"))
+            return self._run(
+                cmd,
+                sudo=sudo,
+                timeout=timeout,
+                env=env,
+                check=check,
+                stdin=stdin,
+                kill_on_timeout=kill_on_timeout,
+                retried=True,
+            )
+        res = CommandResult(
+            host=name,
+            cmd=cmd,
+            exit_status=status,
+            stdout=out.decode(errors="replace"),
+            stderr=err.decode(errors="replace"),
+        )
         if check and status != 0:
-            raise RemoteCommandError(host=name, cmd=cmd, exit_status=status,
-                                     stdout=res.stdout, stderr=res.stderr)
+            raise RemoteCommandError(
+                host=name, cmd=cmd, exit_status=status, stdout=res.stdout, stderr=res.stderr
+            )
         return res
 
     def _kill_run(self, run_id: str, sudo: bool) -> None:
         """Best effort: SIGKILL every process of a timed-out command on the host."""
-        script = (f"for f in /proc/[0-9]*/environ; do"
-                  f" if grep -qzx {_RUN_ID}={run_id} \"$f\" 2>/dev/null; then"
-                  f' p=${{f#/proc/}}; kill -s KILL "${{p%/environ}}" 2>/dev/null; fi; done; true')
+        script = (
+            f"for f in /proc/[0-9]*/environ; do"
+            f' if grep -qzx {_RUN_ID}={run_id} "$f" 2>/dev/null; then'
+            f' p=${{f#/proc/}}; kill -s KILL "${{p%/environ}}" 2>/dev/null; fi; done; true'
+        )
         try:
-            self._run(script, sudo=sudo, timeout=10.0, env=None, check=False, stdin=None,
-                      kill_on_timeout=False, reconnect=False)
+            self._run(
+                script,
+                sudo=sudo,
+                timeout=10.0,
+                env=None,
+                check=False,
+                stdin=None,
+                kill_on_timeout=False,
+                reconnect=False,
+            )
         except RemoteError as e:
             log.info("%s: could not kill a timed-out command: %s", self.host.name, e)
 
@@ -330,8 +426,9 @@ class SSHRemote:
             _sftp_makedirs(sftp, posixpath.dirname(remote))
             _put(sftp, local, remote)
         except OSError as e:
-            raise RemoteError(f"upload {local} -> {remote} failed: {_oserr(e)}",
-                              host=self.host.name) from None
+            raise RemoteError(
+                f"upload {local} -> {remote} failed: {_oserr(e)}", host=self.host.name
+            ) from None
         finally:
             sftp.close()
 
@@ -354,8 +451,9 @@ class SSHRemote:
                         continue
                     _put(sftp, str(lp), posixpath.join(rdir, f))
         except OSError as e:
-            raise RemoteError(f"upload {local_dir} -> {remote_dir} failed: {_oserr(e)}",
-                              host=self.host.name) from None
+            raise RemoteError(
+                f"upload {local_dir} -> {remote_dir} failed: {_oserr(e)}", host=self.host.name
+            ) from None
         finally:
             sftp.close()
 
@@ -370,16 +468,24 @@ class SSHRemote:
         except OSError as e:
             with contextlib.suppress(OSError):
                 os.unlink(tmp)
-            raise RemoteError(f"download {remote} -> {local} failed: {_oserr(e)}",
-                              host=self.host.name) from None
+            raise RemoteError(
+                f"download {remote} -> {local} failed: {_oserr(e)}", host=self.host.name
+            ) from None
         finally:
             sftp.close()
 
     # --- daemons -----------------------------------------------------------------------
 
-    def start_daemon(self, cmd: str, *, pidfile: str, logfile: str,
-                     env: dict[str, str] | None = None, chdir: str | None = None,
-                     sudo: bool = False) -> int:
+    def start_daemon(
+        self,
+        cmd: str,
+        *,
+        pidfile: str,
+        logfile: str,
+        env: dict[str, str] | None = None,
+        chdir: str | None = None,
+        sudo: bool = False,
+    ) -> int:
         """Start ``cmd`` detached in its own session; returns its pid.
 
         The daemon's stdio goes to ``logfile`` (appended) so the SSH channel closes
@@ -399,17 +505,23 @@ class SSHRemote:
         try:
             return int(res.stdout.strip().splitlines()[-1])
         except (ValueError, IndexError):
-            raise RemoteCommandError(host=self.host.name, cmd=cmd, exit_status=res.exit_status,
-                                     stdout=res.stdout,
-                                     stderr=res.stderr or f"no pid written to {pidfile}") from None
+            raise RemoteCommandError(
+                host=self.host.name,
+                cmd=cmd,
+                exit_status=res.exit_status,
+                stdout=res.stdout,
+                stderr=res.stderr or f"no pid written to {pidfile}",
+            ) from None
 
     def signal_daemon(self, pidfile: str, sig: str = "TERM", *, sudo: bool = False) -> bool:
         """Signal the daemon's process group (its children too); False if it is not running."""
         sig = sig.upper().removeprefix("SIG")
         if not sig.isalnum():
             raise ValueError(f"not a signal name: {sig!r}")
-        script = (_read_pid(pidfile) +
-                  f' && {{ kill -s {sig} -- "-$p" 2>/dev/null || kill -s {sig} "$p" 2>/dev/null; }}')
+        script = (
+            _read_pid(pidfile)
+            + f' && {{ kill -s {sig} -- "-$p" 2>/dev/null || kill -s {sig} "$p" 2>/dev/null; }}'
+        )
         return self.run(script, sudo=sudo, check=False, timeout=15.0).exit_status == 0
 
     def daemon_running(self, pidfile: str, *, sudo: bool = False) -> bool:
@@ -426,20 +538,23 @@ class SSHRemote:
             f" i=0; while {_ALIVE} && [ $i -lt {steps} ]; do sleep 0.05; i=$((i+1)); done;"
             f' if {_ALIVE}; then kill -s KILL -- "-$p" 2>/dev/null || kill -s KILL "$p";'
             f" i=0; while {_ALIVE} && [ $i -lt 100 ]; do sleep 0.05; i=$((i+1)); done; fi;"
-            f" if {_ALIVE}; then echo \"pid $p survived SIGKILL\" >&2; exit 2; fi;"
+            f' if {_ALIVE}; then echo "pid $p survived SIGKILL" >&2; exit 2; fi;'
             f" fi; rm -f {q(pidfile)}"
         )
         self.run(script, sudo=sudo, timeout=timeout + 15.0)
 
 
 def _read_pid(pidfile: str) -> str:
-    return (f'p=$(cat {shlex.quote(pidfile)} 2>/dev/null) && [ -n "$p" ]'
-            ' && [ "$p" -eq "$p" ] 2>/dev/null')
+    return (
+        f'p=$(cat {shlex.quote(pidfile)} 2>/dev/null) && [ -n "$p" ]'
+        ' && [ "$p" -eq "$p" ] 2>/dev/null'
+    )
 
 
 # A zombie still answers kill -0; it is not running.
-_ALIVE = ('{ kill -0 "$p" 2>/dev/null && ! grep -q "^State:[[:space:]]*Z" /proc/$p/status'
-          " 2>/dev/null; }")
+_ALIVE = (
+    '{ kill -0 "$p" 2>/dev/null && ! grep -q "^State:[[:space:]]*Z" /proc/$p/status 2>/dev/null; }'
+)
 
 
 def _alive(client: paramiko.SSHClient) -> bool:

@@ -20,7 +20,8 @@ __all__ = ["Checker"]
 class Checker(Protocol):
     """Judges a whole history. Pure: no I/O, never mutates the history."""
 
-    def check(self, test: Mapping[str, Any], history: Sequence[Op],
-              opts: Mapping[str, Any]) -> dict[str, Any]:
+    def check(
+        self, test: Mapping[str, Any], history: Sequence[Op], opts: Mapping[str, Any]
+    ) -> dict[str, Any]:
         """A result map with at least ``"valid"``."""
         ...

@@ -12,8 +12,17 @@ from typing import TYPE_CHECKING, Protocol, TypeAlias, runtime_checkable
 if TYPE_CHECKING:
     from harness.core.spec import RunContext
 
-__all__ = ["DB", "Killable", "Pausable", "HasPrimaries", "HasLogFiles", "WaitsReady", "Addressable",
-           "Address", "HasFootprint"]
+__all__ = [
+    "DB",
+    "Killable",
+    "Pausable",
+    "HasPrimaries",
+    "HasLogFiles",
+    "WaitsReady",
+    "Addressable",
+    "Address",
+    "HasFootprint",
+]
 
 
 @runtime_checkable

@@ -85,7 +85,9 @@ def _tail(text: str, lines: int = 5) -> str:
 
 
 class RemoteCommandError(RemoteError):
-    def __init__(self, *, host: str, cmd: str, exit_status: int | None, stdout: str, stderr: str) -> None:
+    def __init__(
+        self, *, host: str, cmd: str, exit_status: int | None, stdout: str, stderr: str
+    ) -> None:
         self.cmd, self.exit_status, self.stdout, self.stderr = cmd, exit_status, stdout, stderr
         status = "timed out" if exit_status is None else f"exited {exit_status}"
         tail = _tail(stderr) or _tail(stdout)

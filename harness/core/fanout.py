@@ -23,7 +23,9 @@ T = TypeVar("T")
 MAX_THREADS = 32
 
 
-def each(items: Iterable[K], fn: Callable[[K], T], *, what: str = "fanout") -> dict[K, T | Exception]:
+def each(
+    items: Iterable[K], fn: Callable[[K], T], *, what: str = "fanout"
+) -> dict[K, T | Exception]:
     """``fn(item)`` for every distinct item at once; each result, or the exception it raised."""
     ks = list(dict.fromkeys(items))
 

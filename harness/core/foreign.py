@@ -29,6 +29,7 @@ __all__ = ["read_edn", "read_porcupine", "from_edn", "edn_records_to_ops"]
 
 # --------------------------------------------------------------------------- EDN
 
+
 def from_edn(x: Any) -> Any:
     """An EDN value as plain JSON-like Python: keywords/symbols as names, vectors as lists."""
     import edn_format
@@ -108,14 +109,18 @@ def _independent(records: list[dict[str, Any]]) -> bool:
         v = r.get("value")
         if not (isinstance(v, list) and len(v) == 2 and _is_scalar_key(v[0])):
             return False
-        if r.get("f") == "cas" and v[1] is not None and not (
-                isinstance(v[1], list) and len(v[1]) == 2):
+        if (
+            r.get("f") == "cas"
+            and v[1] is not None
+            and not (isinstance(v[1], list) and len(v[1]) == 2)
+        ):
             return False
     return True
 
 
-def edn_records_to_ops(records: list[Any], *, path: object | None = None,
-                       lines: list[int] | None = None) -> list[Op]:
+def edn_records_to_ops(
+    records: list[Any], *, path: object | None = None, lines: list[int] | None = None
+) -> list[Op]:
     """Turn converted EDN maps (see :func:`from_edn`) into ops; errors name file and line."""
     recs: list[dict[str, Any]] = []
     for pos, r in enumerate(records):
@@ -158,12 +163,24 @@ def edn_records_to_ops(records: list[Any], *, path: object | None = None,
             except (RecursionError, ValueError):
                 raise bad("error", "nested too deeply") from None
         node = r.get("node")
-        ops.append(Op(type=typ, process=proc, f=f, value=value, key=key, time=t, index=pos,
-                      node=node if isinstance(node, str) else None, error=err))
+        ops.append(
+            Op(
+                type=typ,
+                process=proc,
+                f=f,
+                value=value,
+                key=key,
+                time=t,
+                index=pos,
+                node=node if isinstance(node, str) else None,
+                error=err,
+            )
+        )
     return ops
 
 
-_TOKEN = re.compile(r"""
+_TOKEN = re.compile(
+    r"""
     (?P<skip>[\s,]+|;[^\n]*)
   | (?P<open>[\[({])
   | (?P<close>[\])}])
@@ -171,7 +188,9 @@ _TOKEN = re.compile(r"""
   | (?P<kw>:[A-Za-z*+!_?<>=/.-][A-Za-z0-9*+!_?<>=/.:#-]*)
   | (?P<int>-?[0-9]+)(?![0-9A-Za-z.])
   | (?P<const>nil|true|false)(?![A-Za-z0-9*+!_?<>=/.:#-])
-""", re.VERBOSE)
+""",
+    re.VERBOSE,
+)
 _CONST = {"nil": None, "true": True, "false": False}
 
 
@@ -257,8 +276,11 @@ def _read_text(path: Path) -> str:
     try:
         return data.decode("utf-8")
     except UnicodeDecodeError as e:
-        raise HistoryError(f"not valid UTF-8 (byte 0x{data[e.start]:02x})", path=path,
-                           line=data.count(b"\n", 0, e.start) + 1) from None
+        raise HistoryError(
+            f"not valid UTF-8 (byte 0x{data[e.start]:02x})",
+            path=path,
+            line=data.count(b"\n", 0, e.start) + 1,
+        ) from None
 
 
 def read_edn(path: str | os.PathLike[str]) -> list[Op]:
@@ -274,8 +296,9 @@ def read_edn(path: str | os.PathLike[str]) -> list[Op]:
             data = [from_edn(x) for x in edn_format.loads_all(text)]
         except Exception as e:  # edn_format raises several types for bad syntax
             # edn_format knows no lines; where the simple scanner stopped is the best guess
-            raise HistoryError(f"not valid EDN ({_one_line(e)})", path=path,
-                               line=_line_at(text, ns.pos)) from None
+            raise HistoryError(
+                f"not valid EDN ({_one_line(e)})", path=path, line=_line_at(text, ns.pos)
+            ) from None
     records = data[0] if len(data) == 1 and isinstance(data[0], list) else data
     try:
         return edn_records_to_ops(records, path=path)
@@ -293,10 +316,12 @@ def _one_line(e: BaseException) -> str:
 # --------------------------------------------------------------------------- Porcupine
 
 _ETCD = re.compile(
-    r"^INFO\s+jepsen\.util\s+-\s+(\d+)\s+:(invoke|ok|fail|info)\s+:(read|write|cas)\s+(.*?)\s*$")
+    r"^INFO\s+jepsen\.util\s+-\s+(\d+)\s+:(invoke|ok|fail|info)\s+:(read|write|cas)\s+(.*?)\s*$"
+)
 _KV = re.compile(
-    r'^\{:process (\d+), :type :(invoke|ok|fail|info), :f :(get|put|append), '
-    r':key "([^"\\]*)", :value (nil|"[^"\\]*")\}\s*$')
+    r"^\{:process (\d+), :type :(invoke|ok|fail|info), :f :(get|put|append), "
+    r':key "([^"\\]*)", :value (nil|"[^"\\]*")\}\s*$'
+)
 
 
 def _etcd_value(text: str) -> tuple[Any, str | None]:
@@ -337,15 +362,27 @@ def read_porcupine(path: str | os.PathLike[str]) -> list[Op]:
                 continue
             m = _ETCD.match(ln)
             if not m:
-                raise HistoryError("not a Jepsen etcd log line "
-                                   "('INFO jepsen.util - PROCESS :TYPE :F VALUE')", path=path, line=no)
+                raise HistoryError(
+                    "not a Jepsen etcd log line ('INFO jepsen.util - PROCESS :TYPE :F VALUE')",
+                    path=path,
+                    line=no,
+                )
             try:
                 value, err = _etcd_value(m.group(4))
             except ValueError:
-                raise HistoryError(f"bad value {m.group(4)[:60]!r}", path=path, line=no,
-                                   field="value") from None
-            ops.append(Op(type=m.group(2), process=_process(m.group(1), path, no), f=m.group(3),
-                          value=value, index=len(ops), error=err))
+                raise HistoryError(
+                    f"bad value {m.group(4)[:60]!r}", path=path, line=no, field="value"
+                ) from None
+            ops.append(
+                Op(
+                    type=m.group(2),
+                    process=_process(m.group(1), path, no),
+                    f=m.group(3),
+                    value=value,
+                    index=len(ops),
+                    error=err,
+                )
+            )
         return ops
     if first.startswith("{"):
         for no, ln in enumerate(lines, 1):
@@ -354,9 +391,16 @@ def read_porcupine(path: str | os.PathLike[str]) -> list[Op]:
             m = _KV.match(ln)
             if m:
                 v = m.group(5)
-                ops.append(Op(type=m.group(2), process=_process(m.group(1), path, no), f=m.group(3),
-                              key=m.group(4), value=None if v == "nil" else v[1:-1],
-                              index=len(ops)))
+                ops.append(
+                    Op(
+                        type=m.group(2),
+                        process=_process(m.group(1), path, no),
+                        f=m.group(3),
+                        key=m.group(4),
+                        value=None if v == "nil" else v[1:-1],
+                        index=len(ops),
+                    )
+                )
                 continue
             ops.append(_kv_line_slow(ln, path, no, len(ops)))
         return ops
@@ -368,8 +412,9 @@ def _process(text: str, path: Path, line: int) -> int:
     try:
         return int(text)
     except ValueError:
-        raise HistoryError(f"process number of {len(text)} digits", path=path, line=line,
-                           field="process") from None
+        raise HistoryError(
+            f"process number of {len(text)} digits", path=path, line=line, field="process"
+        ) from None
 
 
 def _kv_line_slow(ln: str, path: Path, no: int, index: int) -> Op:

@@ -48,8 +48,10 @@ __all__ = [
 
 log = logging.getLogger(__name__)
 
-def parse_op(obj: Any, *, path: object | None = None, line: int | None = None,
-             record: int | None = None) -> Op:
+
+def parse_op(
+    obj: Any, *, path: object | None = None, line: int | None = None, record: int | None = None
+) -> Op:
     """Validate one decoded record; errors name file, line (or ``record``, for Parquet) and field."""
     rec = f"record {record}: " if record is not None else ""
     if not isinstance(obj, Mapping):
@@ -57,8 +59,13 @@ def parse_op(obj: Any, *, path: object | None = None, line: int | None = None,
     index = obj.get("index", -1)
 
     def bad(field: str, why: str) -> HistoryError:
-        return HistoryError(rec + why, path=path, line=line,
-                            index=index if isinstance(index, int) else None, field=field)
+        return HistoryError(
+            rec + why,
+            path=path,
+            line=line,
+            index=index if isinstance(index, int) else None,
+            field=field,
+        )
 
     if not isinstance(index, int) or isinstance(index, bool):
         raise bad("index", f"must be an integer, got {index!r}")
@@ -85,8 +92,17 @@ def parse_op(obj: Any, *, path: object | None = None, line: int | None = None,
     err = obj.get("error")
     if err is not None and not isinstance(err, str):
         err = json.dumps(err)
-    return Op(type=typ, process=proc, f=f, value=obj.get("value"), key=key, time=t, index=index,
-              node=node, error=err)
+    return Op(
+        type=typ,
+        process=proc,
+        f=f,
+        value=obj.get("value"),
+        key=key,
+        time=t,
+        index=index,
+        node=node,
+        error=err,
+    )
 
 
 class HistoryWriter:
@@ -99,8 +115,9 @@ class HistoryWriter:
     continues its numbering: nothing already recorded is overwritten.
     """
 
-    def __init__(self, path: str | os.PathLike[str], *, fsync_every: int = 0,
-                 start_ns: int | None = None) -> None:
+    def __init__(
+        self, path: str | os.PathLike[str], *, fsync_every: int = 0, start_ns: int | None = None
+    ) -> None:
         self.path = Path(path)
         self._lock = threading.Lock()
         self._start = _time.monotonic_ns() if start_ns is None else start_ns
@@ -212,7 +229,9 @@ def _json_line(raw: bytes) -> Any:
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as e:
-        raise ValueError(f"not valid UTF-8 (byte 0x{raw[e.start]:02x} at column {e.start + 1})") from None
+        raise ValueError(
+            f"not valid UTF-8 (byte 0x{raw[e.start]:02x} at column {e.start + 1})"
+        ) from None
     try:
         return json.loads(text)
     except json.JSONDecodeError as e:
@@ -255,7 +274,7 @@ as ``list<struct<index: int64, term: string, payload: string>>`` (term and paylo
 JSON text); other items are left out, since no check reads them. Files written before
 these columns existed have ``value`` only; readers must accept both."""
 
-_ENTRY_TYPE = None   # pyarrow type of v_entries, made on first use (pyarrow is imported lazily)
+_ENTRY_TYPE = None  # pyarrow type of v_entries, made on first use (pyarrow is imported lazily)
 _INT64 = (-(2**63), 2**63 - 1)
 _sorted_json = json.JSONEncoder(separators=(",", ":"), sort_keys=True).encode
 
@@ -264,7 +283,7 @@ def _json_text(x: Any) -> str:
     """Compact JSON with sorted keys, so equal objects give equal text whatever their key order."""
     try:
         return _sorted_json(x)
-    except TypeError:   # keys of mixed types cannot be sorted
+    except TypeError:  # keys of mixed types cannot be sorted
         return json.dumps(x, separators=(",", ":"))
 
 
@@ -287,8 +306,13 @@ def _entries(items: Any) -> list[tuple[int, str, str]] | None:
         return None
     out = []
     for e in items:
-        if (isinstance(e, (list, tuple)) and len(e) == 3 and isinstance(e[0], int)
-                and not isinstance(e[0], bool) and _INT64[0] <= e[0] <= _INT64[1]):
+        if (
+            isinstance(e, (list, tuple))
+            and len(e) == 3
+            and isinstance(e[0], int)
+            and not isinstance(e[0], bool)
+            and _INT64[0] <= e[0] <= _INT64[1]
+        ):
             out.append((e[0], _json_text(e[1]), _json_text(e[2])))
     return out
 
@@ -298,19 +322,30 @@ def _parquet_schema() -> Any:
 
     global _ENTRY_TYPE
     if _ENTRY_TYPE is None:
-        _ENTRY_TYPE = pa.list_(pa.struct([("index", pa.int64()), ("term", pa.string()),
-                                          ("payload", pa.string())]))
-    return pa.schema([
-        ("index", pa.int64()), ("time", pa.int64()), ("type", pa.string()),
-        ("process", pa.string()), ("f", pa.string()), ("key", pa.string()),
-        ("value", pa.string()), ("node", pa.string()), ("error", pa.string()),
-        ("v_kind", pa.string()), *((f"v_{f}", pa.string()) for f in VALUE_FIELDS),
-        ("v_entries", _ENTRY_TYPE),
-    ])
+        _ENTRY_TYPE = pa.list_(
+            pa.struct([("index", pa.int64()), ("term", pa.string()), ("payload", pa.string())])
+        )
+    return pa.schema(
+        [
+            ("index", pa.int64()),
+            ("time", pa.int64()),
+            ("type", pa.string()),
+            ("process", pa.string()),
+            ("f", pa.string()),
+            ("key", pa.string()),
+            ("value", pa.string()),
+            ("node", pa.string()),
+            ("error", pa.string()),
+            ("v_kind", pa.string()),
+            *((f"v_{f}", pa.string()) for f in VALUE_FIELDS),
+            ("v_entries", _ENTRY_TYPE),
+        ]
+    )
 
 
-def _entries_array(offsets: Sequence[int], valid: Sequence[bool], index: Sequence[int],
-                   term: Any, payload: Any) -> Any:
+def _entries_array(
+    offsets: Sequence[int], valid: Sequence[bool], index: Sequence[int], term: Any, payload: Any
+) -> Any:
     """A ``v_entries`` column from flat entry arrays and per-row offsets into them."""
     import pyarrow as pa
 
@@ -320,7 +355,8 @@ def _entries_array(offsets: Sequence[int], valid: Sequence[bool], index: Sequenc
     _parquet_schema()
     items = pa.StructArray.from_arrays(
         [arr(index, pa.int64()), arr(term, pa.string()), arr(payload, pa.string())],
-        names=["index", "term", "payload"])
+        names=["index", "term", "payload"],
+    )
     mask = None if all(valid) else pa.array([not v for v in valid], pa.bool_())
     return pa.ListArray.from_arrays(arr(offsets, pa.int32()), items, type=_ENTRY_TYPE, mask=mask)
 
@@ -344,6 +380,7 @@ def write_parquet(ops: Iterable[Op], path: str | os.PathLike[str], *, batch: int
     e_payload: list[str] = []
     fields = [(f, cols[f"v_{f}"]) for f in VALUE_FIELDS]
     with pq.ParquetWriter(str(path), schema, compression="zstd") as w:
+
         def flush() -> None:
             if not cols["index"]:
                 return
@@ -410,8 +447,11 @@ def read_parquet(path: str | os.PathLike[str]) -> list[Op]:
             try:
                 rec["process"] = int(proc)
             except (TypeError, ValueError):
-                raise HistoryError(f"record {row}: must be an integer or 'nemesis', got "
-                                   f"{_clip(proc)}", path=path, field="process") from None
+                raise HistoryError(
+                    f"record {row}: must be an integer or 'nemesis', got {_clip(proc)}",
+                    path=path,
+                    field="process",
+                ) from None
         v = rec["value"]
         if v is not None:
             try:
@@ -441,7 +481,8 @@ def read_history(path: str | os.PathLike[str]) -> list[Op]:
     if suffix not in (".edn", ".log", ".txt"):
         raise HistoryError(
             "unknown history format (expected .jsonl, .parquet, .edn, or a Porcupine .log/.txt)",
-            path=path)
+            path=path,
+        )
     if suffix == ".edn":
         return foreign.read_edn(path)
     return foreign.read_porcupine(path)
@@ -464,17 +505,25 @@ def pair_ops(ops: Sequence[Op]) -> dict[int, int | None]:
                 prev = open_by_proc[op.process]
                 raise HistoryError(
                     f"process {op.process} invoked again while op {ops[prev].index} was open",
-                    index=op.index, field="process")
+                    index=op.index,
+                    field="process",
+                )
             open_by_proc[op.process] = pos
             pairs[pos] = None
         else:
             inv = open_by_proc.pop(op.process, None)
             if inv is None:
-                raise HistoryError(f"{op.type} completion of process {op.process} has no invocation",
-                                   index=op.index, field="process")
+                raise HistoryError(
+                    f"{op.type} completion of process {op.process} has no invocation",
+                    index=op.index,
+                    field="process",
+                )
             if ops[inv].f != op.f:
-                raise HistoryError(f"completion f {op.f!r} differs from its invocation's {ops[inv].f!r}",
-                                   index=op.index, field="f")
+                raise HistoryError(
+                    f"completion f {op.f!r} differs from its invocation's {ops[inv].f!r}",
+                    index=op.index,
+                    field="f",
+                )
             pairs[inv] = pos
     return pairs
 
@@ -486,7 +535,10 @@ def validate_history(ops: Sequence[Op]) -> None:
     for inv, comp in pairs.items():
         op = ops[inv]
         if op.process in crashed:
-            raise HistoryError(f"process {op.process} invoked again after an info completion",
-                               index=op.index, field="process")
+            raise HistoryError(
+                f"process {op.process} invoked again after an info completion",
+                index=op.index,
+                field="process",
+            )
         if comp is not None and ops[comp].type == "info":
             crashed.add(op.process)

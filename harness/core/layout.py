@@ -14,8 +14,19 @@ from pathlib import Path
 
 from harness.core.errors import ConfigError, HistoryError
 
-__all__ = ["TEST", "HISTORY_JSONL", "HISTORY_PARQUET", "RESULTS", "REPORT", "LOG", "NODES",
-           "LATEST", "safe_name", "history_file", "is_run_dir"]
+__all__ = [
+    "TEST",
+    "HISTORY_JSONL",
+    "HISTORY_PARQUET",
+    "RESULTS",
+    "REPORT",
+    "LOG",
+    "NODES",
+    "LATEST",
+    "safe_name",
+    "history_file",
+    "is_run_dir",
+]
 
 TEST = "test.json"
 HISTORY_JSONL = "history.jsonl"

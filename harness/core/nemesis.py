@@ -18,7 +18,14 @@ from harness.core.op import Op
 if TYPE_CHECKING:
     from harness.core.spec import RunContext
 
-__all__ = ["Nemesis", "NemesisSchedule", "NemesisPackage", "PlannedFault", "null_package", "FaultJournal"]
+__all__ = [
+    "Nemesis",
+    "NemesisSchedule",
+    "NemesisPackage",
+    "PlannedFault",
+    "null_package",
+    "FaultJournal",
+]
 
 
 @runtime_checkable

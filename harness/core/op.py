@@ -46,7 +46,17 @@ class Op:
     def replace(self, **changes: Any) -> Op:
         return dataclasses.replace(self, **changes)
 
-    def complete(self, type: str, value: Any = None, *, error: str | None = None, time: int = 0) -> Op:
+    def complete(
+        self, type: str, value: Any = None, *, error: str | None = None, time: int = 0
+    ) -> Op:
         """The completion of this invocation: same process, f, key and node."""
-        return Op(type=type, process=self.process, f=self.f, value=value, key=self.key,
-                  node=self.node, error=error, time=time)
+        return Op(
+            type=type,
+            process=self.process,
+            f=self.f,
+            value=value,
+            key=self.key,
+            node=self.node,
+            error=error,
+            time=time,
+        )

@@ -39,8 +39,17 @@ from typing import Any
 
 from harness.core.errors import ConfigError, SplitbrainError
 
-__all__ = ["GROUPS", "Plugin", "available", "names", "resolve", "build", "describe",
-           "with_argument", "refresh"]
+__all__ = [
+    "GROUPS",
+    "Plugin",
+    "available",
+    "names",
+    "resolve",
+    "build",
+    "describe",
+    "with_argument",
+    "refresh",
+]
 
 GROUPS: dict[str, str] = {
     "db": "splitbrain.dbs",
@@ -68,20 +77,26 @@ class Plugin:
         try:
             obj: Any = importlib.import_module(module_name.strip())
         except Exception as e:  # an ImportError, or anything the module raises on import
-            raise ConfigError(f"{self.kind} plugin {self.name!r} ({self.value}, from "
-                              f"{self.origin}): import failed: {_one_line(e)}",
-                              field=self.kind) from None
+            raise ConfigError(
+                f"{self.kind} plugin {self.name!r} ({self.value}, from "
+                f"{self.origin}): import failed: {_one_line(e)}",
+                field=self.kind,
+            ) from None
         for part in filter(None, attr.strip().split(".")):
             try:
                 obj = getattr(obj, part)
             except AttributeError:
-                raise ConfigError(f"{self.kind} plugin {self.name!r} ({self.value}, from "
-                                  f"{self.origin}): module {module_name!r} has no {attr!r}",
-                                  field=self.kind) from None
+                raise ConfigError(
+                    f"{self.kind} plugin {self.name!r} ({self.value}, from "
+                    f"{self.origin}): module {module_name!r} has no {attr!r}",
+                    field=self.kind,
+                ) from None
         if not callable(obj):
-            raise ConfigError(f"{self.kind} plugin {self.name!r} ({self.value}, from "
-                              f"{self.origin}): {type(obj).__name__} is not callable",
-                              field=self.kind)
+            raise ConfigError(
+                f"{self.kind} plugin {self.name!r} ({self.value}, from "
+                f"{self.origin}): {type(obj).__name__} is not callable",
+                field=self.kind,
+            )
         return obj
 
 
@@ -148,8 +163,10 @@ def _scan(kind: str) -> dict[str, Plugin]:
         else:
             others.append(plugin)
     if not own:
-        own = {n: Plugin(kind, n, v, f"{_OWN_DIST} (pyproject.toml)")
-               for n, v in _pyproject_entry_points(group).items()}
+        own = {
+            n: Plugin(kind, n, v, f"{_OWN_DIST} (pyproject.toml)")
+            for n, v in _pyproject_entry_points(group).items()
+        }
     found.update(own)
     for p in sorted(others, key=lambda p: (p.origin, p.name)):
         found.setdefault(p.name, p)
@@ -170,13 +187,21 @@ def resolve(kind: str, name: str) -> tuple[Plugin, str | None]:
         return plugins[head], rest
     if sep and head and rest:
         return Plugin(kind, name, name, "sys.path"), None
-    raise ConfigError(f"unknown {kind} {name!r} (known: {', '.join(sorted(plugins)) or 'none'}; "
-                      f"or give package.module:factory)", field=kind)
+    raise ConfigError(
+        f"unknown {kind} {name!r} (known: {', '.join(sorted(plugins)) or 'none'}; "
+        f"or give package.module:factory)",
+        field=kind,
+    )
 
 
-def build(kind: str, name: str, call: Callable[[Callable[..., Any], str | None], Any],
-          expected: type | tuple[type, ...], *,
-          error: type[SplitbrainError] = ConfigError) -> Any:
+def build(
+    kind: str,
+    name: str,
+    call: Callable[[Callable[..., Any], str | None], Any],
+    expected: type | tuple[type, ...],
+    *,
+    error: type[SplitbrainError] = ConfigError,
+) -> Any:
     """Resolve ``name``, load its factory, ``call(factory, argument)``, check the result's type.
 
     ``error`` is the class raised for a factory that raises or returns the wrong
@@ -197,8 +222,11 @@ def build(kind: str, name: str, call: Callable[[Callable[..., Any], str | None],
     except Exception as e:
         raise _error(error, f"{where}: factory raised {_one_line(e)}", kind) from None
     if not isinstance(obj, expected):
-        want = expected.__name__ if isinstance(expected, type) else \
-            " or ".join(t.__name__ for t in expected)
+        want = (
+            expected.__name__
+            if isinstance(expected, type)
+            else " or ".join(t.__name__ for t in expected)
+        )
         raise _error(error, f"{where}: factory returned {type(obj).__name__}, not a {want}", kind)
     return obj
 

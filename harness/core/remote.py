@@ -58,16 +58,30 @@ class Remote(Protocol):
 
     host: Host
 
-    def run(self, cmd: str, *, sudo: bool = False, timeout: float | None = 60.0,
-            env: dict[str, str] | None = None, check: bool = True,
-            stdin: str | bytes | None = None) -> CommandResult: ...
+    def run(
+        self,
+        cmd: str,
+        *,
+        sudo: bool = False,
+        timeout: float | None = 60.0,
+        env: dict[str, str] | None = None,
+        check: bool = True,
+        stdin: str | bytes | None = None,
+    ) -> CommandResult: ...
 
     def upload(self, local: str, remote: str) -> None: ...
 
     def download(self, remote: str, local: str) -> None: ...
 
-    def start_daemon(self, cmd: str, *, pidfile: str, logfile: str,
-                     env: dict[str, str] | None = None, chdir: str | None = None) -> int:
+    def start_daemon(
+        self,
+        cmd: str,
+        *,
+        pidfile: str,
+        logfile: str,
+        env: dict[str, str] | None = None,
+        chdir: str | None = None,
+    ) -> int:
         """Start ``cmd`` detached, write its pid to ``pidfile``; return the pid."""
         ...
 

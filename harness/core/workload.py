@@ -17,7 +17,15 @@ if TYPE_CHECKING:
     from harness.core.history import Op
     from harness.core.spec import RunContext
 
-__all__ = ["Client", "DeclaresReads", "ExtraWorker", "Generator", "GenContext", "PENDING", "Workload"]
+__all__ = [
+    "Client",
+    "DeclaresReads",
+    "ExtraWorker",
+    "Generator",
+    "GenContext",
+    "PENDING",
+    "Workload",
+]
 
 
 class _Pending:

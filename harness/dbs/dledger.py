@@ -51,8 +51,9 @@ lab. Off, time.time() is still faked (clock faults unchanged) and hand-offs take
 their normal ~0.2 ms. Without the preload the variable is ignored."""
 
 
-def node_ports(addresses: dict[str, str], peer_port: int, client_port: int
-               ) -> dict[str, tuple[int, int]]:
+def node_ports(
+    addresses: dict[str, str], peer_port: int, client_port: int
+) -> dict[str, tuple[int, int]]:
     """(peer port, client port) per node: fixed, unless two nodes share an address."""
     unique = len(set(addresses.values())) == len(addresses)
     out = {}
@@ -72,8 +73,9 @@ def check_bug(bug: str) -> None:
         raise ConfigError(str(e), field="bug") from None
 
 
-def _leaders_now(addrs: dict[str, tuple[str, int]], *, timeout: float = 2.0,
-                 grace: float = 0.3) -> list[str]:
+def _leaders_now(
+    addrs: dict[str, tuple[str, int]], *, timeout: float = 2.0, grace: float = 0.3
+) -> list[str]:
     """The nodes whose status says leader, asked all at once.
 
     Once one leader has answered, the others get ``grace`` more seconds, not the
@@ -90,8 +92,9 @@ def _leaders_now(addrs: dict[str, tuple[str, int]], *, timeout: float = 2.0,
         until = time.monotonic() + timeout + 0.5
         pending = set(futs)
         while pending:
-            done, pending = wait(pending, timeout=max(0.0, until - time.monotonic()),
-                                 return_when=FIRST_COMPLETED)
+            done, pending = wait(
+                pending, timeout=max(0.0, until - time.monotonic()), return_when=FIRST_COMPLETED
+            )
             if not done:
                 break
             for f in done:
@@ -123,12 +126,22 @@ def _fetch_status(host: str, port: int, timeout: float) -> dict[str, Any] | None
 class DLedgerDB(PidfileDaemonDB):
     """Installs, starts, faults and removes ``node_impl`` on every node of a test."""
 
-    def __init__(self, *, root: str = "/var/lib/splitbrain/run", peer_port: int = 9000,
-                 client_port: int = 9001, remote_python: str | None = None,
-                 heartbeat_ms: int | None = None, election_timeout_ms: int | None = None,
-                 read_mode: str | None = None, leader_timeout: float = 30.0,
-                 leave_running: bool = False, bug: str | None = None,
-                 extra_args: str = "", primaries_wait: float = 3.0) -> None:
+    def __init__(
+        self,
+        *,
+        root: str = "/var/lib/splitbrain/run",
+        peer_port: int = 9000,
+        client_port: int = 9001,
+        remote_python: str | None = None,
+        heartbeat_ms: int | None = None,
+        election_timeout_ms: int | None = None,
+        read_mode: str | None = None,
+        leader_timeout: float = 30.0,
+        leave_running: bool = False,
+        bug: str | None = None,
+        extra_args: str = "",
+        primaries_wait: float = 3.0,
+    ) -> None:
         if not root.startswith("/"):
             raise ConfigError(f"db root must be an absolute path, got {root!r}", field="root")
         self.root = root.rstrip("/")
@@ -150,8 +163,13 @@ class DLedgerDB(PidfileDaemonDB):
     # layout -----------------------------------------------------------------
     def _paths(self, ctx: RunContext, node: str) -> dict[str, str]:
         d = self.node_dir(ctx, node)
-        return {"dir": d, "app": f"{d}/app", "data": f"{d}/data", "pid": f"{d}/node.pid",
-                "stdout": f"{d}/stdout.log"}
+        return {
+            "dir": d,
+            "app": f"{d}/app",
+            "data": f"{d}/data",
+            "pid": f"{d}/node.pid",
+            "stdout": f"{d}/stdout.log",
+        }
 
     def ports(self, ctx: RunContext, node: str) -> list[int]:
         return list(self._ports(ctx)[node])
@@ -180,8 +198,11 @@ class DLedgerDB(PidfileDaemonDB):
         with tempfile.TemporaryDirectory() as tmp:
             tgz = Path(tmp) / "node_impl.tgz"
             with tarfile.open(tgz, "w:gz") as tf:
-                tf.add(NODE_IMPL_DIR, arcname="node_impl",
-                       filter=lambda ti: None if "__pycache__" in ti.name else ti)
+                tf.add(
+                    NODE_IMPL_DIR,
+                    arcname="node_impl",
+                    filter=lambda ti: None if "__pycache__" in ti.name else ti,
+                )
             remote.upload(str(tgz), f"{app}/node_impl.tgz")
         remote.run(f"cd {shlex.quote(app)} && tar xzf node_impl.tgz && rm node_impl.tgz")
 
@@ -198,21 +219,37 @@ class DLedgerDB(PidfileDaemonDB):
             if probe.ok:
                 return py
         log.info("%s: installing msgpack for python3", remote.host.name)
-        res = remote.run("python3 -m pip install -q msgpack || "
-                         "python3 -m pip install -q --break-system-packages msgpack",
-                         check=False, timeout=300)
+        res = remote.run(
+            "python3 -m pip install -q msgpack || "
+            "python3 -m pip install -q --break-system-packages msgpack",
+            check=False,
+            timeout=300,
+        )
         if not res.ok:
-            raise RemoteError("python3 on this host cannot import msgpack and `pip install "
-                              "msgpack` failed; pass --db-option remote_python=PATH",
-                              host=remote.host.name)
+            raise RemoteError(
+                "python3 on this host cannot import msgpack and `pip install "
+                "msgpack` failed; pass --db-option remote_python=PATH",
+                host=remote.host.name,
+            )
         return "python3"
 
     def _command(self, ctx: RunContext, node: str, python: str) -> str:
         p = self._paths(ctx, node)
         ports = self._ports(ctx)
         peers = ",".join(f"{n}={ctx.hosts[n].address}:{ports[n][0]}" for n in ctx.nodes)
-        args = [python, "-m", "node_impl", "--id", node, "--peers", peers,
-                "--data-dir", p["data"], "--client-port", str(ports[node][1])]
+        args = [
+            python,
+            "-m",
+            "node_impl",
+            "--id",
+            node,
+            "--peers",
+            peers,
+            "--data-dir",
+            p["data"],
+            "--client-port",
+            str(ports[node][1]),
+        ]
         if self.heartbeat_ms:
             args += ["--heartbeat-ms", str(self.heartbeat_ms)]
         if self.election_timeout_ms:
@@ -236,8 +273,10 @@ class DLedgerDB(PidfileDaemonDB):
             log.info("%s: stopping a node left running by an earlier run", node)
             remote.signal_daemon(p["pid"], "CONT")
             remote.stop_daemon(p["pid"], timeout=5)
-        remote.run(f"rm -rf {shlex.quote(p['data'])} {shlex.quote(p['stdout'])} && "
-                   f"mkdir -p {shlex.quote(p['data'])}")
+        remote.run(
+            f"rm -rf {shlex.quote(p['data'])} {shlex.quote(p['stdout'])} && "
+            f"mkdir -p {shlex.quote(p['data'])}"
+        )
         self._upload_code(remote, p["app"])
         python = self._choose_python(remote)
         self._python[node] = python
@@ -257,17 +296,27 @@ class DLedgerDB(PidfileDaemonDB):
             if st is not None:
                 last = st
                 if st.get("leader") is not None and st.get("role") in ("leader", "follower"):
-                    log.info("%s: up, role %s, leader %s, term %s", node, st.get("role"),
-                             st.get("leader"), st.get("term"))
+                    log.info(
+                        "%s: up, role %s, leader %s, term %s",
+                        node,
+                        st.get("role"),
+                        st.get("leader"),
+                        st.get("term"),
+                    )
                     return
             elif not remote.daemon_running(pid):
-                tail = remote.run(f"tail -n 5 {shlex.quote(self._paths(ctx, node)['stdout'])}",
-                                  check=False).stdout.strip()
-                raise RemoteError(f"node process exited during startup: {tail or 'no output'}",
-                                  host=remote.host.name)
+                tail = remote.run(
+                    f"tail -n 5 {shlex.quote(self._paths(ctx, node)['stdout'])}", check=False
+                ).stdout.strip()
+                raise RemoteError(
+                    f"node process exited during startup: {tail or 'no output'}",
+                    host=remote.host.name,
+                )
             time.sleep(0.2)
-        raise RemoteError(f"no leader known after {self.leader_timeout:g} s "
-                          f"(last status: {last})", host=remote.host.name)
+        raise RemoteError(
+            f"no leader known after {self.leader_timeout:g} s (last status: {last})",
+            host=remote.host.name,
+        )
 
     def wait_ready(self, ctx: RunContext, *, settle: float = 0.5) -> None:
         """After every node's setup: wait until all agree on one leader for ``settle`` s.
@@ -284,8 +333,11 @@ class DLedgerDB(PidfileDaemonDB):
         while time.monotonic() < deadline:
             sts = list(map_values(addrs, lambda a: _fetch_status(a[0], a[1], 1.0)).values())
             views = {(st.get("term"), st.get("leader")) if st else None for st in sts}
-            leader_roles = [st.get("role") for st, n in zip(sts, addrs, strict=True)
-                            if st and st.get("leader") == n]
+            leader_roles = [
+                st.get("role")
+                for st, n in zip(sts, addrs, strict=True)
+                if st and st.get("leader") == n
+            ]
             agreed = len(views) == 1 and None not in views and leader_roles == ["leader"]
             if agreed:
                 now = time.monotonic()
@@ -300,8 +352,11 @@ class DLedgerDB(PidfileDaemonDB):
                 stable_since = None
             last = views
             time.sleep(0.1)
-        log.warning("nodes did not agree on one leader within %gs (last view: %s)",
-                    self.leader_timeout, last)
+        log.warning(
+            "nodes did not agree on one leader within %gs (last view: %s)",
+            self.leader_timeout,
+            last,
+        )
 
     # lifecycle ----------------------------------------------------------------
     def start(self, ctx: RunContext, node: str) -> None:

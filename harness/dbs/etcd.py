@@ -41,16 +41,24 @@ def ensure_package(remote: Remote, binary: str, packages: str) -> None:
     """Make ``binary`` present on the host, installing ``packages`` with apt if we may."""
     if remote.run(f"command -v {shlex.quote(binary)}", check=False, timeout=30).ok:
         return
-    if remote.run("test \"$(id -u)\" = 0", check=False, timeout=30).ok:
+    if remote.run('test "$(id -u)" = 0', check=False, timeout=30).ok:
         log.info("%s: installing %s", remote.host.name, packages)
-        res = remote.run(f"DEBIAN_FRONTEND=noninteractive apt-get install -y -q "
-                         f"--no-install-recommends {packages}", check=False, timeout=600)
+        res = remote.run(
+            f"DEBIAN_FRONTEND=noninteractive apt-get install -y -q "
+            f"--no-install-recommends {packages}",
+            check=False,
+            timeout=600,
+        )
         if res.ok and remote.run(f"command -v {shlex.quote(binary)}", check=False).ok:
             return
-        raise RemoteError(f"`apt-get install {packages}` did not provide {binary}: "
-                          f"{res.stderr.strip()[-300:]}", host=remote.host.name)
-    raise RemoteError(f"{binary} is not installed and we are not root to install "
-                      f"{packages}", host=remote.host.name)
+        raise RemoteError(
+            f"`apt-get install {packages}` did not provide {binary}: {res.stderr.strip()[-300:]}",
+            host=remote.host.name,
+        )
+    raise RemoteError(
+        f"{binary} is not installed and we are not root to install {packages}",
+        host=remote.host.name,
+    )
 
 
 def stop_process(remote: Remote, pidfile: str, what: str, *, grace: float = 20.0) -> None:
@@ -64,14 +72,16 @@ def stop_process(remote: Remote, pidfile: str, what: str, *, grace: float = 20.0
     deadline = time.monotonic() + grace
     while remote.daemon_running(pidfile):
         if time.monotonic() > deadline:
-            raise RemoteError(f"{what} ({pidfile}) survived SIGKILL for {grace:g} s",
-                              host=remote.host.name)
+            raise RemoteError(
+                f"{what} ({pidfile}) survived SIGKILL for {grace:g} s", host=remote.host.name
+            )
         time.sleep(0.2)
     remote.run(f"rm -f {shlex.quote(pidfile)}", check=False)
 
 
-def member_urls(addresses: dict[str, str], peer_port: int, client_port: int
-                ) -> dict[str, tuple[str, str]]:
+def member_urls(
+    addresses: dict[str, str], peer_port: int, client_port: int
+) -> dict[str, tuple[str, str]]:
     """(peer URL, client URL) per node; ports spread when nodes share an address."""
     unique = len(set(addresses.values())) == len(addresses)
     out = {}
@@ -101,11 +111,19 @@ def _is_leader(st: dict[str, Any] | None) -> bool:
 class EtcdDB(PidfileDaemonDB):
     """Installs, starts, faults and removes one etcd member per node."""
 
-    def __init__(self, *, root: str = "/var/lib/splitbrain/etcd", peer_port: int = 2380,
-                 client_port: int = 2379, binary: str = "etcd",
-                 heartbeat_ms: int | None = None, election_timeout_ms: int | None = None,
-                 ready_timeout: float = 30.0, leave_running: bool = False,
-                 extra_args: str = "") -> None:
+    def __init__(
+        self,
+        *,
+        root: str = "/var/lib/splitbrain/etcd",
+        peer_port: int = 2380,
+        client_port: int = 2379,
+        binary: str = "etcd",
+        heartbeat_ms: int | None = None,
+        election_timeout_ms: int | None = None,
+        ready_timeout: float = 30.0,
+        leave_running: bool = False,
+        extra_args: str = "",
+    ) -> None:
         if not root.startswith("/"):
             raise ConfigError(f"db root must be an absolute path, got {root!r}", field="root")
         self.root = root.rstrip("/")
@@ -126,8 +144,9 @@ class EtcdDB(PidfileDaemonDB):
         return [int(u.rsplit(":", 1)[1]) for u in self._urls(ctx)[node]]
 
     def _urls(self, ctx: RunContext) -> dict[str, tuple[str, str]]:
-        return member_urls({n: ctx.hosts[n].address for n in ctx.nodes},
-                           self.peer_port, self.client_port)
+        return member_urls(
+            {n: ctx.hosts[n].address for n in ctx.nodes}, self.peer_port, self.client_port
+        )
 
     def client_addrs(self, ctx: RunContext) -> dict[str, tuple[str, int]]:
         out = {}
@@ -141,12 +160,29 @@ class EtcdDB(PidfileDaemonDB):
         peer, client = urls[node]
         cluster = ",".join(f"{n}={u[0]}" for n, u in urls.items())
         lab = ctx.hosts[node].extras.get("lab") or ""
-        args = [self.binary, "--name", node, "--data-dir", self._paths(ctx, node)["data"],
-                "--initial-advertise-peer-urls", peer, "--listen-peer-urls", peer,
-                "--listen-client-urls", client, "--advertise-client-urls", client,
-                "--initial-cluster", cluster, "--initial-cluster-state", "new",
-                "--initial-cluster-token", f"splitbrain-{lab}-{ctx.spec.name}-{ctx.spec.seed}",
-                "--logger", "zap"]
+        args = [
+            self.binary,
+            "--name",
+            node,
+            "--data-dir",
+            self._paths(ctx, node)["data"],
+            "--initial-advertise-peer-urls",
+            peer,
+            "--listen-peer-urls",
+            peer,
+            "--listen-client-urls",
+            client,
+            "--advertise-client-urls",
+            client,
+            "--initial-cluster",
+            cluster,
+            "--initial-cluster-state",
+            "new",
+            "--initial-cluster-token",
+            f"splitbrain-{lab}-{ctx.spec.name}-{ctx.spec.seed}",
+            "--logger",
+            "zap",
+        ]
         if self.heartbeat_ms:
             args += ["--heartbeat-interval", str(self.heartbeat_ms)]
         if self.election_timeout_ms:
@@ -181,11 +217,15 @@ class EtcdDB(PidfileDaemonDB):
                 return
             if st is None and not remote.daemon_running(p["pid"]):
                 tail = remote.run(f"tail -n 5 {shlex.quote(p['log'])}", check=False).stdout
-                raise RemoteError(f"etcd exited during startup: {tail.strip() or 'no output'}",
-                                  host=remote.host.name)
+                raise RemoteError(
+                    f"etcd exited during startup: {tail.strip() or 'no output'}",
+                    host=remote.host.name,
+                )
             time.sleep(0.2)
-        raise RemoteError(f"etcd member {node} knew no leader after {self.ready_timeout:g} s",
-                          host=remote.host.name)
+        raise RemoteError(
+            f"etcd member {node} knew no leader after {self.ready_timeout:g} s",
+            host=remote.host.name,
+        )
 
     def wait_ready(self, ctx: RunContext, *, settle: float = 0.5) -> None:
         """Until every member names the same leader for ``settle`` s (a log line if never)."""
@@ -210,8 +250,9 @@ class EtcdDB(PidfileDaemonDB):
         p = self._paths(ctx, node)
         if remote.daemon_running(p["pid"]):
             return
-        remote.start_daemon(self.command(ctx, node), pidfile=p["pid"], logfile=p["log"],
-                            chdir=p["dir"])
+        remote.start_daemon(
+            self.command(ctx, node), pidfile=p["pid"], logfile=p["log"], chdir=p["dir"]
+        )
 
     def primaries(self, ctx: RunContext) -> list[str]:
         """Members that say they are the leader (each compares its id with its leader id)."""
@@ -231,7 +272,10 @@ class EtcdDB(PidfileDaemonDB):
         stop_process(remote, p["pid"], "etcd")
         # The test's (and lab's) directory go too once empty (other nodes may race).
         test_dir = p["dir"].rsplit("/", 1)[0]
-        empties = [test_dir] + ([test_dir.rsplit("/", 1)[0]] if ctx.hosts[node].extras.get("lab")
-                                else [])
-        remote.run(f"rm -rf {shlex.quote(p['dir'])}; for d in {' '.join(map(shlex.quote, empties))}; "
-                   f"do rmdir \"$d\" 2>/dev/null; done; true")
+        empties = [test_dir] + (
+            [test_dir.rsplit("/", 1)[0]] if ctx.hosts[node].extras.get("lab") else []
+        )
+        remote.run(
+            f"rm -rf {shlex.quote(p['dir'])}; for d in {' '.join(map(shlex.quote, empties))}; "
+            f'do rmdir "$d" 2>/dev/null; done; true'
+        )

@@ -39,24 +39,35 @@ def _as_bool(v: Any, name: str) -> bool:
 class HADB(DLedgerDB):
     """``node_impl --mode ha``: master ``master`` (default: the first node), slaves the rest."""
 
-    def __init__(self, *, mode: str = "ha", sync: Any = False, master: str | None = None,
-                 slave_timeout_ms: int | None = None, **options: Any) -> None:
+    def __init__(
+        self,
+        *,
+        mode: str = "ha",
+        sync: Any = False,
+        master: str | None = None,
+        slave_timeout_ms: int | None = None,
+        **options: Any,
+    ) -> None:
         if mode != "ha":
             raise ConfigError(f"HADB runs mode ha, got mode={mode!r}", field="mode")
         super().__init__(**options)
         self.sync = _as_bool(sync, "sync")
         self.master = master
-        if slave_timeout_ms is not None and (not isinstance(slave_timeout_ms, int)
-                                             or slave_timeout_ms <= 0):
-            raise ConfigError(f"slave_timeout_ms must be a positive int, got {slave_timeout_ms!r}",
-                              field="slave_timeout_ms")
+        if slave_timeout_ms is not None and (
+            not isinstance(slave_timeout_ms, int) or slave_timeout_ms <= 0
+        ):
+            raise ConfigError(
+                f"slave_timeout_ms must be a positive int, got {slave_timeout_ms!r}",
+                field="slave_timeout_ms",
+            )
         self.slave_timeout_ms = slave_timeout_ms
 
     def initial_master(self, ctx: RunContext) -> str:
         m = self.master or ctx.nodes[0]
         if m not in ctx.nodes:
-            raise ConfigError(f"db option master={m!r} is not a node ({', '.join(ctx.nodes)})",
-                              field="master")
+            raise ConfigError(
+                f"db option master={m!r} is not a node ({', '.join(ctx.nodes)})", field="master"
+            )
         return m
 
     def _command(self, ctx: RunContext, node: str, python: str) -> str:
@@ -75,8 +86,13 @@ class HADB(DLedgerDB):
         while time.monotonic() < deadline:
             st = _fetch_status(host, port, 1.0)
             if st is not None and st.get("role") in ("master", "slave"):
-                log.info("%s: up as %s of %s, epoch %s", node, st.get("role"), st.get("leader"),
-                         st.get("term"))
+                log.info(
+                    "%s: up as %s of %s, epoch %s",
+                    node,
+                    st.get("role"),
+                    st.get("leader"),
+                    st.get("term"),
+                )
                 return
             if st is None and not remote.daemon_running(pid):
                 raise RemoteError("node process exited during startup", host=remote.host.name)
@@ -102,8 +118,13 @@ class HADB(DLedgerDB):
                 time.sleep(settle)
                 return
             time.sleep(0.1)
-        log.warning("master %s did not see %d slaves within %gs (last status: %s)", m, want,
-                    self.leader_timeout, st)
+        log.warning(
+            "master %s did not see %d slaves within %gs (last status: %s)",
+            m,
+            want,
+            self.leader_timeout,
+            st,
+        )
 
     def primaries(self, ctx: RunContext) -> list[str]:
         return [n for n, st in self.statuses(ctx).items() if st and st.get("role") == "master"]
@@ -113,5 +134,7 @@ class HADB(DLedgerDB):
         remote = ctx.remotes[node]
         data = self._paths(ctx, node)["data"]
         term = json.dumps({"term": epoch, "votedFor": master})
-        remote.run(f"rm -rf {shlex.quote(data)} && mkdir -p {shlex.quote(data)} && "
-                   f"printf '%s' {shlex.quote(term)} > {shlex.quote(data + '/term.json')}")
+        remote.run(
+            f"rm -rf {shlex.quote(data)} && mkdir -p {shlex.quote(data)} && "
+            f"printf '%s' {shlex.quote(term)} > {shlex.quote(data + '/term.json')}"
+        )

@@ -48,13 +48,23 @@ _NO_FAKETIME = "env -u LD_PRELOAD"
 the clock nemesis does not reach Redis on the lab (see docs/thirdparty.md)."""
 
 
-def redis_conf(*, addr: str, port: int, data_dir: str, primary: tuple[str, int] | None,
-               min_replicas: int = 0) -> str:
+def redis_conf(
+    *, addr: str, port: int, data_dir: str, primary: tuple[str, int] | None, min_replicas: int = 0
+) -> str:
     """redis.conf for one node; ``primary`` None makes it the initial primary."""
-    lines = [f"bind {addr}", f"port {port}", "protected-mode no", "daemonize no",
-             'logfile ""', f"dir {data_dir}", 'save ""', "appendonly yes",
-             "appendfsync everysec", "repl-diskless-sync-delay 0",
-             "replica-serve-stale-data yes"]
+    lines = [
+        f"bind {addr}",
+        f"port {port}",
+        "protected-mode no",
+        "daemonize no",
+        'logfile ""',
+        f"dir {data_dir}",
+        'save ""',
+        "appendonly yes",
+        "appendfsync everysec",
+        "repl-diskless-sync-delay 0",
+        "replica-serve-stale-data yes",
+    ]
     if min_replicas:
         lines += [f"min-replicas-to-write {min_replicas}", "min-replicas-max-lag 5"]
     if primary is not None:
@@ -62,18 +72,35 @@ def redis_conf(*, addr: str, port: int, data_dir: str, primary: tuple[str, int] 
     return "\n".join(lines) + "\n"
 
 
-def sentinel_conf(*, addr: str, port: int, work_dir: str, primary: tuple[str, int],
-                  quorum: int, down_after_ms: int, failover_timeout_ms: int) -> str:
+def sentinel_conf(
+    *,
+    addr: str,
+    port: int,
+    work_dir: str,
+    primary: tuple[str, int],
+    quorum: int,
+    down_after_ms: int,
+    failover_timeout_ms: int,
+) -> str:
     from workloads.redis import MASTER_NAME as M
 
-    return "\n".join([
-        f"bind {addr}", f"port {port}", "protected-mode no", "daemonize no", 'logfile ""',
-        f"dir {work_dir}",
-        f"sentinel monitor {M} {primary[0]} {primary[1]} {quorum}",
-        f"sentinel down-after-milliseconds {M} {down_after_ms}",
-        f"sentinel failover-timeout {M} {failover_timeout_ms}",
-        f"sentinel parallel-syncs {M} 8",
-    ]) + "\n"
+    return (
+        "\n".join(
+            [
+                f"bind {addr}",
+                f"port {port}",
+                "protected-mode no",
+                "daemonize no",
+                'logfile ""',
+                f"dir {work_dir}",
+                f"sentinel monitor {M} {primary[0]} {primary[1]} {quorum}",
+                f"sentinel down-after-milliseconds {M} {down_after_ms}",
+                f"sentinel failover-timeout {M} {failover_timeout_ms}",
+                f"sentinel parallel-syncs {M} 8",
+            ]
+        )
+        + "\n"
+    )
 
 
 def _call(addr: tuple[str, int], *args: Any, timeout: float = 1.0) -> Any:
@@ -89,16 +116,26 @@ def _call(addr: tuple[str, int], *args: Any, timeout: float = 1.0) -> Any:
 class RedisDB(PidfileDaemonDB):
     """Installs, starts, faults and removes Redis plus a Sentinel on every node."""
 
-    def __init__(self, *, root: str = "/var/lib/splitbrain/redis", port: int = 6379,
-                 sentinel_port: int = 26379, binary: str = "redis-server",
-                 down_after_ms: int = 2000, failover_timeout_ms: int = 6000,
-                 min_replicas: int = 0, ready_timeout: float = 30.0,
-                 leave_running: bool = False) -> None:
+    def __init__(
+        self,
+        *,
+        root: str = "/var/lib/splitbrain/redis",
+        port: int = 6379,
+        sentinel_port: int = 26379,
+        binary: str = "redis-server",
+        down_after_ms: int = 2000,
+        failover_timeout_ms: int = 6000,
+        min_replicas: int = 0,
+        ready_timeout: float = 30.0,
+        leave_running: bool = False,
+    ) -> None:
         if not root.startswith("/"):
             raise ConfigError(f"db root must be an absolute path, got {root!r}", field="root")
         if down_after_ms < 100 or failover_timeout_ms < 1000:
-            raise ConfigError("down_after_ms must be >= 100 and failover_timeout_ms >= 1000",
-                              field="down_after_ms")
+            raise ConfigError(
+                "down_after_ms must be >= 100 and failover_timeout_ms >= 1000",
+                field="down_after_ms",
+            )
         self.root = root.rstrip("/")
         self.port, self.sentinel_port = port, sentinel_port
         self.binary = binary
@@ -111,16 +148,23 @@ class RedisDB(PidfileDaemonDB):
     # layout -----------------------------------------------------------------
     def _paths(self, ctx: RunContext, node: str) -> dict[str, str]:
         d = self.node_dir(ctx, node)
-        return {"dir": d, "data": f"{d}/data", "conf": f"{d}/redis.conf",
-                "sconf": f"{d}/sentinel.conf", "pid": f"{d}/redis.pid",
-                "spid": f"{d}/sentinel.pid", "log": f"{d}/redis.log",
-                "slog": f"{d}/sentinel.log"}
+        return {
+            "dir": d,
+            "data": f"{d}/data",
+            "conf": f"{d}/redis.conf",
+            "sconf": f"{d}/sentinel.conf",
+            "pid": f"{d}/redis.pid",
+            "spid": f"{d}/sentinel.pid",
+            "log": f"{d}/redis.log",
+            "slog": f"{d}/sentinel.log",
+        }
 
     def _addrs(self, ctx: RunContext, base: int) -> dict[str, tuple[str, int]]:
         addresses = {n: ctx.hosts[n].address for n in ctx.nodes}
         unique = len(set(addresses.values())) == len(addresses)
-        return {n: (a, base + (0 if unique else 10 * i))
-                for i, (n, a) in enumerate(addresses.items())}
+        return {
+            n: (a, base + (0 if unique else 10 * i)) for i, (n, a) in enumerate(addresses.items())
+        }
 
     def client_addrs(self, ctx: RunContext) -> dict[str, tuple[str, int]]:
         return self._addrs(ctx, self.port)
@@ -147,18 +191,36 @@ class RedisDB(PidfileDaemonDB):
         first = ctx.nodes[0]
         addr, port = addrs[node]
         remote.run(f"rm -rf {shlex.quote(p['dir'])} && mkdir -p {shlex.quote(p['data'])}")
-        remote.run(f"cat > {shlex.quote(p['conf'])}", stdin=redis_conf(
-            addr=addr, port=port, data_dir=p["data"],
-            primary=None if node == first else addrs[first], min_replicas=self.min_replicas))
+        remote.run(
+            f"cat > {shlex.quote(p['conf'])}",
+            stdin=redis_conf(
+                addr=addr,
+                port=port,
+                data_dir=p["data"],
+                primary=None if node == first else addrs[first],
+                min_replicas=self.min_replicas,
+            ),
+        )
         s_addr, s_port = self.sentinel_addrs(ctx)[node]
-        remote.run(f"cat > {shlex.quote(p['sconf'])}", stdin=sentinel_conf(
-            addr=s_addr, port=s_port, work_dir=p["dir"], primary=addrs[first],
-            quorum=len(ctx.nodes) // 2 + 1, down_after_ms=self.down_after_ms,
-            failover_timeout_ms=self.failover_timeout_ms))
+        remote.run(
+            f"cat > {shlex.quote(p['sconf'])}",
+            stdin=sentinel_conf(
+                addr=s_addr,
+                port=s_port,
+                work_dir=p["dir"],
+                primary=addrs[first],
+                quorum=len(ctx.nodes) // 2 + 1,
+                down_after_ms=self.down_after_ms,
+                failover_timeout_ms=self.failover_timeout_ms,
+            ),
+        )
         self.start(ctx, node)
-        remote.start_daemon(f"{_NO_FAKETIME} {shlex.quote(self.binary)} "
-                            f"{shlex.quote(p['sconf'])} --sentinel",
-                            pidfile=p["spid"], logfile=p["slog"], chdir=p["dir"])
+        remote.start_daemon(
+            f"{_NO_FAKETIME} {shlex.quote(self.binary)} {shlex.quote(p['sconf'])} --sentinel",
+            pidfile=p["spid"],
+            logfile=p["slog"],
+            chdir=p["dir"],
+        )
         self._await_up(ctx, node)
 
     def _await_up(self, ctx: RunContext, node: str) -> None:
@@ -166,17 +228,23 @@ class RedisDB(PidfileDaemonDB):
         p = self._paths(ctx, node)
         deadline = time.monotonic() + self.ready_timeout
         while time.monotonic() < deadline:
-            if (_call(self.client_addrs(ctx)[node], "PING") == "PONG"
-                    and _call(self.sentinel_addrs(ctx)[node], "PING") == "PONG"):
+            if (
+                _call(self.client_addrs(ctx)[node], "PING") == "PONG"
+                and _call(self.sentinel_addrs(ctx)[node], "PING") == "PONG"
+            ):
                 return
             for pid, logf in ((p["pid"], p["log"]), (p["spid"], p["slog"])):
                 if not remote.daemon_running(pid):
                     tail = remote.run(f"tail -n 5 {shlex.quote(logf)}", check=False).stdout
-                    raise RemoteError(f"{logf} process exited during startup: "
-                                      f"{tail.strip() or 'no output'}", host=remote.host.name)
+                    raise RemoteError(
+                        f"{logf} process exited during startup: {tail.strip() or 'no output'}",
+                        host=remote.host.name,
+                    )
             time.sleep(0.2)
-        raise RemoteError(f"redis or sentinel on {node} did not answer PING in "
-                          f"{self.ready_timeout:g} s", host=remote.host.name)
+        raise RemoteError(
+            f"redis or sentinel on {node} did not answer PING in {self.ready_timeout:g} s",
+            host=remote.host.name,
+        )
 
     def view(self, ctx: RunContext) -> dict[str, Any]:
         """Each node's ROLE reply and each Sentinel's (primary address, peers seen)."""
@@ -186,12 +254,18 @@ class RedisDB(PidfileDaemonDB):
         def sentinel(a: tuple[str, int]) -> tuple[Any, Any]:
             primary = _call(a, "SENTINEL", "get-master-addr-by-name", MASTER_NAME)
             info = _call(a, "SENTINEL", "master", MASTER_NAME)
-            fields = dict(zip(info[::2], info[1::2], strict=False)) if isinstance(info, list) else {}
-            return (tuple(primary) if isinstance(primary, list) else None,
-                    fields.get("num-other-sentinels"))
+            fields = (
+                dict(zip(info[::2], info[1::2], strict=False)) if isinstance(info, list) else {}
+            )
+            return (
+                tuple(primary) if isinstance(primary, list) else None,
+                fields.get("num-other-sentinels"),
+            )
 
-        return {"roles": map_values(addrs, lambda a: _call(a, "ROLE"), what="role"),
-                "sentinels": map_values(saddrs, sentinel, what="sentinel")}
+        return {
+            "roles": map_values(addrs, lambda a: _call(a, "ROLE"), what="role"),
+            "sentinels": map_values(saddrs, sentinel, what="sentinel"),
+        }
 
     def wait_ready(self, ctx: RunContext) -> None:
         """Until one primary has every replica linked and all Sentinels know each other."""
@@ -202,14 +276,22 @@ class RedisDB(PidfileDaemonDB):
         while time.monotonic() < deadline:
             v = self.view(ctx)
             roles = list(v["roles"].values())
-            replicas_ok = all(isinstance(r, list) and (
-                (r[0] == "master" and len(r[2]) == n - 1) or
-                (r[0] == "slave" and r[3] == "connected")) for r in roles)
-            sents_ok = all(s[0] is not None and (s[0][0], int(s[0][1])) == primary
-                           and str(s[1]) == str(n - 1) for s in v["sentinels"].values())
+            replicas_ok = all(
+                isinstance(r, list)
+                and (
+                    (r[0] == "master" and len(r[2]) == n - 1)
+                    or (r[0] == "slave" and r[3] == "connected")
+                )
+                for r in roles
+            )
+            sents_ok = all(
+                s[0] is not None and (s[0][0], int(s[0][1])) == primary and str(s[1]) == str(n - 1)
+                for s in v["sentinels"].values()
+            )
             if replicas_ok and sents_ok:
-                log.info("redis ready: primary %s:%s, %d replicas, %d sentinels",
-                         *primary, n - 1, n)
+                log.info(
+                    "redis ready: primary %s:%s, %d replicas, %d sentinels", *primary, n - 1, n
+                )
                 return
             time.sleep(0.2)
         log.warning("redis did not settle within %gs (last view: %s)", self.ready_timeout, v)
@@ -219,8 +301,12 @@ class RedisDB(PidfileDaemonDB):
         p = self._paths(ctx, node)
         if remote.daemon_running(p["pid"]):
             return
-        remote.start_daemon(f"{_NO_FAKETIME} {shlex.quote(self.binary)} {shlex.quote(p['conf'])}",
-                            pidfile=p["pid"], logfile=p["log"], chdir=p["dir"])
+        remote.start_daemon(
+            f"{_NO_FAKETIME} {shlex.quote(self.binary)} {shlex.quote(p['conf'])}",
+            pidfile=p["pid"],
+            logfile=p["log"],
+            chdir=p["dir"],
+        )
 
     def primaries(self, ctx: RunContext) -> list[str]:
         """Nodes whose Redis says it is a master (two during a split brain)."""
@@ -242,7 +328,10 @@ class RedisDB(PidfileDaemonDB):
         stop_process(remote, p["pid"], "redis-server")
         # The test's (and lab's) directory go too once empty (other nodes may race).
         test_dir = p["dir"].rsplit("/", 1)[0]
-        empties = [test_dir] + ([test_dir.rsplit("/", 1)[0]] if ctx.hosts[node].extras.get("lab")
-                                else [])
-        remote.run(f"rm -rf {shlex.quote(p['dir'])}; for d in {' '.join(map(shlex.quote, empties))}; "
-                   f"do rmdir \"$d\" 2>/dev/null; done; true")
+        empties = [test_dir] + (
+            [test_dir.rsplit("/", 1)[0]] if ctx.hosts[node].extras.get("lab") else []
+        )
+        remote.run(
+            f"rm -rf {shlex.quote(p['dir'])}; for d in {' '.join(map(shlex.quote, empties))}; "
+            f'do rmdir "$d" 2>/dev/null; done; true'
+        )

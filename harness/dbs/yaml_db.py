@@ -40,10 +40,29 @@ from harness.core.spec import RunContext
 
 __all__ = ["System", "load_system", "from_options", "yaml_db"]
 
-COMMANDS = ("install", "daemon", "start", "stop", "kill", "pause", "resume", "wipe",
-            "primaries", "ready")
-_FIELDS = {"name", "port", "data_dir", "vars", "files", "log_files", "timeout",
-           "ready_timeout", *COMMANDS}
+COMMANDS = (
+    "install",
+    "daemon",
+    "start",
+    "stop",
+    "kill",
+    "pause",
+    "resume",
+    "wipe",
+    "primaries",
+    "ready",
+)
+_FIELDS = {
+    "name",
+    "port",
+    "data_dir",
+    "vars",
+    "files",
+    "log_files",
+    "timeout",
+    "ready_timeout",
+    *COMMANDS,
+}
 VARIABLES = {"node", "nodes", "peers", "address", "port", "data_dir", "here"}
 _VAR = re.compile(r"(?<!\$)\{([A-Za-z_][A-Za-z0-9_]*)\}")
 _DEFAULT_ROOT = "/srv/splitbrain-yaml"
@@ -79,19 +98,22 @@ def load_system(path: str | Path, extra_vars: Mapping[str, Any] | None = None) -
     try:
         text = p.read_text()
     except OSError as e:
-        raise ConfigError(f"cannot read the YAML system: {e.strerror or e}", path=p,
-                          field="db") from None
+        raise ConfigError(
+            f"cannot read the YAML system: {e.strerror or e}", path=p, field="db"
+        ) from None
     try:
         root = yaml.compose(text)
         data = yaml.safe_load(text)
     except yaml.YAMLError as e:
         mark = getattr(e, "problem_mark", None)
         problem = getattr(e, "problem", None) or str(e).splitlines()[0]
-        raise ConfigError(f"not valid YAML: {problem}", path=p,
-                          line=mark.line + 1 if mark is not None else None) from None
+        raise ConfigError(
+            f"not valid YAML: {problem}", path=p, line=mark.line + 1 if mark is not None else None
+        ) from None
     if not isinstance(data, dict) or not isinstance(root, yaml.MappingNode):
-        raise ConfigError("a YAML system is a mapping of fields (install, start, ...)", path=p,
-                          line=1)
+        raise ConfigError(
+            "a YAML system is a mapping of fields (install, start, ...)", path=p, line=1
+        )
     lines = {str(k.value): v.start_mark.line + 1 for k, v in root.value}
     for key in data:
         if key not in _FIELDS:
@@ -111,8 +133,9 @@ def load_system(path: str | Path, extra_vars: Mapping[str, Any] | None = None) -
     if "kill" in commands and "start" not in commands and "daemon" not in commands:
         raise _err(p, lines, "kill", "`kill` needs `start` (to bring the node back)")
     port = data.get("port")
-    if port is not None and (not isinstance(port, int) or isinstance(port, bool)
-                             or not 0 < port < 65536):
+    if port is not None and (
+        not isinstance(port, int) or isinstance(port, bool) or not 0 < port < 65536
+    ):
         raise _err(p, lines, "port", f"a TCP port number, not {port!r}")
     variables = data.get("vars") or {}
     if not isinstance(variables, dict):
@@ -132,20 +155,36 @@ def load_system(path: str | Path, extra_vars: Mapping[str, Any] | None = None) -
         if not isinstance(v, (int, float)) or isinstance(v, bool) or v <= 0:
             raise _err(p, lines, fld, f"a positive number of seconds, not {v!r}")
     known = VARIABLES | set(variables)
-    templated = {**commands, "data_dir": data.get("data_dir") or "",
-                 **{f"files.{k}": str(v) for k, v in files.items()},
-                 **{f"log_files[{i}]": s for i, s in enumerate(logs)}}
+    templated = {
+        **commands,
+        "data_dir": data.get("data_dir") or "",
+        **{f"files.{k}": str(v) for k, v in files.items()},
+        **{f"log_files[{i}]": s for i, s in enumerate(logs)},
+    }
     for fld, template in templated.items():
         for m in _VAR.finditer(template):
             if m.group(1) not in known:
                 top = fld.split(".")[0].split("[")[0]
-                raise _err(p, lines, top, f"unknown variable {{{m.group(1)}}} in {fld} (known: "
-                           f"{', '.join(sorted(known))}; a shell ${{VAR}} is left alone)")
-    return System(path=p.resolve(), name=str(data.get("name") or p.stem), commands=commands,
-                  port=port, data_dir=data.get("data_dir"), vars=variables,
-                  files={str(k): str(v) for k, v in files.items()}, log_files=tuple(logs),
-                  timeout=float(data.get("timeout", 60.0)),
-                  ready_timeout=float(data.get("ready_timeout", 60.0)), lines=lines)
+                raise _err(
+                    p,
+                    lines,
+                    top,
+                    f"unknown variable {{{m.group(1)}}} in {fld} (known: "
+                    f"{', '.join(sorted(known))}; a shell ${{VAR}} is left alone)",
+                )
+    return System(
+        path=p.resolve(),
+        name=str(data.get("name") or p.stem),
+        commands=commands,
+        port=port,
+        data_dir=data.get("data_dir"),
+        vars=variables,
+        files={str(k): str(v) for k, v in files.items()},
+        log_files=tuple(logs),
+        timeout=float(data.get("timeout", 60.0)),
+        ready_timeout=float(data.get("ready_timeout", 60.0)),
+        lines=lines,
+    )
 
 
 class _YamlBase:
@@ -193,9 +232,12 @@ class _YamlBase:
             self._run(ctx, node, "start")
             return
         d = self.data_dir(ctx, node)
-        ctx.remotes[node].start_daemon(self._fill(self.system.commands["daemon"], ctx, node),
-                                       pidfile=self._pidfile(ctx, node),
-                                       logfile=f"{d}/daemon.log", chdir=d)
+        ctx.remotes[node].start_daemon(
+            self._fill(self.system.commands["daemon"], ctx, node),
+            pidfile=self._pidfile(ctx, node),
+            logfile=f"{d}/daemon.log",
+            chdir=d,
+        )
 
     def _stop(self, ctx: RunContext, node: str) -> None:
         if "stop" in self.system.commands:
@@ -216,12 +258,12 @@ class _YamlBase:
         remote = ctx.remotes[node]
         self._stop(ctx, node)
         self._wipe(ctx, node)
-        remote.run(f"mkdir -p {shlex.quote(self.data_dir(ctx, node))}",
-                   timeout=self.system.timeout)
+        remote.run(f"mkdir -p {shlex.quote(self.data_dir(ctx, node))}", timeout=self.system.timeout)
         for local, dest in self.system.files.items():
             target = self._fill(dest, ctx, node)
-            remote.run(f"mkdir -p {shlex.quote(str(Path(target).parent))}",
-                       timeout=self.system.timeout)
+            remote.run(
+                f"mkdir -p {shlex.quote(str(Path(target).parent))}", timeout=self.system.timeout
+            )
             remote.upload(str(self.system.path.parent / local), target)
         if "install" in self.system.commands:
             self._run(ctx, node, "install")
@@ -266,6 +308,7 @@ class _Pausable:
 class _HasPrimaries:
     def primaries(self: Any, ctx: RunContext) -> list[str]:
         """Nodes whose ``primaries`` command exits 0 (asked in parallel)."""
+
         def ask(node: str) -> bool:
             try:
                 return bool(self._run(ctx, node, "primaries", check=False) == 0)
@@ -295,10 +338,14 @@ class _WaitsReady:
             if not waiting:
                 return
             if time.monotonic() > deadline or ctx.stop.is_set():
-                raise ConfigError(f"{', '.join(waiting)} not ready after "
-                                  f"{self.system.ready_timeout:g} s (the `ready` command "
-                                  f"never exited 0)", path=self.system.path,
-                                  line=self.system.lines.get("ready"), field="ready")
+                raise ConfigError(
+                    f"{', '.join(waiting)} not ready after "
+                    f"{self.system.ready_timeout:g} s (the `ready` command "
+                    f"never exited 0)",
+                    path=self.system.path,
+                    line=self.system.lines.get("ready"),
+                    field="ready",
+                )
             time.sleep(0.2)
 
 

@@ -43,8 +43,16 @@ log = logging.getLogger(__name__)
 
 IMAGE_REPO = "splitbrain/node"
 STATE_ROOT = Path("/var/lib/splitbrain/docker")
-PACKAGES = ["openssh-server", "iptables", "iproute2", "faketime", "python3", "python3-msgpack",
-            "procps", "tini"]
+PACKAGES = [
+    "openssh-server",
+    "iptables",
+    "iproute2",
+    "faketime",
+    "python3",
+    "python3-msgpack",
+    "procps",
+    "tini",
+]
 FAKETIME_FILE = "/var/lib/splitbrain/faketime"
 
 SSHD_CONFIG = f"""\
@@ -114,16 +122,29 @@ class DockerEngine:
             raise LabError(f"no Docker engine answers at {self.socket}")
         dockerd = shutil.which("dockerd")
         if dockerd is None:
-            raise LabError("no Docker engine runs and dockerd is not installed "
-                           "(apt-get install docker.io)")
+            raise LabError(
+                "no Docker engine runs and dockerd is not installed (apt-get install docker.io)"
+            )
         self.state_root.mkdir(parents=True, exist_ok=True)
         logf = open(self.state_root / "dockerd.log", "ab")  # noqa: SIM115 (outlives this call)
         subprocess.Popen(
-            [dockerd, "--storage-driver=vfs", "--iptables=false", "--ip-masq=false",
-             "--bridge=none", f"--data-root={self.state_root}/data",
-             f"--exec-root={self.state_root}/exec", f"--pidfile={self.state_root}/dockerd.pid",
-             "-H", self.private_socket],
-            stdout=logf, stderr=logf, stdin=subprocess.DEVNULL, start_new_session=True)
+            [
+                dockerd,
+                "--storage-driver=vfs",
+                "--iptables=false",
+                "--ip-masq=false",
+                "--bridge=none",
+                f"--data-root={self.state_root}/data",
+                f"--exec-root={self.state_root}/exec",
+                f"--pidfile={self.state_root}/dockerd.pid",
+                "-H",
+                self.private_socket,
+            ],
+            stdout=logf,
+            stderr=logf,
+            stdin=subprocess.DEVNULL,
+            start_new_session=True,
+        )
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if self.ping():
@@ -153,8 +174,13 @@ class DockerEngine:
                 subprocess.run(["umount", "-l", target], check=False, capture_output=True)
 
 
-def build_image(client: Any, *, state_root: Path = STATE_ROOT,
-                mirror: str = "http://deb.debian.org/debian", force: bool = False) -> str:
+def build_image(
+    client: Any,
+    *,
+    state_root: Path = STATE_ROOT,
+    mirror: str = "http://deb.debian.org/debian",
+    force: bool = False,
+) -> str:
     """Build ``IMAGE`` locally from a debootstrap root file system; returns its id.
 
     The root file system is cached, so a rebuild after a config change takes
@@ -175,14 +201,29 @@ def build_image(client: Any, *, state_root: Path = STATE_ROOT,
         rootfs.mkdir(parents=True)
         log.warning("building the docker lab's root file system with debootstrap (a few minutes)")
         out = subprocess.run(
-            ["debootstrap", "--variant=minbase", f"--include={','.join(PACKAGES)}", "bookworm",
-             str(rootfs), mirror], capture_output=True, text=True)
+            [
+                "debootstrap",
+                "--variant=minbase",
+                f"--include={','.join(PACKAGES)}",
+                "bookworm",
+                str(rootfs),
+                mirror,
+            ],
+            capture_output=True,
+            text=True,
+        )
         if out.returncode != 0:
             shutil.rmtree(rootfs, ignore_errors=True)
             raise LabError(f"debootstrap failed: {(out.stderr or out.stdout)[-800:]}")
     # The vfs storage driver copies the whole image for every container: keep it small.
-    for junk in ("var/cache/apt/archives", "var/lib/apt/lists", "usr/share/doc", "usr/share/man",
-                 "usr/share/locale", "usr/share/info"):
+    for junk in (
+        "var/cache/apt/archives",
+        "var/lib/apt/lists",
+        "usr/share/doc",
+        "usr/share/man",
+        "usr/share/locale",
+        "usr/share/info",
+    ):
         target = rootfs / junk
         if target.is_dir():
             for child in target.iterdir():
@@ -211,8 +252,9 @@ def build_image(client: Any, *, state_root: Path = STATE_ROOT,
     buf.seek(0)
     changes = ['ENTRYPOINT ["/usr/bin/tini", "-s", "--", "/usr/local/sbin/splitbrain-entry"]']
     repo, tag = IMAGE.rsplit(":", 1)
-    out = client.api.import_image_from_data(buf.getvalue(), repository=repo, tag=tag,
-                                            changes=changes)
+    out = client.api.import_image_from_data(
+        buf.getvalue(), repository=repo, tag=tag, changes=changes
+    )
     log.info("imported %s: %s", IMAGE, str(out)[:200])
     return str(client.images.get(IMAGE).id)
 
@@ -236,7 +278,9 @@ class DockerLab:
 
     def _require_root(self) -> None:
         if os.geteuid() != 0:
-            raise LabError("the docker lab needs root (it configures a bridge and talks to dockerd)")
+            raise LabError(
+                "the docker lab needs root (it configures a bridge and talks to dockerd)"
+            )
 
     def up(self) -> list[Host]:
         import docker.errors  # noqa: F401 (the SDK must be importable before anything starts)
@@ -249,8 +293,21 @@ class DockerLab:
         self.dir.mkdir(parents=True, exist_ok=True)
         key = self.dir / "id_ed25519"
         if not key.exists():
-            subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(key),
-                            "-C", f"splitbrain-docker-{self.name}"], check=True)
+            subprocess.run(
+                [
+                    "ssh-keygen",
+                    "-q",
+                    "-t",
+                    "ed25519",
+                    "-N",
+                    "",
+                    "-f",
+                    str(key),
+                    "-C",
+                    f"splitbrain-docker-{self.name}",
+                ],
+                check=True,
+            )
         pub = (self.dir / "id_ed25519.pub").read_text()
         self._ensure_bridge()
         hosts = []
@@ -268,27 +325,55 @@ class DockerLab:
                 # driver insists on a default route, and the kernel refuses a gateway in
                 # the loopback range, where every lab address must live.
                 hostcfg = client.api.create_host_config(
-                    network_mode="none", cap_add=["NET_ADMIN"], cap_drop=["SYS_TIME"],
+                    network_mode="none",
+                    cap_add=["NET_ADMIN"],
+                    cap_drop=["SYS_TIME"],
                     sysctls={"net.ipv4.conf.all.route_localnet": "1"},
-                    tmpfs={"/dev/shm": "rw,size=64m"})
+                    tmpfs={"/dev/shm": "rw,size=64m"},
+                )
                 created = client.api.create_container(
-                    IMAGE, name=cname, hostname=node, detach=True, host_config=hostcfg,
-                    labels={"splitbrain.lab": self.name})
+                    IMAGE,
+                    name=cname,
+                    hostname=node,
+                    detach=True,
+                    host_config=hostcfg,
+                    labels={"splitbrain.lab": self.name},
+                )
                 client.api.start(created["Id"])
                 c = client.containers.get(cname)
             self._plumb(c, i, addr)
             hostkey = self._wait_hostkey(c)
-            c.exec_run(["sh", "-c", f"mkdir -p /root/.ssh && printf '%s' '{pub.strip()}' "
-                                    "> /root/.ssh/authorized_keys && chmod 600 /root/.ssh/authorized_keys"])
+            c.exec_run(
+                [
+                    "sh",
+                    "-c",
+                    f"mkdir -p /root/.ssh && printf '%s' '{pub.strip()}' "
+                    "> /root/.ssh/authorized_keys && chmod 600 /root/.ssh/authorized_keys",
+                ]
+            )
             known.append(f"{addr} {hostkey}")
-            hosts.append(Host(name=node, address=addr, port=22, user="root", key_path=str(key),
-                              known_hosts=str(self.dir / "known_hosts"),
-                              extras={"faketime_file": FAKETIME_FILE, "lab": self.name,
-                                      "driver": "docker", "container": cname, "python": "python3",
-                                      "cgroup": None}))
+            hosts.append(
+                Host(
+                    name=node,
+                    address=addr,
+                    port=22,
+                    user="root",
+                    key_path=str(key),
+                    known_hosts=str(self.dir / "known_hosts"),
+                    extras={
+                        "faketime_file": FAKETIME_FILE,
+                        "lab": self.name,
+                        "driver": "docker",
+                        "container": cname,
+                        "python": "python3",
+                        "cgroup": None,
+                    },
+                )
+            )
         (self.dir / "known_hosts").write_text("\n".join(known) + "\n")
-        (self.dir / "inventory.json").write_text(json.dumps(
-            [h.__dict__ for h in hosts], indent=1, default=str))
+        (self.dir / "inventory.json").write_text(
+            json.dumps([h.__dict__ for h in hosts], indent=1, default=str)
+        )
         self._wait_ssh(hosts)
         return hosts
 
@@ -314,8 +399,14 @@ class DockerLab:
     def _plumb(self, container: Any, i: int, addr: str) -> None:
         container.reload()
         pid = int(container.attrs["State"]["Pid"])
-        if subprocess.run(["nsenter", "-t", str(pid), "-n", "ip", "addr", "show", "eth0"],
-                          capture_output=True, text=True).stdout.find(addr + "/") >= 0:
+        if (
+            subprocess.run(
+                ["nsenter", "-t", str(pid), "-n", "ip", "addr", "show", "eth0"],
+                capture_output=True,
+                text=True,
+            ).stdout.find(addr + "/")
+            >= 0
+        ):
             return
         outside, inside = f"{self.bridge}h{i}", f"{self.bridge}c{i}"
         self._ip("ip", "link", "del", outside, check=False)
@@ -358,15 +449,19 @@ class DockerLab:
     def hosts(self) -> list[Host]:
         inv = self.dir / "inventory.json"
         if not inv.exists():
-            raise LabError(f"no docker lab named {self.name!r}: run `splitbrain lab up --driver docker`")
+            raise LabError(
+                f"no docker lab named {self.name!r}: run `splitbrain lab up --driver docker`"
+            )
         try:
             return [Host(**h) for h in json.loads(inv.read_text(encoding="utf-8"))]
         except (OSError, ValueError, TypeError, RecursionError) as e:
             # a torn or hand-edited state file: say which, not a traceback
-            raise ConfigError(f"cannot read the docker lab inventory ({type(e).__name__}: "
-                              f"{(str(e).splitlines() or [''])[0][:120]}); `splitbrain lab down "
-                              f"--driver docker --name {self.name}` removes what is left",
-                              path=inv) from None
+            raise ConfigError(
+                f"cannot read the docker lab inventory ({type(e).__name__}: "
+                f"{(str(e).splitlines() or [''])[0][:120]}); `splitbrain lab down "
+                f"--driver docker --name {self.name}` removes what is left",
+                path=inv,
+            ) from None
 
     def status(self) -> list[dict[str, Any]]:
         assert self.engine is not None
@@ -383,7 +478,9 @@ class DockerLab:
         assert self.engine is not None
         if self.engine.ping():
             client = self.engine.client()
-            for c in client.containers.list(all=True, filters={"label": f"splitbrain.lab={self.name}"}):
+            for c in client.containers.list(
+                all=True, filters={"label": f"splitbrain.lab={self.name}"}
+            ):
                 c.remove(force=True)
         subprocess.run(["ip", "link", "del", self.bridge], capture_output=True, check=False)
         shutil.rmtree(self.dir, ignore_errors=True)

@@ -31,18 +31,22 @@ def load_nodes_file(path: str | os.PathLike[str]) -> list[Host]:
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError as e:
-        raise ConfigError(f"not valid UTF-8 (byte 0x{data[e.start]:02x})", path=str(p),
-                          line=data.count(b"\n", 0, e.start) + 1) from None
+        raise ConfigError(
+            f"not valid UTF-8 (byte 0x{data[e.start]:02x})",
+            path=str(p),
+            line=data.count(b"\n", 0, e.start) + 1,
+        ) from None
     return parse_nodes_yaml(text, path=str(p), base_dir=p.parent)
 
 
-def parse_nodes_yaml(text: str, *, path: str = "<nodes>",
-                     base_dir: str | os.PathLike[str] | None = None) -> list[Host]:
+def parse_nodes_yaml(
+    text: str, *, path: str = "<nodes>", base_dir: str | os.PathLike[str] | None = None
+) -> list[Host]:
     try:
         root = yaml.compose(text, Loader=yaml.SafeLoader)
     except yaml.YAMLError as e:
         raise _yaml_error(e, text, path) from None
-    except RecursionError:   # the composer recurses once per nesting level
+    except RecursionError:  # the composer recurses once per nesting level
         raise ConfigError("not valid YAML: nested too deeply", path=path) from None
     if root is None:
         raise ConfigError("empty nodes file: expected a list of hosts", path=path)
@@ -53,8 +57,12 @@ def parse_nodes_yaml(text: str, *, path: str = "<nodes>",
     for item in root.value:
         host = _host_from_node(item, path, base_dir)
         if host.name in seen:
-            raise ConfigError(f"duplicate host name {host.name!r} (first on line {seen[host.name]})",
-                              path=path, line=_line(item), field="name")
+            raise ConfigError(
+                f"duplicate host name {host.name!r} (first on line {seen[host.name]})",
+                path=path,
+                line=_line(item),
+                field="name",
+            )
         seen[host.name] = _line(item)
         hosts.append(host)
     if not hosts:
@@ -92,25 +100,35 @@ def _scalar(node: yaml.Node, path: str = "<nodes>") -> Any:
         raise _yaml_error(e, "", path, line=_line(node)) from None
     except (RecursionError, TypeError, ValueError) as e:
         # TypeError: an unhashable key inside a mapping value; ValueError: e.g. a date out of range
-        raise ConfigError(f"cannot read this value: {(str(e).splitlines() or [''])[0]}", path=path,
-                          line=_line(node)) from None
+        raise ConfigError(
+            f"cannot read this value: {(str(e).splitlines() or [''])[0]}",
+            path=path,
+            line=_line(node),
+        ) from None
 
 
 def _host_from_node(node: yaml.Node, path: str, base_dir: Any) -> Host:
     if not isinstance(node, yaml.MappingNode):
-        raise ConfigError("each host must be a mapping with name, host, port, user, key",
-                          path=path, line=_line(node))
+        raise ConfigError(
+            "each host must be a mapping with name, host, port, user, key",
+            path=path,
+            line=_line(node),
+        )
     values: dict[str, tuple[Any, int]] = {}
     for knode, vnode in node.value:
         key = _scalar(knode, path)
-        if not isinstance(key, str) or key not in _FIELDS:   # a list key is unhashable for `in`
-            raise ConfigError(f"unknown field (expected one of {', '.join(sorted(_FIELDS))})",
-                              path=path, line=_line(knode), field=_clip(key) if not isinstance(
-                                  key, str) else key[:80])
+        if not isinstance(key, str) or key not in _FIELDS:  # a list key is unhashable for `in`
+            raise ConfigError(
+                f"unknown field (expected one of {', '.join(sorted(_FIELDS))})",
+                path=path,
+                line=_line(knode),
+                field=_clip(key) if not isinstance(key, str) else key[:80],
+            )
         values[key] = (_scalar(vnode, path), _line(vnode))
 
-    def get(field: str, kind: type | tuple[type, ...], default: Any = None,
-            required: bool = False) -> Any:
+    def get(
+        field: str, kind: type | tuple[type, ...], default: Any = None, required: bool = False
+    ) -> Any:
         if field not in values:
             if required:
                 raise ConfigError("missing", path=path, line=_line(node), field=field)
@@ -119,16 +137,18 @@ def _host_from_node(node: yaml.Node, path: str, base_dir: Any) -> Host:
         # bool is an int in Python; a port of "true" is a mistake, not 1.
         if not isinstance(value, kind) or (kind is int and isinstance(value, bool)):
             names = kind.__name__ if isinstance(kind, type) else "/".join(k.__name__ for k in kind)
-            raise ConfigError(f"expected {names}, got {_clip(value)}", path=path, line=line,
-                              field=field)
+            raise ConfigError(
+                f"expected {names}, got {_clip(value)}", path=path, line=line, field=field
+            )
         return value
 
     name = get("name", str, required=True)
     address = get("host", str, required=True)
     port = get("port", int, 22)
     if not 1 <= port <= 65535:
-        raise ConfigError(f"port {port} out of range 1..65535", path=path,
-                          line=values["port"][1], field="port")
+        raise ConfigError(
+            f"port {port} out of range 1..65535", path=path, line=values["port"][1], field="port"
+        )
     user = get("user", str, "root")
     key = get("key", str)
     known_hosts = get("known_hosts", str)
@@ -138,9 +158,16 @@ def _host_from_node(node: yaml.Node, path: str, base_dir: Any) -> Host:
         raise ConfigError("empty", path=path, line=values["name"][1], field="name")
     if not address.strip():
         raise ConfigError("empty", path=path, line=values["host"][1], field="host")
-    return Host(name=name, address=address, port=port, user=user,
-                key_path=_resolve(key, base_dir), known_hosts=_resolve(known_hosts, base_dir),
-                verify_host_key=verify, extras=dict(extras))
+    return Host(
+        name=name,
+        address=address,
+        port=port,
+        user=user,
+        key_path=_resolve(key, base_dir),
+        known_hosts=_resolve(known_hosts, base_dir),
+        verify_host_key=verify,
+        extras=dict(extras),
+    )
 
 
 def _resolve(p: str | None, base_dir: Any) -> str | None:

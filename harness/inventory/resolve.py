@@ -15,11 +15,15 @@ from harness.core.remote import Host
 __all__ = ["resolve_hosts", "lab_hosts"]
 
 
-def resolve_hosts(*, lab: str | None, nodes_file: str | None, vagrant: str | None,
-                  docker: bool, insecure: bool) -> list[Host]:
+def resolve_hosts(
+    *, lab: str | None, nodes_file: str | None, vagrant: str | None, docker: bool, insecure: bool
+) -> list[Host]:
     """Exactly one inventory to a host list (the lab when none is named)."""
-    chosen = [n for n, v in (("--nodes-file", nodes_file), ("--vagrant", vagrant),
-                             ("--docker", docker)) if v]
+    chosen = [
+        n
+        for n, v in (("--nodes-file", nodes_file), ("--vagrant", vagrant), ("--docker", docker))
+        if v
+    ]
     if len(chosen) > 1:
         raise ConfigError(f"choose one inventory, not {' and '.join(chosen)}")
     if nodes_file:
@@ -32,9 +36,11 @@ def resolve_hosts(*, lab: str | None, nodes_file: str | None, vagrant: str | Non
         hosts = vagrant_hosts(vagrant)
     elif docker:
         if importlib.util.find_spec("harness.inventory.docker") is None:
-            raise ConfigError("the docker inventory is not available in this build "
-                              "(no harness.inventory.docker); use the lab, --vagrant or --nodes-file",
-                              field="docker")
+            raise ConfigError(
+                "the docker inventory is not available in this build "
+                "(no harness.inventory.docker); use the lab, --vagrant or --nodes-file",
+                field="docker",
+            )
         from harness.inventory import docker as docker_lab
 
         # --lab names the docker lab too; the docker driver's default lab is "docker".
@@ -42,9 +48,19 @@ def resolve_hosts(*, lab: str | None, nodes_file: str | None, vagrant: str | Non
     else:
         hosts = lab_hosts(lab or "default")
     if insecure:
-        hosts = [Host(name=h.name, address=h.address, port=h.port, user=h.user,
-                      key_path=h.key_path, known_hosts=h.known_hosts, verify_host_key=False,
-                      extras=dict(h.extras)) for h in hosts]
+        hosts = [
+            Host(
+                name=h.name,
+                address=h.address,
+                port=h.port,
+                user=h.user,
+                key_path=h.key_path,
+                known_hosts=h.known_hosts,
+                verify_host_key=False,
+                extras=dict(h.extras),
+            )
+            for h in hosts
+        ]
     return hosts
 
 

@@ -37,8 +37,9 @@ def parse_vagrant_ssh_config(text: str, *, path: str = "<vagrant ssh-config>") -
             blocks.append((args[0], lineno, {}))
             continue
         if not blocks:
-            raise ConfigError("option before the first Host line", path=path, line=lineno,
-                              field=parts[0])
+            raise ConfigError(
+                "option before the first Host line", path=path, line=lineno, field=parts[0]
+            )
         opts = blocks[-1][2]
         # ssh uses the first value it sees for an option; keep that rule.
         opts.setdefault(key, " ".join(args))
@@ -51,8 +52,12 @@ def parse_vagrant_ssh_config(text: str, *, path: str = "<vagrant ssh-config>") -
         try:
             port = int(port_s)
         except ValueError:
-            raise ConfigError(f"expected a number, got {port_s!r}", path=path,
-                              line=int(opts["port@line"]), field="Port") from None
+            raise ConfigError(
+                f"expected a number, got {port_s!r}",
+                path=path,
+                line=int(opts["port@line"]),
+                field="Port",
+            ) from None
         strict = opts.get("stricthostkeychecking", "yes").lower()
         known: str | None = opts.get("userknownhostsfile")
         if known is not None:
@@ -63,10 +68,18 @@ def parse_vagrant_ssh_config(text: str, *, path: str = "<vagrant ssh-config>") -
         if known == "/dev/null":
             known = None
         identity = opts.get("identityfile")
-        hosts.append(Host(name=name, address=address, port=port, user=opts.get("user", "root"),
-                          key_path=os.path.expanduser(identity) if identity else None,
-                          known_hosts=known, verify_host_key=verify,
-                          extras={"inventory": "vagrant"}))
+        hosts.append(
+            Host(
+                name=name,
+                address=address,
+                port=port,
+                user=opts.get("user", "root"),
+                key_path=os.path.expanduser(identity) if identity else None,
+                known_hosts=known,
+                verify_host_key=verify,
+                extras={"inventory": "vagrant"},
+            )
+        )
     if not hosts:
         raise ConfigError("no Host entries", path=path)
     return hosts
@@ -78,14 +91,18 @@ def vagrant_hosts(vagrant_dir: str | os.PathLike[str], *, timeout: float = 120.0
     if not Path(d, "Vagrantfile").exists():
         raise ConfigError("no Vagrantfile here", path=d)
     try:
-        proc = subprocess.run(["vagrant", "ssh-config"], cwd=d, capture_output=True, text=True,
-                              timeout=timeout)
+        proc = subprocess.run(
+            ["vagrant", "ssh-config"], cwd=d, capture_output=True, text=True, timeout=timeout
+        )
     except FileNotFoundError:
         raise ConfigError("vagrant is not installed (apt-get install vagrant)", path=d) from None
     except subprocess.TimeoutExpired:
         raise ConfigError(f"`vagrant ssh-config` took more than {timeout:.0f} s", path=d) from None
     if proc.returncode != 0:
         tail = " ".join((proc.stderr or proc.stdout).strip().splitlines()[-3:])
-        raise ConfigError(f"`vagrant ssh-config` failed ({proc.returncode}): {tail} "
-                          "(are the machines up? try `vagrant up`)", path=d)
+        raise ConfigError(
+            f"`vagrant ssh-config` failed ({proc.returncode}): {tail} "
+            "(are the machines up? try `vagrant up`)",
+            path=d,
+        )
     return parse_vagrant_ssh_config(proc.stdout, path=f"{d}: vagrant ssh-config")

@@ -100,10 +100,10 @@ def fault_periods(ops: Sequence[Op], *, end_time: int | None = None) -> list[Fau
         if op.is_client:
             continue
         if op.f.startswith("start-") and op.type == "invoke":
-            kind = op.f[len("start-"):]
+            kind = op.f[len("start-") :]
             opened.setdefault(kind, (op.time, op.value))
         elif op.f.startswith("stop-") and op.type != "invoke":
-            kind = op.f[len("stop-"):]
+            kind = op.f[len("stop-") :]
             if kind in opened:
                 t0, detail = opened.pop(kind)
                 out.append(FaultPeriod(kind, t0, op.time, detail))
@@ -113,8 +113,9 @@ def fault_periods(ops: Sequence[Op], *, end_time: int | None = None) -> list[Fau
     return out
 
 
-def throughput(done: Iterable[Completed], *, bucket_ns: int = 1_000_000_000
-               ) -> dict[tuple[str, str], dict[int, int]]:
+def throughput(
+    done: Iterable[Completed], *, bucket_ns: int = 1_000_000_000
+) -> dict[tuple[str, str], dict[int, int]]:
     """Completions per bucket, keyed by (f, completion type)."""
     out: dict[tuple[str, str], dict[int, int]] = defaultdict(lambda: defaultdict(int))
     for c in done:
@@ -154,8 +155,9 @@ class Focus:
     ops: list[Completed] = field(default_factory=list)
 
 
-def failing_focus(ops: Sequence[Op], results: Mapping[str, Any], *, pad_ns: int = 500_000_000,
-                  max_ops: int = 200) -> Focus | None:
+def failing_focus(
+    ops: Sequence[Op], results: Mapping[str, Any], *, pad_ns: int = 500_000_000, max_ops: int = 200
+) -> Focus | None:
     """Pick the failing key (or the first anomaly) and the ops around it.
 
     For a non-linearizable key: that key's ops, with the counterexample window
@@ -170,8 +172,11 @@ def failing_focus(ops: Sequence[Op], results: Mapping[str, Any], *, pad_ns: int 
         window = {int(i) for i in (cex.get("window") or cex.get("indexes") or [])}
         mine = [c for c in done if c.invoke.key == key]
         if window:
-            lo = min(c.start for c in mine if _touches(c, window)) - pad_ns if any(
-                _touches(c, window) for c in mine) else None
+            lo = (
+                min(c.start for c in mine if _touches(c, window)) - pad_ns
+                if any(_touches(c, window) for c in mine)
+                else None
+            )
             if lo is not None:
                 hi = max((c.end or c.start) for c in mine if _touches(c, window)) + pad_ns
                 mine = [c for c in mine if (c.end or c.start) >= lo and c.start <= hi]
@@ -186,8 +191,13 @@ def failing_focus(ops: Sequence[Op], results: Mapping[str, Any], *, pad_ns: int 
         return Focus(kind, None, wanted, [])
     lo = min(c.start for c in hits) - pad_ns
     hi = max((c.end or c.start) for c in hits) + pad_ns
-    around = [c for c in done if c.start <= hi and (c.end or c.start) >= lo
-              and (c.invoke.f != "sample" or _touches(c, wanted))]
+    around = [
+        c
+        for c in done
+        if c.start <= hi
+        and (c.end or c.start) >= lo
+        and (c.invoke.f != "sample" or _touches(c, wanted))
+    ]
     around.sort(key=lambda c: (not _touches(c, wanted), c.start))
     around = sorted(around[:max_ops], key=lambda c: c.start)
     return Focus(kind, None, wanted, around)

@@ -35,8 +35,12 @@ __all__ = ["write_report", "render_html"]
 log = logging.getLogger(__name__)
 
 FAULT_COLOURS = {
-    "partition": "#e4572e", "clock": "#f3a712", "kill": "#8e44ad", "pause": "#29335c",
-    "loss": "#669bbc", "delay": "#2a9d8f",
+    "partition": "#e4572e",
+    "clock": "#f3a712",
+    "kill": "#8e44ad",
+    "pause": "#29335c",
+    "loss": "#669bbc",
+    "delay": "#2a9d8f",
 }
 TYPE_COLOURS = {"ok": "#2a9d8f", "fail": "#e76f51", "info": "#f4a261"}
 NS = 1e9
@@ -54,12 +58,14 @@ def _shade(ax: Any, periods: Sequence[FaultPeriod]) -> None:
     for p in periods:
         label = p.kind if p.kind not in seen else None
         seen.add(p.kind)
-        ax.axvspan(p.start / NS, p.end / NS, color=_fault_colour(p.kind), alpha=0.15, lw=0,
-                   label=label)
+        ax.axvspan(
+            p.start / NS, p.end / NS, color=_fault_colour(p.kind), alpha=0.15, lw=0, label=label
+        )
 
 
-def _plots(out: Path, done: Sequence[Completed], periods: Sequence[FaultPeriod],
-           ops: Sequence[Op]) -> list[tuple[str, str]]:
+def _plots(
+    out: Path, done: Sequence[Completed], periods: Sequence[FaultPeriod], ops: Sequence[Op]
+) -> list[tuple[str, str]]:
     import matplotlib
 
     matplotlib.use("Agg")
@@ -74,12 +80,23 @@ def _plots(out: Path, done: Sequence[Completed], periods: Sequence[FaultPeriod],
     markers = dict(zip(fs, "o^sDvP*X", strict=False))
     for f in fs:
         for typ, colour in TYPE_COLOURS.items():
-            pts = [(c.start / NS, c.latency_ns / 1e6) for c in client
-                   if c.invoke.f == f and c.type == typ and c.latency_ns is not None]
+            pts = [
+                (c.start / NS, c.latency_ns / 1e6)
+                for c in client
+                if c.invoke.f == f and c.type == typ and c.latency_ns is not None
+            ]
             if pts:
                 xs, ys = zip(*pts, strict=True)
-                ax.scatter(xs, ys, s=6, c=colour, marker=markers.get(f, "o"), label=f"{f} {typ}",
-                           alpha=0.7, linewidths=0)
+                ax.scatter(
+                    xs,
+                    ys,
+                    s=6,
+                    c=colour,
+                    marker=markers.get(f, "o"),
+                    label=f"{f} {typ}",
+                    alpha=0.7,
+                    linewidths=0,
+                )
     ax.set_yscale("log")
     ax.set_xlabel("time (s)")
     ax.set_ylabel("latency (ms)")
@@ -94,8 +111,13 @@ def _plots(out: Path, done: Sequence[Completed], periods: Sequence[FaultPeriod],
     _shade(ax, periods)
     for (f, typ), buckets in sorted(throughput(client).items()):
         seconds = sorted(buckets)
-        ax.plot(seconds, [buckets[x] for x in seconds], label=f"{f} {typ}", lw=1.2,
-                ls="-" if typ == "ok" else ":")
+        ax.plot(
+            seconds,
+            [buckets[x] for x in seconds],
+            label=f"{f} {typ}",
+            lw=1.2,
+            ls="-" if typ == "ok" else ":",
+        )
     ax.set_xlabel("time (s)")
     ax.set_ylabel("completions / s")
     ax.set_title("Throughput")
@@ -111,7 +133,9 @@ def _plots(out: Path, done: Sequence[Completed], periods: Sequence[FaultPeriod],
         _shade(ax, periods)
         for node in sorted(series):
             steps = series[node]
-            ax.step([t / NS for t, _ in steps], [c for _, c in steps], where="post", label=node, lw=1.2)
+            ax.step(
+                [t / NS for t, _ in steps], [c for _, c in steps], where="post", label=node, lw=1.2
+            )
         ax.set_xlabel("time (s)")
         ax.set_ylabel("committedIndex")
         ax.set_title("Committed index per node (from status samples)")
@@ -140,31 +164,44 @@ def _timeline_html(ops: Sequence[Op], results: Mapping[str, Any]) -> str:
             left = 100 * (c.start - t0) / span
             width = max(0.4, 100 * (((c.end or t1) - c.start) / span))
             out_val = None if c.completion is None else c.completion.value
-            title = (f"#{c.invoke.index} p{c.invoke.process} {c.invoke.f} {c.invoke.value!r} -> "
-                     f"{c.type} {out_val!r} on {c.invoke.node} "
-                     f"[{c.start / NS:.3f}s..{(c.end or t1) / NS:.3f}s]")
+            title = (
+                f"#{c.invoke.index} p{c.invoke.process} {c.invoke.f} {c.invoke.value!r} -> "
+                f"{c.type} {out_val!r} on {c.invoke.node} "
+                f"[{c.start / NS:.3f}s..{(c.end or t1) / NS:.3f}s]"
+            )
             label = f"{c.invoke.f} {_short(c.invoke.value)}→{_short(out_val)}"
             cls = f"bar {c.type}" + (" hot" if hot else "")
-            bars.append(f'<div class="{cls}" style="left:{left:.3f}%;width:{width:.3f}%" '
-                        f'title="{html.escape(title)}">{html.escape(label)}</div>')
-        rows.append(f'<div class="lane"><span class="lname">p{_esc(lane.process)}</span>'
-                    f'<div class="track">{"".join(bars)}</div></div>')
+            bars.append(
+                f'<div class="{cls}" style="left:{left:.3f}%;width:{width:.3f}%" '
+                f'title="{html.escape(title)}">{html.escape(label)}</div>'
+            )
+        rows.append(
+            f'<div class="lane"><span class="lname">p{_esc(lane.process)}</span>'
+            f'<div class="track">{"".join(bars)}</div></div>'
+        )
     faults = []
     for p in fault_periods(ops):
         if p.end < t0 or p.start > t1:
             continue
         lo, hi = max(p.start, t0), min(p.end, t1)
-        faults.append(f'<div class="bar" style="left:{100 * (lo - t0) / span:.3f}%;'
-                      f'width:{max(0.4, 100 * (hi - lo) / span):.3f}%;'
-                      f'background:{_fault_colour(p.kind)}" title="{html.escape(p.kind)} '
-                      f'{p.start / NS:.3f}s..{p.end / NS:.3f}s">{html.escape(p.kind)}</div>')
+        faults.append(
+            f'<div class="bar" style="left:{100 * (lo - t0) / span:.3f}%;'
+            f"width:{max(0.4, 100 * (hi - lo) / span):.3f}%;"
+            f'background:{_fault_colour(p.kind)}" title="{html.escape(p.kind)} '
+            f'{p.start / NS:.3f}s..{p.end / NS:.3f}s">{html.escape(p.kind)}</div>'
+        )
     if faults:
-        rows.insert(0, '<div class="lane"><span class="lname">faults</span>'
-                       f'<div class="track">{"".join(faults)}</div></div>')
-    return (f'<h2>Timeline: {html.escape(focus.title)}</h2>'
-            f'<p class="hint">Processes as lanes, ops as bars (hover for details); highlighted bars '
-            f'are the ops the checker names. {t0 / NS:.3f}s to {t1 / NS:.3f}s.</p>'
-            f'<div class="timeline">{"".join(rows)}</div>')
+        rows.insert(
+            0,
+            '<div class="lane"><span class="lname">faults</span>'
+            f'<div class="track">{"".join(faults)}</div></div>',
+        )
+    return (
+        f"<h2>Timeline: {html.escape(focus.title)}</h2>"
+        f'<p class="hint">Processes as lanes, ops as bars (hover for details); highlighted bars '
+        f"are the ops the checker names. {t0 / NS:.3f}s to {t1 / NS:.3f}s.</p>"
+        f'<div class="timeline">{"".join(rows)}</div>'
+    )
 
 
 def _short(v: Any) -> str:
@@ -189,8 +226,14 @@ white-space:nowrap;border-radius:3px;padding:0 2px;box-sizing:border-box;color:#
 """
 
 
-def render_html(*, test: Mapping[str, Any], results: Mapping[str, Any], ops: Sequence[Op],
-                plots: Sequence[tuple[str, str]], files: Sequence[str] = ()) -> str:
+def render_html(
+    *,
+    test: Mapping[str, Any],
+    results: Mapping[str, Any],
+    ops: Sequence[Op],
+    plots: Sequence[tuple[str, str]],
+    files: Sequence[str] = (),
+) -> str:
     done = completed_ops(ops)
     periods = fault_periods(ops)
     verdict = verdict_word(results.get("valid"))
@@ -198,51 +241,88 @@ def render_html(*, test: Mapping[str, Any], results: Mapping[str, Any], ops: Seq
     for c in done:
         if c.invoke.f != "sample":
             counts[c.type] = counts.get(c.type, 0) + 1
-    parts = [f"<!doctype html><html><head><meta charset='utf-8'><title>splitbrain: "
-             f"{_esc(test.get('name', 'run'))} {verdict}</title><style>{CSS}</style></head><body>",
-             f"<h1>{_esc(test.get('name', 'run'))}</h1>",
-             f"<p><span class='verdict {verdict}'>{verdict}</span></p>"]
+    parts = [
+        f"<!doctype html><html><head><meta charset='utf-8'><title>splitbrain: "
+        f"{_esc(test.get('name', 'run'))} {verdict}</title><style>{CSS}</style></head><body>",
+        f"<h1>{_esc(test.get('name', 'run'))}</h1>",
+        f"<p><span class='verdict {verdict}'>{verdict}</span></p>",
+    ]
     if results.get("reason"):
         parts.append(f"<p><b>Why:</b> {_esc(results['reason'])}</p>")
-    summary = {k: test.get(k) for k in ("db", "workload", "nemesis", "bug", "time_limit",
-                                        "concurrency", "rate", "seed", "nodes") if k in test}
-    parts.append("<table>" + "".join(f"<tr><th>{_esc(k)}</th><td>{_esc(v)}</td></tr>"
-                                     for k, v in summary.items())
-                 + f"<tr><th>client ops</th><td>{_esc(counts)}</td></tr></table>")
-    parts.append("<h2>Checkers</h2><table><tr><th>checker</th><th>verdict</th><th>details</th></tr>")
+    summary = {
+        k: test.get(k)
+        for k in (
+            "db",
+            "workload",
+            "nemesis",
+            "bug",
+            "time_limit",
+            "concurrency",
+            "rate",
+            "seed",
+            "nodes",
+        )
+        if k in test
+    }
+    parts.append(
+        "<table>"
+        + "".join(f"<tr><th>{_esc(k)}</th><td>{_esc(v)}</td></tr>" for k, v in summary.items())
+        + f"<tr><th>client ops</th><td>{_esc(counts)}</td></tr></table>"
+    )
+    parts.append(
+        "<h2>Checkers</h2><table><tr><th>checker</th><th>verdict</th><th>details</th></tr>"
+    )
     for name, res in (results.get("checkers") or {}).items():
         v = verdict_word(res.get("valid") if isinstance(res, Mapping) else None)
-        detail = {k: val for k, val in (res.items() if isinstance(res, Mapping) else [])
-                  if k not in ("valid", "counterexample", "anomalies")}
-        parts.append(f"<tr><td>{_esc(name)}</td><td class='{v}'>{v}</td>"
-                     f"<td><pre>{_esc(json.dumps(detail, indent=1, default=str)[:3000])}</pre></td></tr>")
+        detail = {
+            k: val
+            for k, val in (res.items() if isinstance(res, Mapping) else [])
+            if k not in ("valid", "counterexample", "anomalies")
+        }
+        parts.append(
+            f"<tr><td>{_esc(name)}</td><td class='{v}'>{v}</td>"
+            f"<td><pre>{_esc(json.dumps(detail, indent=1, default=str)[:3000])}</pre></td></tr>"
+        )
     parts.append("</table>")
     anomalies = results.get("anomalies") or {}
     if anomalies:
-        parts.append("<h2>Anomalies</h2><table><tr><th>kind</th><th>count</th><th>first examples</th></tr>")
+        parts.append(
+            "<h2>Anomalies</h2><table><tr><th>kind</th><th>count</th><th>first examples</th></tr>"
+        )
         for kind, exs in anomalies.items():
-            parts.append(f"<tr><td>{_esc(kind)}</td><td>{len(exs)}</td><td><pre>"
-                         f"{_esc(json.dumps(exs[:3], indent=1, default=str))}</pre></td></tr>")
+            parts.append(
+                f"<tr><td>{_esc(kind)}</td><td>{len(exs)}</td><td><pre>"
+                f"{_esc(json.dumps(exs[:3], indent=1, default=str))}</pre></td></tr>"
+            )
         parts.append("</table>")
     lin = (results.get("checkers") or {}).get("linearizable") or {}
     if isinstance(lin, Mapping) and lin.get("counterexample_text"):
         parts.append(f"<h2>Counterexample</h2><pre>{_esc(lin['counterexample_text'])}</pre>")
     parts.append(_timeline_html(ops, results))
     if periods:
-        parts.append("<h2>Faults</h2><table><tr><th>kind</th><th>from (s)</th><th>to (s)</th>"
-                     "<th>what</th></tr>")
+        parts.append(
+            "<h2>Faults</h2><table><tr><th>kind</th><th>from (s)</th><th>to (s)</th>"
+            "<th>what</th></tr>"
+        )
         for p in periods:
-            parts.append(f"<tr><td><span class='fault' style='background:{_fault_colour(p.kind)}'>"
-                         f"</span>{_esc(p.kind)}</td><td>{p.start / NS:.2f}</td>"
-                         f"<td>{p.end / NS:.2f}</td><td>{_esc(_short(p.detail) if p.detail else '')}"
-                         f"</td></tr>")
+            parts.append(
+                f"<tr><td><span class='fault' style='background:{_fault_colour(p.kind)}'>"
+                f"</span>{_esc(p.kind)}</td><td>{p.start / NS:.2f}</td>"
+                f"<td>{p.end / NS:.2f}</td><td>{_esc(_short(p.detail) if p.detail else '')}"
+                f"</td></tr>"
+            )
         parts.append("</table>")
     for name, title in plots:
-        parts.append(f"<h2>{_esc(title)}</h2><img src='{_esc(name)}' alt='{_esc(title)}' "
-                     f"style='max-width:100%'>")
+        parts.append(
+            f"<h2>{_esc(title)}</h2><img src='{_esc(name)}' alt='{_esc(title)}' "
+            f"style='max-width:100%'>"
+        )
     if files:
-        parts.append("<h2>Files</h2><ul>" + "".join(
-            f"<li><a href='{_esc(f)}'>{_esc(f)}</a></li>" for f in files) + "</ul>")
+        parts.append(
+            "<h2>Files</h2><ul>"
+            + "".join(f"<li><a href='{_esc(f)}'>{_esc(f)}</a></li>" for f in files)
+            + "</ul>"
+        )
     parts.append("</body></html>")
     return "\n".join(parts)
 
@@ -259,8 +339,11 @@ def write_report(run_dir: str | Path) -> Path:
         test = json.loads((run / "test.json").read_text())
     done = completed_ops(ops)
     plots = _plots(run, done, fault_periods(ops), ops)
-    files = sorted(str(p.relative_to(run)) for p in run.rglob("*")
-                   if p.is_file() and p.suffix not in (".png",) and p.name != "report.html")
+    files = sorted(
+        str(p.relative_to(run))
+        for p in run.rglob("*")
+        if p.is_file() and p.suffix not in (".png",) and p.name != "report.html"
+    )
     out = run / "report.html"
     out.write_text(render_html(test=test, results=results, ops=ops, plots=plots, files=files))
     return out

@@ -14,8 +14,9 @@ from xml.sax.saxutils import escape, quoteattr
 __all__ = ["junit_xml"]
 
 
-def junit_xml(runs: Sequence[Mapping[str, Any]], *, suite: str = "splitbrain",
-              fail_on_unknown: bool = False) -> str:
+def junit_xml(
+    runs: Sequence[Mapping[str, Any]], *, suite: str = "splitbrain", fail_on_unknown: bool = False
+) -> str:
     """``runs``: dicts with name, path, seconds and results (the results.json map)."""
     cases, failures, errors = [], 0, 0
     total = 0.0
@@ -30,19 +31,30 @@ def junit_xml(runs: Sequence[Mapping[str, Any]], *, suite: str = "splitbrain",
         if valid is False:
             failures += 1
             kinds = ", ".join(sorted(anomalies)) or "invalid"
-            body = (f"<failure message={quoteattr('anomalies: ' + kinds)} type=\"invalid\">"
-                    f"{escape(detail)}</failure>")
+            body = (
+                f'<failure message={quoteattr("anomalies: " + kinds)} type="invalid">'
+                f"{escape(detail)}</failure>"
+            )
         elif valid is not True:
             reason = str(res.get("reason") or "the checker could not decide")
             if fail_on_unknown:
                 failures += 1
-                body = f"<failure message={quoteattr(reason)} type=\"unknown\"/>"
+                body = f'<failure message={quoteattr(reason)} type="unknown"/>'
             else:
                 body = f"<skipped message={quoteattr('unknown: ' + reason)}/>"
         out = f"<system-out>{escape(str(run.get('path', '')))}</system-out>"
-        cases.append(f"  <testcase classname={quoteattr(suite)} name={quoteattr(str(run.get('name')))}"
-                     f" time=\"{secs:.3f}\">{body}{out}</testcase>")
-    head = (f"<testsuite name={quoteattr(suite)} tests=\"{len(runs)}\" failures=\"{failures}\" "
-            f"errors=\"{errors}\" time=\"{total:.3f}\">")
-    return "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n" + head + "\n" + "\n".join(cases) + \
-        "\n</testsuite>\n"
+        cases.append(
+            f"  <testcase classname={quoteattr(suite)} name={quoteattr(str(run.get('name')))}"
+            f' time="{secs:.3f}">{body}{out}</testcase>'
+        )
+    head = (
+        f'<testsuite name={quoteattr(suite)} tests="{len(runs)}" failures="{failures}" '
+        f'errors="{errors}" time="{total:.3f}">'
+    )
+    return (
+        '<?xml version="1.0" encoding="UTF-8"?>\n'
+        + head
+        + "\n"
+        + "\n".join(cases)
+        + "\n</testsuite>\n"
+    )

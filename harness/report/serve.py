@@ -79,12 +79,18 @@ def list_runs(store: Path) -> list[RunSummary]:
             spec = _load_json(run / TEST)
             results = _load_json(run / RESULTS)
             nem = spec.get("nemesis") or []
-            runs.append(RunSummary(
-                test=test_dir.name, time=run.name, path=f"{test_dir.name}/{run.name}",
-                valid=results.get("valid", "unknown") if results else "running or crashed",
-                faults=list(nem) if isinstance(nem, list) else [str(nem)],
-                ops=_count_client_ops(run / HISTORY_JSONL), bug=spec.get("bug"),
-                anomalies=sorted((results.get("anomalies") or {}).keys())))
+            runs.append(
+                RunSummary(
+                    test=test_dir.name,
+                    time=run.name,
+                    path=f"{test_dir.name}/{run.name}",
+                    valid=results.get("valid", "unknown") if results else "running or crashed",
+                    faults=list(nem) if isinstance(nem, list) else [str(nem)],
+                    ops=_count_client_ops(run / HISTORY_JSONL),
+                    bug=spec.get("bug"),
+                    anomalies=sorted((results.get("anomalies") or {}).keys()),
+                )
+            )
     runs.sort(key=lambda r: r.time, reverse=True)
     return runs
 
@@ -100,8 +106,12 @@ def render_index(runs: Sequence[RunSummary], store: Path) -> str:
             f"<td>{html.escape(r.bug or '')}</td><td>{r.ops}</td>"
             f"<td>{html.escape(', '.join(r.anomalies))}</td>"
             f"<td><a href='/{q(r.path)}/report.html'>report</a> · "
-            f"<a href='/{q(r.path)}/'>files</a></td></tr>")
-    body = "".join(rows) or "<tr><td colspan='8'>No runs yet: try <code>splitbrain run</code>.</td></tr>"
+            f"<a href='/{q(r.path)}/'>files</a></td></tr>"
+        )
+    body = (
+        "".join(rows)
+        or "<tr><td colspan='8'>No runs yet: try <code>splitbrain run</code>.</td></tr>"
+    )
     return (
         "<!doctype html><html><head><meta charset='utf-8'><title>splitbrain runs</title><style>"
         "body{font-family:system-ui,sans-serif;margin:24px}table{border-collapse:collapse}"
@@ -110,7 +120,8 @@ def render_index(runs: Sequence[RunSummary], store: Path) -> str:
         ".UNKNOWN .v{background:#fff3bf}</style></head><body>"
         f"<h1>splitbrain runs</h1><p>store: {html.escape(str(store))}</p>"
         "<table><tr><th>test</th><th>time (UTC)</th><th>verdict</th><th>faults</th><th>bug</th>"
-        f"<th>client ops</th><th>anomalies</th><th>links</th></tr>{body}</table></body></html>")
+        f"<th>client ops</th><th>anomalies</th><th>links</th></tr>{body}</table></body></html>"
+    )
 
 
 class _Handler(SimpleHTTPRequestHandler):
@@ -132,13 +143,18 @@ class _Handler(SimpleHTTPRequestHandler):
 
                     write_report(run_dir)
                 except Exception as e:  # a broken run must not take the browser down
-                    self._send_html(f"<p>Could not build the report: {html.escape(str(e))}</p>", 500)
+                    self._send_html(
+                        f"<p>Could not build the report: {html.escape(str(e))}</p>", 500
+                    )
                     return
         super().do_GET()
 
     def _local(self, url_path: str) -> Path | None:
-        parts = [p for p in posixpath.normpath(urllib.parse.unquote(url_path)).split("/")
-                 if p not in ("", ".", "..")]
+        parts = [
+            p
+            for p in posixpath.normpath(urllib.parse.unquote(url_path)).split("/")
+            if p not in ("", ".", "..")
+        ]
         candidate = self.store.joinpath(*parts) if parts else self.store
         try:
             candidate.resolve().relative_to(self.store.resolve())
@@ -162,17 +178,26 @@ def make_server(store: Path, host: str = "127.0.0.1", port: int = 8080) -> Threa
 
 
 @click.command(name="serve")
-@click.option("--store", "store", default="store", show_default=True,
-              type=click.Path(file_okay=False, path_type=Path), help="Results store to browse.")
+@click.option(
+    "--store",
+    "store",
+    default="store",
+    show_default=True,
+    type=click.Path(file_okay=False, path_type=Path),
+    help="Results store to browse.",
+)
 @click.option("--host", default="127.0.0.1", show_default=True, help="Address to bind.")
 @click.option("--port", default=8080, show_default=True, type=int, help="Port (0: any free port).")
 def serve(store: Path, host: str, port: int) -> int:
     """Browse stored runs in a web browser: verdicts, faults, reports, raw files."""
     if not store.is_dir():
-        raise click.BadParameter(f"{store} is not a directory (run a campaign first)",
-                                 param_hint="--store")
+        raise click.BadParameter(
+            f"{store} is not a directory (run a campaign first)", param_hint="--store"
+        )
     srv = make_server(store, host, port)
-    click.echo(f"serving {store.resolve()} at http://{host}:{srv.server_address[1]}/ (Ctrl-C stops)")
+    click.echo(
+        f"serving {store.resolve()} at http://{host}:{srv.server_address[1]}/ (Ctrl-C stops)"
+    )
     try:
         srv.serve_forever()
     except KeyboardInterrupt:

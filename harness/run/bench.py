@@ -27,24 +27,43 @@ __all__ = ["bench_harness", "measure"]
 TARGET_NULL_OPS = 5000.0
 
 
-def measure(hosts: list[Host], *, null: bool, seconds: float, concurrency: int,
-            store_root: str, workload_name: str = "append",
-            client_timeout: float | None = 10.0) -> dict[str, Any]:
+def measure(
+    hosts: list[Host],
+    *,
+    null: bool,
+    seconds: float,
+    concurrency: int,
+    store_root: str,
+    workload_name: str = "append",
+    client_timeout: float | None = 10.0,
+) -> dict[str, Any]:
     """One run; ops/s counts client completions recorded during the load phase."""
     from harness.core.history import read_jsonl
     from harness.core.spec import TestSpec
     from harness.core.workload import Workload
     from harness.run.runner import RunOptions, run_test
 
-    spec = TestSpec(name="bench-null" if null else "bench-node",
-                    nodes=tuple(h.name for h in hosts), workload=workload_name,
-                    time_limit=seconds, concurrency=concurrency, rate=0.0, seed=1)
-    opts = RunOptions(check=False, progress=False, recovery_s=0.0,
-                      client_timeout=client_timeout)
+    spec = TestSpec(
+        name="bench-null" if null else "bench-node",
+        nodes=tuple(h.name for h in hosts),
+        workload=workload_name,
+        time_limit=seconds,
+        concurrency=concurrency,
+        rate=0.0,
+        seed=1,
+    )
+    opts = RunOptions(check=False, progress=False, recovery_s=0.0, client_timeout=client_timeout)
     if null:
         wl = Workload(name="null", client=NullClient(), generator=CountingGenerator())
-        res = run_test(spec, hosts, store_root=store_root, db=NullDB(), workload=wl,
-                       options=opts, connect_fn=MemoryRemote)
+        res = run_test(
+            spec,
+            hosts,
+            store_root=store_root,
+            db=NullDB(),
+            workload=wl,
+            options=opts,
+            connect_fn=MemoryRemote,
+        )
     else:
         from workloads import get_workload
 
@@ -60,37 +79,54 @@ def measure(hosts: list[Host], *, null: bool, seconds: float, concurrency: int,
     first = min(op.time for op in ops if op.is_client)
     span = (max(op.time for op in done) - first) / 1e9
     by_type = {t: sum(1 for op in done if op.type == t) for t in ("ok", "fail", "info")}
-    return {"ops": len(done), "seconds": round(span, 3),
-            "ops_per_s": round(len(done) / span, 1) if span > 0 else 0.0,
-            "ok_per_s": round(by_type["ok"] / span, 1) if span > 0 else 0.0, **by_type,
-            "history_lines": len(ops)}
+    return {
+        "ops": len(done),
+        "seconds": round(span, 3),
+        "ops_per_s": round(len(done) / span, 1) if span > 0 else 0.0,
+        "ok_per_s": round(by_type["ok"] / span, 1) if span > 0 else 0.0,
+        **by_type,
+        "history_lines": len(ops),
+    }
 
 
 @click.command(name="harness")
-@click.option("--seconds", type=click.FloatRange(min=1), default=10.0, show_default=True,
-              help="Load phase per run.")
+@click.option(
+    "--seconds",
+    type=click.FloatRange(min=1),
+    default=10.0,
+    show_default=True,
+    help="Load phase per run.",
+)
 @click.option("--concurrency", "-c", type=click.IntRange(min=1), default=10, show_default=True)
 @click.option("--lab", default="default", show_default=True, help="Lab for the real-node run.")
 @click.option("--skip-node", is_flag=True, help="Only the null-client run (no lab needed).")
 @click.option("--store", "store_root", default=None, help="Keep the runs here (default: temp).")
-def bench_harness(seconds: float, concurrency: int, lab: str, skip_node: bool,
-                  store_root: str | None) -> None:
+def bench_harness(
+    seconds: float, concurrency: int, lab: str, skip_node: bool, store_root: str | None
+) -> None:
     """Ops/s the harness records with a null client and against the reference node."""
     with tempfile.TemporaryDirectory(prefix="sb-bench-") as tmp:
         root = store_root or tmp
         fake_hosts = [Host(name=f"n{i}", address=f"127.0.0.{i}") for i in range(1, 6)]
         t0 = time.monotonic()
-        null = measure(fake_hosts, null=True, seconds=seconds, concurrency=concurrency,
-                       store_root=root)
-        out: dict[str, Any] = {"benchmark": "harness", "concurrency": concurrency,
-                               "load_seconds": seconds, "null_client": null}
+        null = measure(
+            fake_hosts, null=True, seconds=seconds, concurrency=concurrency, store_root=root
+        )
+        out: dict[str, Any] = {
+            "benchmark": "harness",
+            "concurrency": concurrency,
+            "load_seconds": seconds,
+            "null_client": null,
+        }
         if not skip_node:
             from harness.inventory.resolve import resolve_hosts
 
-            hosts = resolve_hosts(lab=lab, nodes_file=None, vagrant=None, docker=False,
-                                  insecure=False)
-            node = measure(hosts, null=False, seconds=seconds, concurrency=concurrency,
-                           store_root=root)
+            hosts = resolve_hosts(
+                lab=lab, nodes_file=None, vagrant=None, docker=False, insecure=False
+            )
+            node = measure(
+                hosts, null=False, seconds=seconds, concurrency=concurrency, store_root=root
+            )
             out["reference_node"] = node
             if node["ops_per_s"]:
                 out["null_over_node_ratio"] = round(null["ops_per_s"] / node["ops_per_s"], 2)

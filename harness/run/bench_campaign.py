@@ -48,7 +48,7 @@ def _proc_cpu(pid: int) -> float | None:
     except OSError:
         return None
     # The command name (field 2) may hold spaces: split after its closing paren.
-    rest = raw[raw.rfind(b")") + 2:].split()
+    rest = raw[raw.rfind(b")") + 2 :].split()
     return (int(rest[11]) + int(rest[12])) / CLK_TCK
 
 
@@ -183,8 +183,9 @@ def _pct(xs: list[float], q: float) -> float | None:
     return round(xs[min(len(xs) - 1, int(q * len(xs)))], 2)
 
 
-def campaign_figures(ops: list[Any], *, time_limit: float,
-                     ignore_fs: frozenset[str] = frozenset({"sample"})) -> dict[str, Any]:
+def campaign_figures(
+    ops: list[Any], *, time_limit: float, ignore_fs: frozenset[str] = frozenset({"sample"})
+) -> dict[str, Any]:
     """Throughput and latency of the load phase of one history.
 
     Load ops are the client ops (not the nemesis, not ``ignore_fs``) invoked
@@ -204,11 +205,16 @@ def campaign_figures(ops: list[Any], *, time_limit: float,
     for c in load:
         if c.type == "ok" and c.latency_ns is not None:
             by_f.setdefault(c.invoke.f, []).append(c.latency_ns / 1e6)
-    latency = {f: {"n": len(v), "p50": _pct(v, 0.5), "p99": _pct(v, 0.99)}
-               for f, v in sorted(by_f.items())}
-    return {**counts, "seconds": round(span, 2),
-            "ok_per_s": round(counts["ok"] / span, 1) if span > 0 else 0.0,
-            "latency_ms": latency, "window_ns": (start, end)}
+    latency = {
+        f: {"n": len(v), "p50": _pct(v, 0.5), "p99": _pct(v, 0.99)} for f, v in sorted(by_f.items())
+    }
+    return {
+        **counts,
+        "seconds": round(span, 2),
+        "ok_per_s": round(counts["ok"] / span, 1) if span > 0 else 0.0,
+        "latency_ms": latency,
+        "window_ns": (start, end),
+    }
 
 
 def _loadavg() -> list[float]:
@@ -216,9 +222,17 @@ def _loadavg() -> list[float]:
         return [float(x) for x in f.read().split()[:3]]
 
 
-def measure_campaign(hosts: list[Host], *, db: str, workload: str, seconds: float,
-                 concurrency: int, store_root: str, check: bool = True,
-                 db_options: dict[str, Any] | None = None) -> dict[str, Any]:
+def measure_campaign(
+    hosts: list[Host],
+    *,
+    db: str,
+    workload: str,
+    seconds: float,
+    concurrency: int,
+    store_root: str,
+    check: bool = True,
+    db_options: dict[str, Any] | None = None,
+) -> dict[str, Any]:
     """One no-fault, unpaced campaign through the real runner, with its figures."""
     from harness.core.history import read_jsonl
     from harness.core.layout import safe_name
@@ -227,9 +241,18 @@ def measure_campaign(hosts: list[Host], *, db: str, workload: str, seconds: floa
     from workloads import get_workload
 
     name = f"bench-campaign-{db}-{workload}-{time.strftime('%H%M%S')}-{os.getpid()}"
-    spec = TestSpec(name=name, nodes=tuple(h.name for h in hosts), db=db, workload=workload,
-                    nemesis=(), time_limit=seconds, concurrency=concurrency, rate=0.0, seed=1,
-                    options={"db": dict(db_options or {})})
+    spec = TestSpec(
+        name=name,
+        nodes=tuple(h.name for h in hosts),
+        db=db,
+        workload=workload,
+        nemesis=(),
+        time_limit=seconds,
+        concurrency=concurrency,
+        rate=0.0,
+        seed=1,
+        options={"db": dict(db_options or {})},
+    )
     opts = RunOptions(check=check, progress=False, recovery_s=0.0)  # no reporter: no HTML
     clock = _Clock()
     real = get_workload(workload, spec.options)
@@ -251,14 +274,19 @@ def measure_campaign(hosts: list[Host], *, db: str, workload: str, seconds: floa
     if clock.offset_ns is not None and end > start:
         cpu = sampler.cpu_at(clock.offset_ns + end) - sampler.cpu_at(clock.offset_ns + start)
     ok = figs.get("ok", 0)
-    return {"db": db, "workload": workload, **figs,
-            "db_cpu_s": None if cpu is None else round(cpu, 2),
-            "db_cpu_cores": round(cpu / figs["seconds"], 2) if cpu and figs["seconds"] else None,
-            "cpu_s_per_ok_op": round(cpu / ok, 6) if cpu is not None and ok else None,
-            "db_processes": sampler.pids_seen,
-            "valid": res.results.get("valid") if check else "not checked",
-            "loadavg_before": load_before, "loadavg_after": load_after,
-            "store": str(res.store_dir)}
+    return {
+        "db": db,
+        "workload": workload,
+        **figs,
+        "db_cpu_s": None if cpu is None else round(cpu, 2),
+        "db_cpu_cores": round(cpu / figs["seconds"], 2) if cpu and figs["seconds"] else None,
+        "cpu_s_per_ok_op": round(cpu / ok, 6) if cpu is not None and ok else None,
+        "db_processes": sampler.pids_seen,
+        "valid": res.results.get("valid") if check else "not checked",
+        "loadavg_before": load_before,
+        "loadavg_after": load_after,
+        "store": str(res.store_dir),
+    }
 
 
 def _ratio(a: Any, b: Any, digits: int = 2) -> float | None:
@@ -267,9 +295,10 @@ def _ratio(a: Any, b: Any, digits: int = 2) -> float | None:
 
 def _ratios(ours: dict[str, Any], etcd: dict[str, Any]) -> dict[str, Any]:
     """ours / etcd: above 1 is better for ok_per_s, below 1 better for the rest."""
-    out: dict[str, Any] = {"ok_per_s": _ratio(ours["ok_per_s"], etcd["ok_per_s"]),
-                           "cpu_s_per_ok_op": _ratio(ours["cpu_s_per_ok_op"],
-                                                     etcd["cpu_s_per_ok_op"], 3)}
+    out: dict[str, Any] = {
+        "ok_per_s": _ratio(ours["ok_per_s"], etcd["ok_per_s"]),
+        "cpu_s_per_ok_op": _ratio(ours["cpu_s_per_ok_op"], etcd["cpu_s_per_ok_op"], 3),
+    }
     lat: dict[str, Any] = {}
     ol, el = ours.get("latency_ms", {}), etcd.get("latency_ms", {})
     for f in sorted(set(ol) & set(el)):
@@ -280,25 +309,54 @@ def _ratios(ours: dict[str, Any], etcd: dict[str, Any]) -> dict[str, Any]:
 
 @click.command(name="campaign")
 @click.option("--lab", default="default", show_default=True, help="Lab to run on.")
-@click.option("--seconds", type=click.FloatRange(min=1), default=20.0, show_default=True,
-              help="Load phase per campaign.")
+@click.option(
+    "--seconds",
+    type=click.FloatRange(min=1),
+    default=20.0,
+    show_default=True,
+    help="Load phase per campaign.",
+)
 @click.option("--concurrency", "-c", type=click.IntRange(min=1), default=10, show_default=True)
-@click.option("--workload", "-w", "workloads", multiple=True,
-              default=("register", "append"), show_default=True,
-              help="Our workloads (repeatable); each is compared with --etcd-workload.")
+@click.option(
+    "--workload",
+    "-w",
+    "workloads",
+    multiple=True,
+    default=("register", "append"),
+    show_default=True,
+    help="Our workloads (repeatable); each is compared with --etcd-workload.",
+)
 @click.option("--etcd-workload", default="etcd-register", show_default=True)
 @click.option("--skip-etcd", is_flag=True, help="Only our node (no baseline, no ratios).")
 @click.option("--no-check", is_flag=True, help="Skip the checker (faster; no verdicts).")
-@click.option("--db-option", "db_options", multiple=True, metavar="KEY=VALUE",
-              help="Option for our DB (repeatable), e.g. read_mode=log.")
-@click.option("--store", "store_root", default=None,
-              help="Keep the runs here (default: a temporary directory).")
-@click.option("--output", type=click.Path(dir_okay=False), default=None,
-              help="Also write the JSON here.")
-def bench_campaign(lab: str, seconds: float, concurrency: int, workloads: tuple[str, ...],
-                   etcd_workload: str, skip_etcd: bool, no_check: bool,
-                   db_options: tuple[str, ...], store_root: str | None,
-                   output: str | None) -> None:
+@click.option(
+    "--db-option",
+    "db_options",
+    multiple=True,
+    metavar="KEY=VALUE",
+    help="Option for our DB (repeatable), e.g. read_mode=log.",
+)
+@click.option(
+    "--store",
+    "store_root",
+    default=None,
+    help="Keep the runs here (default: a temporary directory).",
+)
+@click.option(
+    "--output", type=click.Path(dir_okay=False), default=None, help="Also write the JSON here."
+)
+def bench_campaign(
+    lab: str,
+    seconds: float,
+    concurrency: int,
+    workloads: tuple[str, ...],
+    etcd_workload: str,
+    skip_etcd: bool,
+    no_check: bool,
+    db_options: tuple[str, ...],
+    store_root: str | None,
+    output: str | None,
+) -> None:
     """Our node vs etcd: ok ops/s, latency and CPU per op, same lab, same run."""
     import tempfile
 
@@ -312,16 +370,32 @@ def bench_campaign(lab: str, seconds: float, concurrency: int, workloads: tuple[
         opts[k] = v
     hosts = resolve_hosts(lab=lab, nodes_file=None, vagrant=None, docker=False, insecure=False)
     t0 = time.monotonic()
-    out: dict[str, Any] = {"benchmark": "campaign", "lab": lab, "nodes": len(hosts),
-                           "seconds": seconds, "concurrency": concurrency, "rate": 0,
-                           "nemesis": "none", "cpus": os.cpu_count()}
+    out: dict[str, Any] = {
+        "benchmark": "campaign",
+        "lab": lab,
+        "nodes": len(hosts),
+        "seconds": seconds,
+        "concurrency": concurrency,
+        "rate": 0,
+        "nemesis": "none",
+        "cpus": os.cpu_count(),
+    }
     with tempfile.TemporaryDirectory(prefix="sb-campaign-") as tmp:
         root = store_root or tmp
-        def measure(db: str, workload: str, db_options: dict[str, Any] | None = None
-                    ) -> dict[str, Any]:
-            return measure_campaign(hosts, db=db, workload=workload, seconds=seconds,
-                                    concurrency=concurrency, store_root=root, check=not no_check,
-                                    db_options=db_options)
+
+        def measure(
+            db: str, workload: str, db_options: dict[str, Any] | None = None
+        ) -> dict[str, Any]:
+            return measure_campaign(
+                hosts,
+                db=db,
+                workload=workload,
+                seconds=seconds,
+                concurrency=concurrency,
+                store_root=root,
+                check=not no_check,
+                db_options=db_options,
+            )
 
         runs: dict[str, Any] = {}
         if not skip_etcd:

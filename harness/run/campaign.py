@@ -22,8 +22,14 @@ from harness.core.verdict import EXIT_INVALID, EXIT_UNKNOWN, worst_exit_code
 from harness.run.options import RunOptions, RunResult
 from harness.run.runner import run_test
 
-__all__ = ["PlannedRun", "CampaignRun", "run_campaign", "seeded", "user_stopped",
-           "campaign_exit_code"]
+__all__ = [
+    "PlannedRun",
+    "CampaignRun",
+    "run_campaign",
+    "seeded",
+    "user_stopped",
+    "campaign_exit_code",
+]
 
 
 @dataclass(frozen=True)
@@ -61,9 +67,14 @@ def user_stopped(result: RunResult) -> bool:
     return bool(result.interrupted and (result.reason or "").startswith("interrupted"))
 
 
-def run_campaign(plan: Iterable[PlannedRun], hosts: Sequence[Host], *,
-                 store_root: str | Path = "store", options: RunOptions | None = None,
-                 on_result: Callable[[CampaignRun], None] | None = None) -> list[CampaignRun]:
+def run_campaign(
+    plan: Iterable[PlannedRun],
+    hosts: Sequence[Host],
+    *,
+    store_root: str | Path = "store",
+    options: RunOptions | None = None,
+    on_result: Callable[[CampaignRun], None] | None = None,
+) -> list[CampaignRun]:
     """Run the plan in order, calling ``on_result`` after each; stop after a user interrupt.
 
     ``plan`` is consumed lazily, so a caller may build each spec when its turn comes.
@@ -72,10 +83,12 @@ def run_campaign(plan: Iterable[PlannedRun], hosts: Sequence[Host], *,
     for number, planned in enumerate(plan, 1):
         started = time.monotonic()
         package = planned.package() if planned.package is not None else None
-        result = run_test(planned.spec, hosts, store_root=store_root, options=options,
-                          nemesis_package=package)
-        run = CampaignRun(number=number, planned=planned, result=result,
-                          seconds=time.monotonic() - started)
+        result = run_test(
+            planned.spec, hosts, store_root=store_root, options=options, nemesis_package=package
+        )
+        run = CampaignRun(
+            number=number, planned=planned, result=result, seconds=time.monotonic() - started
+        )
         done.append(run)
         if on_result is not None:
             on_result(run)

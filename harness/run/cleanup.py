@@ -40,10 +40,25 @@ if TYPE_CHECKING:
     from harness.core.spec import RunContext
     from harness.inventory.lab import Lab
 
-__all__ = ["Leftover", "Scope", "DirtyClusterError", "DEFAULT_SCOPE", "scope_for_run",
-           "scan_host", "scan_hosts", "clean_host", "clean_start", "heal_hosts",
-           "thaw_local", "down_lab", "journal_db_node", "clear_db_node", "format_leftovers",
-           "status_leftovers", "HealReport"]
+__all__ = [
+    "Leftover",
+    "Scope",
+    "DirtyClusterError",
+    "DEFAULT_SCOPE",
+    "scope_for_run",
+    "scan_host",
+    "scan_hosts",
+    "clean_host",
+    "clean_start",
+    "heal_hosts",
+    "thaw_local",
+    "down_lab",
+    "journal_db_node",
+    "clear_db_node",
+    "format_leftovers",
+    "status_leftovers",
+    "HealReport",
+]
 
 log = logging.getLogger(__name__)
 
@@ -128,18 +143,28 @@ def _scan_script(remote: Remote, scope: Scope, pidfiles: Sequence[str]) -> str:
     q = shlex.quote
     globs = " ".join(_data_globs(host, scope.roots))  # unquoted: the shell expands them
     pfs = " ".join(q(p) for p in pidfiles)
-    return "; ".join([
-        f"echo {_MARK}ipt", f"{iptables_cmd(remote)} -S 2>&1",
-        f"echo {_MARK}tc", "tc qdisc show 2>/dev/null",
-        f"echo {_MARK}ps", "ps -eo pid=,stat=,args= 2>/dev/null",
-        f"echo {_MARK}ss", "ss -Hltn 2>/dev/null",
-        f"echo {_MARK}ft", f"cat {q(str(ft))} 2>/dev/null" if ft else "true",
-        f"echo {_MARK}dirs", f"for d in {globs}; do [ -e \"$d\" ] && echo \"$d\"; done",
-        f"echo {_MARK}daemons",
-        f"for f in {pfs}; do p=$(cat \"$f\" 2>/dev/null) && [ -n \"$p\" ] && "
-        f"kill -0 \"$p\" 2>/dev/null && echo \"$f $p\"; done",
-        f"echo {_MARK}date", "date +%s.%N", "true",
-    ])
+    return "; ".join(
+        [
+            f"echo {_MARK}ipt",
+            f"{iptables_cmd(remote)} -S 2>&1",
+            f"echo {_MARK}tc",
+            "tc qdisc show 2>/dev/null",
+            f"echo {_MARK}ps",
+            "ps -eo pid=,stat=,args= 2>/dev/null",
+            f"echo {_MARK}ss",
+            "ss -Hltn 2>/dev/null",
+            f"echo {_MARK}ft",
+            f"cat {q(str(ft))} 2>/dev/null" if ft else "true",
+            f"echo {_MARK}dirs",
+            f'for d in {globs}; do [ -e "$d" ] && echo "$d"; done',
+            f"echo {_MARK}daemons",
+            f'for f in {pfs}; do p=$(cat "$f" 2>/dev/null) && [ -n "$p" ] && '
+            f'kill -0 "$p" 2>/dev/null && echo "$f $p"; done',
+            f"echo {_MARK}date",
+            "date +%s.%N",
+            "true",
+        ]
+    )
 
 
 def _sections(text: str) -> dict[str, list[str]]:
@@ -147,7 +172,7 @@ def _sections(text: str) -> dict[str, list[str]]:
     cur = None
     for line in text.splitlines():
         if line.startswith(_MARK):
-            cur = line[len(_MARK):].strip()
+            cur = line[len(_MARK) :].strip()
             out[cur] = []
         elif cur is not None and line.strip():
             out[cur].append(line.rstrip())
@@ -160,13 +185,17 @@ def _fault_pidfiles(host: Host, journal: jr.HostJournal | None) -> list[str]:
     if ft:
         pfs.append(f"{ft}.strobe.pid")
     if journal is not None:
-        pfs += [str(e.undo["pidfile"]) for e in journal.entries()
-                if e.kind == "daemon" and "pidfile" in e.undo]
+        pfs += [
+            str(e.undo["pidfile"])
+            for e in journal.entries()
+            if e.kind == "daemon" and "pidfile" in e.undo
+        ]
     return sorted(set(pfs))
 
 
-def parse_scan(host: Host, text: str, scope: Scope, *, skew_s: float | None = None
-               ) -> list[Leftover]:
+def parse_scan(
+    host: Host, text: str, scope: Scope, *, skew_s: float | None = None
+) -> list[Leftover]:
     """Leftovers from the scan script's output (pure: tested without hosts)."""
     from nemesis.clock import parse_offset
 
@@ -203,7 +232,11 @@ def parse_scan(host: Host, text: str, scope: Scope, *, skew_s: float | None = No
     ports = set(scope.ports)
     for line in s.get("ss", []):
         f = line.split()
-        if len(f) >= 4 and f[3].rsplit(":", 1)[-1].isdigit() and int(f[3].rsplit(":", 1)[-1]) in ports:
+        if (
+            len(f) >= 4
+            and f[3].rsplit(":", 1)[-1].isdigit()
+            and int(f[3].rsplit(":", 1)[-1]) in ports
+        ):
             out.append(Leftover(name, "port", f"{f[3]} is in use"))
     ft = s.get("ft", [])
     if host.extras.get("faketime_file") and ft:
@@ -253,8 +286,9 @@ def thaw_local(hosts: Iterable[Host]) -> list[str]:
     return sorted(set(thawed))
 
 
-def scan_host(remote: Remote, scope: Scope = DEFAULT_SCOPE, *, with_journal: bool = True
-              ) -> list[Leftover]:
+def scan_host(
+    remote: Remote, scope: Scope = DEFAULT_SCOPE, *, with_journal: bool = True
+) -> list[Leftover]:
     """Everything an earlier run left on ``remote``'s host (one SSH command)."""
     host = remote.host
     journal = jr.HostJournal(host) if with_journal else None
@@ -265,8 +299,12 @@ def scan_host(remote: Remote, scope: Scope = DEFAULT_SCOPE, *, with_journal: boo
     if journal is not None:
         out += [Leftover(host.name, "journal", e.describe()) for e in journal.entries()]
     t0 = time.time()
-    r = remote.run(_scan_script(remote, scope, _fault_pidfiles(host, journal)),
-                   sudo=_sudo(remote), timeout=30, check=False)
+    r = remote.run(
+        _scan_script(remote, scope, _fault_pidfiles(host, journal)),
+        sudo=_sudo(remote),
+        timeout=30,
+        check=False,
+    )
     t1 = time.time()
     skew = None
     date = _sections(r.stdout).get("date", [])
@@ -300,21 +338,31 @@ def clean_host(remote: Remote, found: Sequence[Leftover], scope: Scope) -> None:
             if "dev" in f:
                 dev = f[f.index("dev") + 1]
                 cmds.append(f"tc qdisc del dev {q(dev)} root 2>/dev/null")
-    pids = sorted({lo.pid for lo in found if lo.pid is not None
-                   and lo.kind in ("db-process", "daemon", "stopped")})
-    kill = sorted({lo.pid for lo in found if lo.pid is not None
-                   and lo.kind in ("db-process", "daemon")})
+    pids = sorted(
+        {
+            lo.pid
+            for lo in found
+            if lo.pid is not None and lo.kind in ("db-process", "daemon", "stopped")
+        }
+    )
+    kill = sorted(
+        {lo.pid for lo in found if lo.pid is not None and lo.kind in ("db-process", "daemon")}
+    )
     if pids:
         cmds.append(f"kill -CONT {' '.join(map(str, pids))} 2>/dev/null")
     if kill:
         ks = " ".join(map(str, kill))
-        cmds.append(f"kill -TERM {ks} 2>/dev/null; i=0; while [ $i -lt 50 ]; do alive=; "
-                    f"for p in {ks}; do kill -0 $p 2>/dev/null && alive=1; done; "
-                    f"[ -z \"$alive\" ] && break; sleep 0.1; i=$((i+1)); done; "
-                    f"kill -KILL {ks} 2>/dev/null")
+        cmds.append(
+            f"kill -TERM {ks} 2>/dev/null; i=0; while [ $i -lt 50 ]; do alive=; "
+            f"for p in {ks}; do kill -0 $p 2>/dev/null && alive=1; done; "
+            f'[ -z "$alive" ] && break; sleep 0.1; i=$((i+1)); done; '
+            f"kill -KILL {ks} 2>/dev/null"
+        )
     ft = host.extras.get("faketime_file")
     if ft and any(lo.kind == "clock" for lo in found):
-        cmds.append(f"printf '+0\\n' > {q(str(ft) + '.tmp')} && mv -f {q(str(ft) + '.tmp')} {q(str(ft))}")
+        cmds.append(
+            f"printf '+0\\n' > {q(str(ft) + '.tmp')} && mv -f {q(str(ft) + '.tmp')} {q(str(ft))}"
+        )
     dirs = [lo.detail for lo in found if lo.kind == "data"]
     if dirs:
         cmds.append("rm -rf " + " ".join(q(d) for d in dirs))
@@ -323,8 +371,9 @@ def clean_host(remote: Remote, found: Sequence[Leftover], scope: Scope) -> None:
     # Pid files of stopped fault daemons (their processes are gone now).
     for lo in found:
         if lo.kind == "daemon" and lo.detail.startswith("/"):
-            remote.run(f"rm -f {q(lo.detail.split()[0])}", sudo=_sudo(remote), timeout=30,
-                       check=False)
+            remote.run(
+                f"rm -f {q(lo.detail.split()[0])}", sudo=_sudo(remote), timeout=30, check=False
+            )
     if any(lo.kind == "clock" for lo in found) and not ft:
         from nemesis.clock import RealClock
 
@@ -345,10 +394,12 @@ class HealReport:
         return not any(self.after.values()) and not any(self.problems.values())
 
     def to_json(self) -> dict[str, Any]:
-        return {"clean": self.clean,
-                "before": {h: [asdict(x) for x in v] for h, v in self.before.items()},
-                "after": {h: [asdict(x) for x in v] for h, v in self.after.items()},
-                "problems": self.problems}
+        return {
+            "clean": self.clean,
+            "before": {h: [asdict(x) for x in v] for h, v in self.before.items()},
+            "after": {h: [asdict(x) for x in v] for h, v in self.after.items()},
+            "problems": self.problems,
+        }
 
     def remaining(self) -> list[str]:
         out = [str(x) for v in self.after.values() for x in v]
@@ -356,8 +407,9 @@ class HealReport:
         return out
 
 
-def _heal(hosts: Sequence[Host], remotes: Mapping[str, Remote],
-          scopes: Mapping[str, Scope]) -> HealReport:
+def _heal(
+    hosts: Sequence[Host], remotes: Mapping[str, Remote], scopes: Mapping[str, Scope]
+) -> HealReport:
     from nemesis.base import on_nodes
 
     rep = HealReport()
@@ -365,8 +417,9 @@ def _heal(hosts: Sequence[Host], remotes: Mapping[str, Remote],
     journals = [jr.HostJournal(h) for h in hosts]
     rep.before = {h: [x for x in [_frozen(by[h])] if x is not None] for h in by}
     for j in journals:
-        rep.before[j.host.name] += [Leftover(j.host.name, "journal", e.describe())
-                                    for e in j.entries()]
+        rep.before[j.host.name] += [
+            Leftover(j.host.name, "journal", e.describe()) for e in j.entries()
+        ]
     thaw_local(hosts)
     for h, ps in fault_replay.replay(journals, remotes).items():
         rep.problems.setdefault(h, []).extend(ps)
@@ -413,11 +466,15 @@ def clean_start(ctx: RunContext) -> HealReport:
     else:
         log.info("clean start: nothing left by earlier runs")
     with contextlib.suppress(OSError):
-        Path(ctx.store_dir, "clean-start.json").write_text(json.dumps(rep.to_json(), indent=1) + "\n")
+        Path(ctx.store_dir, "clean-start.json").write_text(
+            json.dumps(rep.to_json(), indent=1) + "\n"
+        )
     if not rep.clean:
-        raise DirtyClusterError("refusing to run on a dirty cluster; still there after cleanup: "
-                                + "; ".join(rep.remaining())
-                                + " (see `splitbrain heal` and `splitbrain lab status`)")
+        raise DirtyClusterError(
+            "refusing to run on a dirty cluster; still there after cleanup: "
+            + "; ".join(rep.remaining())
+            + " (see `splitbrain heal` and `splitbrain lab status`)"
+        )
     jr.attach(ctx)
     return rep
 
@@ -427,9 +484,14 @@ def journal_db_node(ctx: RunContext, node: str) -> None:
     db = ctx.db
     if not isinstance(db, HasFootprint):
         return
-    jr.note(ctx, node, "db-node", "db", {"dir": db.node_dir(ctx, node), "root": db.root,
-                                         "pidfiles": db.pidfiles(ctx, node)},
-            f"{ctx.spec.db} node of test {ctx.spec.name}")
+    jr.note(
+        ctx,
+        node,
+        "db-node",
+        "db",
+        {"dir": db.node_dir(ctx, node), "root": db.root, "pidfiles": db.pidfiles(ctx, node)},
+        f"{ctx.spec.db} node of test {ctx.spec.name}",
+    )
 
 
 def clear_db_node(ctx: RunContext, node: str) -> None:
@@ -437,8 +499,12 @@ def clear_db_node(ctx: RunContext, node: str) -> None:
     jr.clear(ctx, node, "db-node", "db")
 
 
-def heal_hosts(hosts: Sequence[Host], *, connect_fn: Callable[[Host], Remote] | None = None,
-               scope: Scope = DEFAULT_SCOPE) -> HealReport:
+def heal_hosts(
+    hosts: Sequence[Host],
+    *,
+    connect_fn: Callable[[Host], Remote] | None = None,
+    scope: Scope = DEFAULT_SCOPE,
+) -> HealReport:
     """``splitbrain heal``: replay the journal, remove every leftover, scan again."""
     from harness.control import connect
 
@@ -452,8 +518,12 @@ def heal_hosts(hosts: Sequence[Host], *, connect_fn: Callable[[Host], Remote] | 
                 r.close()
 
 
-def scan_hosts(hosts: Sequence[Host], *, connect_fn: Callable[[Host], Remote] | None = None,
-               scope: Scope = DEFAULT_SCOPE) -> dict[str, list[Leftover]]:
+def scan_hosts(
+    hosts: Sequence[Host],
+    *,
+    connect_fn: Callable[[Host], Remote] | None = None,
+    scope: Scope = DEFAULT_SCOPE,
+) -> dict[str, list[Leftover]]:
     """Leftovers per host, journal entries included; changes nothing."""
     from harness.control import connect
     from nemesis.base import on_nodes
@@ -474,7 +544,9 @@ def scan_hosts(hosts: Sequence[Host], *, connect_fn: Callable[[Host], Remote] | 
         if isinstance(r, BaseException):
             fr = _frozen(by[n])
             out[n] = [fr] if fr else []
-            out[n] += [Leftover(n, "journal", e.describe()) for e in jr.HostJournal(by[n]).entries()]
+            out[n] += [
+                Leftover(n, "journal", e.describe()) for e in jr.HostJournal(by[n]).entries()
+            ]
             out[n].append(Leftover(n, "unreachable", str(r)))
         else:
             out[n] = r
@@ -501,8 +573,9 @@ def down_lab(lab: Lab) -> None:
             log.info("removed %s", d)
 
 
-def status_leftovers(lab: Lab, reachable: Sequence[str],
-                     echo: Callable[[str], Any] | None = None) -> None:
+def status_leftovers(
+    lab: Lab, reachable: Sequence[str], echo: Callable[[str], Any] | None = None
+) -> None:
     """``lab status``: print each host's leftovers; :class:`DirtyClusterError` if any.
 
     Hosts that do not answer SSH are still checked for what this machine can
@@ -517,7 +590,8 @@ def status_leftovers(lab: Lab, reachable: Sequence[str],
         if h.name not in reachable:
             fr = _frozen(h)
             found[h.name] = ([fr] if fr else []) + [
-                Leftover(h.name, "journal", e.describe()) for e in jr.HostJournal(h).entries()]
+                Leftover(h.name, "journal", e.describe()) for e in jr.HostJournal(h).entries()
+            ]
     lines = format_leftovers(found)
     if not lines:
         out("leftovers: none")
@@ -525,5 +599,7 @@ def status_leftovers(lab: Lab, reachable: Sequence[str],
     out(f"leftovers ({len(lines)}):")
     for line in lines:
         out(f"  {line}")
-    raise DirtyClusterError(f"lab {lab.name!r}: {len(lines)} leftovers of earlier runs; "
-                            f"`splitbrain heal --lab {lab.name}` removes them")
+    raise DirtyClusterError(
+        f"lab {lab.name!r}: {len(lines)} leftovers of earlier runs; "
+        f"`splitbrain heal --lab {lab.name}` removes them"
+    )

@@ -41,9 +41,18 @@ log = logging.getLogger(__name__)
 
 
 class Run:
-    def __init__(self, spec: TestSpec, hosts: Sequence[Host], store: RunStore,
-                 opts: RunOptions, *, db: DB, workload: Workload, package: NemesisPackage,
-                 connect_fn: Callable[[Host], Remote]) -> None:
+    def __init__(
+        self,
+        spec: TestSpec,
+        hosts: Sequence[Host],
+        store: RunStore,
+        opts: RunOptions,
+        *,
+        db: DB,
+        workload: Workload,
+        package: NemesisPackage,
+        connect_fn: Callable[[Host], Remote],
+    ) -> None:
         self.spec = spec
         self.hosts = {h.name: h for h in hosts}
         self.store = store
@@ -80,11 +89,19 @@ class Run:
     # --- setup --------------------------------------------------------------
     def connect(self) -> None:
         self._phase("connect")
-        remotes = each_or_raise(list(self.spec.nodes), lambda n: self.connect_fn(self.hosts[n]),
-                                what="connect")
-        self.ctx = RunContext(spec=self.spec, hosts=self.hosts, remotes=remotes, db=self.db,
-                              history=self.history, rng=self.rng, store_dir=str(self.store.path),
-                              stop=self.stop)
+        remotes = each_or_raise(
+            list(self.spec.nodes), lambda n: self.connect_fn(self.hosts[n]), what="connect"
+        )
+        self.ctx = RunContext(
+            spec=self.spec,
+            hosts=self.hosts,
+            remotes=remotes,
+            db=self.db,
+            history=self.history,
+            rng=self.rng,
+            store_dir=str(self.store.path),
+            stop=self.stop,
+        )
         if isinstance(self.db, Addressable):
             self.ctx.addresses.update(self.db.addresses(self.ctx))
 
@@ -111,8 +128,12 @@ class Run:
         comp = self.nemesis.invoke(self.ctx, inv)
         comp = self.history.append(comp.replace(time=0, index=-1))
         self.counters.record(comp)
-        log.info("nemesis %s %s -> %s", inv.f, inv.value, comp.value if comp.error is None
-                 else f"error: {comp.error}")
+        log.info(
+            "nemesis %s %s -> %s",
+            inv.f,
+            inv.value,
+            comp.value if comp.error is None else f"error: {comp.error}",
+        )
         return comp
 
     def _nemesis_loop(self) -> None:
@@ -150,9 +171,14 @@ class Run:
                     continue
                 for w in list(group.slots):
                     if w.overdue(now, timeout) and w.abandon(
-                            f"timeout: no completion within {timeout:g} s"):
-                        log.info("%s: op overran %gs; new process %d takes over", w.name,
-                                 timeout, w.process + w.process_step)
+                        f"timeout: no completion within {timeout:g} s"
+                    ):
+                        log.info(
+                            "%s: op overran %gs; new process %d takes over",
+                            w.name,
+                            timeout,
+                            w.process + w.process_step,
+                        )
                         group.replace(w, w.successor())
 
     def _new_group(self, name: str) -> WorkerGroup:
@@ -168,12 +194,23 @@ class Run:
         nodes = self.node_list
         pool = self.pool = self._new_group("pool")
         for w in range(conc):
-            pool.add(Worker(self, w, nodes[w % len(nodes)], generator=self.workload.generator,
-                             gen_lock=gen_lock, stop=pool.stop, interval=interval, process=w,
-                             process_step=conc))
+            pool.add(
+                Worker(
+                    self,
+                    w,
+                    nodes[w % len(nodes)],
+                    generator=self.workload.generator,
+                    gen_lock=gen_lock,
+                    stop=pool.stop,
+                    interval=interval,
+                    process=w,
+                    process_step=conc,
+                )
+            )
         self._start_extra_workers()
-        self.nemesis_thread = threading.Thread(target=self._nemesis_loop, name="nemesis",
-                                               daemon=True)
+        self.nemesis_thread = threading.Thread(
+            target=self._nemesis_loop, name="nemesis", daemon=True
+        )
         threading.Thread(target=self._watchdog, name="watchdog", daemon=True).start()
         pool.start()
         self.nemesis_thread.start()
@@ -187,8 +224,11 @@ class Run:
         crashed = pool.errors()
         if crashed:
             e = crashed[0].error
-            raise e if isinstance(e, SplitbrainError) else RuntimeError(
-                f"{crashed[0].name} crashed: {e!r}")
+            raise (
+                e
+                if isinstance(e, SplitbrainError)
+                else RuntimeError(f"{crashed[0].name} crashed: {e!r}")
+            )
 
     def _start_extra_workers(self) -> None:
         """Dedicated workers (status samplers) that run until final reads begin."""
@@ -197,11 +237,22 @@ class Run:
             return
         extras = self.extras = self._new_group("extra")
         for i, ew in enumerate(make(list(self.spec.nodes))):
-            extras.add(Worker(self, i, ew.node, generator=ew.generator,
-                               gen_lock=threading.Lock(), stop=extras.stop, interval=0.0,
-                               process=ew.process_base, process_step=ew.process_stride,
-                               client=ValidatingClient(ew.client), pending_poll=0.005,
-                               label=ew.name))
+            extras.add(
+                Worker(
+                    self,
+                    i,
+                    ew.node,
+                    generator=ew.generator,
+                    gen_lock=threading.Lock(),
+                    stop=extras.stop,
+                    interval=0.0,
+                    process=ew.process_base,
+                    process_step=ew.process_stride,
+                    client=ValidatingClient(ew.client),
+                    pending_poll=0.005,
+                    label=ew.name,
+                )
+            )
         extras.start()
 
     def stop_extra_workers(self) -> None:
@@ -218,8 +269,10 @@ class Run:
             # could run first and the fault land after it.
             self.nemesis_thread.join(self.opts.nemesis_join_timeout_s)
             if self.nemesis_thread.is_alive():
-                log.error("nemesis still applying a fault after %ss; healing anyway",
-                          self.opts.nemesis_join_timeout_s)
+                log.error(
+                    "nemesis still applying a fault after %ss; healing anyway",
+                    self.opts.nemesis_join_timeout_s,
+                )
 
     # --- end phases ---------------------------------------------------------
     def heal(self) -> None:
@@ -243,9 +296,21 @@ class Run:
         deadline = time.monotonic() + self.opts.final_timeout_s
         finals = self._new_group("final")
         for i, node in enumerate(nodes):
-            finals.add(Worker(self, i, node, generator=gen, gen_lock=gen_lock, stop=finals.stop,
-                               interval=0.0, process=base + i, process_step=len(nodes),
-                               deadline=deadline, label="final"))
+            finals.add(
+                Worker(
+                    self,
+                    i,
+                    node,
+                    generator=gen,
+                    gen_lock=gen_lock,
+                    stop=finals.stop,
+                    interval=0.0,
+                    process=base + i,
+                    process_step=len(nodes),
+                    deadline=deadline,
+                    label="final",
+                )
+            )
         finals.start()
         while finals.alive() and time.monotonic() < deadline:
             time.sleep(0.05)
@@ -253,7 +318,6 @@ class Run:
         crashed = finals.errors()
         if crashed:
             raise RuntimeError(f"{crashed[0].name} crashed: {crashed[0].error!r}")
-
 
     # --- cleanup ------------------------------------------------------------
     def cleanup(self) -> list[str]:
@@ -278,6 +342,7 @@ class Run:
                 problems.append(f"nemesis teardown: {e}")
         self._fetch_logs(problems)
         if self.db_set_up and not self.opts.leave_db_running:
+
             def down(node: str) -> None:
                 self.db.teardown(self.ctx, node)
                 clear_db_node(self.ctx, node)

@@ -88,7 +88,10 @@ class Counters:
             elapsed = time.monotonic() - self.started
             done = self.ok + self.fail + self.info
             return {
-                "elapsed": elapsed, "ok": self.ok, "fail": self.fail, "info": self.info,
+                "elapsed": elapsed,
+                "ok": self.ok,
+                "fail": self.fail,
+                "info": self.info,
                 "rate": done / elapsed if elapsed > 0 else 0.0,
                 "faults": list(self.faults.values()),
             }
@@ -97,15 +100,23 @@ class Counters:
 def _line(snap: dict[str, Any], phase: str, rate: float | None = None) -> str:
     fault = ", ".join(snap["faults"]) or "none"
     rate = snap["rate"] if rate is None else rate
-    return (f"[{phase}] {snap['elapsed']:6.1f}s  {rate:7.1f} ops/s  "
-            f"ok {snap['ok']}  fail {snap['fail']}  info {snap['info']}  fault: {fault}")
+    return (
+        f"[{phase}] {snap['elapsed']:6.1f}s  {rate:7.1f} ops/s  "
+        f"ok {snap['ok']}  fail {snap['fail']}  info {snap['info']}  fault: {fault}"
+    )
 
 
 class Progress:
     """Shows ``Counters`` while a run is in progress; ``phase`` names what it is doing."""
 
-    def __init__(self, counters: Counters, *, stream: IO[str] | None = None,
-                 enabled: bool = True, interval: float = 5.0) -> None:
+    def __init__(
+        self,
+        counters: Counters,
+        *,
+        stream: IO[str] | None = None,
+        enabled: bool = True,
+        interval: float = 5.0,
+    ) -> None:
         self.counters = counters
         self.stream = stream or sys.stderr
         self.enabled = enabled
@@ -210,5 +221,8 @@ class step_status:  # noqa: N801 (used as a context manager, like open())
         took = time.monotonic() - self._t0
         if self._status is not None:
             self._status.__exit__(*exc)
-            print(f"{self.what}: {'failed' if exc[0] else 'done'} in {took:.1f} s",
-                  file=self.stream, flush=True)
+            print(
+                f"{self.what}: {'failed' if exc[0] else 'done'} in {took:.1f} s",
+                file=self.stream,
+                flush=True,
+            )

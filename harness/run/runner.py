@@ -54,24 +54,35 @@ def _build_package(spec: TestSpec, rng: random.Random) -> NemesisPackage:
     return build_package(list(spec.nemesis), interval=spec.nemesis_interval, rng=rng, **opts)
 
 
-def run_test(spec: TestSpec, hosts: Iterable[Host], *, store_root: str | Path = "store",
-             db: DB | None = None, workload: Workload | None = None,
-             nemesis_package: NemesisPackage | None = None,
-             options: RunOptions | None = None,
-             connect_fn: Callable[[Host], Remote] | None = None,
-             progress_stream: IO[str] | None = None) -> RunResult:
+def run_test(
+    spec: TestSpec,
+    hosts: Iterable[Host],
+    *,
+    store_root: str | Path = "store",
+    db: DB | None = None,
+    workload: Workload | None = None,
+    nemesis_package: NemesisPackage | None = None,
+    options: RunOptions | None = None,
+    connect_fn: Callable[[Host], Remote] | None = None,
+    progress_stream: IO[str] | None = None,
+) -> RunResult:
     """Run one test and return where it was stored and what the checker said."""
     opts = options or RunOptions()
     hosts = list(hosts)
     by_name = {h.name: h for h in hosts}
     missing = [n for n in spec.nodes if n not in by_name]
     if missing:
-        raise ConfigError(f"nodes {', '.join(missing)} are not in the inventory "
-                          f"({', '.join(by_name) or 'empty'})", field="nodes")
+        raise ConfigError(
+            f"nodes {', '.join(missing)} are not in the inventory "
+            f"({', '.join(by_name) or 'empty'})",
+            field="nodes",
+        )
     if not spec.nodes:
         raise ConfigError("a test needs at least one node", field="nodes")
     if connect_fn is None:
-        from harness.control import connect as connect_fn
+        from harness.control import connect
+
+        connect_fn = connect
     if db is None:
         from harness.dbs import get_db
 
@@ -89,17 +100,38 @@ def run_test(spec: TestSpec, hosts: Iterable[Host], *, store_root: str | Path = 
     interrupted, reason = False, None
     with store.capture_log():
         log.info("run %s: store %s", spec.name, store.path)
-        store.write_test({**spec.to_json(), "engine": opts.engine,
-                          "leave_db_running": opts.leave_db_running,
-                          "hosts": [{"name": h.name, "address": h.address, "port": h.port,
-                                     "user": h.user} for h in hosts if h.name in spec.nodes]})
+        store.write_test(
+            {
+                **spec.to_json(),
+                "engine": opts.engine,
+                "leave_db_running": opts.leave_db_running,
+                "hosts": [
+                    {"name": h.name, "address": h.address, "port": h.port, "user": h.user}
+                    for h in hosts
+                    if h.name in spec.nodes
+                ],
+            }
+        )
         # Replaced at the end; if the harness is killed outright, this is what remains.
-        store.write_results({"valid": "unknown", "checkers": {}, "anomalies": {},
-                             "interrupted": True,
-                             "reason": "the run did not finish (still running, or the harness "
-                                       "was killed)"})
-        run = Run(spec, hosts, store, opts, db=db, workload=workload, package=nemesis_package,
-                   connect_fn=connect_fn)  # type: ignore[arg-type]
+        store.write_results(
+            {
+                "valid": "unknown",
+                "checkers": {},
+                "anomalies": {},
+                "interrupted": True,
+                "reason": "the run did not finish (still running, or the harness was killed)",
+            }
+        )
+        run = Run(
+            spec,
+            hosts,
+            store,
+            opts,
+            db=db,
+            workload=workload,
+            package=nemesis_package,
+            connect_fn=connect_fn,
+        )
         progress = Progress(run.counters, stream=progress_stream, enabled=opts.progress)
         run.progress = progress
         guard.install()
@@ -118,8 +150,15 @@ def run_test(spec: TestSpec, hosts: Iterable[Host], *, store_root: str | Path = 
             log.warning("%s during phase %s", reason, run.phase)
         except Exception as e:
             if isinstance(e, DirtyClusterError):  # exit 3: nothing ran, nothing to check
-                store.write_results({"valid": "unknown", "checkers": {}, "anomalies": {},
-                                     "interrupted": True, "reason": str(e)})
+                store.write_results(
+                    {
+                        "valid": "unknown",
+                        "checkers": {},
+                        "anomalies": {},
+                        "interrupted": True,
+                        "reason": str(e),
+                    }
+                )
                 guard.restore()
                 raise
             interrupted = True
@@ -140,5 +179,6 @@ def run_test(spec: TestSpec, hosts: Iterable[Host], *, store_root: str | Path = 
         interrupted = bool(results["run"]["interrupted"])
         reason = results["run"]["reason"]
         log.info("run %s: valid=%s (%s)", spec.name, results["valid"], store.path)
-    return RunResult(store_dir=store.path, results=results, interrupted=interrupted,
-                     reason=reason, ops=n_ops)
+    return RunResult(
+        store_dir=store.path, results=results, interrupted=interrupted, reason=reason, ops=n_ops
+    )

@@ -159,8 +159,9 @@ class RunStore:
         handler = logging.FileHandler(self.log_path, encoding="utf-8")
         handler.setLevel(level)
         handler.addFilter(_ours_or_info)
-        handler.setFormatter(logging.Formatter(
-            "%(asctime)s %(levelname)s %(threadName)s %(name)s: %(message)s"))
+        handler.setFormatter(
+            logging.Formatter("%(asctime)s %(levelname)s %(threadName)s %(name)s: %(message)s")
+        )
         root = logging.getLogger()
         old_level = root.level
         # Console handlers installed by the CLI keep the threshold they had.

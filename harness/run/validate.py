@@ -50,10 +50,23 @@ def normalize_completion(inv: Op, result: Any, *, nemesis: bool = False) -> Op:
     if nemesis:
         typ = "info"
     if result.f != inv.f or result.process != inv.process:
-        log.debug("completion of op %s changed process/f (%r/%r -> %r/%r); kept the invocation's",
-                  inv.index, inv.process, inv.f, result.process, result.f)
-    return Op(type=typ, process=inv.process, f=inv.f, value=result.value, key=inv.key,
-              node=inv.node if result.node is None else result.node, error=error)
+        log.debug(
+            "completion of op %s changed process/f (%r/%r -> %r/%r); kept the invocation's",
+            inv.index,
+            inv.process,
+            inv.f,
+            result.process,
+            result.f,
+        )
+    return Op(
+        type=typ,
+        process=inv.process,
+        f=inv.f,
+        value=result.value,
+        key=inv.key,
+        node=inv.node if result.node is None else result.node,
+        error=error,
+    )
 
 
 class ValidatingClient:
@@ -66,8 +79,9 @@ class ValidatingClient:
     def __init__(self, inner: Client) -> None:
         self.inner = inner
         # The ops that change nothing (a lull lets them through); asked once, not per op.
-        self.read_fs: frozenset[str] = (frozenset(inner.read_fs) if isinstance(inner, DeclaresReads)
-                                        else frozenset({"read"}))
+        self.read_fs: frozenset[str] = (
+            frozenset(inner.read_fs) if isinstance(inner, DeclaresReads) else frozenset({"read"})
+        )
 
     def open(self, ctx: RunContext, node: str) -> ValidatingClient:
         return ValidatingClient(self.inner.open(ctx, node))

@@ -47,11 +47,23 @@ class Worker(threading.Thread):
     and starting a replacement under a fresh process.
     """
 
-    def __init__(self, run: Driver, worker: int, node: str, *, generator: Generator,
-                 gen_lock: threading.Lock, stop: threading.Event, interval: float,
-                 process: int, process_step: int, deadline: float | None = None,
-                 client: ValidatingClient | None = None, pending_poll: float = 0.01,
-                 label: str = "worker") -> None:
+    def __init__(
+        self,
+        run: Driver,
+        worker: int,
+        node: str,
+        *,
+        generator: Generator,
+        gen_lock: threading.Lock,
+        stop: threading.Event,
+        interval: float,
+        process: int,
+        process_step: int,
+        deadline: float | None = None,
+        client: ValidatingClient | None = None,
+        pending_poll: float = 0.01,
+        label: str = "worker",
+    ) -> None:
         super().__init__(name=f"{label}-{worker}-{node}", daemon=True)
         self.run_ = run
         self.worker = worker
@@ -79,11 +91,21 @@ class Worker(threading.Thread):
 
     def successor(self) -> Worker:
         """A fresh worker taking over this one's slot under a new process id."""
-        w = Worker(self.run_, self.worker, self.node, generator=self.generator,
-                    gen_lock=self.gen_lock, stop=self.stop, interval=self.interval,
-                    process=self.process + self.process_step, process_step=self.process_step,
-                    deadline=self.deadline, client=self.proto, pending_poll=self.pending_poll,
-                    label=self.label)
+        w = Worker(
+            self.run_,
+            self.worker,
+            self.node,
+            generator=self.generator,
+            gen_lock=self.gen_lock,
+            stop=self.stop,
+            interval=self.interval,
+            process=self.process + self.process_step,
+            process_step=self.process_step,
+            deadline=self.deadline,
+            client=self.proto,
+            pending_poll=self.pending_poll,
+            label=self.label,
+        )
         w.did_setup = self.did_setup
         return w
 
@@ -91,9 +113,15 @@ class Worker(threading.Thread):
         return self._open is not None and now - self._open_since > timeout
 
     def _gen_ctx(self) -> GenContext:
-        return GenContext(time_ns=self.run_.history.now(), process=self.process,
-                          worker=self.worker, node=self.node, rng=self.rng,
-                          nodes=self.run_.node_list, lull=self.run_.ctx.writes.lull)
+        return GenContext(
+            time_ns=self.run_.history.now(),
+            process=self.process,
+            worker=self.worker,
+            node=self.node,
+            rng=self.rng,
+            nodes=self.run_.node_list,
+            lull=self.run_.ctx.writes.lull,
+        )
 
     def _open_client(self) -> bool:
         ctx = self.run_.ctx
@@ -172,18 +200,30 @@ class Worker(threading.Thread):
                     return
                 continue
             if not isinstance(op, Op):
-                raise ConfigError(f"generator produced {type(op).__name__}, not an Op",
-                                  field="workload")
+                raise ConfigError(
+                    f"generator produced {type(op).__name__}, not an Op", field="workload"
+                )
             if op.f not in self.proto.read_fs and not self._wait_for_writes():
                 return
             node = op.node if op.node in hosts else self.node
             with self._open_lock:
                 if self.abandoned:
                     return
-                if (op.type != "invoke" or op.process != self.process or op.node != node
-                        or op.time or op.index != -1):
-                    op = Op(type="invoke", process=self.process, f=op.f, value=op.value,
-                            key=op.key, node=node)
+                if (
+                    op.type != "invoke"
+                    or op.process != self.process
+                    or op.node != node
+                    or op.time
+                    or op.index != -1
+                ):
+                    op = Op(
+                        type="invoke",
+                        process=self.process,
+                        f=op.f,
+                        value=op.value,
+                        key=op.key,
+                        node=node,
+                    )
                 inv = history.append(op)
                 self._open_since = time.monotonic()
                 self._open = inv

@@ -21,15 +21,21 @@ from harness.zoo.targets import Campaign, Target, build_zoo_package, zoo_spec
 __all__ = ["zoo_plan", "record_of", "run_zoo", "progress_line"]
 
 
-def zoo_plan(targets: Sequence[Target], seeds: Sequence[int], campaigns: Mapping[str, Campaign],
-             nodes: Sequence[str]) -> Iterator[PlannedRun]:
+def zoo_plan(
+    targets: Sequence[Target],
+    seeds: Sequence[int],
+    campaigns: Mapping[str, Campaign],
+    nodes: Sequence[str],
+) -> Iterator[PlannedRun]:
     """Every target's runs in turn; the tag is ``(mode, bug, run index)``."""
     for mode, bug in targets:
         c = campaigns[mode]
         for i, seed in enumerate(seeds):
-            yield PlannedRun(zoo_spec(c, nodes, mode, bug, seed),
-                             package=partial(build_zoo_package, c, seed),
-                             tag=(mode, bug, i))
+            yield PlannedRun(
+                zoo_spec(c, nodes, mode, bug, seed),
+                package=partial(build_zoo_package, c, seed),
+                tag=(mode, bug, i),
+            )
 
 
 def _rel(p: Path) -> str:
@@ -48,18 +54,33 @@ def record_of(done: CampaignRun) -> RunRecord:
     valid = res.get("valid", "unknown")
     first = None
     if valid is False:
-        first = first_anomaly_seconds(anomalies,
-                                      read_op_times(result.store_dir, anomaly_indexes(anomalies)))
+        first = first_anomaly_seconds(
+            anomalies, read_op_times(result.store_dir, anomaly_indexes(anomalies))
+        )
     reason = res.get("reason") or res.get("error") or result.reason
-    return RunRecord(bug=bug, run=i, seed=done.spec.seed, valid=valid, kinds=sorted(anomalies),
-                     first_anomaly_s=first, store=_rel(result.store_dir), seconds=done.seconds,
-                     reason=reason, mode=mode)
+    return RunRecord(
+        bug=bug,
+        run=i,
+        seed=done.spec.seed,
+        valid=valid,
+        kinds=sorted(anomalies),
+        first_anomaly_s=first,
+        store=_rel(result.store_dir),
+        seconds=done.seconds,
+        reason=reason,
+        mode=mode,
+    )
 
 
-def run_zoo(targets: Sequence[Target], seeds: Sequence[int], campaigns: Mapping[str, Campaign],
-            hosts: Sequence[Host], *, store_root: str,
-            on_record: Callable[[RunRecord, int], None] | None = None,
-            ) -> tuple[list[RunRecord], str | None]:
+def run_zoo(
+    targets: Sequence[Target],
+    seeds: Sequence[int],
+    campaigns: Mapping[str, Campaign],
+    hosts: Sequence[Host],
+    *,
+    store_root: str,
+    on_record: Callable[[RunRecord, int], None] | None = None,
+) -> tuple[list[RunRecord], str | None]:
     """The records of every run, and why the zoo stopped early (None if it did not).
 
     ``on_record(record, k)`` is called after run k (1-based) finishes.
@@ -73,9 +94,13 @@ def run_zoo(targets: Sequence[Target], seeds: Sequence[int], campaigns: Mapping[
             on_record(rec, done.number)
 
     # No HTML report per run: it costs seconds, and `splitbrain report PATH` makes one later.
-    runs = run_campaign(zoo_plan(targets, seeds, campaigns, [h.name for h in hosts]), hosts,
-                        store_root=store_root, options=RunOptions(progress=False),
-                        on_result=collect)
+    runs = run_campaign(
+        zoo_plan(targets, seeds, campaigns, [h.name for h in hosts]),
+        hosts,
+        store_root=store_root,
+        options=RunOptions(progress=False),
+        on_result=collect,
+    )
     aborted = None
     if runs and user_stopped(runs[-1].result):
         aborted = records[-1].reason or "interrupted"

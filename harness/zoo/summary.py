@@ -21,8 +21,17 @@ from typing import Any
 from harness.core.layout import HISTORY_JSONL
 from harness.zoo.targets import Campaign, Target, campaign_command, describe_campaign, target_label
 
-__all__ = ["RunRecord", "Row", "anomaly_indexes", "first_anomaly_seconds", "summarize",
-           "zoo_exit_code", "render_table", "summary_json", "read_op_times"]
+__all__ = [
+    "RunRecord",
+    "Row",
+    "anomaly_indexes",
+    "first_anomaly_seconds",
+    "summarize",
+    "zoo_exit_code",
+    "render_table",
+    "summary_json",
+    "read_op_times",
+]
 
 
 def anomaly_indexes(anomalies: Mapping[str, Any]) -> set[int]:
@@ -106,12 +115,24 @@ def summarize(records: Iterable[RunRecord]) -> list[Row]:
         invalid = sum(1 for r in rs if r.valid is False)
         valid = sum(1 for r in rs if r.valid is True)
         unknown = len(rs) - invalid - valid
-        firsts = [r.first_anomaly_s for r in rs if r.valid is False and r.first_anomaly_s is not None]
+        firsts = [
+            r.first_anomaly_s for r in rs if r.valid is False and r.first_anomaly_s is not None
+        ]
         kinds = sorted({k for r in rs if r.valid is False for k in r.kinds})
-        rows.append(Row(bug=bug, runs=len(rs), invalid=invalid, valid=valid, unknown=unknown,
-                        median_first_s=statistics.median(firsts) if firsts else None,
-                        kinds=kinds, stores=[r.store for r in rs if r.store],
-                        status=_status(bug, invalid, valid, unknown), mode=mode))
+        rows.append(
+            Row(
+                bug=bug,
+                runs=len(rs),
+                invalid=invalid,
+                valid=valid,
+                unknown=unknown,
+                median_first_s=statistics.median(firsts) if firsts else None,
+                kinds=kinds,
+                stores=[r.store for r in rs if r.store],
+                status=_status(bug, invalid, valid, unknown),
+                mode=mode,
+            )
+        )
     return rows
 
 
@@ -137,22 +158,45 @@ def render_table(rows: Sequence[Row], *, full_paths: bool = True) -> str:
         if r.unknown:
             found += f" ({r.unknown} unknown)"
         stores = ", ".join(r.stores if full_paths else [Path(s).name for s in r.stores])
-        lines.append((r.label, found, _fmt_s(r.median_first_s), ", ".join(r.kinds) or "-",
-                      r.status, stores or "-"))
-    widths = [max(len(head[i]), *(len(x[i]) for x in lines)) if lines else len(head[i])
-              for i in range(len(head) - 1)]
+        lines.append(
+            (
+                r.label,
+                found,
+                _fmt_s(r.median_first_s),
+                ", ".join(r.kinds) or "-",
+                r.status,
+                stores or "-",
+            )
+        )
+    widths = [
+        max(len(head[i]), *(len(x[i]) for x in lines)) if lines else len(head[i])
+        for i in range(len(head) - 1)
+    ]
     out = []
     for cells in (head, *lines):
-        out.append("  ".join(c.ljust(w) for c, w in zip(cells[:-1], widths, strict=True)) + "  " + cells[-1])
+        out.append(
+            "  ".join(c.ljust(w) for c, w in zip(cells[:-1], widths, strict=True))
+            + "  "
+            + cells[-1]
+        )
         if cells is head:
             out.append("  ".join("-" * w for w in widths) + "  " + "-" * len(head[-1]))
     return "\n".join(out)
 
 
-def summary_json(rows: Sequence[Row], records: Sequence[RunRecord], *, campaign: Campaign,
-                 base_seed: int, runs: int, exit_code: int, lab: str | None,
-                 aborted: str | None = None, seconds: float = 0.0,
-                 campaigns: Mapping[str, Campaign] | None = None) -> dict[str, Any]:
+def summary_json(
+    rows: Sequence[Row],
+    records: Sequence[RunRecord],
+    *,
+    campaign: Campaign,
+    base_seed: int,
+    runs: int,
+    exit_code: int,
+    lab: str | None,
+    aborted: str | None = None,
+    seconds: float = 0.0,
+    campaigns: Mapping[str, Campaign] | None = None,
+) -> dict[str, Any]:
     """The --json document for CI: the verdict, the table and every run with its seed.
 
     ``campaign`` is mode dledger's (kept for older readers); ``campaigns`` has every mode run.
@@ -171,14 +215,37 @@ def summary_json(rows: Sequence[Row], records: Sequence[RunRecord], *, campaign:
         "campaign_text": describe_campaign(campaign),
         "campaigns": {m: {**c.to_json(), "text": describe_campaign(c)} for m, c in every.items()},
         "command": campaign_command(campaign, lab=lab),
-        "rows": [{"bug": r.bug, "mode": r.mode, "label": r.label, "runs": r.runs, "found": r.invalid,
-                  "valid": r.valid, "unknown": r.unknown, "status": r.status,
-                  "median_first_anomaly_s": r.median_first_s, "kinds": r.kinds,
-                  "stores": r.stores} for r in rows],
-        "runs": [{"bug": r.bug, "mode": r.mode, "run": r.run, "seed": r.seed, "valid": r.valid,
-                  "kinds": r.kinds,
-                  "first_anomaly_s": r.first_anomaly_s, "store": r.store,
-                  "seconds": round(r.seconds, 1), "reason": r.reason} for r in records],
+        "rows": [
+            {
+                "bug": r.bug,
+                "mode": r.mode,
+                "label": r.label,
+                "runs": r.runs,
+                "found": r.invalid,
+                "valid": r.valid,
+                "unknown": r.unknown,
+                "status": r.status,
+                "median_first_anomaly_s": r.median_first_s,
+                "kinds": r.kinds,
+                "stores": r.stores,
+            }
+            for r in rows
+        ],
+        "runs": [
+            {
+                "bug": r.bug,
+                "mode": r.mode,
+                "run": r.run,
+                "seed": r.seed,
+                "valid": r.valid,
+                "kinds": r.kinds,
+                "first_anomaly_s": r.first_anomaly_s,
+                "store": r.store,
+                "seconds": round(r.seconds, 1),
+                "reason": r.reason,
+            }
+            for r in records
+        ],
     }
 
 

@@ -20,9 +20,25 @@ from harness.core.spec import TestSpec
 from nemesis.profiles import PROFILES, build_profile_package
 
 __all__ = [
-    "BROKER_CAMPAIGN", "Campaign", "DEFAULT_CAMPAIGN", "HA_CAMPAIGN", "NO_CAMPAIGN_YET", "CAMPAIGNS", "QUICK_TIME_LIMIT", "CORRECT",
-    "PROFILES", "Target", "zoo_bugs", "bug_mode", "target_label", "select_targets", "run_seeds",
-    "campaign_command", "describe_campaign", "build_zoo_package", "zoo_spec",
+    "BROKER_CAMPAIGN",
+    "Campaign",
+    "DEFAULT_CAMPAIGN",
+    "HA_CAMPAIGN",
+    "NO_CAMPAIGN_YET",
+    "CAMPAIGNS",
+    "QUICK_TIME_LIMIT",
+    "CORRECT",
+    "PROFILES",
+    "Target",
+    "zoo_bugs",
+    "bug_mode",
+    "target_label",
+    "select_targets",
+    "run_seeds",
+    "campaign_command",
+    "describe_campaign",
+    "build_zoo_package",
+    "zoo_spec",
 ]
 
 CORRECT = "(correct)"
@@ -51,8 +67,11 @@ class Campaign:
         """Only these fault profiles (for tuning one, or reproducing a run); none known is an error."""
         unknown = [n for n in names if n not in PROFILES]
         if unknown or not names:
-            raise ConfigError(f"unknown fault profile(s) {', '.join(unknown) or '(none given)'} "
-                              f"(known: {', '.join(PROFILES)})", field="profiles")
+            raise ConfigError(
+                f"unknown fault profile(s) {', '.join(unknown) or '(none given)'} "
+                f"(known: {', '.join(PROFILES)})",
+                field="profiles",
+            )
         return replace(self, profiles=tuple(names)) if self.profiles else self
 
     def to_json(self) -> dict[str, Any]:
@@ -74,8 +93,15 @@ class Campaign:
 # flowing on an isolated leader while its writes hang.
 DEFAULT_CAMPAIGN = Campaign(
     workload="mixed",
-    nemesis=("partition-leader", "partition-bridge", "partition-majority", "kill", "pause", "clock",
-             "lull"),
+    nemesis=(
+        "partition-leader",
+        "partition-bridge",
+        "partition-majority",
+        "kill",
+        "pause",
+        "clock",
+        "lull",
+    ),
     profiles=PROFILES,
     nemesis_interval=2.5,
     time_limit=60.0,
@@ -168,8 +194,9 @@ def select_targets(available: Sequence[str], requested: str | None) -> list[Targ
             if name in ("none", "correct", CORRECT):
                 continue
             if name not in available:
-                raise ConfigError(f"unknown bug {name!r} (known: {', '.join(available)})",
-                                  field="bugs")
+                raise ConfigError(
+                    f"unknown bug {name!r} (known: {', '.join(available)})", field="bugs"
+                )
             if name not in chosen:
                 chosen.append(name)
         chosen.sort(key=available.index)
@@ -186,9 +213,9 @@ def run_seeds(base: int, runs: int) -> list[int]:
     return [base + i for i in range(runs)]
 
 
-
-def campaign_command(c: Campaign, *, lab: str | None = None, bug: str | None = None,
-                     seed: int | None = None) -> str:
+def campaign_command(
+    c: Campaign, *, lab: str | None = None, bug: str | None = None, seed: int | None = None
+) -> str:
     """The command line that reproduces one zoo run (the correct node runs too)."""
     parts = ["splitbrain zoo", "--runs 1"]
     if c.time_limit != DEFAULT_CAMPAIGN.time_limit:
@@ -208,13 +235,16 @@ def describe_campaign(c: Campaign) -> str:
     wl = "".join(f", {k}={v}" for k, v in c.workload_options)
     db = "".join(f", {k}={v}" for k, v in c.db_options)
     if c.profiles:
-        faults = (f"fault profiles {','.join(c.profiles)} cycled "
-                  f"(basic hold {c.nemesis_interval:g} s)")
+        faults = (
+            f"fault profiles {','.join(c.profiles)} cycled (basic hold {c.nemesis_interval:g} s)"
+        )
     else:
         opts = "".join(f", {k}={v}" for k, v in c.nemesis_options)
         faults = f"faults {','.join(c.nemesis)} (interval {c.nemesis_interval:g} s{opts})"
-    return (f"db dledger{db}; workload {c.workload}{wl}; concurrency {c.concurrency}, "
-            f"{c.rate:g} ops/s; {faults}; time limit {c.time_limit:g} s")
+    return (
+        f"db dledger{db}; workload {c.workload}{wl}; concurrency {c.concurrency}, "
+        f"{c.rate:g} ops/s; {faults}; time limit {c.time_limit:g} s"
+    )
 
 
 def build_zoo_package(c: Campaign, seed: int) -> NemesisPackage:
@@ -224,16 +254,34 @@ def build_zoo_package(c: Campaign, seed: int) -> NemesisPackage:
     The rng is derived from the seed as the runner derives its own, so run i of
     every target meets the same faults.
     """
-    return build_profile_package(list(c.nemesis), c.profiles, interval=c.nemesis_interval,
-                                 rng=random.Random(seed ^ 0x5EED), **dict(c.nemesis_options))
+    return build_profile_package(
+        list(c.nemesis),
+        c.profiles,
+        interval=c.nemesis_interval,
+        rng=random.Random(seed ^ 0x5EED),
+        **dict(c.nemesis_options),
+    )
 
 
 def zoo_spec(c: Campaign, nodes: Sequence[str], mode: str, bug: str | None, seed: int) -> TestSpec:
     """The test of one zoo run; ``zoo_profiles`` in its options records the profiles in test.json."""
     name = f"zoo-{bug or 'correct'}" + ("" if mode == "dledger" or bug else f"-{mode}")
-    return TestSpec(name=name, nodes=tuple(nodes), db="dledger", workload=c.workload,
-                    nemesis=c.nemesis, time_limit=c.time_limit, concurrency=c.concurrency,
-                    rate=c.rate, seed=seed, bug=bug, nemesis_interval=c.nemesis_interval,
-                    options={**dict(c.workload_options), "db": dict(c.db_options),
-                             "nemesis": dict(c.nemesis_options),
-                             "zoo_profiles": list(c.profiles)})
+    return TestSpec(
+        name=name,
+        nodes=tuple(nodes),
+        db="dledger",
+        workload=c.workload,
+        nemesis=c.nemesis,
+        time_limit=c.time_limit,
+        concurrency=c.concurrency,
+        rate=c.rate,
+        seed=seed,
+        bug=bug,
+        nemesis_interval=c.nemesis_interval,
+        options={
+            **dict(c.workload_options),
+            "db": dict(c.db_options),
+            "nemesis": dict(c.nemesis_options),
+            "zoo_profiles": list(c.profiles),
+        },
+    )

@@ -17,17 +17,29 @@ from harness.core.verdict import merge as merge_valid
 
 
 def ops(*rows: tuple[Any, ...]) -> list[Op]:
-    return [Op(type=r[1], process=r[0], f=r[2], value=r[3], key=r[4] if len(r) > 4 else None,
-               index=i) for i, r in enumerate(rows)]
+    return [
+        Op(type=r[1], process=r[0], f=r[2], value=r[3], key=r[4] if len(r) > 4 else None, index=i)
+        for i, r in enumerate(rows)
+    ]
 
 
-VALID = ops((0, "invoke", "write", 1, "k"), (0, "ok", "write", 1, "k"),
-            (1, "invoke", "read", None, "k"), (1, "ok", "read", 1, "k"))
-INVALID = ops((0, "invoke", "write", 1, "k"), (0, "ok", "write", 1, "k"),
-              (1, "invoke", "read", None, "k"), (1, "ok", "read", 7, "k"))
+VALID = ops(
+    (0, "invoke", "write", 1, "k"),
+    (0, "ok", "write", 1, "k"),
+    (1, "invoke", "read", None, "k"),
+    (1, "ok", "read", 1, "k"),
+)
+INVALID = ops(
+    (0, "invoke", "write", 1, "k"),
+    (0, "ok", "write", 1, "k"),
+    (1, "invoke", "read", None, "k"),
+    (1, "ok", "read", 7, "k"),
+)
 # an acknowledged append and no final read: lost-ack cannot be judged
-UNKNOWN = ops((0, "invoke", "append", {"payload": "p"}),
-              (0, "ok", "append", {"payload": "p", "index": 0, "term": 1}))
+UNKNOWN = ops(
+    (0, "invoke", "append", {"payload": "p"}),
+    (0, "ok", "append", {"payload": "p", "index": 0, "term": 1}),
+)
 
 
 def run(argv: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str, str]:
@@ -38,8 +50,9 @@ def run(argv: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str, 
 
 
 @pytest.mark.parametrize("history,code", [(VALID, 0), (INVALID, 1), (UNKNOWN, 2)])
-def test_exit_codes_by_verdict(tmp_path: Path, capsys: pytest.CaptureFixture[str],
-                               history: list[Op], code: int) -> None:
+def test_exit_codes_by_verdict(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], history: list[Op], code: int
+) -> None:
     store = tmp_path / "run"
     store.mkdir()
     write_jsonl(history, store / "history.jsonl")
@@ -60,10 +73,14 @@ def test_parquet_and_output_option(tmp_path: Path, capsys: pytest.CaptureFixture
     write_parquet(INVALID, p)
     out = tmp_path / "elsewhere.json"
     rc, _, _ = run(["check", str(p), "--output", str(out), "--model", "register"], capsys)
-    assert rc == 1 and json.loads(out.read_text())["checkers"]["linearizable"]["model"] == "register"
+    assert (
+        rc == 1 and json.loads(out.read_text())["checkers"]["linearizable"]["model"] == "register"
+    )
 
 
-def test_user_errors_exit_3_with_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_user_errors_exit_3_with_one_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     rc, _, err = run(["check", str(tmp_path / "missing.jsonl")], capsys)
     assert rc == 3 and "no such file" in err and "Traceback" not in err
     bad = tmp_path / "bad.jsonl"
@@ -108,13 +125,18 @@ def test_dispatch_engines() -> None:
 
 
 def test_set_workload_via_local_engine() -> None:
-    h = ops((0, "invoke", "add", 1), (0, "ok", "add", 1),
-            (1, "invoke", "add", 2), (1, "ok", "add", 2),
-            (2, "invoke", "read", None), (2, "ok", "read", [1, 3]))
+    h = ops(
+        (0, "invoke", "add", 1),
+        (0, "ok", "add", 1),
+        (1, "invoke", "add", 2),
+        (1, "ok", "add", 2),
+        (2, "invoke", "read", None),
+        (2, "ok", "read", [1, 3]),
+    )
     res = check_history(h)
     assert res["valid"] is False
     assert res["anomalies"]["set-lost"] == [{"element": 2, "indexes": [3, 5]}]
     assert res["anomalies"]["set-unexpected"] == [{"element": 3, "indexes": [5]}]
     fine = h[:5] + [h[5].replace(value=[2, 1])]
     assert check_history(fine)["valid"] is True
-    assert check_history(h[:4])["valid"] == "unknown"     # acked adds, no read
+    assert check_history(h[:4])["valid"] == "unknown"  # acked adds, no read

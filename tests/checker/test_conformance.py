@@ -39,7 +39,9 @@ def rows(corpus: str) -> list[Any]:
     if not manifest.exists():
         return [pytest.param(None, marks=pytest.mark.skip(reason=f"no corpus at {manifest}"))]
     with open(manifest, newline="") as fh:
-        return [pytest.param(r, id=r["file"]) for r in csv.DictReader(fh) if r["file"] not in ABSENT]
+        return [
+            pytest.param(r, id=r["file"]) for r in csv.DictReader(fh) if r["file"] not in ABSENT
+        ]
 
 
 def check_row(corpus: str, row: dict[str, str]) -> dict[str, Any]:
@@ -64,8 +66,11 @@ def test_etcd_fail_as_observation_gives_the_same_verdicts() -> None:
     """Porcupine reads ``:fail :cas`` as "the compare failed"; dropping fails must agree."""
     observe = get_model("cas-register", fails="observe")
     with open(CORPORA / "porcupine" / "manifest.csv", newline="") as fh:
-        etcd = [r for r in csv.DictReader(fh)
-                if r["file"].startswith("jepsen/") and r["file"] not in ABSENT]
+        etcd = [
+            r
+            for r in csv.DictReader(fh)
+            if r["file"].startswith("jepsen/") and r["file"] not in ABSENT
+        ]
     assert len(etcd) == 102
     for r in etcd:
         ops = read_history(CORPORA / "porcupine" / r["file"])

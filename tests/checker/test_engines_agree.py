@@ -79,38 +79,55 @@ def test_groups_and_pairs_agree_with_classify_across_window_blocks(spark: Any) -
     from checker.spark.session import work_dir
 
     ops = list(generate(600, workload="mixed", seed=9))
-    extra = [Op("invoke", 90, "append", "x", key="k1"), Op("ok", 90, "append", "x", key="k1"),
-             Op("invoke", 91, "add", 3), Op("ok", 91, "add", 3),
-             Op("invoke", 92, "read", None), Op("ok", 92, "read", [3]),
-             Op("invoke", 93, "read", None), Op("info", 93, "read", None),
-             Op("invoke", 94, "txn", [["r", "x", None]])]
+    extra = [
+        Op("invoke", 90, "append", "x", key="k1"),
+        Op("ok", 90, "append", "x", key="k1"),
+        Op("invoke", 91, "add", 3),
+        Op("ok", 91, "add", 3),
+        Op("invoke", 92, "read", None),
+        Op("ok", 92, "read", [3]),
+        Op("invoke", 93, "read", None),
+        Op("info", 93, "read", None),
+        Op("invoke", 94, "txn", [["r", "x", None]]),
+    ]
     ops = [op.replace(index=i) for i, op in enumerate(ops + extra)]
     want = {g: len(v) for g, v in classify(ops).items()}
-    inv = next(i for i, op in enumerate(ops) if op.f == "append" and op.type == "invoke" and i > 300)
-    bad = [op.replace(index=i) for i, op in enumerate(ops[:inv + 1] + [ops[inv]] + ops[inv + 1:])]
+    inv = next(
+        i for i, op in enumerate(ops) if op.f == "append" and op.type == "invoke" and i > 300
+    )
+    bad = [op.replace(index=i) for i, op in enumerate(ops[: inv + 1] + [ops[inv]] + ops[inv + 1 :])]
     with pytest.raises(HistoryError) as lo:
         check_local(bad)
 
     def first_pass(history: list[Op], block: int) -> tuple[dict[str, Any], list[tuple[Any, ...]]]:
         hist = spark.read.parquet(to_parquet(history, work_dir()))
-        p = Pairing(with_typed(F, hist).where(F.col("process") != "nemesis"), block=block,
-                     max_index=len(history) - 1)
+        p = Pairing(
+            with_typed(F, hist).where(F.col("process") != "nemesis"),
+            block=block,
+            max_index=len(history) - 1,
+        )
         try:
             s = p.summary()
             return s, sorted(tuple(r) for r in p.paired.collect())
         finally:
             p.close()
 
-    whole, pairs = first_pass(ops, 40)     # one block: no edge pass at all
+    whole, pairs = first_pass(ops, 40)  # one block: no edge pass at all
     cut, cut_pairs = first_pass(ops, 3)
     got = {g: whole[g] for g in GROUPS if whole[g]}
-    got["set"] += got.pop("maybe-set")   # keyless reads, set reads as the history has adds
+    got["set"] += got.pop("maybe-set")  # keyless reads, set reads as the history has adds
     assert got == want
     assert cut == whole and cut_pairs == pairs and whole["bad"] is None
-    expect = {(ops[i].index, ops[c].index) for i, c in pair_ops(ops).items()
-              if c is not None and ops[i].key is None and (
-                  (ops[i].f == "append" and ops[c].type in ("ok", "fail"))
-                  or (ops[i].f == "read" and ops[c].type == "ok"))}
+    expect = {
+        (ops[i].index, ops[c].index)
+        for i, c in pair_ops(ops).items()
+        if c is not None
+        and ops[i].key is None
+        and (
+            (ops[i].f == "append" and ops[c].type in ("ok", "fail"))
+            or (ops[i].f == "read" and ops[c].type == "ok")
+        )
+    }
     assert {(r[1], r[2]) for r in pairs} == expect and len(pairs) == len(expect)
     whole, _ = first_pass(bad, 40)
     cut, _ = first_pass(bad, 3)
@@ -121,8 +138,16 @@ def test_groups_and_pairs_agree_with_classify_across_window_blocks(spark: Any) -
 def test_random_histories(spark: Any, seed: int) -> None:
     rng = random.Random(seed)
     kinds = rng.sample(ANOMALIES, rng.randrange(0, 4))
-    ops = list(generate(rng.randrange(600, 1200), workload="mixed", anomaly=kinds, seed=seed,
-                        nodes=rng.choice([3, 5]), concurrency=rng.choice([3, 10])))
+    ops = list(
+        generate(
+            rng.randrange(600, 1200),
+            workload="mixed",
+            anomaly=kinds,
+            seed=seed,
+            nodes=rng.choice([3, 5]),
+            concurrency=rng.choice([3, 10]),
+        )
+    )
     local = check_local(ops)
     assert set(local["anomalies"]) == set(kinds)
     assert_same(local, _spark(ops))
@@ -130,8 +155,9 @@ def test_random_histories(spark: Any, seed: int) -> None:
 
 def test_no_final_read_is_unknown(spark: Any) -> None:
     ops = list(generate(800, workload="append", seed=4))
-    first_final = next(i for i, op in enumerate(ops)
-                       if isinstance(op.value, dict) and op.value.get("final"))
+    first_final = next(
+        i for i, op in enumerate(ops) if isinstance(op.value, dict) and op.value.get("final")
+    )
     ops = ops[:first_final]
     local = check_local(ops)
     assert local["valid"] == "unknown"
@@ -141,7 +167,7 @@ def test_no_final_read_is_unknown(spark: Any) -> None:
 def test_malformed_history_is_rejected_alike(spark: Any) -> None:
     ops = list(generate(400, workload="append", seed=3))
     inv = next(i for i, op in enumerate(ops) if op.type == "invoke" and op.f == "append")
-    bad = ops[:inv + 1] + [ops[inv].replace(index=ops[inv].index)] + ops[inv + 1:]
+    bad = ops[: inv + 1] + [ops[inv].replace(index=ops[inv].index)] + ops[inv + 1 :]
     bad = [op.replace(index=i) for i, op in enumerate(bad)]
     with pytest.raises(HistoryError) as lo:
         check_local(bad)

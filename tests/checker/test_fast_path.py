@@ -36,9 +36,14 @@ MODELS: dict[str, Model] = {
     "mutex": get_model("mutex"),
     "kv": get_model("kv"),
 }
-FS = {"cas-register": ["read", "write", "cas"], "cas-observe": ["read", "write", "cas"],
-      "knossos": ["read", "write", "cas"], "register": ["read", "write"],
-      "mutex": ["acquire", "release"], "kv": ["get", "put", "append"]}
+FS = {
+    "cas-register": ["read", "write", "cas"],
+    "cas-observe": ["read", "write", "cas"],
+    "knossos": ["read", "write", "cas"],
+    "register": ["read", "write"],
+    "mutex": ["acquire", "release"],
+    "kv": ["get", "put", "append"],
+}
 
 
 def drain(gen: Generator[None, None, Any], cap: int | None = None) -> Any:
@@ -110,7 +115,9 @@ def histories(draw: Any) -> tuple[str, list[Op]]:
             open_[p] = (f, v)
             rows.append((p, "invoke", f, v))
             started += 1
-    return kind, [Op(type=r[1], process=r[0], f=r[2], value=r[3], index=i) for i, r in enumerate(rows)]
+    return kind, [
+        Op(type=r[1], process=r[0], f=r[2], value=r[3], index=i) for i, r in enumerate(rows)
+    ]
 
 
 def all_three(ops: list[Op], model: Model, cap: int | None = None) -> tuple[Any, Any, Any]:
@@ -181,8 +188,11 @@ def test_native_steps_agree_with_the_models_step() -> None:
             nat = model.native((f, v), out)
             if nat is None:
                 continue
-            s = rng.choice([False, True]) if kind == "mutex" else rng.choice(
-                ["", "a", "b"] if kind == "kv" else vals)
+            s = (
+                rng.choice([False, True])
+                if kind == "mutex"
+                else rng.choice(["", "a", "b"] if kind == "kv" else vals)
+            )
             ok, ns = model.step(s, (f, v), out)
             what = nat[0]
             if what == "set":
@@ -203,10 +213,12 @@ def test_native_steps_agree_with_the_models_step() -> None:
 def test_models_without_native_steps_still_use_the_compiled_loop() -> None:
     """A model with plain Python states and no ``native`` runs compiled, through its step."""
     m = get_model("multi-register", initial={"x": 0})
-    ops = [Op(type="invoke", process=0, f="txn", value=[["write", "x", 1]], index=0),
-           Op(type="ok", process=0, f="txn", value=[["write", "x", 1]], index=1),
-           Op(type="invoke", process=1, f="txn", value=[["read", "x", None]], index=2),
-           Op(type="ok", process=1, f="txn", value=[["read", "x", 0]], index=3)]
+    ops = [
+        Op(type="invoke", process=0, f="txn", value=[["write", "x", 1]], index=0),
+        Op(type="ok", process=0, f="txn", value=[["write", "x", 1]], index=1),
+        Op(type="invoke", process=1, f="txn", value=[["read", "x", None]], index=2),
+        Op(type="ok", process=1, f="txn", value=[["read", "x", 0]], index=3),
+    ]
     entries = lin.make_entries(ops, m)
     assert lin._compile(lin._layout(entries, m)) is not None
     assert drain(lin.search(entries, m, fast=True)) == drain(lin.search(entries, m, fast=False))
@@ -215,18 +227,27 @@ def test_models_without_native_steps_still_use_the_compiled_loop() -> None:
 
 def test_own_equality_falls_back_to_python() -> None:
     """A model with its own equal/hash (here: list states) is searched by the Python loop."""
+
     def compile(inp: Any, out: Any) -> Any:
         f, v = inp
         if f == "write":
             return lambda s: (True, [v])
         return lambda s: (s == [out], s)
 
-    m = Model(name="boxed", init=lambda: [0], step=lambda s, i, o: compile(i, o)(s), compile=compile,
-              equal=lambda a, b: a == b, hash=lambda s: hash(tuple(s)))
-    ops = [Op(type="invoke", process=0, f="write", value=1, index=0),
-           Op(type="ok", process=0, f="write", value=1, index=1),
-           Op(type="invoke", process=1, f="read", value=None, index=2),
-           Op(type="ok", process=1, f="read", value=0, index=3)]
+    m = Model(
+        name="boxed",
+        init=lambda: [0],
+        step=lambda s, i, o: compile(i, o)(s),
+        compile=compile,
+        equal=lambda a, b: a == b,
+        hash=lambda s: hash(tuple(s)),
+    )
+    ops = [
+        Op(type="invoke", process=0, f="write", value=1, index=0),
+        Op(type="ok", process=0, f="write", value=1, index=1),
+        Op(type="invoke", process=1, f="read", value=None, index=2),
+        Op(type="ok", process=1, f="read", value=0, index=3),
+    ]
     assert lin._compile(lin._layout(lin.make_entries(ops, m), m)) is None
     assert lin.check_linearizable(ops, m)["valid"] is False
 
@@ -235,8 +256,10 @@ def test_compiled_search_still_yields_and_times_out() -> None:
     """The deadline is checked between slices, so a hard part gives "unknown", never a verdict."""
     rows = [Op(type="invoke", process=p, f="write", value=p, index=p) for p in range(26)]
     rows += [Op(type="ok", process=p, f="write", value=p, index=26 + p) for p in range(26)]
-    rows += [Op(type="invoke", process=99, f="read", value=None, index=52),
-             Op(type="ok", process=99, f="read", value=999, index=53)]
+    rows += [
+        Op(type="invoke", process=99, f="read", value=None, index=52),
+        Op(type="ok", process=99, f="read", value=999, index=53),
+    ]
     res = lin.check_linearizable(rows, get_model("cas-register"), timeout=0.2)
     assert res["valid"] == "unknown" and res["unknown_keys"] == [None]
 
@@ -244,10 +267,12 @@ def test_compiled_search_still_yields_and_times_out() -> None:
 def test_counterexample_from_the_compiled_path() -> None:
     """An invalid part found by the compiled loop still gets its counterexample."""
     m = get_model("cas-register")
-    ops = [Op(type="invoke", process=0, f="write", value=1, index=0),
-           Op(type="ok", process=0, f="write", value=1, index=1),
-           Op(type="invoke", process=1, f="read", value=None, index=2),
-           Op(type="ok", process=1, f="read", value=2, index=3)]
+    ops = [
+        Op(type="invoke", process=0, f="write", value=1, index=0),
+        Op(type="ok", process=0, f="write", value=1, index=1),
+        Op(type="invoke", process=1, f="read", value=None, index=2),
+        Op(type="ok", process=1, f="read", value=2, index=3),
+    ]
     res = lin.check_linearizable(ops, m)
     assert res["valid"] is False
     assert res["counterexample"]["op"]["index"] == 2

@@ -17,17 +17,24 @@ from harness.core.history import Op
 
 def hist(*rows: tuple[Any, ...]) -> list[Op]:
     """Rows of (process, type, f, value[, key]) in history order."""
-    return [Op(type=r[1], process=r[0], f=r[2], value=r[3], key=r[4] if len(r) > 4 else None,
-               index=i) for i, r in enumerate(rows)]
+    return [
+        Op(type=r[1], process=r[0], f=r[2], value=r[3], key=r[4] if len(r) > 4 else None, index=i)
+        for i, r in enumerate(rows)
+    ]
 
 
 REG = get_model("cas-register")
 
 
 def test_stale_read_counterexample_names_the_read() -> None:
-    h = hist((0, "invoke", "write", 1), (0, "ok", "write", 1),
-             (1, "invoke", "write", 2), (1, "ok", "write", 2),
-             (2, "invoke", "read", None), (2, "ok", "read", 1))
+    h = hist(
+        (0, "invoke", "write", 1),
+        (0, "ok", "write", 1),
+        (1, "invoke", "write", 2),
+        (1, "ok", "write", 2),
+        (2, "invoke", "read", None),
+        (2, "ok", "read", 1),
+    )
     res = check_linearizable(h, REG)
     assert res["valid"] is False and res["failures"] == [None]
     cex = res["counterexample"]
@@ -40,10 +47,14 @@ def test_stale_read_counterexample_names_the_read() -> None:
 
 def test_concurrent_ops_are_in_the_window() -> None:
     # write 1 is concurrent with both reads; read 1 then read nil cannot both hold
-    h = hist((0, "invoke", "write", 1),
-             (1, "invoke", "read", None), (1, "ok", "read", 1),
-             (2, "invoke", "read", None), (2, "ok", "read", None),
-             (0, "ok", "write", 1))
+    h = hist(
+        (0, "invoke", "write", 1),
+        (1, "invoke", "read", None),
+        (1, "ok", "read", 1),
+        (2, "invoke", "read", None),
+        (2, "ok", "read", None),
+        (0, "ok", "write", 1),
+    )
     res = check_linearizable(h, REG)
     assert res["valid"] is False
     cex = res["counterexample"]
@@ -52,29 +63,54 @@ def test_concurrent_ops_are_in_the_window() -> None:
 
 
 def test_completion_semantics() -> None:
-    w_info = hist((0, "invoke", "write", 5), (0, "info", "write", None),
-                  (1, "invoke", "read", None), (1, "ok", "read", 5))
+    w_info = hist(
+        (0, "invoke", "write", 5),
+        (0, "info", "write", None),
+        (1, "invoke", "read", None),
+        (1, "ok", "read", 5),
+    )
     assert check_linearizable(w_info, REG)["valid"] is True
-    w_fail = hist((0, "invoke", "write", 5), (0, "fail", "write", None),
-                  (1, "invoke", "read", None), (1, "ok", "read", 5))
+    w_fail = hist(
+        (0, "invoke", "write", 5),
+        (0, "fail", "write", None),
+        (1, "invoke", "read", None),
+        (1, "ok", "read", 5),
+    )
     assert check_linearizable(w_fail, REG)["valid"] is False
-    pending = hist((0, "invoke", "write", 5), (1, "invoke", "read", None), (1, "ok", "read", 5),
-                   (2, "invoke", "read", None), (2, "ok", "read", None))
+    pending = hist(
+        (0, "invoke", "write", 5),
+        (1, "invoke", "read", None),
+        (1, "ok", "read", 5),
+        (2, "invoke", "read", None),
+        (2, "ok", "read", None),
+    )
     # the pending write took effect before the first read: the later nil read is stale
     assert check_linearizable(pending, REG)["valid"] is False
     never = hist((0, "invoke", "write", 5), (1, "invoke", "read", None), (1, "ok", "read", None))
     assert check_linearizable(never, REG)["valid"] is True
     mutex = get_model("mutex")
-    two_pending = hist((0, "invoke", "acquire", None), (0, "ok", "acquire", None),
-                       (1, "invoke", "acquire", None), (2, "invoke", "acquire", None))
+    two_pending = hist(
+        (0, "invoke", "acquire", None),
+        (0, "ok", "acquire", None),
+        (1, "invoke", "acquire", None),
+        (2, "invoke", "acquire", None),
+    )
     assert check_linearizable(two_pending, mutex)["valid"] is True
 
 
 def test_keys_partition_and_stop_at_first_failure() -> None:
-    good = [(0, "invoke", "write", 1, "a"), (0, "ok", "write", 1, "a"),
-            (0, "invoke", "read", None, "a"), (0, "ok", "read", 1, "a")]
-    bad = [(1, "invoke", "write", 1, "b"), (1, "ok", "write", 1, "b"),
-           (1, "invoke", "read", None, "b"), (1, "ok", "read", 2, "b")]
+    good = [
+        (0, "invoke", "write", 1, "a"),
+        (0, "ok", "write", 1, "a"),
+        (0, "invoke", "read", None, "a"),
+        (0, "ok", "read", 1, "a"),
+    ]
+    bad = [
+        (1, "invoke", "write", 1, "b"),
+        (1, "ok", "write", 1, "b"),
+        (1, "invoke", "read", None, "b"),
+        (1, "ok", "read", 2, "b"),
+    ]
     h = hist(*good, *bad)
     res = check_linearizable(h, REG)
     assert res["keys"] == 2 and res["failures"] == ["b"] and res["valid"] is False
@@ -113,6 +149,7 @@ def test_round_robin_finds_a_cheap_failure_beside_a_hard_key() -> None:
 
 # ---------------------------------------------------------------- brute-force oracle
 
+
 def brute(ops: list[Op], model: Any) -> bool:
     """Linearizable by enumeration: every subset of the pending ops, every real-time order."""
     calls: dict[Any, int] = {}
@@ -134,7 +171,11 @@ def brute(ops: list[Op], model: Any) -> bool:
         for extra in itertools.combinations(optional, k):
             chosen = required + list(extra)
             for perm in itertools.permutations(chosen):
-                if any(perm[j][1] < perm[i][0] for i in range(len(perm)) for j in range(i + 1, len(perm))):
+                if any(
+                    perm[j][1] < perm[i][0]
+                    for i in range(len(perm))
+                    for j in range(i + 1, len(perm))
+                ):
                     continue
                 s = model.init()
                 for _, _, inp, out, known in perm:
@@ -161,7 +202,7 @@ def histories(draw: Any) -> list[Op]:
             slot = draw(st.integers(0, n_proc - 1))
         else:
             slot = next_proc.index(draw(st.sampled_from(sorted(open_))))
-            if draw(st.integers(0, 4)) == 0:        # leave this op open forever
+            if draw(st.integers(0, 4)) == 0:  # leave this op open forever
                 open_.pop(next_proc[slot])
                 continue
         p = next_proc[slot]
@@ -178,8 +219,13 @@ def histories(draw: Any) -> list[Op]:
                     fresh += 1
         else:
             f = draw(st.sampled_from(["read", "write", "cas"]))
-            v = None if f == "read" else draw(st.integers(0, 2)) if f == "write" else [
-                draw(st.integers(0, 2)), draw(st.integers(0, 2))]
+            v = (
+                None
+                if f == "read"
+                else draw(st.integers(0, 2))
+                if f == "write"
+                else [draw(st.integers(0, 2)), draw(st.integers(0, 2))]
+            )
             open_[p] = (f, v)
             rows.append((p, "invoke", f, v))
             started += 1
@@ -193,10 +239,16 @@ def test_search_agrees_with_brute_force(h: list[Op]) -> None:
 
 
 def test_counterexample_is_the_earliest_unexplainable_completion() -> None:
-    h = hist((0, "invoke", "write", 1), (0, "ok", "write", 1),
-             (1, "invoke", "read", None), (1, "ok", "read", 2),      # first impossible read
-             (0, "invoke", "write", 3), (0, "ok", "write", 3),
-             (1, "invoke", "read", None), (1, "ok", "read", 5))
+    h = hist(
+        (0, "invoke", "write", 1),
+        (0, "ok", "write", 1),
+        (1, "invoke", "read", None),
+        (1, "ok", "read", 2),  # first impossible read
+        (0, "invoke", "write", 3),
+        (0, "ok", "write", 3),
+        (1, "invoke", "read", None),
+        (1, "ok", "read", 5),
+    )
     cex = check_linearizable(h, REG)["counterexample"]
     assert cex["op"]["index"] == 2 and cex["state"] == "1"
 

@@ -19,21 +19,43 @@ class H:
         self.ops.append(Op(type=type, process=process, f=f, value=value, index=idx, **kw))
         return idx
 
-    def sample(self, node: str, *, committed: int = 0, end: int = 10, term: int = 1,
-               role: str = "follower", inc: int = 1) -> int:
+    def sample(
+        self,
+        node: str,
+        *,
+        committed: int = 0,
+        end: int = 10,
+        term: int = 1,
+        role: str = "follower",
+        inc: int = 1,
+    ) -> int:
         self.add("invoke", 99, "sample", None, node=node)
-        return self.add("ok", 99, "sample", {"role": role, "term": term, "leader": None, "begin": 0,
-                                             "end": end, "committed": committed,
-                                             "incarnation": inc}, node=node)
+        return self.add(
+            "ok",
+            99,
+            "sample",
+            {
+                "role": role,
+                "term": term,
+                "leader": None,
+                "begin": 0,
+                "end": end,
+                "committed": committed,
+                "incarnation": inc,
+            },
+            node=node,
+        )
 
-    def append(self, p: int, payload: str, result: str = "ok", index: int | None = None,
-               term: int = 1) -> tuple[int, int]:
+    def append(
+        self, p: int, payload: str, result: str = "ok", index: int | None = None, term: int = 1
+    ) -> tuple[int, int]:
         i = self.add("invoke", p, "append", {"payload": payload})
         v = {"payload": payload, "index": index, "term": term} if result == "ok" else None
         return i, self.add(result, p, "append", v)
 
-    def read(self, p: int, entries: list[list[Any]], *, committed: int | None = None,
-             final: bool = False) -> int:
+    def read(
+        self, p: int, entries: list[list[Any]], *, committed: int | None = None, final: bool = False
+    ) -> int:
         inv = {"from": 0, "to": 100}
         if final:
             inv["final"] = True
@@ -49,10 +71,11 @@ def test_committed_regress_positive_and_negative() -> None:
     a = h.sample("n1", committed=5)
     h.sample("n1", committed=5)
     b = h.sample("n1", committed=3)
-    h.sample("n1", committed=2)          # same (node, inc): reported once
-    h.sample("n2", committed=1)          # another node, lower: fine
+    h.sample("n1", committed=2)  # same (node, inc): reported once
+    h.sample("n2", committed=1)  # another node, lower: fine
     assert ls.committed_regress(h.ops) == [
-        {"node": "n1", "incarnation": 1, "from": 5, "to": 3, "indexes": [a, b]}]
+        {"node": "n1", "incarnation": 1, "from": 5, "to": 3, "indexes": [a, b]}
+    ]
     ok = H()
     ok.sample("n1", committed=1)
     ok.sample("n1", committed=4)
@@ -69,7 +92,8 @@ def test_committed_beyond_end() -> None:
     h.sample("n1", committed=4, end=4)
     bad = h.sample("n2", committed=6, end=5)
     assert ls.committed_beyond_end(h.ops) == [
-        {"node": "n2", "incarnation": 1, "committed": 6, "end": 5, "indexes": [bad]}]
+        {"node": "n2", "incarnation": 1, "committed": 6, "end": 5, "indexes": [bad]}
+    ]
     assert ls.committed_beyond_end(h.ops[:2]) == []
 
 
@@ -90,18 +114,20 @@ def test_term_regress_across_incarnations() -> None:
     b = h.sample("n1", term=2, inc=2)
     h.sample("n2", term=1)
     assert ls.term_regress(h.ops) == [
-        {"node": "n1", "incarnation": 2, "from": 4, "to": 2, "indexes": [a, b]}]
+        {"node": "n1", "incarnation": 2, "from": 4, "to": 2, "indexes": [a, b]}
+    ]
     assert ls.term_regress(h.ops[:2]) == []
 
 
 def test_divergent_committed_respects_committed_bound() -> None:
     h = H()
     r1 = h.read(1, [[1, 1, "a"], [2, 1, "b"]], committed=2)
-    r2 = h.read(2, [[1, 1, "a"], [2, 2, "c"]], committed=1)   # index 2 not committed: fine
+    r2 = h.read(2, [[1, 1, "a"], [2, 2, "c"]], committed=1)  # index 2 not committed: fine
     assert ls.divergent_committed(h.ops) == []
-    r3 = h.read(3, [[1, 1, "a"], [2, 2, None]])                # NOOP counts here
+    r3 = h.read(3, [[1, 1, "a"], [2, 2, None]])  # NOOP counts here
     assert ls.divergent_committed(h.ops) == [
-        {"index": 2, "values": [[1, "b"], [2, None]], "indexes": [r1, r3]}]
+        {"index": 2, "values": [[1, "b"], [2, None]], "indexes": [r1, r3]}
+    ]
     assert r2 not in ls.divergent_committed(h.ops)[0]["indexes"]
 
 
@@ -113,7 +139,8 @@ def test_lost_ack_unknown_without_final_reads() -> None:
     assert res["valid"] == "unknown" and res["unknown"] == ["lost-ack"]
     h.read(3, [[1, 1, "p1"], [2, 1, "x"]], final=True)
     assert ls.lost_ack(h.ops) == [
-        {"payload": "p2", "index": 2, "term": 1, "found": [1, "x"], "indexes": [c2]}]
+        {"payload": "p2", "index": 2, "term": 1, "found": [1, "x"], "indexes": [c2]}
+    ]
     good = H()
     good.append(1, "p1", index=1)
     good.read(3, [[1, 1, "p1"]], final=True)
@@ -124,7 +151,7 @@ def test_lost_ack_unknown_without_final_reads() -> None:
 def test_lost_ack_missing_index_and_uncommitted() -> None:
     h = H()
     _, c = h.append(1, "p1", index=2)
-    h.read(3, [[1, 1, "q"], [2, 1, "p1"]], committed=1, final=True)   # p1 present but not committed
+    h.read(3, [[1, 1, "q"], [2, 1, "p1"]], committed=1, final=True)  # p1 present but not committed
     assert ls.lost_ack(h.ops)[0]["found"] is None
     assert ls.lost_ack(h.ops)[0]["indexes"] == [c]
 
@@ -145,15 +172,17 @@ def test_duplicate_payload() -> None:
     h = H()
     r1 = h.read(1, [[1, 1, "a"], [2, 1, None], [3, 1, None]])
     r2 = h.read(2, [[5, 2, "a"]])
-    assert ls.duplicate_payload(h.ops) == [{"payload": "a", "log_indexes": [1, 5], "indexes": [r1, r2]}]
-    assert ls.duplicate_payload(h.ops[:2]) == []       # NOOPs at 2 and 3 are no duplicate
+    assert ls.duplicate_payload(h.ops) == [
+        {"payload": "a", "log_indexes": [1, 5], "indexes": [r1, r2]}
+    ]
+    assert ls.duplicate_payload(h.ops[:2]) == []  # NOOPs at 2 and 3 are no duplicate
 
 
 def test_append_order() -> None:
     h = H()
     _, ca = h.append(1, "a", index=5)
     _, cx = h.append(3, "x", index=7)
-    _, cb = h.append(2, "b", index=6)       # invoked after a (5) and x (7) were acked: 6 <= 7
+    _, cb = h.append(2, "b", index=6)  # invoked after a (5) and x (7) were acked: 6 <= 7
     assert ls.append_order(h.ops) == [{"a_index": 7, "b_index": 6, "indexes": [cx, cb]}]
     assert ca < cx
     # concurrent appends may land in any order

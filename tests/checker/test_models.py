@@ -20,7 +20,7 @@ def test_cas_register_etcd_semantics() -> None:
     m = get_model("cas-register")
     assert m.init() is None
     assert run(m, "read", None, None, None) == (True, None)
-    assert run(m, "read", None, None, 3) == (False, 3)        # nil means "never written"
+    assert run(m, "read", None, None, 3) == (False, 3)  # nil means "never written"
     assert run(m, "read", None, 3, 3) == (True, 3)
     assert run(m, "write", 4, 4, 3) == (True, 4)
     assert run(m, "cas", [3, 5], [3, 5], 3) == (True, 5)
@@ -47,7 +47,13 @@ def test_kv_multi_register_mutex_set() -> None:
     assert run(kv, "put", "z", "z", "ab") == (True, "z")
     mr = get_model("multi-register", initial={"x": 0, "y": 0})
     s0 = mr.init()
-    ok, s1 = run(mr, "txn", [["write", "x", 2], ["read", "y", None]], [["write", "x", 2], ["read", "y", 0]], s0)
+    ok, s1 = run(
+        mr,
+        "txn",
+        [["write", "x", 2], ["read", "y", None]],
+        [["write", "x", 2], ["read", "y", 0]],
+        s0,
+    )
     assert ok and dict(s1) == {"x": 2, "y": 0}
     assert run(mr, "txn", [["read", "x", None]], [["read", "x", 1]], s1)[0] is False
     assert run(mr, "txn", [["read", "x", None]], UNKNOWN, s1) == (True, s1)
@@ -66,7 +72,9 @@ def test_append_log_model() -> None:
     ok, s = run(m, "append", {"payload": "a"}, {"payload": "a", "index": 1, "term": 1}, m.init())
     ok2, s = run(m, "append", {"payload": "b"}, {"payload": "b", "index": 2, "term": 1}, s)
     assert ok and ok2
-    assert run(m, "append", {"payload": "c"}, {"payload": "c", "index": 2, "term": 1}, s)[0] is False
+    assert (
+        run(m, "append", {"payload": "c"}, {"payload": "c", "index": 2, "term": 1}, s)[0] is False
+    )
     assert run(m, "read", {}, {"entries": [[1, 1, "a"], [2, 1, "b"]]}, s)[0] is True
     assert run(m, "read", {}, {"entries": [[1, 1, "a"], [3, 1, "b"]]}, s)[0] is False
     assert run(m, "read", {}, {"entries": [[1, 1, "b"], [2, 1, "a"]]}, s)[0] is False
@@ -77,8 +85,15 @@ def test_get_model_errors_and_model_shape() -> None:
         get_model("nope")
     with pytest.raises(CheckerError, match="bad parameters"):
         get_model("mutex", initial=3)
-    assert {"register", "cas-register", "kv", "multi-register", "mutex", "append-log",
-            "set"} <= set(known_models())
+    assert {
+        "register",
+        "cas-register",
+        "kv",
+        "multi-register",
+        "mutex",
+        "append-log",
+        "set",
+    } <= set(known_models())
     m = get_model("register")
     with pytest.raises(dataclasses.FrozenInstanceError):
         m.name = "x"  # type: ignore[misc]
@@ -91,8 +106,9 @@ def test_get_model_errors_and_model_shape() -> None:
 ops = st.one_of(
     st.tuples(st.just("read"), st.none(), st.one_of(st.none(), st.integers(0, 3))),
     st.tuples(st.just("write"), st.integers(0, 3), st.integers(0, 3)),
-    st.tuples(st.just("cas"), st.lists(st.integers(0, 3), min_size=2, max_size=2),
-              st.just(UNKNOWN)),
+    st.tuples(
+        st.just("cas"), st.lists(st.integers(0, 3), min_size=2, max_size=2), st.just(UNKNOWN)
+    ),
 )
 
 

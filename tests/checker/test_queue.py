@@ -23,15 +23,35 @@ class H:
         self.ops.append(op)
         return op
 
-    def send(self, p: int, body: str, queue: int = 0, *, typ: str = "ok", offset: int | None = None,
-             qo: int | None = None) -> None:
+    def send(
+        self,
+        p: int,
+        body: str,
+        queue: int = 0,
+        *,
+        typ: str = "ok",
+        offset: int | None = None,
+        qo: int | None = None,
+    ) -> None:
         v = {"topic": "t", "queue": queue, "body": body}
         self._add(type="invoke", process=p, f="send", value=v)
-        self._add(type=typ, process=p, f="send",
-                  value={**v, "offset": offset, "queue_offset": qo} if typ == "ok" else v)
+        self._add(
+            type=typ,
+            process=p,
+            f="send",
+            value={**v, "offset": offset, "queue_offset": qo} if typ == "ok" else v,
+        )
 
-    def pull(self, p: int, node: str, msgs: list[list], queue: int = 0, *, offset: int = 0,
-             final: bool = False) -> None:
+    def pull(
+        self,
+        p: int,
+        node: str,
+        msgs: list[list],
+        queue: int = 0,
+        *,
+        offset: int = 0,
+        final: bool = False,
+    ) -> None:
         v: dict[str, Any] = {"topic": "t", "queue": queue, "offset": offset, "max": 100}
         if final:
             v["final"] = True
@@ -74,10 +94,21 @@ def test_no_final_drain_is_unknown() -> None:
     assert check_queue(h.ops)["valid"] == "unknown"
 
 
-@pytest.mark.parametrize("kind", [
-    "queue-lost", "queue-duplicate", "queue-divergence", "queue-gap", "queue-order",
-    "queue-phys-conflict", "queue-phys-regress", "queue-ack-mismatch", "queue-failed-appears",
-    "queue-unexpected"])
+@pytest.mark.parametrize(
+    "kind",
+    [
+        "queue-lost",
+        "queue-duplicate",
+        "queue-divergence",
+        "queue-gap",
+        "queue-order",
+        "queue-phys-conflict",
+        "queue-phys-regress",
+        "queue-ack-mismatch",
+        "queue-failed-appears",
+        "queue-unexpected",
+    ],
+)
 def test_each_planted_anomaly_is_found(kind: str) -> None:
     h = H()
     if kind == "queue-lost":

@@ -25,9 +25,19 @@ def restart_history(restarts: int, node: str = "n1") -> list[Op]:
     one committed-regress-restart note per restart, and nothing else to report."""
     ops: list[Op] = []
     for inc in range(restarts + 1):
-        val = {"role": "follower", "term": 1, "leader": "n2", "begin": 0, "end": 5000,
-               "committed": 1000 - inc, "incarnation": inc}
-        ops += [Op("invoke", "s", "sample", None, node=node), Op("ok", "s", "sample", val, node=node)]
+        val = {
+            "role": "follower",
+            "term": 1,
+            "leader": "n2",
+            "begin": 0,
+            "end": 5000,
+            "committed": 1000 - inc,
+            "incarnation": inc,
+        }
+        ops += [
+            Op("invoke", "s", "sample", None, node=node),
+            Op("ok", "s", "sample", val, node=node),
+        ]
     return [op.replace(index=i, time=i) for i, op in enumerate(ops)]
 
 
@@ -48,7 +58,8 @@ def test_key_order_puts_none_first_then_keys_by_their_text() -> None:
     keys: list[Any] = ["b", None, "a", 3, 10, "10", ("x", 1), -1, ""]
     assert sorted(keys, key=key_order)[0] is None
     assert [str(k) for k in sorted(keys, key=key_order) if k is not None] == sorted(
-        str(k) for k in keys if k is not None)
+        str(k) for k in keys if k is not None
+    )
 
 
 def test_notes_are_capped_like_anomalies_by_the_local_engine() -> None:
@@ -58,7 +69,7 @@ def test_notes_are_capped_like_anomalies_by_the_local_engine() -> None:
     notes = ls["notes"]["committed-regress-restart"]
     assert len(notes) == CAP
     assert [n["to"] for n in notes] == [1000 - i for i in range(1, CAP + 1)]  # the first ones
-    assert ls["stats"]["anomaly_counts"] == {}      # notes are not anomalies
+    assert ls["stats"]["anomaly_counts"] == {}  # notes are not anomalies
 
 
 def test_async_ha_loss_window_is_capped_with_its_total() -> None:
@@ -69,8 +80,12 @@ def test_async_ha_loss_window_is_capped_with_its_total() -> None:
 
 
 def test_cap_keeps_totals_counted_before_the_cap() -> None:
-    res: dict[str, Any] = {"valid": False, "anomalies": {"a": list(range(5)), "b": list(range(50))},
-                           "notes": {"n": list(range(30))}, "stats": {"anomaly_counts": {"b": 900}}}
+    res: dict[str, Any] = {
+        "valid": False,
+        "anomalies": {"a": list(range(5)), "b": list(range(50))},
+        "notes": {"n": list(range(30))},
+        "stats": {"anomaly_counts": {"b": 900}},
+    }
     cap_examples(res, 3)
     assert res["anomalies"] == {"a": [0, 1, 2], "b": [0, 1, 2]}
     assert res["notes"] == {"n": [0, 1, 2]}
@@ -78,9 +93,16 @@ def test_cap_keeps_totals_counted_before_the_cap() -> None:
 
 
 def test_compose_caps_gathers_and_takes_the_worst_verdict() -> None:
-    out = compose_results({"x": {"valid": True}, "y": {"valid": False, "anomalies": {
-        "k": list(range(30))}}, "z": unknown_result(RuntimeError("boom\nstack"))},
-        engine="local", started=0.0, client_records=lambda: 0)
+    out = compose_results(
+        {
+            "x": {"valid": True},
+            "y": {"valid": False, "anomalies": {"k": list(range(30))}},
+            "z": unknown_result(RuntimeError("boom\nstack")),
+        },
+        engine="local",
+        started=0.0,
+        client_records=lambda: 0,
+    )
     assert out["valid"] is False
     assert out["anomalies"] == {"k": list(range(CAP))}
     assert out["checkers"]["y"]["stats"]["anomaly_counts"] == {"k": 30}
@@ -97,4 +119,6 @@ def test_nothing_to_check_is_unknown_with_a_reason() -> None:
 def test_auto_linearizable_names() -> None:
     assert auto_linearizable(["log", "kv"]) == [("linearizable", "kv", "kv")]
     assert [n for n, _, _ in auto_linearizable(["mutex", "register"])] == [
-        "linearizable-cas-register", "linearizable-mutex"]
+        "linearizable-cas-register",
+        "linearizable-mutex",
+    ]

@@ -46,9 +46,13 @@ def _wait_port(port: int, proc: subprocess.Popen, log: Path, limit: float = 120)
 
 
 def _spawn(args: list[str], log: Path, env: dict[str, str]) -> subprocess.Popen:
-    return subprocess.Popen([str(SPARK_HOME / "bin" / "spark-class"), *args], env=env,
-                            stdout=open(log, "wb"), stderr=subprocess.STDOUT,  # noqa: SIM115
-                            start_new_session=True)
+    return subprocess.Popen(
+        [str(SPARK_HOME / "bin" / "spark-class"), *args],
+        env=env,
+        stdout=open(log, "wb"),
+        stderr=subprocess.STDOUT,  # noqa: SIM115
+        start_new_session=True,
+    )
 
 
 def _stop(proc: subprocess.Popen) -> None:
@@ -64,27 +68,71 @@ def _stop(proc: subprocess.Popen) -> None:
 def test_check_on_a_standalone_cluster(tmp_path: Path) -> None:
     hist = tmp_path / "history.parquet"
     write_history(hist, 1200, workload="mixed", anomaly=["lost-ack", "nonlinearizable"], seed=8)
-    local = check_local(list(generate(1200, workload="mixed",
-                                      anomaly=["lost-ack", "nonlinearizable"], seed=8)))
+    local = check_local(
+        list(generate(1200, workload="mixed", anomaly=["lost-ack", "nonlinearizable"], seed=8))
+    )
     assert local["valid"] is False
-    env = dict(os.environ, SPARK_HOME=str(SPARK_HOME), SPARK_LOCAL_IP="127.0.0.1",
-               SPARK_LOG_DIR=str(tmp_path), SPARK_WORKER_DIR=str(tmp_path / "work"),
-               PYSPARK_PYTHON=sys.executable)
+    env = dict(
+        os.environ,
+        SPARK_HOME=str(SPARK_HOME),
+        SPARK_LOCAL_IP="127.0.0.1",
+        SPARK_LOG_DIR=str(tmp_path),
+        SPARK_WORKER_DIR=str(tmp_path / "work"),
+        PYSPARK_PYTHON=sys.executable,
+    )
     mport, mweb, wweb = _free_port(), _free_port(), _free_port()
     master = worker = None
     try:
-        master = _spawn(["org.apache.spark.deploy.master.Master", "--host", "127.0.0.1",
-                         "--port", str(mport), "--webui-port", str(mweb)], tmp_path / "master.log", env)
+        master = _spawn(
+            [
+                "org.apache.spark.deploy.master.Master",
+                "--host",
+                "127.0.0.1",
+                "--port",
+                str(mport),
+                "--webui-port",
+                str(mweb),
+            ],
+            tmp_path / "master.log",
+            env,
+        )
         _wait_port(mport, master, tmp_path / "master.log")
-        worker = _spawn(["org.apache.spark.deploy.worker.Worker", "--host", "127.0.0.1",
-                         "--webui-port", str(wweb), "--cores", "1", "--memory", "1g",
-                         f"spark://127.0.0.1:{mport}"], tmp_path / "worker.log", env)
+        worker = _spawn(
+            [
+                "org.apache.spark.deploy.worker.Worker",
+                "--host",
+                "127.0.0.1",
+                "--webui-port",
+                str(wweb),
+                "--cores",
+                "1",
+                "--memory",
+                "1g",
+                f"spark://127.0.0.1:{mport}",
+            ],
+            tmp_path / "worker.log",
+            env,
+        )
         out = tmp_path / "results.json"
         cp = subprocess.run(
-            [sys.executable, "-m", "harness.cli", "check", str(hist), "--engine", "spark",
-             "--spark-master", f"spark://127.0.0.1:{mport}", "--output", str(out)],
-            env=dict(env, SPLITBRAIN_SPARK_EXECUTOR_MEMORY="512m"), capture_output=True,
-            text=True, timeout=400)
+            [
+                sys.executable,
+                "-m",
+                "harness.cli",
+                "check",
+                str(hist),
+                "--engine",
+                "spark",
+                "--spark-master",
+                f"spark://127.0.0.1:{mport}",
+                "--output",
+                str(out),
+            ],
+            env=dict(env, SPLITBRAIN_SPARK_EXECUTOR_MEMORY="512m"),
+            capture_output=True,
+            text=True,
+            timeout=400,
+        )
         assert cp.returncode == 1, cp.stdout + cp.stderr
         res = json.loads(out.read_text())
         assert res["engine"] == "spark"

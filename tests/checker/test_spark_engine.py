@@ -32,7 +32,7 @@ def test_store_directory_with_jsonl_agrees_with_local(spark: Any, tmp_path: Path
     ops = list(generate(900, workload="append", anomaly=kinds, seed=6))
     write_jsonl(ops, tmp_path / "history.jsonl")
     local = check_local(ops)
-    res = check_spark(tmp_path)          # a store directory holding history.jsonl
+    res = check_spark(tmp_path)  # a store directory holding history.jsonl
     assert res["engine"] == "spark"
     assert res["valid"] is False
     assert res["anomalies"] == local["anomalies"]
@@ -96,25 +96,39 @@ def _second_pass_history() -> list[Op]:
     ops: list[Op] = []
     for i in range(40):
         p = "7" if i == 5 else f"x{i}"
-        ops += [Op("invoke", i % 4, "append", {"payload": p}),
-                Op("ok", i % 4, "append", {"payload": p, "index": i, "term": 1})]
+        ops += [
+            Op("invoke", i % 4, "append", {"payload": p}),
+            Op("ok", i % 4, "append", {"payload": p, "index": i, "term": 1}),
+        ]
     for proc in (4, 5):
-        ops += [Op("invoke", proc, "append", {"payload": "twice"}),
-                Op("ok", proc, "append", {"payload": "twice", "index": 50, "term": 1})]
+        ops += [
+            Op("invoke", proc, "append", {"payload": "twice"}),
+            Op("ok", proc, "append", {"payload": "twice", "index": 50, "term": 1}),
+        ]
     for proc in (6, 7, 8):
-        ops += [Op("invoke", proc, "append", {"payload": "zombie"}),
-                Op("fail", proc, "append", {"payload": "zombie"}, error="not-leader")]
+        ops += [
+            Op("invoke", proc, "append", {"payload": "zombie"}),
+            Op("fail", proc, "append", {"payload": "zombie"}, error="not-leader"),
+        ]
     good = [[i, 1, "7" if i == 5 else f"x{i}"] for i in range(40)]
     other = [[i, 2, f"y{i}"] if i < 30 else e for i, e in enumerate(good)]
-    ops += [Op("invoke", 20, "read", {"from": 0, "to": 41}),
-            Op("ok", 20, "read", {"entries": other + [[40, 1, "zombie"], [41, 1, "zombie"]],
-                                  "committed": 41}),
-            Op("invoke", 21, "read", {"from": 0, "to": 40}),
-            Op("ok", 21, "read", {"entries": good + [[40, 1, "zombie"]], "committed": 40})]
+    ops += [
+        Op("invoke", 20, "read", {"from": 0, "to": 41}),
+        Op(
+            "ok",
+            20,
+            "read",
+            {"entries": other + [[40, 1, "zombie"], [41, 1, "zombie"]], "committed": 41},
+        ),
+        Op("invoke", 21, "read", {"from": 0, "to": 40}),
+        Op("ok", 21, "read", {"entries": good + [[40, 1, "zombie"]], "committed": 40}),
+    ]
     final = [[5, 1, 7] if e[0] == 5 else e for e in good] + [[45, 1, "x3"]]
     for proc in (30, 31):
-        ops += [Op("invoke", proc, "read", {"from": 0, "to": 45, "final": True}),
-                Op("ok", proc, "read", {"entries": final, "committed": 45})]
+        ops += [
+            Op("invoke", proc, "read", {"from": 0, "to": 45, "final": True}),
+            Op("ok", proc, "read", {"entries": final, "committed": 45}),
+        ]
     return [op.replace(index=i, time=i) for i, op in enumerate(ops)]
 
 
@@ -126,12 +140,16 @@ def test_second_pass_evidence_matches_local(spark: Any, tmp_path: Path, columns:
     local = check_local(ops)
     ls = local["checkers"]["log-safety"]
     assert ls["stats"]["anomaly_counts"] == {
-        "divergent-committed": 30, "lost-ack": 3, "failed-append-present": 3,
-        "duplicate-payload": 2, "append-order": 1}
+        "divergent-committed": 30,
+        "lost-ack": 3,
+        "failed-append-present": 3,
+        "duplicate-payload": 2,
+        "append-order": 1,
+    }
     assert ls["anomalies"]["lost-ack"][0]["found"] == [1, 7]
     path = tmp_path / "h.parquet"
     write_parquet(ops, path)
-    if columns == "value-only":   # as written before the typed columns existed
+    if columns == "value-only":  # as written before the typed columns existed
         pq.write_table(pq.read_table(path, columns=list(PARQUET_COLUMNS)), path)
     res = check_spark(str(path))
     sp = res["checkers"]["log-safety"]

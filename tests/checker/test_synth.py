@@ -39,7 +39,7 @@ def test_all_anomalies_at_once() -> None:
 
 def test_stream_is_deterministic_and_lazy() -> None:
     a = records(10_000_000, seed=3)
-    first = [next(a) for _ in range(50)]   # a 10M stream yields at once: nothing is prebuilt
+    first = [next(a) for _ in range(50)]  # a 10M stream yields at once: nothing is prebuilt
     b = records(10_000_000, seed=3)
     assert first == [next(b) for _ in range(50)]
     assert list(records(500, seed=3)) == list(records(500, seed=3))
@@ -49,8 +49,9 @@ def test_stream_is_deterministic_and_lazy() -> None:
 @pytest.mark.parametrize("suffix", [".parquet", ".jsonl"])
 def test_gen_history_command(tmp_path, suffix: str) -> None:
     out = tmp_path / f"h{suffix}"
-    r = CliRunner().invoke(gen_history, ["--ops", "2e3", "--anomaly", "lost-ack", "--seed", "7",
-                                         "--out", str(out)])
+    r = CliRunner().invoke(
+        gen_history, ["--ops", "2e3", "--anomaly", "lost-ack", "--seed", "7", "--out", str(out)]
+    )
     assert r.exit_code == 0, r.output
     ops = read_history(out)
     assert ops == list(generate(2000, anomaly="lost-ack", seed=7))
@@ -65,16 +66,33 @@ def test_gen_history_command(tmp_path, suffix: str) -> None:
 def test_gen_history_rejects_bad_input(tmp_path) -> None:
     r = CliRunner().invoke(gen_history, ["--ops", "100", "--out", str(tmp_path / "h.csv")])
     assert r.exit_code != 0 and "must end in .jsonl or .parquet" in r.output
-    r = CliRunner().invoke(gen_history, ["--ops", "100", "--workload", "register",
-                                         "--anomaly", "lost-ack", "--out", str(tmp_path / "h.jsonl")])
+    r = CliRunner().invoke(
+        gen_history,
+        [
+            "--ops",
+            "100",
+            "--workload",
+            "register",
+            "--anomaly",
+            "lost-ack",
+            "--out",
+            str(tmp_path / "h.jsonl"),
+        ],
+    )
     assert r.exit_code != 0 and "needs the append or mixed workload" in r.output
 
 
 def test_synth_parquet_equals_write_parquet(tmp_path) -> None:
     """The vectorised writer (entries from the log's arrays, patched payloads) writes the very
     columns, typed ones included, that write_parquet makes from the same ops."""
-    kinds = ["lost-ack", "divergent-committed", "duplicate-payload", "append-order",
-             "failed-append-present", "nonlinearizable"]
+    kinds = [
+        "lost-ack",
+        "divergent-committed",
+        "duplicate-payload",
+        "append-order",
+        "failed-append-present",
+        "nonlinearizable",
+    ]
     write_history(tmp_path / "a.parquet", 3000, workload="mixed", anomaly=kinds, seed=7, batch=700)
     ops = list(generate(3000, workload="mixed", anomaly=kinds, seed=7))
     write_parquet(ops, tmp_path / "b.parquet")
@@ -89,22 +107,46 @@ def test_synth_parquet_equals_write_parquet(tmp_path) -> None:
 def test_typed_columns_keep_json_text(tmp_path) -> None:
     """Scalars as compact JSON text (a string "1" is not the number 1), keys sorted; entries
     without an integer index are left out; null lists where there is no entry list."""
-    vals = [{"payload": "1", "index": 3, "term": 2},
-            {"payload": 1, "term": {"b": 1, "a": [True, None]}},
-            {"entries": [[0, 1, "1"], [1, 1, 1], [True, 1, "x"], [2.0, 1, "x"], [3, 1], [4, 1, None]],
-             "committed": 4, "final": True},
-            {"entries": "not a list"}, [1, 2], None, "s", 5, False]
+    vals = [
+        {"payload": "1", "index": 3, "term": 2},
+        {"payload": 1, "term": {"b": 1, "a": [True, None]}},
+        {
+            "entries": [
+                [0, 1, "1"],
+                [1, 1, 1],
+                [True, 1, "x"],
+                [2.0, 1, "x"],
+                [3, 1],
+                [4, 1, None],
+            ],
+            "committed": 4,
+            "final": True,
+        },
+        {"entries": "not a list"},
+        [1, 2],
+        None,
+        "s",
+        5,
+        False,
+    ]
     ops = [Op("ok", 1, "read", v, index=i) for i, v in enumerate(vals)]
     write_parquet(ops, tmp_path / "h.parquet")
     rows = pq.read_table(tmp_path / "h.parquet").to_pylist()
-    assert [r["v_kind"] for r in rows] == ["object"] * 4 + ["array", "null", "string", "number",
-                                                            "boolean"]
+    assert [r["v_kind"] for r in rows] == ["object"] * 4 + [
+        "array",
+        "null",
+        "string",
+        "number",
+        "boolean",
+    ]
     assert (rows[0]["v_payload"], rows[0]["v_index"], rows[0]["v_term"]) == ('"1"', "3", "2")
     assert (rows[1]["v_payload"], rows[1]["v_index"]) == ("1", None)
     assert rows[1]["v_term"] == '{"a":[true,null],"b":1}'
-    assert rows[2]["v_entries"] == [{"index": 0, "term": "1", "payload": '"1"'},
-                                    {"index": 1, "term": "1", "payload": "1"},
-                                    {"index": 4, "term": "1", "payload": "null"}]
+    assert rows[2]["v_entries"] == [
+        {"index": 0, "term": "1", "payload": '"1"'},
+        {"index": 1, "term": "1", "payload": "1"},
+        {"index": 4, "term": "1", "payload": "null"},
+    ]
     assert (rows[2]["v_committed"], rows[2]["v_final"]) == ("4", "true")
     assert [r["v_entries"] for r in rows[3:]] == [None] * 6
     assert read_history(tmp_path / "h.parquet") == ops

@@ -21,12 +21,22 @@ pytestmark = [pytest.mark.integration, pytest.mark.lab, pytest.mark.slow]
 
 def broker_campaign(lab: Any, tmp_path: Path, tag: str, *, bug: str | None = None) -> Any:
     hosts = lab.hosts()
-    spec = Spec(name=f"t{os.getpid()}-broker-{tag}", nodes=tuple(h.name for h in hosts),
-                workload="queue", nemesis=("partition", "kill"), time_limit=25.0,
-                concurrency=6, rate=60.0, seed=11, bug=bug, nemesis_interval=3.0,
-                options={"db": {"mode": "broker"}})
-    return run_test(spec, hosts, store_root=tmp_path,
-                    options=RunOptions(progress=False, recovery_s=3.0))
+    spec = Spec(
+        name=f"t{os.getpid()}-broker-{tag}",
+        nodes=tuple(h.name for h in hosts),
+        workload="queue",
+        nemesis=("partition", "kill"),
+        time_limit=25.0,
+        concurrency=6,
+        rate=60.0,
+        seed=11,
+        bug=bug,
+        nemesis_interval=3.0,
+        options={"db": {"mode": "broker"}},
+    )
+    return run_test(
+        spec, hosts, store_root=tmp_path, options=RunOptions(progress=False, recovery_s=3.0)
+    )
 
 
 def test_correct_broker_is_valid_and_stale_master_is_caught(lab: Any, tmp_path: Path) -> None:

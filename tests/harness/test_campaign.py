@@ -41,15 +41,18 @@ def inspect_hosts(hosts) -> dict[str, dict]:
         r = SSHRemote(h)
         try:
             rules = [ln for ln in r.run("iptables -S").stdout.splitlines() if ln.startswith("-A")]
-            chains = r.run("iptables -S SPLITBRAIN 2>/dev/null | grep -c '^-A' || true",
-                           check=False).stdout.strip()
+            chains = r.run(
+                "iptables -S SPLITBRAIN 2>/dev/null | grep -c '^-A' || true", check=False
+            ).stdout.strip()
             ps = r.run("ps -eo pid=,stat=,args=").stdout.splitlines()
         finally:
             r.close()
         ft = h.extras.get("faketime_file")
         offset = parse_offset(Path(ft).read_text()) if ft and Path(ft).exists() else 0.0
         out[h.name] = {
-            "rules": rules, "splitbrain_rules": int(chains or 0), "offset_ms": offset,
+            "rules": rules,
+            "splitbrain_rules": int(chains or 0),
+            "offset_ms": offset,
             "node_procs": [p for p in ps if "node_impl" in p],
             "stopped": [p for p in ps if p.split()[1].startswith("T")],
         }
@@ -64,23 +67,53 @@ def assert_clean(hosts) -> None:
         assert st["stopped"] == [], (node, st["stopped"])
 
 
-def campaign(lab, tmp_path, tag, *, nemesis, bug=None, time_limit=15.0, interval=2.0,
-             nemesis_opts=None, report=False):
+def campaign(
+    lab,
+    tmp_path,
+    tag,
+    *,
+    nemesis,
+    bug=None,
+    time_limit=15.0,
+    interval=2.0,
+    nemesis_opts=None,
+    report=False,
+):
     hosts = lab.hosts()
-    spec = Spec(name=_name(tag), nodes=tuple(h.name for h in hosts), nemesis=nemesis,
-                time_limit=time_limit, concurrency=5, rate=40.0, seed=11, bug=bug,
-                nemesis_interval=interval, options={"nemesis": nemesis_opts or {}})
-    res = run_test(spec, hosts, store_root=tmp_path,
-                   options=RunOptions(progress=False, reporter=write_report if report else None,
-                                      recovery_s=2.0))
+    spec = Spec(
+        name=_name(tag),
+        nodes=tuple(h.name for h in hosts),
+        nemesis=nemesis,
+        time_limit=time_limit,
+        concurrency=5,
+        rate=40.0,
+        seed=11,
+        bug=bug,
+        nemesis_interval=interval,
+        options={"nemesis": nemesis_opts or {}},
+    )
+    res = run_test(
+        spec,
+        hosts,
+        store_root=tmp_path,
+        options=RunOptions(
+            progress=False, reporter=write_report if report else None, recovery_s=2.0
+        ),
+    )
     return hosts, res
 
 
 def test_correct_node_under_partitions_and_kills_is_valid(lab, tmp_path):
     # Kills of one node, a minority or the leader: the majority stays up, so the
     # run keeps doing work between faults (killing all nodes would stall it).
-    hosts, res = campaign(lab, tmp_path, "valid", nemesis=("partition", "kill"), report=True,
-                          nemesis_opts={"targets": ["one", "minority", "leader"]})
+    hosts, res = campaign(
+        lab,
+        tmp_path,
+        "valid",
+        nemesis=("partition", "kill"),
+        report=True,
+        nemesis_opts={"targets": ["one", "minority", "leader"]},
+    )
     assert not res.interrupted, res.reason
     assert res.valid is True, json.dumps(res.results, default=str)[:2000]
     assert res.exit_code == 0
@@ -93,8 +126,7 @@ def test_correct_node_under_partitions_and_kills_is_valid(lab, tmp_path):
     assert {o.node for o in ops if o.f == "sample"} == {h.name for h in hosts}
     # Store layout: every phase left its file; node logs were fetched.
     d = res.store_dir
-    for name in ("test.json", "history.jsonl", "history.parquet", "results.json",
-                 "splitbrain.log"):
+    for name in ("test.json", "history.jsonl", "history.parquet", "results.json", "splitbrain.log"):
         assert (d / name).stat().st_size > 0, name
     for h in hosts:
         assert (d / "nodes" / h.name / "node.log").stat().st_size > 0
@@ -113,8 +145,15 @@ def test_ack_before_quorum_is_caught_as_lost_ack(lab, tmp_path):
     # old leader simply carries on after the heal and nothing is lost: hence
     # partitions of about 3 s, and 24 s for at least three of them (under load the
     # first one or two may end before anyone is elected).
-    hosts, res = campaign(lab, tmp_path, "aBq", nemesis=("partition-leader",),
-                          bug="ack-before-quorum", interval=3.0, time_limit=24.0)
+    hosts, res = campaign(
+        lab,
+        tmp_path,
+        "aBq",
+        nemesis=("partition-leader",),
+        bug="ack-before-quorum",
+        interval=3.0,
+        time_limit=24.0,
+    )
     assert not res.interrupted, res.reason
     assert res.valid is False, json.dumps(res.results, default=str)[:2000]
     assert res.exit_code == 1
@@ -159,10 +198,30 @@ def test_sigint_mid_faults_heals_everything(lab, tmp_path):
     name = _name("sigint")
     store = tmp_path / "store"
     proc = subprocess.Popen(
-        [sys.executable, "-c", _STACKED, "run", "--lab", lab.name, "--name", name,
-         "--store", str(store), "--nemesis", "partition,clock,pause,kill",
-         "--time-limit", "120", "--rate", "30", "--no-progress"],
-        cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        [
+            sys.executable,
+            "-c",
+            _STACKED,
+            "run",
+            "--lab",
+            lab.name,
+            "--name",
+            name,
+            "--store",
+            str(store),
+            "--nemesis",
+            "partition,clock,pause,kill",
+            "--time-limit",
+            "120",
+            "--rate",
+            "30",
+            "--no-progress",
+        ],
+        cwd=REPO,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
     try:
         hist = None
         deadline = time.monotonic() + 60
@@ -170,8 +229,9 @@ def test_sigint_mid_faults_heals_everything(lab, tmp_path):
             latest = store / name / "latest" / "history.jsonl"
             if latest.exists():
                 hist = latest
-                done = {o.f for o in read_jsonl(latest)
-                        if o.process == "nemesis" and o.type == "info"}
+                done = {
+                    o.f for o in read_jsonl(latest) if o.process == "nemesis" and o.type == "info"
+                }
                 if "start-kill" in done:
                     break
             assert proc.poll() is None, proc.communicate()[0]

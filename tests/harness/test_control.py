@@ -42,7 +42,7 @@ def test_exit_status_stderr_stdin_env(remotes):
     assert "boom" in str(e) and "exited 7" in str(e)
     assert r.run("tr a-z A-Z", stdin="hello").stdout == "HELLO"
     assert r.run("wc -c", stdin=b"\x00\x01\x02").stdout.strip() == "3"
-    env = {"SB_A": "it's a \"quoted\" $value", "SB_B": "two words"}
+    env = {"SB_A": 'it\'s a "quoted" $value', "SB_B": "two words"}
     assert r.run('printf "%s|%s" "$SB_A" "$SB_B"', env=env).stdout == f"{env['SB_A']}|two words"
     big = r.run("head -c 300000 /dev/zero | tr '\\0' x").stdout
     assert len(big) == 300000
@@ -99,9 +99,13 @@ def test_connect_failures_are_remote_errors(lab, tmp_path):
     from cryptography.hazmat.primitives import serialization
     from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
-    badkey.write_bytes(Ed25519PrivateKey.generate().private_bytes(
-        serialization.Encoding.PEM, serialization.PrivateFormat.OpenSSH,
-        serialization.NoEncryption()))
+    badkey.write_bytes(
+        Ed25519PrivateKey.generate().private_bytes(
+            serialization.Encoding.PEM,
+            serialization.PrivateFormat.OpenSSH,
+            serialization.NoEncryption(),
+        )
+    )
     with pytest.raises(RemoteError, match="authentication failed"):
         SSHRemote(replace(h, key_path=str(badkey))).run("true")
 
@@ -121,7 +125,9 @@ def test_upload_download_roundtrip(remotes, tmp_path):
         assert back.read_bytes() == data
         # replacing a running executable works (written beside it, then renamed)
         r.run(f"cp /bin/sleep {remote} && chmod 755 {remote}")
-        pid = r.start_daemon(f"{remote} 30", pidfile="/tmp/sb-test/p.pid", logfile="/tmp/sb-test/p.log")
+        pid = r.start_daemon(
+            f"{remote} 30", pidfile="/tmp/sb-test/p.pid", logfile="/tmp/sb-test/p.log"
+        )
         r.upload(str(src), remote)
         r.download(remote, str(back))
         assert back.read_bytes() == data
@@ -161,14 +167,20 @@ def test_daemon_lifecycle(remotes):
         assert not r.signal_daemon(pidfile, "TERM")
         r.stop_daemon(pidfile)  # nothing to stop: fine
         # a daemon that ignores TERM is KILLed after the timeout
-        pid = r.start_daemon("sh -c 'trap \"\" TERM; while :; do sleep 0.1; done'",
-                             pidfile=pidfile, logfile=logfile, env={"SB_X": "1"})
+        pid = r.start_daemon(
+            "sh -c 'trap \"\" TERM; while :; do sleep 0.1; done'",
+            pidfile=pidfile,
+            logfile=logfile,
+            env={"SB_X": "1"},
+        )
         t0 = time.monotonic()
         r.stop_daemon(pidfile, timeout=0.5)
         assert 0.4 < time.monotonic() - t0 < 5
         assert not r.daemon_running(pidfile)
     finally:
-        r.run(f"kill -9 $(cat {pidfile} 2>/dev/null) 2>/dev/null; rm -rf /tmp/sb-daemon", check=False)
+        r.run(
+            f"kill -9 $(cat {pidfile} 2>/dev/null) 2>/dev/null; rm -rf /tmp/sb-daemon", check=False
+        )
 
 
 def test_reconnects_after_dropped_connection(remotes, lab):
@@ -204,12 +216,16 @@ def test_partition_with_iptables(remotes, lab):
     a, b = remotes["n1"], remotes["n2"]
     port = 7077
     pidfile = "/tmp/sb-listen.pid"
-    listener = (f"python3 -c 'import socket; s = socket.socket(); "
-                f"s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1); "
-                f"s.bind((\"0.0.0.0\", {port})); s.listen(16)\n"
-                f"while True: s.accept()[0].close()'")
-    probe = (f"python3 -c 'import socket; socket.create_connection((\"{hosts['n2'].address}\", "
-             f"{port}), timeout=0.5)'")
+    listener = (
+        f"python3 -c 'import socket; s = socket.socket(); "
+        f"s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1); "
+        f's.bind(("0.0.0.0", {port})); s.listen(16)\n'
+        f"while True: s.accept()[0].close()'"
+    )
+    probe = (
+        f'python3 -c \'import socket; socket.create_connection(("{hosts["n2"].address}", '
+        f"{port}), timeout=0.5)'"
+    )
     rule = f"INPUT -s {hosts['n1'].address} -j DROP"
     try:
         b.start_daemon(listener, pidfile=pidfile, logfile="/tmp/sb-listen.log")
@@ -232,7 +248,10 @@ def test_sudo_and_env_wrapping_is_pure_logic():
     from harness.core.remote import Host
 
     deploy = SSHRemote(Host(name="x", address="127.0.0.9", user="deploy"))
-    assert deploy._wrap("id -u", True, {"A": "b c"}) == "sudo -n -- sh -c 'export A='\"'\"'b c'\"'\"'; id -u'"
+    assert (
+        deploy._wrap("id -u", True, {"A": "b c"})
+        == "sudo -n -- sh -c 'export A='\"'\"'b c'\"'\"'; id -u'"
+    )
     assert deploy._wrap("id -u", False, None) == "id -u"
     root = SSHRemote(Host(name="x", address="127.0.0.9"))
     assert root._wrap("id -u", True, None) == "id -u"

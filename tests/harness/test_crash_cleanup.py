@@ -33,8 +33,11 @@ REPO = Path(__file__).resolve().parents[2]
 
 
 def _host(tmp_path: Path, name: str = "n1") -> Host:
-    return Host(name=name, address="127.0.0.9",
-                extras={"lab": "x", "state_dir": str(tmp_path / "lab" / name)})
+    return Host(
+        name=name,
+        address="127.0.0.9",
+        extras={"lab": "x", "state_dir": str(tmp_path / "lab" / name)},
+    )
 
 
 def test_journal_dir_follows_the_inventory(tmp_path, monkeypatch):
@@ -95,14 +98,20 @@ class _Recorder:
 def test_replay_undoes_in_order_and_keeps_what_failed(tmp_path):
     h = _host(tmp_path)
     j = jr.HostJournal(h)
-    j.record("db-node", "db", {"dir": "/r/x/t/n1", "root": "/r", "pidfiles": ["/r/x/t/n1/node.pid"]})
+    j.record(
+        "db-node", "db", {"dir": "/r/x/t/n1", "root": "/r", "pidfiles": ["/r/x/t/n1/node.pid"]}
+    )
     j.record("sigstop", "db", {"pidfiles": ["/r/x/t/n1/node.pid"]})
     j.record("iptables-chain", "SPLITBRAIN", {"chain": "SPLITBRAIN", "iptables": "iptables -w 10"})
     rec = _Recorder(h)
     assert fault_replay.replay([j], {"n1": rec}) == {}
     assert j.entries() == []
     text = "\n".join(rec.cmds)
-    assert text.index("-X SPLITBRAIN") < text.index("signal CONT") < text.index("stop /r/x/t/n1/node.pid")
+    assert (
+        text.index("-X SPLITBRAIN")
+        < text.index("signal CONT")
+        < text.index("stop /r/x/t/n1/node.pid")
+    )
     assert "rm -rf /r/x/t/n1; rmdir /r/x/t; rmdir /r/x" in text.replace(" 2>/dev/null", "")
     # A failing undo stays journaled, named with its host.
     j.record("netem", "eth0", {"iface": "eth0"})
@@ -147,10 +156,22 @@ def test_parse_scan_finds_every_kind_of_leftover():
     scope = Scope(ports=(9000, 9001), peers=("127.79.0.12", "127.79.0.13"))
     found = parse_scan(h, SCAN, scope, skew_s=-3.0)
     kinds = sorted((x.kind, x.pid) for x in found)
-    assert kinds == sorted([
-        ("rule", None), ("rule", None),  # a peer's DROP in INPUT and our chain's; not 10.9.9.9
-        ("netem", None), ("db-process", 98), ("stopped", 98), ("stopped", 130), ("daemon", 140),
-        ("port", None), ("clock", None), ("clock", None), ("data", None), ("daemon", 77)])
+    assert kinds == sorted(
+        [
+            ("rule", None),
+            ("rule", None),  # a peer's DROP in INPUT and our chain's; not 10.9.9.9
+            ("netem", None),
+            ("db-process", 98),
+            ("stopped", 98),
+            ("stopped", 130),
+            ("daemon", 140),
+            ("port", None),
+            ("clock", None),
+            ("clock", None),
+            ("data", None),
+            ("daemon", 77),
+        ]
+    )
     # n2's node is another host's (a nodes file with two nodes on one machine): not ours here.
     assert not any(x.pid == 120 for x in found)
     assert parse_scan(h, "@@sb-scanipt\n-P INPUT ACCEPT\n@@sb-scanft\n+0\n", scope) == []
@@ -199,9 +220,15 @@ def test_journal_replay_undoes_abandoned_faults_on_real_hosts(lab, tmp_path):
     remotes = {n: SSHRemote(h) for n, h in hosts.items()}
     writer = HistoryWriter(tmp_path / "history.jsonl")
     db = _sleep_db()
-    ctx = RunContext(spec=TestSpec(name="journal-test", nodes=tuple(names)), hosts=hosts,
-                     remotes=remotes, db=db, history=writer, rng=random.Random(3),
-                     store_dir=str(tmp_path))
+    ctx = RunContext(
+        spec=TestSpec(name="journal-test", nodes=tuple(names)),
+        hosts=hosts,
+        remotes=remotes,
+        db=db,
+        history=writer,
+        rng=random.Random(3),
+        store_dir=str(tmp_path),
+    )
     jr.attach(ctx)
     freeze_ok = bool(hosts[names[-1]].extras.get("cgroup"))
     try:
@@ -212,9 +239,15 @@ def test_journal_replay_undoes_abandoned_faults_on_real_hosts(lab, tmp_path):
             return Op(type="invoke", process="nemesis", f=f, value=value)
 
         grudge = g.grudge_to_json(g.build_shape("halves", names, random.Random(1)))
-        assert PartitionNemesis().invoke(ctx, inv("start-partition", {"grudge": grudge})).error is None
-        assert ClockNemesis().invoke(ctx, inv("start-clock", {"nodes": names, "mode": "bump",
-                                                              "offset_ms": 7000})).error is None
+        assert (
+            PartitionNemesis().invoke(ctx, inv("start-partition", {"grudge": grudge})).error is None
+        )
+        assert (
+            ClockNemesis()
+            .invoke(ctx, inv("start-clock", {"nodes": names, "mode": "bump", "offset_ms": 7000}))
+            .error
+            is None
+        )
         assert PauseNemesis().invoke(ctx, inv("start-pause", {"nodes": names[:2]})).error is None
         if freeze_ok:
             frz = HostFreezeNemesis().invoke(ctx, inv("start-pause", {"nodes": [names[-1]]}))
@@ -262,16 +295,38 @@ def test_sigkill_mid_fault_then_next_run_heals_first_and_is_valid(lab, tmp_path)
     store = tmp_path / "store"
     killed = f"t{os.getpid()}-killed"
     proc = subprocess.Popen(
-        [sys.executable, "-c", _STACKED, "run", "--lab", lab.name, "--name", killed,
-         "--store", str(store), "-w", "append", "--nemesis", "partition,clock,pause,kill",
-         "--time-limit", "120", "--rate", "30", "--no-progress"],
-        cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        [
+            sys.executable,
+            "-c",
+            _STACKED,
+            "run",
+            "--lab",
+            lab.name,
+            "--name",
+            killed,
+            "--store",
+            str(store),
+            "-w",
+            "append",
+            "--nemesis",
+            "partition,clock,pause,kill",
+            "--time-limit",
+            "120",
+            "--rate",
+            "30",
+            "--no-progress",
+        ],
+        cwd=REPO,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     try:
         deadline = time.monotonic() + 90
         while time.monotonic() < deadline:
             hist = store / killed / "latest" / "history.jsonl"
-            if hist.exists() and "start-kill" in {o.f for o in read_jsonl(hist)
-                                                  if o.process == "nemesis" and o.type == "info"}:
+            if hist.exists() and "start-kill" in {
+                o.f for o in read_jsonl(hist) if o.process == "nemesis" and o.type == "info"
+            }:
                 break
             assert proc.poll() is None, "the campaign ended before its faults were in force"
             time.sleep(0.2)
@@ -287,26 +342,59 @@ def test_sigkill_mid_fault_then_next_run_heals_first_and_is_valid(lab, tmp_path)
     left = scan_hosts(hosts)
     kinds = {x.kind for v in left.values() for x in v}
     assert {"journal", "rule", "clock", "stopped", "db-process", "port", "data"} <= kinds, kinds
-    st = subprocess.run([sys.executable, "-m", "harness.cli", "lab", "status", "--name", lab.name],
-                        cwd=REPO, capture_output=True, text=True, timeout=120)
+    st = subprocess.run(
+        [sys.executable, "-m", "harness.cli", "lab", "status", "--name", lab.name],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert st.returncode == 3 and "leftovers (" in st.stdout, st.stdout + st.stderr
 
     # The next run on the same lab, another test, no faults, the correct node.
     follow = f"t{os.getpid()}-follow"
-    r = subprocess.run([sys.executable, "-m", "harness.cli", "run", "--lab", lab.name,
-                        "--name", follow, "--store", str(store), "-w", "register",
-                        "--nemesis", "none", "--time-limit", "4", "--no-progress"],
-                       cwd=REPO, capture_output=True, text=True, timeout=240)
+    r = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "harness.cli",
+            "run",
+            "--lab",
+            lab.name,
+            "--name",
+            follow,
+            "--store",
+            str(store),
+            "-w",
+            "register",
+            "--nemesis",
+            "none",
+            "--time-limit",
+            "4",
+            "--no-progress",
+        ],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=240,
+    )
     assert r.returncode == 0 and "verdict: VALID" in r.stdout, r.stdout + r.stderr
     run_dir = store / follow / "latest"
     cs = json.loads((run_dir / "clean-start.json").read_text())
     assert cs["clean"] and all(v == [] for v in cs["after"].values()), cs
     assert sum(len(v) for v in cs["before"].values()) >= len(hosts), cs
     log = (run_dir / "splitbrain.log").read_text()
-    assert log.index("clean start: removed") < log.index("phase: db-setup") < log.index("phase: run")
+    assert (
+        log.index("clean start: removed") < log.index("phase: db-setup") < log.index("phase: run")
+    )
     assert scan_hosts(hosts) == {h.name: [] for h in hosts}
-    st = subprocess.run([sys.executable, "-m", "harness.cli", "lab", "status", "--name", lab.name],
-                        cwd=REPO, capture_output=True, text=True, timeout=120)
+    st = subprocess.run(
+        [sys.executable, "-m", "harness.cli", "lab", "status", "--name", lab.name],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert st.returncode == 0 and "leftovers: none" in st.stdout, st.stdout + st.stderr
 
 
@@ -319,23 +407,52 @@ def test_a_cluster_that_cannot_be_cleaned_is_refused_with_exit_3(lab, tmp_path):
 
     h = lab.hosts()[0]
     pidfile = "/tmp/sb-test-squatter.pid"
-    squat = ("import signal,socket; s=socket.socket(); s.bind(('0.0.0.0', 9001)); s.listen(); "
-             "signal.pause()")  # not time.sleep: it fails under the lab's libfaketime
+    squat = (
+        "import signal,socket; s=socket.socket(); s.bind(('0.0.0.0', 9001)); s.listen(); "
+        "signal.pause()"
+    )  # not time.sleep: it fails under the lab's libfaketime
     with SSHRemote(h) as r:
-        r.start_daemon(f"{sys.executable} -c \"{squat}\"", pidfile=pidfile,
-                       logfile="/tmp/sb-test-squatter.log")
+        r.start_daemon(
+            f'{sys.executable} -c "{squat}"', pidfile=pidfile, logfile="/tmp/sb-test-squatter.log"
+        )
         try:
-            r.run("for i in $(seq 100); do ss -Hltn | grep -q ':9001 ' && exit 0; sleep 0.1; "
-                  "done; cat /tmp/sb-test-squatter.log; exit 1", timeout=30)
-            st = subprocess.run([sys.executable, "-m", "harness.cli", "lab", "status",
-                                 "--name", lab.name], cwd=REPO, capture_output=True, text=True,
-                                timeout=120)
+            r.run(
+                "for i in $(seq 100); do ss -Hltn | grep -q ':9001 ' && exit 0; sleep 0.1; "
+                "done; cat /tmp/sb-test-squatter.log; exit 1",
+                timeout=30,
+            )
+            st = subprocess.run(
+                [sys.executable, "-m", "harness.cli", "lab", "status", "--name", lab.name],
+                cwd=REPO,
+                capture_output=True,
+                text=True,
+                timeout=120,
+            )
             assert st.returncode == 3, st.stdout + st.stderr
             assert f"{h.name}: port: " in st.stdout and ":9001 is in use" in st.stdout, st.stdout
-            res = subprocess.run([sys.executable, "-m", "harness.cli", "run", "--lab", lab.name,
-                                  "--name", f"t{os.getpid()}-dirty", "--store", str(tmp_path),
-                                  "--nemesis", "none", "--time-limit", "2", "--no-progress"],
-                                 cwd=REPO, capture_output=True, text=True, timeout=240)
+            res = subprocess.run(
+                [
+                    sys.executable,
+                    "-m",
+                    "harness.cli",
+                    "run",
+                    "--lab",
+                    lab.name,
+                    "--name",
+                    f"t{os.getpid()}-dirty",
+                    "--store",
+                    str(tmp_path),
+                    "--nemesis",
+                    "none",
+                    "--time-limit",
+                    "2",
+                    "--no-progress",
+                ],
+                cwd=REPO,
+                capture_output=True,
+                text=True,
+                timeout=240,
+            )
         finally:
             r.stop_daemon(pidfile, timeout=2)
     assert res.returncode == 3, res.stdout + res.stderr

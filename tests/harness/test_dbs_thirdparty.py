@@ -41,14 +41,17 @@ def test_resp_encodes_commands_as_bulk_arrays() -> None:
     assert encode_command("SET", "k", 3) == b"*3\r\n$3\r\nSET\r\n$1\r\nk\r\n$1\r\n3\r\n"
 
 
-@pytest.mark.parametrize("raw, expected", [
-    (b"+OK\r\n", "OK"),
-    (b":42\r\n", 42),
-    (b"$-1\r\n", None),
-    (b"$5\r\nhe\r\nl\r\n", "he\r\nl"),
-    (b"*2\r\n$1\r\na\r\n*1\r\n:1\r\n", ["a", [1]]),
-    (b"*-1\r\n", None),
-])
+@pytest.mark.parametrize(
+    "raw, expected",
+    [
+        (b"+OK\r\n", "OK"),
+        (b":42\r\n", 42),
+        (b"$-1\r\n", None),
+        (b"$5\r\nhe\r\nl\r\n", "he\r\nl"),
+        (b"*2\r\n$1\r\na\r\n*1\r\n:1\r\n", ["a", [1]]),
+        (b"*-1\r\n", None),
+    ],
+)
 def test_resp_parses_every_reply_kind(raw: bytes, expected: Any) -> None:
     assert parse_reply(*_reader(raw)) == expected
 
@@ -73,9 +76,10 @@ def test_outcomes_fail_only_when_nothing_can_have_happened() -> None:
 
 def test_member_urls_spread_ports_only_when_addresses_repeat() -> None:
     assert member_urls({"a": "h1", "b": "h2"}, 2380, 2379) == {
-        "a": ("http://h1:2380", "http://h1:2379"), "b": ("http://h2:2380", "http://h2:2379")}
-    assert member_urls({"a": "h", "b": "h"}, 2380, 2379)["b"] == (
-        "http://h:2390", "http://h:2389")
+        "a": ("http://h1:2380", "http://h1:2379"),
+        "b": ("http://h2:2380", "http://h2:2379"),
+    }
+    assert member_urls({"a": "h", "b": "h"}, 2380, 2379)["b"] == ("http://h:2390", "http://h:2389")
 
 
 def test_leader_is_the_member_whose_id_is_the_leader_id() -> None:
@@ -86,21 +90,35 @@ def test_leader_is_the_member_whose_id_is_the_leader_id() -> None:
 
 def test_redis_configs_name_the_primary_and_a_majority_quorum() -> None:
     assert "replicaof" not in redis_conf(addr="a", port=1, data_dir="/d", primary=None)
-    assert "replicaof p 6379\n" in redis_conf(addr="a", port=1, data_dir="/d",
-                                              primary=("p", 6379))
-    s = sentinel_conf(addr="a", port=2, work_dir="/w", primary=("p", 6379), quorum=2,
-                      down_after_ms=2000, failover_timeout_ms=6000)
+    assert "replicaof p 6379\n" in redis_conf(addr="a", port=1, data_dir="/d", primary=("p", 6379))
+    s = sentinel_conf(
+        addr="a",
+        port=2,
+        work_dir="/w",
+        primary=("p", 6379),
+        quorum=2,
+        down_after_ms=2000,
+        failover_timeout_ms=6000,
+    )
     assert "sentinel monitor splitbrain p 6379 2\n" in s
     assert "down-after-milliseconds splitbrain 2000" in s
 
 
 # --- real clusters on the lab -----------------------------------------------------
 
+
 def _ctx(lab: Any, remotes: dict, db: Any, name: str) -> RunContext:
     hosts = {h.name: h for h in lab.hosts()[:3]}
     spec = Spec(name=f"{name}-{os.getpid()}", nodes=tuple(hosts), db=name)
-    ctx = RunContext(spec=spec, hosts=hosts, remotes={n: remotes[n] for n in hosts}, db=db,
-                     history=None, rng=random.Random(0), store_dir="/nonexistent")  # type: ignore[arg-type]
+    ctx = RunContext(
+        spec=spec,
+        hosts=hosts,
+        remotes={n: remotes[n] for n in hosts},
+        db=db,
+        history=None,
+        rng=random.Random(0),
+        store_dir="/nonexistent",
+    )  # type: ignore[arg-type]
     ctx.addresses.update(db.addresses(ctx))
     return ctx
 
@@ -111,9 +129,11 @@ def running(request: pytest.FixtureRequest, lab: Any, remotes: dict) -> Iterator
     name = request.param
     binary = {"etcd": "etcd", "redis": "redis-server"}[name]
     if shutil.which(binary) is None:
-        pytest.skip(f"{binary} is not installed (apt-get install "
-                    f"{'etcd-server etcd-client' if name == 'etcd' else 'redis-server'}; "
-                    f"scripts/setup.sh installs it)")
+        pytest.skip(
+            f"{binary} is not installed (apt-get install "
+            f"{'etcd-server etcd-client' if name == 'etcd' else 'redis-server'}; "
+            f"scripts/setup.sh installs it)"
+        )
     db = EtcdDB(ready_timeout=20) if name == "etcd" else RedisDB(ready_timeout=20)
     ctx = _ctx(lab, remotes, db, name)
     try:
@@ -172,8 +192,11 @@ def test_etcd_serves_registers_and_survives_a_leader_kill(running: RunContext) -
 
     db.start(ctx, leader)
     # The restarted member catches up from its data directory and the leader's log.
-    _until(lambda: c.invoke(ctx, _op("read", None, leader)).value == 5, 15,
-           "the restarted member to read 5")
+    _until(
+        lambda: c.invoke(ctx, _op("read", None, leader)).value == 5,
+        15,
+        "the restarted member to read 5",
+    )
     assert len(db.primaries(ctx)) == 1
     assert db.log_files(ctx, leader)[0].endswith("etcd.log")
 
@@ -198,8 +221,9 @@ def test_redis_fails_over_to_a_replica_and_rejoins_the_old_primary(running: RunC
 
     def mesh() -> bool:
         for n in ctx.nodes:
-            peers = _call((ctx.hosts[n].address, db.sentinel_port), "SENTINEL", "sentinels",
-                          "splitbrain")
+            peers = _call(
+                (ctx.hosts[n].address, db.sentinel_port), "SENTINEL", "sentinels", "splitbrain"
+            )
             if not isinstance(peers, list) or len(peers) < len(ctx.nodes) - 1:
                 return False
         return True
@@ -208,17 +232,26 @@ def test_redis_fails_over_to_a_replica_and_rejoins_the_old_primary(running: RunC
     # A failover attempt that fails (split Sentinel votes on a loaded machine) is
     # retried after twice failover-timeout (12 s): 90 s allows several.
     db.kill(ctx, first)
-    new = _until(lambda: [p for p in db.primaries(ctx) if p != first], 90,
-                 "Sentinel to promote a replica")[0]
-    ok = _until(lambda: (lambda o: o if o.type == "ok" else None)(
-        c.invoke(ctx, _op("write", 5, first))), 15, "a write through the new primary")
+    new = _until(
+        lambda: [p for p in db.primaries(ctx) if p != first], 90, "Sentinel to promote a replica"
+    )[0]
+    ok = _until(
+        lambda: (lambda o: o if o.type == "ok" else None)(c.invoke(ctx, _op("write", 5, first))),
+        15,
+        "a write through the new primary",
+    )
     assert ok.node == new
 
     db.start(ctx, first)
-    _until(lambda: (db.view(ctx)["roles"][first] or [""])[0] == "slave", 25,
-           "the old primary to come back as a replica")
+    _until(
+        lambda: (db.view(ctx)["roles"][first] or [""])[0] == "slave",
+        25,
+        "the old primary to come back as a replica",
+    )
     assert db.primaries(ctx) == [new]
     assert c.invoke(ctx, _op("read", None, first)).value == 5
     s = RedisClient(kind="set").open(ctx, first)
     assert s.invoke(ctx, Op(type="invoke", process=1, f="add", value=7, node=first)).type == "ok"
-    assert s.invoke(ctx, Op(type="invoke", process=1, f="read", value=None, node=first)).value == [7]
+    assert s.invoke(ctx, Op(type="invoke", process=1, f="read", value=None, node=first)).value == [
+        7
+    ]

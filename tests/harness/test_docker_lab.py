@@ -23,7 +23,9 @@ def docker_lab():
     if os.geteuid() != 0:
         pytest.skip("the docker lab needs root")
     if not shutil.which("dockerd") or not shutil.which("debootstrap"):
-        pytest.skip("dockerd or debootstrap is not installed (apt-get install docker.io debootstrap)")
+        pytest.skip(
+            "dockerd or debootstrap is not installed (apt-get install docker.io debootstrap)"
+        )
     from harness.inventory.docker import DockerEngine, DockerLab
 
     engine = DockerEngine(socket=DockerEngine().private_socket)
@@ -33,7 +35,9 @@ def docker_lab():
     except Exception as e:  # an engine that cannot start here is a skip, with its reason
         pytest.skip(f"no Docker engine can start on this machine: {e}")
     third = zlib.crc32(str(os.getpid()).encode()) % 200 + 20
-    lab = DockerLab(name=f"t{os.getpid() % 10000}", nodes=3, subnet=f"127.79.{third}", engine=engine)
+    lab = DockerLab(
+        name=f"t{os.getpid() % 10000}", nodes=3, subnet=f"127.79.{third}", engine=engine
+    )
     try:
         yield lab, lab.up()
     finally:
@@ -62,7 +66,9 @@ def test_containers_are_ssh_hosts_with_verified_keys(docker_lab):
     bad_known = hosts[0].known_hosts + ".bad"
     with open(hosts[0].known_hosts) as fh, open(bad_known, "w") as out:
         first = fh.readline().split()
-        out.write(f"{hosts[0].address} {first[1]} AAAAC3NzaC1lZDI1NTE5AAAAIBad0Bad0Bad0Bad0Bad0Bad0Bad0Bad0Bad0Bad0Bad0Bad\n")
+        out.write(
+            f"{hosts[0].address} {first[1]} AAAAC3NzaC1lZDI1NTE5AAAAIBad0Bad0Bad0Bad0Bad0Bad0Bad0Bad0Bad0Bad0Bad0Bad\n"
+        )
     wrong = Host(**{**hosts[0].__dict__, "known_hosts": bad_known})
     with pytest.raises(RemoteError):
         connect(wrong).run("true")
@@ -76,13 +82,18 @@ def test_partition_and_clock_inside_containers(docker_lab):
     try:
         # No time.sleep here: under libfaketime 0.9.10 with a real monotonic clock,
         # Python's absolute clock_nanosleep fails with EINVAL. accept() just blocks.
-        a.start_daemon("python3 -c \"import socket;s=socket.socket();"
-                       "s.setsockopt(socket.SOL_SOCKET,socket.SO_REUSEADDR,1);"
-                       f"s.bind(('{hosts[0].address}',7777));s.listen()\n"
-                       "while True: s.accept()[0].close()\"",
-                       pidfile="/tmp/l.pid", logfile="/tmp/l.log")
-        probe = (f"python3 -c \"import socket;socket.create_connection(('{hosts[0].address}',7777),"
-                 "timeout=1);print('open')\"")
+        a.start_daemon(
+            'python3 -c "import socket;s=socket.socket();'
+            "s.setsockopt(socket.SOL_SOCKET,socket.SO_REUSEADDR,1);"
+            f"s.bind(('{hosts[0].address}',7777));s.listen()\n"
+            'while True: s.accept()[0].close()"',
+            pidfile="/tmp/l.pid",
+            logfile="/tmp/l.log",
+        )
+        probe = (
+            f"python3 -c \"import socket;socket.create_connection(('{hosts[0].address}',7777),"
+            "timeout=1);print('open')\""
+        )
         for _ in range(20):
             if b.run(probe, check=False).stdout.strip() == "open":
                 break

@@ -25,8 +25,10 @@ from harness.core.history import Op, read_history, write_jsonl, write_parquet
 ROOT = Path(__file__).resolve().parents[2]
 
 json_values = st.recursive(
-    st.none() | st.booleans() | st.integers(-2**40, 2**40) | st.text(max_size=6),
-    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=4), inner, max_size=3),
+    st.none() | st.booleans() | st.integers(-(2**40), 2**40) | st.text(max_size=6),
+    lambda inner: (
+        st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=4), inner, max_size=3)
+    ),
     max_leaves=6,
 )
 ops_strategy = st.lists(
@@ -65,8 +67,10 @@ def write_edn(ops: list[Op], path: Path) -> None:
     lines = []
     for op in ops:
         proc = ":nemesis" if op.process == "nemesis" else str(op.process)
-        lines.append(f"{{:type :{op.type}, :f :{op.f}, :process {proc}, :time {op.time}, "
-                     f":value {_edn_value(op.value)}}}")
+        lines.append(
+            f"{{:type :{op.type}, :f :{op.f}, :process {proc}, :time {op.time}, "
+            f":value {_edn_value(op.value)}}}"
+        )
     path.write_text("[" + "\n ".join(lines) + "]\n", encoding="utf-8")
 
 
@@ -83,8 +87,10 @@ def write_kv_log(ops: list[Op], path: Path) -> None:
     lines = []
     for op in ops:
         proc = op.process if isinstance(op.process, int) else 0
-        lines.append(f'{{:process {proc}, :type :{op.type}, :f :put, :key "{op.key or "k"}", '
-                     f':value "{op.index}"}}')
+        lines.append(
+            f'{{:process {proc}, :type :{op.type}, :f :put, :key "{op.key or "k"}", '
+            f':value "{op.index}"}}'
+        )
     path.write_text("\n".join(lines) + "\n", encoding="utf-8")
 
 
@@ -95,7 +101,7 @@ WRITERS: dict[str, tuple[str, Callable[[list[Op], Path], None]]] = {
     "etcd": ("etcd_0.log", write_etcd_log),
     "kv": ("c01.txt", write_kv_log),
 }
-LINE_FORMATS = {"jsonl", "etcd", "kv"}   # every error of these can name its line
+LINE_FORMATS = {"jsonl", "etcd", "kv"}  # every error of these can name its line
 
 
 def _assert_reads_or_names_the_file(path: Path, fmt: str) -> None:
@@ -104,8 +110,12 @@ def _assert_reads_or_names_the_file(path: Path, fmt: str) -> None:
     except HistoryError as e:
         assert str(path) in str(e), f"error does not name the file: {e}"
         assert "\n" not in str(e), f"error is not one line: {e!r}"
-        if fmt in LINE_FORMATS and e.path is not None and "no such" not in str(e) and (
-                "empty history" not in str(e)):
+        if (
+            fmt in LINE_FORMATS
+            and e.path is not None
+            and "no such" not in str(e)
+            and ("empty history" not in str(e))
+        ):
             assert e.line is not None, f"{fmt} error names no line: {e}"
         return
     assert isinstance(ops, list) and all(isinstance(o, Op) for o in ops)
@@ -113,8 +123,14 @@ def _assert_reads_or_names_the_file(path: Path, fmt: str) -> None:
 
 # A mutation: what to do with the file's bytes, drawn by hypothesis.
 mutations = st.one_of(
-    st.tuples(st.just("flip"), st.lists(st.tuples(st.floats(0, 1, exclude_max=True),
-                                                  st.integers(0, 255)), min_size=1, max_size=4)),
+    st.tuples(
+        st.just("flip"),
+        st.lists(
+            st.tuples(st.floats(0, 1, exclude_max=True), st.integers(0, 255)),
+            min_size=1,
+            max_size=4,
+        ),
+    ),
     st.tuples(st.just("truncate"), st.floats(0, 1, exclude_max=True)),
     st.tuples(st.just("insert"), st.tuples(st.floats(0, 1), st.binary(min_size=1, max_size=12))),
     st.tuples(st.just("tear"), st.floats(0, 1)),
@@ -138,7 +154,7 @@ def mutate(data: bytes, m: tuple) -> bytes:
         return data[:i] + junk + data[i:]
     # tear: drop a middle stretch, as a lost page would
     i = int(arg * len(data))
-    return data[:i] + data[i + max(1, len(data) // 7):]
+    return data[:i] + data[i + max(1, len(data) // 7) :]
 
 
 def _fuzz_format(fmt: str, tmp: Path, ops: list[Op], ms: list[tuple]) -> None:
@@ -152,8 +168,11 @@ def _fuzz_format(fmt: str, tmp: Path, ops: list[Op], ms: list[tuple]) -> None:
     _assert_reads_or_names_the_file(path, fmt)
 
 
-FUZZ = settings(max_examples=30, deadline=None,
-                suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
+FUZZ = settings(
+    max_examples=30,
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+)
 
 
 @pytest.mark.parametrize("fmt", ["jsonl", "edn", "etcd", "kv"])
@@ -178,11 +197,20 @@ def test_random_bytes_under_every_history_name(tmp_path_factory, blob, fmt):
 
 
 @FUZZ
-@given(rec=st.dictionaries(st.sampled_from(["index", "time", "type", "process", "f", "key",
-                                            "value", "node", "error", "junk"]),
-                           st.none() | st.booleans() | st.integers() | st.floats()
-                           | st.text(max_size=5) | st.lists(st.integers(), max_size=2),
-                           max_size=9))
+@given(
+    rec=st.dictionaries(
+        st.sampled_from(
+            ["index", "time", "type", "process", "f", "key", "value", "node", "error", "junk"]
+        ),
+        st.none()
+        | st.booleans()
+        | st.integers()
+        | st.floats()
+        | st.text(max_size=5)
+        | st.lists(st.integers(), max_size=2),
+        max_size=9,
+    )
+)
 def test_jsonl_records_of_any_shape(tmp_path_factory, rec):
     path = tmp_path_factory.mktemp("rec") / "history.jsonl"
     path.write_text(json.dumps(rec) + "\n", encoding="utf-8")
@@ -199,18 +227,24 @@ def _good_line(i: int = 0) -> str:
 def test_invalid_utf8_in_the_middle_names_file_and_line(tmp_path: Path) -> None:
     """Was AttributeError: history.py read ``e.msg`` of a UnicodeDecodeError."""
     p = tmp_path / "history.jsonl"
-    p.write_bytes((_good_line(0) + "\n").encode() + b'{"index": 1, "f": "\xff\xfe"}\n'
-                  + (_good_line(2) + "\n").encode())
+    p.write_bytes(
+        (_good_line(0) + "\n").encode()
+        + b'{"index": 1, "f": "\xff\xfe"}\n'
+        + (_good_line(2) + "\n").encode()
+    )
     with pytest.raises(HistoryError) as e:
         read_history(p)
     assert e.value.line == 2 and str(p) in str(e.value) and "UTF-8" in str(e.value)
 
 
-@pytest.mark.parametrize("line", [
-    b"[" * 100_000 + b"]" * 100_000,          # RecursionError from json
-    b'{"index": ' + b"9" * 5000 + b"}",        # int longer than Python's digit limit
-    b'\x00\x00\x00{\x00\x00\x00}',             # json.loads(bytes) guessed UTF-32
-])
+@pytest.mark.parametrize(
+    "line",
+    [
+        b"[" * 100_000 + b"]" * 100_000,  # RecursionError from json
+        b'{"index": ' + b"9" * 5000 + b"}",  # int longer than Python's digit limit
+        b"\x00\x00\x00{\x00\x00\x00}",  # json.loads(bytes) guessed UTF-32
+    ],
+)
 def test_pathological_jsonl_lines(tmp_path: Path, line: bytes) -> None:
     p = tmp_path / "history.jsonl"
     p.write_bytes((_good_line() + "\n").encode() + line + b"\n" + (_good_line(2) + "\n").encode())
@@ -221,7 +255,7 @@ def test_pathological_jsonl_lines(tmp_path: Path, line: bytes) -> None:
 
 def test_unreadable_jsonl_is_a_history_error(tmp_path: Path) -> None:
     p = tmp_path / "history.jsonl"
-    p.mkdir()   # read_history treats a dir as a store; reach the reader directly
+    p.mkdir()  # read_history treats a dir as a store; reach the reader directly
     from harness.core.history import read_jsonl
 
     with pytest.raises(HistoryError, match="cannot read"):
@@ -252,8 +286,10 @@ def test_edn_huge_int_and_deep_nesting(tmp_path: Path) -> None:
 
 def test_edn_syntax_error_names_a_line(tmp_path: Path) -> None:
     p = tmp_path / "bad.edn"
-    p.write_text('[{:type :invoke, :f :read, :process 0}\n {:type :ok, :f :read, :process 0}\n'
-                 ' {:type :ok :f :read :process 0 \\\n')
+    p.write_text(
+        "[{:type :invoke, :f :read, :process 0}\n {:type :ok, :f :read, :process 0}\n"
+        " {:type :ok :f :read :process 0 \\\n"
+    )
     with pytest.raises(HistoryError, match="not valid EDN") as e:
         read_history(p)
     assert e.value.line == 3
@@ -262,9 +298,12 @@ def test_edn_syntax_error_names_a_line(tmp_path: Path) -> None:
 def test_porcupine_lines_count_only_newlines(tmp_path: Path) -> None:
     """A form feed or U+2028 inside a line must not shift the line numbers of errors."""
     p = tmp_path / "etcd_1.log"
-    p.write_text("INFO  jepsen.util - 0\t:invoke\t:read\tnil \x0c\n"
-                 "INFO  jepsen.util - 0\t:ok\t:read\t3\u2028\n"
-                 "garbage\n", encoding="utf-8")
+    p.write_text(
+        "INFO  jepsen.util - 0\t:invoke\t:read\tnil \x0c\n"
+        "INFO  jepsen.util - 0\t:ok\t:read\t3\u2028\n"
+        "garbage\n",
+        encoding="utf-8",
+    )
     with pytest.raises(HistoryError) as e:
         read_history(p)
     assert e.value.line == 3
@@ -282,18 +321,34 @@ def _parquet(tmp_path: Path, **cols: list) -> Path:
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    base = {"index": [0], "time": [1], "type": ["invoke"], "process": ["0"], "f": ["read"],
-            "key": [None], "value": ["null"], "node": [None], "error": [None]}
+    base = {
+        "index": [0],
+        "time": [1],
+        "type": ["invoke"],
+        "process": ["0"],
+        "f": ["read"],
+        "key": [None],
+        "value": ["null"],
+        "node": [None],
+        "error": [None],
+    }
     base.update(cols)
     p = tmp_path / "history.parquet"
     pq.write_table(pa.table(base), p)
     return p
 
 
-@pytest.mark.parametrize("cols", [
-    {"process": ["abc"]}, {"process": [None]}, {"process": ["1" * 5000]},
-    {"value": ["{not json"]}, {"value": [7]}, {"index": ["x"]},
-])
+@pytest.mark.parametrize(
+    "cols",
+    [
+        {"process": ["abc"]},
+        {"process": [None]},
+        {"process": ["1" * 5000]},
+        {"value": ["{not json"]},
+        {"value": [7]},
+        {"index": ["x"]},
+    ],
+)
 def test_parquet_ill_typed_columns_name_the_record(tmp_path: Path, cols: dict) -> None:
     p = _parquet(tmp_path, **cols)
     with pytest.raises(HistoryError) as e:
@@ -321,17 +376,28 @@ def test_parquet_garbage_file(tmp_path: Path) -> None:
 # ------------------------------------------------------------------ the CLI
 
 
-@pytest.mark.parametrize("name,data", [
-    ("history.jsonl", (_good_line() + "\n").encode() + b'{"f": "\xff"}\n' + (_good_line(2) + "\n").encode()),
-    ("history.parquet", b"PAR1garbagePAR1"),
-    ("h.edn", b"[{:type :invoke :f :read :process 0} {:type"),
-    ("etcd_3.log", b"INFO jepsen.util - 0 :invoke :read nil\n\xff\xfe\n"),
-])
+@pytest.mark.parametrize(
+    "name,data",
+    [
+        (
+            "history.jsonl",
+            (_good_line() + "\n").encode() + b'{"f": "\xff"}\n' + (_good_line(2) + "\n").encode(),
+        ),
+        ("history.parquet", b"PAR1garbagePAR1"),
+        ("h.edn", b"[{:type :invoke :f :read :process 0} {:type"),
+        ("etcd_3.log", b"INFO jepsen.util - 0 :invoke :read nil\n\xff\xfe\n"),
+    ],
+)
 def test_check_cli_reports_one_line_and_exit_3(tmp_path: Path, name: str, data: bytes) -> None:
     p = tmp_path / name
     p.write_bytes(data)
-    r = subprocess.run([sys.executable, "-m", "harness.cli", "check", str(p)], capture_output=True,
-                       text=True, cwd=ROOT, timeout=120)
+    r = subprocess.run(
+        [sys.executable, "-m", "harness.cli", "check", str(p)],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=120,
+    )
     assert r.returncode == 3, (r.returncode, r.stderr)
     assert "Traceback" not in r.stderr
     err = [ln for ln in r.stderr.splitlines() if ln.strip()]

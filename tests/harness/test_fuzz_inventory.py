@@ -23,8 +23,11 @@ from harness.inventory.lab import Lab
 from harness.inventory.nodes_file import load_nodes_file
 
 ROOT = Path(__file__).resolve().parents[2]
-FUZZ = settings(max_examples=40, deadline=None,
-                suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
+FUZZ = settings(
+    max_examples=40,
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+)
 
 GOOD = """- name: n1
   host: 10.0.0.1
@@ -49,15 +52,18 @@ def _load_or_config_error(path: Path) -> None:
 # ------------------------------------------------------------------ regressions
 
 
-@pytest.mark.parametrize("text,line", [
-    ("- name: n1\n  host: !!int xyz\n", 2),            # ConstructorError outside the try
-    ("- name: n1\n  host: a\n  ? [1, 2]\n  : x\n", 3),  # list key: unhashable for `in _FIELDS`
-    ("- name: n1\n  host: !!binary '%%%'\n", 2),
-    ("- name: n1\n  host: !!python/object:os.system x\n", 2),
-    ("- name: n1\n  host: a\n  extras: {? [1] : 2}\n", 3),
-    ("- name: n1\n  host: a\n  port: 2001-13-45\n", 3),
-    ("- name: n1\n  host: a\x00\n", 2),                # reader error: str() spans two lines
-])
+@pytest.mark.parametrize(
+    "text,line",
+    [
+        ("- name: n1\n  host: !!int xyz\n", 2),  # ConstructorError outside the try
+        ("- name: n1\n  host: a\n  ? [1, 2]\n  : x\n", 3),  # list key: unhashable for `in _FIELDS`
+        ("- name: n1\n  host: !!binary '%%%'\n", 2),
+        ("- name: n1\n  host: !!python/object:os.system x\n", 2),
+        ("- name: n1\n  host: a\n  extras: {? [1] : 2}\n", 3),
+        ("- name: n1\n  host: a\n  port: 2001-13-45\n", 3),
+        ("- name: n1\n  host: a\x00\n", 2),  # reader error: str() spans two lines
+    ],
+)
 def test_nodes_file_bad_values_name_the_line(tmp_path: Path, text: str, line: int) -> None:
     p = tmp_path / "nodes.yaml"
     p.write_text(text, encoding="utf-8")
@@ -89,23 +95,30 @@ def _lab_json(tmp_path: Path, content: str | bytes) -> Path:
     return p
 
 
-@pytest.mark.parametrize("content,field", [
-    ('{"nodes": 1e999, "subnet": "127.77.0"}', "nodes"),   # int(inf): OverflowError
-    ('{"nodes": true, "subnet": "127.77.0"}', "nodes"),    # int(True) was one node
-    ('{"nodes": 2.7, "subnet": "127.77.0"}', "nodes"),
-    ('{"nodes": 500, "subnet": "127.77.0"}', "nodes"),
-    ('{"subnet": "127.77.0"}', "nodes"),
-    ('{"nodes": 3, "subnet": ["127"]}', "subnet"),
-    ('{"nodes": 3, "subnet": "10.0.0"}', "subnet"),
-])
-def test_lab_state_wrong_fields_name_file_and_field(tmp_path: Path, content: str, field: str) -> None:
+@pytest.mark.parametrize(
+    "content,field",
+    [
+        ('{"nodes": 1e999, "subnet": "127.77.0"}', "nodes"),  # int(inf): OverflowError
+        ('{"nodes": true, "subnet": "127.77.0"}', "nodes"),  # int(True) was one node
+        ('{"nodes": 2.7, "subnet": "127.77.0"}', "nodes"),
+        ('{"nodes": 500, "subnet": "127.77.0"}', "nodes"),
+        ('{"subnet": "127.77.0"}', "nodes"),
+        ('{"nodes": 3, "subnet": ["127"]}', "subnet"),
+        ('{"nodes": 3, "subnet": "10.0.0"}', "subnet"),
+    ],
+)
+def test_lab_state_wrong_fields_name_file_and_field(
+    tmp_path: Path, content: str, field: str
+) -> None:
     p = _lab_json(tmp_path, content)
     with pytest.raises(ConfigError) as e:
         Lab.load("lab1", state_root=tmp_path)
     assert e.value.field == field and str(p) in str(e.value) and "lab down" in str(e.value)
 
 
-@pytest.mark.parametrize("content", ["[" * 100_000, '{"nodes": 3,', b"\xff\xfe{}", "[1, 2]", "null"])
+@pytest.mark.parametrize(
+    "content", ["[" * 100_000, '{"nodes": 3,', b"\xff\xfe{}", "[1, 2]", "null"]
+)
 def test_lab_state_unreadable(tmp_path: Path, content: str | bytes) -> None:
     p = _lab_json(tmp_path, content)
     with pytest.raises(ConfigError) as e:
@@ -133,15 +146,28 @@ def test_good_lab_state_loads(tmp_path: Path) -> None:
 
 # ------------------------------------------------------------------ fuzzing
 
-yaml_scalars = (st.none() | st.booleans() | st.integers() | st.floats(allow_nan=True)
-                | st.text(max_size=12) | st.binary(max_size=8))
-yaml_values = st.recursive(yaml_scalars, lambda inner: st.lists(inner, max_size=3)
-                           | st.dictionaries(st.text(max_size=6), inner, max_size=3), max_leaves=6)
+yaml_scalars = (
+    st.none()
+    | st.booleans()
+    | st.integers()
+    | st.floats(allow_nan=True)
+    | st.text(max_size=12)
+    | st.binary(max_size=8)
+)
+yaml_values = st.recursive(
+    yaml_scalars,
+    lambda inner: (
+        st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=6), inner, max_size=3)
+    ),
+    max_leaves=6,
+)
 host_rows = st.dictionaries(
-    st.sampled_from(["name", "host", "port", "user", "key", "known_hosts", "verify_host_key",
-                     "extras", "junk"]),
+    st.sampled_from(
+        ["name", "host", "port", "user", "key", "known_hosts", "verify_host_key", "extras", "junk"]
+    ),
     yaml_values | st.sampled_from(["n1", "10.0.0.1", 22, 0, 70000, True]),
-    max_size=8)
+    max_size=8,
+)
 
 
 @FUZZ
@@ -153,9 +179,13 @@ def test_nodes_files_of_wrong_shapes(tmp_path_factory, rows) -> None:
 
 
 @FUZZ
-@given(flips=st.lists(st.tuples(st.floats(0, 1, exclude_max=True), st.integers(0, 255)),
-                      min_size=1, max_size=4),
-       cut=st.floats(0.2, 1), junk=st.binary(max_size=10))
+@given(
+    flips=st.lists(
+        st.tuples(st.floats(0, 1, exclude_max=True), st.integers(0, 255)), min_size=1, max_size=4
+    ),
+    cut=st.floats(0.2, 1),
+    junk=st.binary(max_size=10),
+)
 def test_byte_flipped_nodes_files(tmp_path_factory, flips, cut, junk) -> None:
     data = bytearray(GOOD.encode())
     for where, byte in flips:
@@ -174,9 +204,14 @@ def test_yaml_punctuation_soup(tmp_path_factory, text) -> None:
 
 
 @FUZZ
-@given(meta=st.dictionaries(st.sampled_from(["nodes", "subnet", "name", "bridge"]),
-                            yaml_values.filter(lambda v: not isinstance(v, bytes)), max_size=4)
-       | st.binary(max_size=40).map(lambda b: b.decode("latin-1")))
+@given(
+    meta=st.dictionaries(
+        st.sampled_from(["nodes", "subnet", "name", "bridge"]),
+        yaml_values.filter(lambda v: not isinstance(v, bytes)),
+        max_size=4,
+    )
+    | st.binary(max_size=40).map(lambda b: b.decode("latin-1"))
+)
 def test_lab_state_fuzz(tmp_path_factory, meta) -> None:
     root = tmp_path_factory.mktemp("labs")
     d = root / "lab1"
@@ -200,8 +235,13 @@ def test_lab_state_fuzz(tmp_path_factory, meta) -> None:
 def test_run_with_a_broken_nodes_file_is_one_line_exit_3(tmp_path: Path) -> None:
     p = tmp_path / "nodes.yaml"
     p.write_text("- name: n1\n  host: !!int nope\n")
-    r = subprocess.run([sys.executable, "-m", "harness.cli", "run", "--nodes-file", str(p),
-                        "--time-limit", "1"], capture_output=True, text=True, cwd=ROOT, timeout=120)
+    r = subprocess.run(
+        [sys.executable, "-m", "harness.cli", "run", "--nodes-file", str(p), "--time-limit", "1"],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=120,
+    )
     assert r.returncode == 3, (r.returncode, r.stderr)
     assert "Traceback" not in r.stderr
     lines = [ln for ln in r.stderr.splitlines() if ln.strip()]

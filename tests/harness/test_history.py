@@ -24,8 +24,10 @@ from harness.core.history import (
 )
 
 json_values = st.recursive(
-    st.none() | st.booleans() | st.integers(-2**53, 2**53) | st.text(max_size=8),
-    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=5), inner, max_size=3),
+    st.none() | st.booleans() | st.integers(-(2**53), 2**53) | st.text(max_size=8),
+    lambda inner: (
+        st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=5), inner, max_size=3)
+    ),
     max_leaves=8,
 )
 
@@ -121,8 +123,10 @@ def test_malformed_record_names_file_line_and_field(tmp_path, line, field):
 
 def test_bad_json_in_the_middle_is_an_error_not_a_torn_tail(tmp_path):
     p = tmp_path / "h.jsonl"
-    p.write_text('{"index":0,"type":"invoke","process":1,"f":"read"}\n{oops\n'
-                 '{"index":1,"type":"ok","process":1,"f":"read"}\n')
+    p.write_text(
+        '{"index":0,"type":"invoke","process":1,"f":"read"}\n{oops\n'
+        '{"index":1,"type":"ok","process":1,"f":"read"}\n'
+    )
     with pytest.raises(HistoryError, match=r":2: not valid JSON"):
         read_jsonl(p)
 
@@ -139,8 +143,12 @@ def test_pairing_rejects_double_invoke_and_orphans():
 
 
 def test_process_cannot_invoke_after_info():
-    ops = [Op("invoke", 1, "write", index=0), Op("info", 1, "write", index=1),
-           Op("invoke", 1, "read", index=2), Op("ok", 1, "read", index=3)]
+    ops = [
+        Op("invoke", 1, "write", index=0),
+        Op("info", 1, "write", index=1),
+        Op("invoke", 1, "read", index=2),
+        Op("ok", 1, "read", index=3),
+    ]
     with pytest.raises(HistoryError, match="after an info"):
         validate_history(ops)
     validate_history(ops[:2] + [Op("invoke", 2, "read", index=2), Op("ok", 2, "read", index=3)])

@@ -27,23 +27,31 @@ def test_nodes_file(tmp_path):
     p = tmp_path / "nodes.yaml"
     p.write_text(GOOD)
     a, b = load_nodes_file(p)
-    assert a == Host(name="db1", address="127.0.0.5", port=2201, user="admin",
-                     key_path=str(tmp_path / "keys/id_ed25519"),
-                     known_hosts="/etc/ssh/ssh_known_hosts")
+    assert a == Host(
+        name="db1",
+        address="127.0.0.5",
+        port=2201,
+        user="admin",
+        key_path=str(tmp_path / "keys/id_ed25519"),
+        known_hosts="/etc/ssh/ssh_known_hosts",
+    )
     assert (b.port, b.user, b.key_path, b.verify_host_key) == (22, "root", None, False)
     again = parse_nodes_yaml(dump_nodes([a, b]))
     assert again == [a, b]
 
 
-@pytest.mark.parametrize(("text", "line", "field", "what"), [
-    ("- name: a\n  host: h\n  port: ssh\n", 3, "port", "expected int"),
-    ("- name: a\n  host: h\n  port: 70000\n", 3, "port", "out of range"),
-    ("- name: a\n  host: h\n  port: true\n", 3, "port", "expected int"),
-    ("- name: a\n  hots: h\n", 2, "hots", "unknown field"),
-    ("- name: a\n  port: 22\n", 1, "host", "missing"),
-    ("- name: a\n  host: h\n- name: a\n  host: h2\n", 3, "name", "duplicate"),
-    ("- name: a\n  host: h\n  verify_host_key: maybe\n", 3, "verify_host_key", "expected bool"),
-])
+@pytest.mark.parametrize(
+    ("text", "line", "field", "what"),
+    [
+        ("- name: a\n  host: h\n  port: ssh\n", 3, "port", "expected int"),
+        ("- name: a\n  host: h\n  port: 70000\n", 3, "port", "out of range"),
+        ("- name: a\n  host: h\n  port: true\n", 3, "port", "expected int"),
+        ("- name: a\n  hots: h\n", 2, "hots", "unknown field"),
+        ("- name: a\n  port: 22\n", 1, "host", "missing"),
+        ("- name: a\n  host: h\n- name: a\n  host: h2\n", 3, "name", "duplicate"),
+        ("- name: a\n  host: h\n  verify_host_key: maybe\n", 3, "verify_host_key", "expected bool"),
+    ],
+)
 def test_bad_nodes_file_names_file_line_field(tmp_path, text, line, field, what):
     p = tmp_path / "nodes.yaml"
     p.write_text(text)
@@ -55,10 +63,15 @@ def test_bad_nodes_file_names_file_line_field(tmp_path, text, line, field, what)
     assert str(e).startswith(f"{p}:{line}: field {field!r}: ")
 
 
-@pytest.mark.parametrize(("text", "what"), [
-    ("", "empty"), ("name: a\n", "expected a list"), ("- [a, b]\n", "mapping"),
-    ("- name: a\n  host: [unclosed\n", "not valid YAML"),
-])
+@pytest.mark.parametrize(
+    ("text", "what"),
+    [
+        ("", "empty"),
+        ("name: a\n", "expected a list"),
+        ("- [a, b]\n", "mapping"),
+        ("- name: a\n  host: [unclosed\n", "not valid YAML"),
+    ],
+)
 def test_bad_nodes_file_shapes(tmp_path, text, what):
     p = tmp_path / "n.yaml"
     p.write_text(text)
@@ -97,7 +110,11 @@ def test_vagrant_ssh_config():
     assert n1.key_path == "/home/me/my project/.vagrant/machines/n1/virtualbox/private_key"
     assert (n1.known_hosts, n1.verify_host_key) == (None, False)
     assert (n2.address, n2.port, n2.known_hosts, n2.verify_host_key) == (
-        "192.168.56.12", 22, "/home/me/.ssh/known_hosts", True)
+        "192.168.56.12",
+        22,
+        "/home/me/.ssh/known_hosts",
+        True,
+    )
     assert n2.key_path == "/home/me/.vagrant.d/insecure_private_key"
     (n3,) = parse_vagrant_ssh_config("Host n3\n  HostName 127.0.0.3\n")
     assert (n3.port, n3.user, n3.known_hosts, n3.verify_host_key) == (22, "root", None, True)

@@ -19,9 +19,17 @@ def test_exit_codes():
 def test_junit_marks_invalid_as_failure_and_unknown_as_skipped():
     runs = [
         {"name": "run-1", "path": "store/a/1", "seconds": 3.5, "results": {"valid": True}},
-        {"name": "run-2", "path": "store/a/2", "seconds": 4,
-         "results": {"valid": False, "anomalies": {"lost-ack": [{"indexes": [3]}]}}},
-        {"name": "run-3", "path": "store/a/3", "results": {"valid": "unknown", "reason": "timeout <&>"}},
+        {
+            "name": "run-2",
+            "path": "store/a/2",
+            "seconds": 4,
+            "results": {"valid": False, "anomalies": {"lost-ack": [{"indexes": [3]}]}},
+        },
+        {
+            "name": "run-3",
+            "path": "store/a/3",
+            "results": {"valid": "unknown", "reason": "timeout <&>"},
+        },
     ]
     root = ET.fromstring(junit_xml(runs))
     assert root.get("tests") == "3" and root.get("failures") == "1"

@@ -36,8 +36,11 @@ def _free_subnet() -> str:
 
 
 def _procs_with(arg: str) -> list[int]:
-    return [p.pid for p in psutil.process_iter(["cmdline", "status"])
-            if arg in (p.info["cmdline"] or []) and p.info["status"] != psutil.STATUS_ZOMBIE]
+    return [
+        p.pid
+        for p in psutil.process_iter(["cmdline", "status"])
+        if arg in (p.info["cmdline"] or []) and p.info["status"] != psutil.STATUS_ZOMBIE
+    ]
 
 
 def test_naming_is_short_and_distinct():
@@ -83,8 +86,10 @@ def test_status_and_inventory(lab):
 
 def test_host_isolation(remotes, lab):
     r = remotes["n1"]
-    out = r.run("hostname; getent hosts n3 | cut -d' ' -f1; grep CapBnd /proc/self/status; "
-                "ps -e -o pid=,comm= | head -1; cat /proc/sys/net/ipv4/conf/all/route_localnet")
+    out = r.run(
+        "hostname; getent hosts n3 | cut -d' ' -f1; grep CapBnd /proc/self/status; "
+        "ps -e -o pid=,comm= | head -1; cat /proc/sys/net/ipv4/conf/all/route_localnet"
+    )
     name, n3, capbnd, init, localnet = out.stdout.splitlines()
     assert name == "n1"
     assert n3 == f"{lab.subnet}.13"
@@ -108,8 +113,13 @@ def test_faketime_skews_only_the_host(lab, remotes):
         skewed = int(remotes[h.name].run("date +%s").stdout)
         assert abs(skewed - time.time() - 3600) < 5
         # the real clock, and other hosts, are untouched
-        assert abs(int(subprocess.run(["date", "+%s"], capture_output=True, text=True).stdout)
-                   - time.time()) < 2
+        assert (
+            abs(
+                int(subprocess.run(["date", "+%s"], capture_output=True, text=True).stdout)
+                - time.time()
+            )
+            < 2
+        )
         assert abs(int(remotes["n1"].run("date +%s").stdout) - time.time()) < 5
     finally:
         ft.write_text("+0\n")
@@ -157,7 +167,8 @@ def test_up_is_idempotent_and_repairs(lab, remotes):
     # the same remote reconnects to the rebuilt host
     assert remotes["n5"].run("hostname").stdout == "n5\n"
     assert {k: v for k, v in after.items() if k != "n5"} == {
-        k: v for k, v in before.items() if k != "n5"}
+        k: v for k, v in before.items() if k != "n5"
+    }
     with pytest.raises(LabError, match="already exists"):
         Lab(lab.name, nodes=3, subnet=lab.subnet).up()
     with pytest.raises(LabError, match=f"subnet {lab.subnet}.0/24 is used"):
@@ -192,7 +203,10 @@ def test_cli_lifecycle(tmp_path):
     assert r1.exit_code == 0 and r2.exit_code == 0, (r1.output, r2.output)
     assert f"sb-{name}-" not in _netns()
     for pid in sshd:
-        assert not Path(f"/proc/{pid}").exists() or "sshd" not in Path(f"/proc/{pid}/cmdline").read_text()
+        assert (
+            not Path(f"/proc/{pid}").exists()
+            or "sshd" not in Path(f"/proc/{pid}/cmdline").read_text()
+        )
     assert not _procs_with(marker), "a process started in a host survived lab down"
     tag = Lab(name).tag
     assert not [n for n in os.listdir("/sys/class/net") if n.startswith(f"sb{tag}")]

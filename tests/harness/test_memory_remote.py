@@ -44,9 +44,15 @@ def test_files_and_daemons_live_in_dictionaries(tmp_path) -> None:
 
 def _ctx(remotes: dict[str, MemoryRemote]) -> RunContext:
     hosts = {n: Host(name=n, address=f"127.0.0.{i + 11}") for i, n in enumerate(remotes)}
-    return RunContext(spec=TestSpec(name="t", nodes=tuple(hosts)), hosts=hosts,
-                      remotes=dict(remotes), db=NullDB(), history=None,  # type: ignore[arg-type]
-                      rng=random.Random(0), store_dir="/nonexistent")
+    return RunContext(
+        spec=TestSpec(name="t", nodes=tuple(hosts)),
+        hosts=hosts,
+        remotes=dict(remotes),
+        db=NullDB(),
+        history=None,  # type: ignore[arg-type]
+        rng=random.Random(0),
+        store_dir="/nonexistent",
+    )
 
 
 def test_a_partition_drops_exactly_the_grudge_on_the_receivers() -> None:
@@ -63,8 +69,10 @@ def test_a_partition_drops_exactly_the_grudge_on_the_receivers() -> None:
 
 
 def test_a_host_that_fails_to_heal_is_named_and_the_others_still_heal() -> None:
-    remotes = {"n1": MemoryRemote("n1", lambda c: (1, "", "iptables: locked")),
-               "n2": MemoryRemote("n2")}
+    remotes = {
+        "n1": MemoryRemote("n1", lambda c: (1, "", "iptables: locked")),
+        "n2": MemoryRemote("n2"),
+    }
     errors = heal(_ctx(remotes), ["n1", "n2"])
     assert set(errors) == {"n1"} and "locked" in errors["n1"]
     assert any(f"-F {CHAIN}" in c.cmd for c in remotes["n2"].commands)

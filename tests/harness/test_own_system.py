@@ -30,9 +30,13 @@ def tutorial_files() -> dict[str, str]:
 def test_the_tutorial_shows_the_example_files_verbatim():
     files = tutorial_files()
     assert set(files) == {
-        "examples/tinykv/tinykv_plugin/server.py", "examples/tinykv/system.yaml",
-        "examples/tinykv/client.sh", "examples/tinykv/client.pl",
-        "examples/tinykv/tinykv_plugin/__init__.py", "examples/tinykv/pyproject.toml"}
+        "examples/tinykv/tinykv_plugin/server.py",
+        "examples/tinykv/system.yaml",
+        "examples/tinykv/client.sh",
+        "examples/tinykv/client.pl",
+        "examples/tinykv/tinykv_plugin/__init__.py",
+        "examples/tinykv/pyproject.toml",
+    }
     for path, body in files.items():
         assert body == (ROOT / path).read_text(), f"{path} differs from the tutorial"
     assert len(files["examples/tinykv/tinykv_plugin/__init__.py"].splitlines()) < 150
@@ -53,11 +57,38 @@ def _run(lab, tmp_path: Path, args: list[str], pythonpath: list[str]) -> tuple[i
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([*pythonpath, str(ROOT)])}
     store = tmp_path / "store"
     proc = subprocess.run(
-        [sys.executable, "-m", "harness.cli", "run", "--lab", lab.name, "--nodes", "3",
-         "--nemesis", "partition,kill", "--nemesis-interval", "2", "--time-limit", "12",
-         "--concurrency", "3", "--rate", "30", "--no-progress", "--store", str(store),
-         "--name", "tutorial", *args],
-        cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600)
+        [
+            sys.executable,
+            "-m",
+            "harness.cli",
+            "run",
+            "--lab",
+            lab.name,
+            "--nodes",
+            "3",
+            "--nemesis",
+            "partition,kill",
+            "--nemesis-interval",
+            "2",
+            "--time-limit",
+            "12",
+            "--concurrency",
+            "3",
+            "--rate",
+            "30",
+            "--no-progress",
+            "--store",
+            str(store),
+            "--name",
+            "tutorial",
+            *args,
+        ],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert proc.returncode in (0, 1, 2), proc.stderr[-2000:]
     run_dir = store / "tutorial" / "latest"
     results = json.loads((run_dir / "results.json").read_text())
@@ -78,8 +109,9 @@ def _check_campaign(rc: int, results: dict, ops: list) -> None:
 @pytest.mark.slow
 def test_yaml_system_and_stdio_client_campaign_on_the_lab(lab, tmp_path):
     src = _build(tmp_path)
-    rc, results, ops = _run(lab, tmp_path, ["--db", f"yaml:{src}/system.yaml",
-                                            "-w", f"stdio:{src}/client.sh"], [])
+    rc, results, ops = _run(
+        lab, tmp_path, ["--db", f"yaml:{src}/system.yaml", "-w", f"stdio:{src}/client.sh"], []
+    )
     _check_campaign(rc, results, ops)
 
 
@@ -87,13 +119,32 @@ def test_yaml_system_and_stdio_client_campaign_on_the_lab(lab, tmp_path):
 def test_python_plugin_installed_with_pip_campaign_on_the_lab(lab, tmp_path):
     src = _build(tmp_path / "src")
     target = tmp_path / "site"
-    pip = subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--target",
-                          str(target), str(src)], capture_output=True, text=True, timeout=600)
+    pip = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "install",
+            "-q",
+            "--no-deps",
+            "--target",
+            str(target),
+            str(src),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert pip.returncode == 0, pip.stderr[-2000:]
-    listing = subprocess.run([sys.executable, "-m", "harness.cli", "plugins"],
-                             env={**os.environ, "PYTHONPATH": f"{target}{os.pathsep}{ROOT}"},
-                             capture_output=True, text=True, timeout=120).stdout
+    listing = subprocess.run(
+        [sys.executable, "-m", "harness.cli", "plugins"],
+        env={**os.environ, "PYTHONPATH": f"{target}{os.pathsep}{ROOT}"},
+        capture_output=True,
+        text=True,
+        timeout=120,
+    ).stdout
     assert re.search(r"tinykv\s+tinykv_plugin:db\s+splitbrain-tinykv", listing), listing
-    rc, results, ops = _run(lab, tmp_path, ["--db", "tinykv", "-w", "tinykv-register"],
-                            [str(target)])
+    rc, results, ops = _run(
+        lab, tmp_path, ["--db", "tinykv", "-w", "tinykv-register"], [str(target)]
+    )
     _check_campaign(rc, results, ops)

@@ -23,7 +23,7 @@ from workloads import get_workload, workload_names
 
 ROOT = Path(__file__).resolve().parents[2]
 
-PLUGIN = textwrap.dedent('''\
+PLUGIN = textwrap.dedent("""\
     from harness.api import Model, Workload
     from workloads.null import CountingGenerator, NullClient
     from checker.models import register
@@ -58,9 +58,9 @@ PLUGIN = textwrap.dedent('''\
 
     def model(**params):
         return register(**params)
-''')
+""")
 
-ENTRY_POINTS = textwrap.dedent('''\
+ENTRY_POINTS = textwrap.dedent("""\
     [splitbrain.dbs]
     gooddb = my_plugin:good
     raisingdb = my_plugin:raising
@@ -74,7 +74,7 @@ ENTRY_POINTS = textwrap.dedent('''\
 
     [splitbrain.models]
     mymodel = my_plugin:model
-''')
+""")
 
 
 @pytest.fixture
@@ -118,14 +118,23 @@ def test_a_plugin_cannot_replace_a_builtin(plugin_path):
     assert type(get_db("dledger", {})).__name__ == "DLedgerDB"
 
 
-@pytest.mark.parametrize(("name", "says"), [
-    ("missingdb", r"db plugin 'missingdb' \(not_installed_anywhere.db:make, from my-plugin\): "
-                  r"import failed: ModuleNotFoundError: No module named 'not_installed_anywhere'"),
-    ("noattrdb", r"db plugin 'noattrdb' .*module 'my_plugin' has no 'nothing_here'"),
-    ("raisingdb", r"db plugin 'raisingdb' .*factory raised RuntimeError: cannot find the frobnicator"),
-    ("wrongdb", r"db plugin 'wrongdb' .*factory returned int, not a DB"),
-    ("nosuchdb", r"unknown db 'nosuchdb' \(known: .*dledger.*gooddb"),
-])
+@pytest.mark.parametrize(
+    ("name", "says"),
+    [
+        (
+            "missingdb",
+            r"db plugin 'missingdb' \(not_installed_anywhere.db:make, from my-plugin\): "
+            r"import failed: ModuleNotFoundError: No module named 'not_installed_anywhere'",
+        ),
+        ("noattrdb", r"db plugin 'noattrdb' .*module 'my_plugin' has no 'nothing_here'"),
+        (
+            "raisingdb",
+            r"db plugin 'raisingdb' .*factory raised RuntimeError: cannot find the frobnicator",
+        ),
+        ("wrongdb", r"db plugin 'wrongdb' .*factory returned int, not a DB"),
+        ("nosuchdb", r"unknown db 'nosuchdb' \(known: .*dledger.*gooddb"),
+    ],
+)
 def test_a_broken_plugin_is_one_line_naming_it(plugin_path, name, says):
     with pytest.raises(ConfigError, match=says) as e:
         get_db(name)
@@ -150,8 +159,14 @@ def test_broken_models_are_checker_errors(plugin_path):
 
 def _cli(args: list[str], path: Path, cwd: Path) -> subprocess.CompletedProcess[str]:
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(path), str(ROOT)])}
-    return subprocess.run([sys.executable, "-m", "harness.cli", *args], capture_output=True,
-                          text=True, env=env, cwd=cwd, timeout=120)
+    return subprocess.run(
+        [sys.executable, "-m", "harness.cli", *args],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=cwd,
+        timeout=120,
+    )
 
 
 @pytest.mark.integration
@@ -163,8 +178,20 @@ def test_the_cli_lists_plugins_and_reports_a_broken_one_in_one_line(plugin_path,
     assert any("gooddb" in line and "my-plugin" in line for line in listing.stdout.splitlines())
     nodes = tmp_path / "nodes.yaml"
     nodes.write_text("- {name: n1, host: 127.0.0.1}\n")
-    bad = _cli(["run", "--nodes-file", str(nodes), "--db", "raisingdb", "--no-progress",
-                "--store", str(tmp_path / "store")], plugin_path, tmp_path)
+    bad = _cli(
+        [
+            "run",
+            "--nodes-file",
+            str(nodes),
+            "--db",
+            "raisingdb",
+            "--no-progress",
+            "--store",
+            str(tmp_path / "store"),
+        ],
+        plugin_path,
+        tmp_path,
+    )
     assert bad.returncode == 3
     assert bad.stderr.strip().count("\n") == 0, bad.stderr
     assert "raisingdb" in bad.stderr and "cannot find the frobnicator" in bad.stderr

@@ -30,9 +30,22 @@ def _hist() -> list[Op]:
         Op("invoke", 2, "append", {"payload": "2-0"}, time=int(1.6 * S)),
         Op("ok", 2, "append", {"payload": "2-0", "index": 2, "term": 1}, time=int(1.7 * S)),
         Op("invoke", 1000000, "sample", None, node="n1", time=int(1.8 * S)),
-        Op("ok", 1000000, "sample", {"role": "leader", "term": 1, "committed": 2, "end": 2,
-                                     "begin": 0, "leader": "n1", "incarnation": 7},
-           node="n1", time=int(1.9 * S)),
+        Op(
+            "ok",
+            1000000,
+            "sample",
+            {
+                "role": "leader",
+                "term": 1,
+                "committed": 2,
+                "end": 2,
+                "begin": 0,
+                "leader": "n1",
+                "incarnation": 7,
+            },
+            node="n1",
+            time=int(1.9 * S),
+        ),
         Op("invoke", "nemesis", "stop-partition", None, time=3 * S),
         Op("info", "nemesis", "stop-partition", None, time=int(3.1 * S)),
         Op("invoke", 3, "read", {"from": 0, "to": 5, "final": True}, time=4 * S),
@@ -75,12 +88,21 @@ def test_focus_highlights_the_named_ops():
 
 
 def test_focus_on_a_failing_key():
-    ops = [Op("invoke", 0, "write", 1, key="k3", time=1), Op("ok", 0, "write", 1, key="k3", time=5),
-           Op("invoke", 1, "read", None, key="k3", time=6), Op("ok", 1, "read", 2, key="k3", time=9),
-           Op("invoke", 2, "read", None, key="k4", time=6), Op("ok", 2, "read", None, key="k4", time=9)]
+    ops = [
+        Op("invoke", 0, "write", 1, key="k3", time=1),
+        Op("ok", 0, "write", 1, key="k3", time=5),
+        Op("invoke", 1, "read", None, key="k3", time=6),
+        Op("ok", 1, "read", 2, key="k3", time=9),
+        Op("invoke", 2, "read", None, key="k4", time=6),
+        Op("ok", 2, "read", None, key="k4", time=9),
+    ]
     ops = [op.replace(index=i) for i, op in enumerate(ops)]
-    results = {"valid": False, "checkers": {"linearizable": {
-        "valid": False, "counterexample": {"key": "k3", "window": [2, 3]}}}}
+    results = {
+        "valid": False,
+        "checkers": {
+            "linearizable": {"valid": False, "counterexample": {"key": "k3", "window": [2, 3]}}
+        },
+    }
     focus = failing_focus(ops, results)
     assert focus is not None and focus.key == "k3"
     assert {c.invoke.key for c in focus.ops} == {"k3"}
@@ -92,9 +114,15 @@ def test_write_report_renders_a_page_with_plots(tmp_path):
         for op in _hist():
             w.append(op.replace(index=-1))
     (tmp_path / "test.json").write_text(json.dumps({"name": "demo", "nemesis": ["partition"]}))
-    (tmp_path / "results.json").write_text(json.dumps(
-        {"valid": False, "checkers": {"log-safety": {"valid": False}},
-         "anomalies": {"lost-ack": [{"indexes": [7], "payload": "2-0"}]}}))
+    (tmp_path / "results.json").write_text(
+        json.dumps(
+            {
+                "valid": False,
+                "checkers": {"log-safety": {"valid": False}},
+                "anomalies": {"lost-ack": [{"indexes": [7], "payload": "2-0"}]},
+            }
+        )
+    )
     out = write_report(tmp_path)
     page = out.read_text()
     assert "INVALID" in page and "lost-ack" in page and "partition" in page

@@ -26,14 +26,18 @@ class FakeRunner:
         self.interrupt_at = interrupt_at
         self.calls: list[tuple[TestSpec, Any]] = []
 
-    def __call__(self, spec: TestSpec, hosts: Any, *, store_root: Any, options: Any,
-                 nemesis_package: Any) -> RunResult:
+    def __call__(
+        self, spec: TestSpec, hosts: Any, *, store_root: Any, options: Any, nemesis_package: Any
+    ) -> RunResult:
         self.calls.append((spec, nemesis_package))
         stop = spec.seed == self.interrupt_at
         valid = "unknown" if stop else self.verdicts.get(spec.seed, True)
-        return RunResult(store_dir=Path(store_root, spec.name, str(spec.seed)),
-                         results={"valid": valid, "anomalies": {}},
-                         interrupted=stop, reason="interrupted by SIGINT" if stop else None)
+        return RunResult(
+            store_dir=Path(store_root, spec.name, str(spec.seed)),
+            results={"valid": valid, "anomalies": {}},
+            interrupted=stop,
+            reason="interrupted by SIGINT" if stop else None,
+        )
 
 
 @pytest.fixture
@@ -46,8 +50,12 @@ def fake(monkeypatch: pytest.MonkeyPatch) -> FakeRunner:
 def test_runs_in_order_with_seeds_base_plus_i_and_reports_each(fake: FakeRunner) -> None:
     seen: list[tuple[int, int]] = []
     spec = TestSpec(name="t", nodes=("n1", "n2", "n3"), seed=0)
-    runs = run_campaign(seeded(spec, 3, 10), HOSTS, store_root="s",
-                        on_result=lambda r: seen.append((r.number, r.spec.seed)))
+    runs = run_campaign(
+        seeded(spec, 3, 10),
+        HOSTS,
+        store_root="s",
+        on_result=lambda r: seen.append((r.number, r.spec.seed)),
+    )
     assert seen == [(1, 10), (2, 11), (3, 12)]
     assert [s.seed for s, _ in fake.calls] == [10, 11, 12]
     assert campaign_exit_code(runs) == 1
@@ -77,17 +85,34 @@ def test_a_user_interrupt_ends_the_campaign_but_a_failed_run_does_not(fake: Fake
 def test_the_zoo_runs_every_target_with_the_same_seeds_through_the_loop(fake: FakeRunner) -> None:
     fake.verdicts = {7: True, 8: False}
     got: list[int] = []
-    records, aborted = run_zoo([("dledger", None), ("dledger", "stale-read"), ("ha", "ha-x")],
-                               [7, 8], {"dledger": DEFAULT_CAMPAIGN, "ha": HA_CAMPAIGN}, HOSTS,
-                               store_root="s", on_record=lambda rec, k: got.append(k))
+    records, aborted = run_zoo(
+        [("dledger", None), ("dledger", "stale-read"), ("ha", "ha-x")],
+        [7, 8],
+        {"dledger": DEFAULT_CAMPAIGN, "ha": HA_CAMPAIGN},
+        HOSTS,
+        store_root="s",
+        on_record=lambda rec, k: got.append(k),
+    )
     assert aborted is None and got == [1, 2, 3, 4, 5, 6]
     assert [(r.label, r.run, r.seed, r.valid) for r in records] == [
-        ("(correct)", 0, 7, True), ("(correct)", 1, 8, False), ("stale-read", 0, 7, True),
-        ("stale-read", 1, 8, False), ("ha-x", 0, 7, True), ("ha-x", 1, 8, False)]
+        ("(correct)", 0, 7, True),
+        ("(correct)", 1, 8, False),
+        ("stale-read", 0, 7, True),
+        ("stale-read", 1, 8, False),
+        ("ha-x", 0, 7, True),
+        ("ha-x", 1, 8, False),
+    ]
     specs = [s for s, _ in fake.calls]
-    assert specs[2].bug == "stale-read" and specs[2].options["zoo_profiles"] == list(DEFAULT_CAMPAIGN.profiles)
+    assert specs[2].bug == "stale-read" and specs[2].options["zoo_profiles"] == list(
+        DEFAULT_CAMPAIGN.profiles
+    )
     assert specs[4].options["db"]["mode"] == "ha" and specs[4].name == "zoo-ha-x"
     fake.interrupt_at = 8
-    records, aborted = run_zoo([("dledger", None), ("dledger", "stale-read")], [7, 8],
-                               {"dledger": DEFAULT_CAMPAIGN}, HOSTS, store_root="s")
+    records, aborted = run_zoo(
+        [("dledger", None), ("dledger", "stale-read")],
+        [7, 8],
+        {"dledger": DEFAULT_CAMPAIGN},
+        HOSTS,
+        store_root="s",
+    )
     assert len(records) == 2 and aborted == "interrupted by SIGINT"

@@ -103,25 +103,46 @@ def nem(f, value=None):
 
 
 def spec(**kw):
-    base = dict(name="plumbing", nodes=tuple(h.name for h in HOSTS), time_limit=1.0,
-                concurrency=3, rate=100.0, seed=7)
+    base = dict(
+        name="plumbing",
+        nodes=tuple(h.name for h in HOSTS),
+        time_limit=1.0,
+        concurrency=3,
+        rate=100.0,
+        seed=7,
+    )
     base.update(kw)
     return Spec(**base)
 
 
 def go(tmp_path, *, db=None, client=None, package=None, final=True, opts=None, **kw):
-    wl = Workload(name="null", client=client or NullClient(), generator=CountingGenerator(),
-                  final_generator=FinalReads() if final else None)
-    return run_test(spec(**kw), HOSTS, store_root=tmp_path, db=db or RecordingDB(), workload=wl,
-                    nemesis_package=package or Package(RecordingNemesis()),
-                    options=RunOptions(**{**FAST, **(opts or {})}), connect_fn=MemoryRemote)
+    wl = Workload(
+        name="null",
+        client=client or NullClient(),
+        generator=CountingGenerator(),
+        final_generator=FinalReads() if final else None,
+    )
+    return run_test(
+        spec(**kw),
+        HOSTS,
+        store_root=tmp_path,
+        db=db or RecordingDB(),
+        workload=wl,
+        nemesis_package=package or Package(RecordingNemesis()),
+        options=RunOptions(**{**FAST, **(opts or {})}),
+        connect_fn=MemoryRemote,
+    )
 
 
 def test_phases_history_and_store(tmp_path):
     db = RecordingDB()
     nemesis = RecordingNemesis()
-    pkg = Package(nemesis, ops=[nem("start-partition", "halves"), nem("stop-partition")],
-                  final=[nem("heal")], delay=0.2)
+    pkg = Package(
+        nemesis,
+        ops=[nem("start-partition", "halves"), nem("stop-partition")],
+        final=[nem("heal")],
+        delay=0.2,
+    )
     res = go(tmp_path, db=db, package=pkg, time_limit=1.5, rate=100.0)
     assert not res.interrupted, res.reason
     ops = read_jsonl(res.store_dir / "history.jsonl")
@@ -134,9 +155,13 @@ def test_phases_history_and_store(tmp_path):
     assert nemesis.events == ["setup", "start-partition", "stop-partition", "heal", "teardown"]
     nops = [o for o in ops if o.process == "nemesis"]
     assert [(o.type, o.f) for o in nops] == [
-        ("invoke", "start-partition"), ("info", "start-partition"),
-        ("invoke", "stop-partition"), ("info", "stop-partition"),
-        ("invoke", "heal"), ("info", "heal")]
+        ("invoke", "start-partition"),
+        ("info", "start-partition"),
+        ("invoke", "stop-partition"),
+        ("info", "stop-partition"),
+        ("invoke", "heal"),
+        ("info", "heal"),
+    ]
     # Final reads: one per node, after the heal, from processes never used before.
     reads = [o for o in ops if o.f == "read" and o.type == "invoke"]
     assert sorted(o.node for o in reads) == ["n1", "n2", "n3"]
@@ -150,8 +175,7 @@ def test_phases_history_and_store(tmp_path):
     assert sorted(n for c, n in db.calls if c == "setup") == ["n1", "n2", "n3"]
     assert sorted(n for c, n in db.calls if c == "teardown") == ["n1", "n2", "n3"]
     # Store layout.
-    for name in ("test.json", "history.jsonl", "history.parquet", "results.json",
-                 "splitbrain.log"):
+    for name in ("test.json", "history.jsonl", "history.parquet", "results.json", "splitbrain.log"):
         assert (res.store_dir / name).exists(), name
     assert (tmp_path / "plumbing" / "latest").resolve() == res.store_dir.resolve()
     results = json.loads((res.store_dir / "results.json").read_text())
@@ -162,12 +186,22 @@ def test_phases_history_and_store(tmp_path):
 
 
 def test_checker_verdict_sets_exit_code(tmp_path, monkeypatch):
-    monkeypatch.setattr(analysis_mod, "check_stored", lambda store, wl, engine, timeout=None: {
-        "valid": False, "checkers": {}, "anomalies": {"lost-ack": [1]}})
+    monkeypatch.setattr(
+        analysis_mod,
+        "check_stored",
+        lambda store, wl, engine, timeout=None: {
+            "valid": False,
+            "checkers": {},
+            "anomalies": {"lost-ack": [1]},
+        },
+    )
     res = go(tmp_path, opts={"check": True}, time_limit=0.3)
     assert res.valid is False and res.exit_code == 1
-    monkeypatch.setattr(analysis_mod, "check_stored", lambda store, wl, engine, timeout=None: {
-        "valid": True, "checkers": {}, "anomalies": {}})
+    monkeypatch.setattr(
+        analysis_mod,
+        "check_stored",
+        lambda store, wl, engine, timeout=None: {"valid": True, "checkers": {}, "anomalies": {}},
+    )
     assert go(tmp_path, opts={"check": True}, time_limit=0.3).exit_code == 0
 
 
@@ -175,9 +209,9 @@ def test_sigterm_mid_fault_heals_and_records_interrupted(tmp_path):
     before = signal.getsignal(signal.SIGTERM)
     db = RecordingDB()
     nemesis = RecordingNemesis(
-        on_invoke=lambda op: op.f == "start-partition" and os.kill(os.getpid(), signal.SIGTERM))
-    pkg = Package(nemesis, ops=[nem("start-partition", "halves")], final=[nem("heal")],
-                  delay=0.2)
+        on_invoke=lambda op: op.f == "start-partition" and os.kill(os.getpid(), signal.SIGTERM)
+    )
+    pkg = Package(nemesis, ops=[nem("start-partition", "halves")], final=[nem("heal")], delay=0.2)
     res = go(tmp_path, db=db, package=pkg, time_limit=30.0)
     assert res.interrupted and "SIGTERM" in res.reason
     assert res.exit_code == 2
@@ -213,8 +247,15 @@ def test_hung_client_op_becomes_info_and_process_moves_on(tmp_path):
             return op.complete("ok", op.value)
 
     try:
-        res = go(tmp_path, client=Hangs(), final=False, time_limit=1.5, concurrency=2,
-                 rate=50.0, opts={"client_timeout": 0.3})
+        res = go(
+            tmp_path,
+            client=Hangs(),
+            final=False,
+            time_limit=1.5,
+            concurrency=2,
+            rate=50.0,
+            opts={"client_timeout": 0.3},
+        )
     finally:
         hang.set()
     ops = read_jsonl(res.store_dir / "history.jsonl")
@@ -229,8 +270,7 @@ def test_hung_client_op_becomes_info_and_process_moves_on(tmp_path):
 def test_info_gives_a_fresh_process(tmp_path):
     class Flaky(NullClient):
         def invoke(self, ctx, op):
-            return op.complete("info" if op.value["payload"] in ("p1", "p2") else "ok",
-                               op.value)
+            return op.complete("info" if op.value["payload"] in ("p1", "p2") else "ok", op.value)
 
     res = go(tmp_path, client=Flaky(), final=False, time_limit=0.5, concurrency=2, rate=40.0)
     ops = read_jsonl(res.store_dir / "history.jsonl")
@@ -240,20 +280,27 @@ def test_info_gives_a_fresh_process(tmp_path):
 
 def test_unknown_nodes_are_a_config_error(tmp_path):
     with pytest.raises(ConfigError, match="n9"):
-        run_test(spec(nodes=("n1", "n9")), HOSTS, store_root=tmp_path, db=RecordingDB(),
-                 workload=Workload(name="x", client=NullClient(), generator=CountingGenerator()),
-                 connect_fn=MemoryRemote)
+        run_test(
+            spec(nodes=("n1", "n9")),
+            HOSTS,
+            store_root=tmp_path,
+            db=RecordingDB(),
+            workload=Workload(name="x", client=NullClient(), generator=CountingGenerator()),
+            connect_fn=MemoryRemote,
+        )
 
 
 # --- the CLI edge and the status line (pure parts) -----------------------------------
+
 
 def test_cli_without_a_lab_says_run_lab_up(tmp_path):
     from click.testing import CliRunner
 
     from harness.cli.run import run
 
-    r = CliRunner().invoke(run, ["--lab", f"nolab{os.getpid()}", "--store", str(tmp_path)],
-                           standalone_mode=False)
+    r = CliRunner().invoke(
+        run, ["--lab", f"nolab{os.getpid()}", "--store", str(tmp_path)], standalone_mode=False
+    )
     assert r.exception is not None
     assert "splitbrain lab up" in str(r.exception)
 
@@ -263,12 +310,17 @@ def test_cli_rejects_two_inventories_and_bad_options(tmp_path):
     import sys
 
     exe = [sys.executable, "-m", "harness.cli", "run", "--store", str(tmp_path)]
-    out = subprocess.run(exe + ["--nodes-file", "a.yaml", "--vagrant", "."], capture_output=True,
-                         text=True, timeout=60)
+    out = subprocess.run(
+        exe + ["--nodes-file", "a.yaml", "--vagrant", "."],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert out.returncode == 3 and "choose one inventory" in out.stderr
     assert "Traceback" not in out.stderr
-    out = subprocess.run(exe + ["--db-option", "novalue"], capture_output=True, text=True,
-                         timeout=60)
+    out = subprocess.run(
+        exe + ["--db-option", "novalue"], capture_output=True, text=True, timeout=60
+    )
     assert out.returncode == 3 and "KEY=VALUE" in out.stderr
     out = subprocess.run(exe + ["--bug", "nosuch"], capture_output=True, text=True, timeout=60)
     assert out.returncode == 3 and "unknown bug 'nosuch'" in out.stderr
@@ -281,7 +333,11 @@ def test_cli_helpers():
     assert parse_nemesis("partition, kill,clock") == ("partition", "kill", "clock")
     assert parse_nemesis("none") == () and parse_nemesis("") == ()
     assert parse_kv(["a=1", "b=0.5", "c=true", "d-e=x"], option="-o") == {
-        "a": 1, "b": 0.5, "c": True, "d_e": "x"}
+        "a": 1,
+        "b": 0.5,
+        "c": True,
+        "d_e": "x",
+    }
     assert worst_exit([0, 2, 0]) == 2 and worst_exit([0, 1, 2]) == 1 and worst_exit([0]) == 0
 
 
@@ -289,8 +345,14 @@ def test_counters_track_faults_in_force():
     from harness.run.progress import Counters
 
     c = Counters()
-    c.record(Op(type="info", process="nemesis", f="start-kill",
-                value={"target": "leader", "nodes": ["n1"]}))
+    c.record(
+        Op(
+            type="info",
+            process="nemesis",
+            f="start-kill",
+            value={"target": "leader", "nodes": ["n1"]},
+        )
+    )
     c.record(Op(type="info", process="nemesis", f="start-partition", value={"shape": "halves"}))
     c.record(Op(type="ok", process=1, f="append"))
     c.record(Op(type="info", process=2, f="append"))
@@ -319,14 +381,23 @@ def test_dledger_ports_and_command_line():
     from harness.dbs.dledger import node_ports
 
     assert node_ports({"n1": "10.0.0.1", "n2": "10.0.0.2"}, 9000, 9001) == {
-        "n1": (9000, 9001), "n2": (9000, 9001)}
+        "n1": (9000, 9001),
+        "n2": (9000, 9001),
+    }
     # Several nodes on one address (a nodes file pointing at one machine): spread out.
     assert node_ports({"a": "h", "b": "h"}, 9000, 9001) == {"a": (9000, 9001), "b": (9010, 9011)}
 
     db = get_db("dledger", {"root": "/srv/sb", "heartbeat_ms": 100})
     hosts = {h.name: h for h in HOSTS}
-    ctx = RunContext(spec=spec(bug="ack-before-quorum"), hosts=hosts, remotes={}, db=db,
-                     history=None, rng=_random.Random(0), store_dir="")
+    ctx = RunContext(
+        spec=spec(bug="ack-before-quorum"),
+        hosts=hosts,
+        remotes={},
+        db=db,
+        history=None,
+        rng=_random.Random(0),
+        store_dir="",
+    )
     cmd = db._command(ctx, "n2", "/usr/bin/python3")
     assert "--id n2" in cmd and "--bug ack-before-quorum" in cmd and "--heartbeat-ms 100" in cmd
     assert "--peers n1=127.0.0.1:9000,n2=127.0.0.2:9000,n3=127.0.0.3:9000" in cmd

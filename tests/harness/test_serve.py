@@ -24,11 +24,24 @@ def _make_run(store: Path, test: str, stamp: str, valid, anomalies=None) -> Path
         w.append(Op("info", "nemesis", "start-partition", {"grudge": {}}, time=40))
         w.append(Op("invoke", 1, "append", {"payload": "1-0"}, time=50))
         w.append(Op("ok", 1, "append", {"payload": "1-0", "index": 2, "term": 1}, time=60))
-    (run / "test.json").write_text(json.dumps({"name": test, "nemesis": ["partition", "kill"],
-                                               "bug": "ack-before-quorum" if not valid else None}))
-    (run / "results.json").write_text(json.dumps(
-        {"valid": valid, "checkers": {"log-safety": {"valid": valid}},
-         "anomalies": anomalies or {}}))
+    (run / "test.json").write_text(
+        json.dumps(
+            {
+                "name": test,
+                "nemesis": ["partition", "kill"],
+                "bug": "ack-before-quorum" if not valid else None,
+            }
+        )
+    )
+    (run / "results.json").write_text(
+        json.dumps(
+            {
+                "valid": valid,
+                "checkers": {"log-safety": {"valid": valid}},
+                "anomalies": anomalies or {},
+            }
+        )
+    )
     return run
 
 
@@ -36,8 +49,13 @@ def _make_run(store: Path, test: str, stamp: str, valid, anomalies=None) -> Path
 def store(tmp_path):
     s = tmp_path / "store"
     _make_run(s, "append-ok", "20261122T100000Z", True)
-    _make_run(s, "append-bug", "20261122T110000Z", False,
-              {"lost-ack": [{"indexes": [5], "payload": "1-0"}]})
+    _make_run(
+        s,
+        "append-bug",
+        "20261122T110000Z",
+        False,
+        {"lost-ack": [{"indexes": [5], "payload": "1-0"}]},
+    )
     (s / "append-bug" / "latest").symlink_to("20261122T110000Z")
     return s
 
@@ -54,14 +72,19 @@ def server(store):
 
 def test_list_runs_reads_the_store(store):
     runs = list_runs(store)
-    assert [(r.test, r.valid, r.ops) for r in runs] == [("append-bug", False, 2), ("append-ok", True, 2)]
+    assert [(r.test, r.valid, r.ops) for r in runs] == [
+        ("append-bug", False, 2),
+        ("append-ok", True, 2),
+    ]
     assert runs[0].anomalies == ["lost-ack"] and runs[0].faults == ["partition", "kill"]
 
 
 def test_index_and_lazy_report_over_http(server, store):
     page = urllib.request.urlopen(server + "/").read().decode()
     assert "append-bug" in page and "INVALID" in page and "VALID" in page
-    report = urllib.request.urlopen(server + "/append-bug/20261122T110000Z/report.html").read().decode()
+    report = (
+        urllib.request.urlopen(server + "/append-bug/20261122T110000Z/report.html").read().decode()
+    )
     assert "lost-ack" in report
     assert (store / "append-bug" / "20261122T110000Z" / "report.html").exists()
     with pytest.raises(urllib.error.HTTPError):
@@ -81,9 +104,18 @@ def test_a_newcomer_clicks_through_in_a_real_browser(server, tmp_path):
 
     opts = webdriver.ChromeOptions()
     opts.binary_location = chromium
-    for flag in ("--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
-                 "--disable-background-networking", "--disable-component-update", "--disable-sync",
-                 "--no-first-run", f"--user-data-dir={tmp_path / 'profile'}", "--window-size=1280,900"):
+    for flag in (
+        "--headless=new",
+        "--no-sandbox",
+        "--disable-gpu",
+        "--disable-dev-shm-usage",
+        "--disable-background-networking",
+        "--disable-component-update",
+        "--disable-sync",
+        "--no-first-run",
+        f"--user-data-dir={tmp_path / 'profile'}",
+        "--window-size=1280,900",
+    ):
         opts.add_argument(flag)
     browser = webdriver.Chrome(service=Service(driver_bin), options=opts)
     try:

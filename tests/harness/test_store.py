@@ -40,8 +40,13 @@ def test_safe_name():
 
 def test_test_json_has_no_secrets(tmp_path):
     st = RunStore.create(tmp_path, "t")
-    st.write_test({"name": "t", "options": {"db": {"ssh_password": "hunter2", "root": "/x"}},
-                   "hosts": [{"name": "n1", "token": "abc"}]})
+    st.write_test(
+        {
+            "name": "t",
+            "options": {"db": {"ssh_password": "hunter2", "root": "/x"}},
+            "hosts": [{"name": "n1", "token": "abc"}],
+        }
+    )
     text = (st.path / "test.json").read_text()
     assert "hunter2" not in text and "abc" not in text
     data = json.loads(text)

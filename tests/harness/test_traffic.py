@@ -49,8 +49,9 @@ class LullAware:
     def op(self, ctx):
         self.n += 1
         f = "read" if ctx.lull else "append"
-        return Op(type="invoke", process=ctx.process, f=f, value={"payload": f"p{self.n}"},
-                  node=ctx.node)
+        return Op(
+            type="invoke", process=ctx.process, f=f, value={"payload": f"p{self.n}"}, node=ctx.node
+        )
 
     def update(self, ctx, event):
         pass
@@ -64,12 +65,23 @@ def _lull_span(ops):
 
 
 def test_a_lull_holds_writes_in_a_real_run_and_reads_go_on(tmp_path) -> None:
-    pkg = Package(LullNemesis(), ops=[nem("start-lull"), nem("stop-lull")],
-                  final=[nem("stop-lull")], delay=0.6)
+    pkg = Package(
+        LullNemesis(),
+        ops=[nem("start-lull"), nem("stop-lull")],
+        final=[nem("stop-lull")],
+        delay=0.6,
+    )
     wl = Workload(name="null", client=NullClient(), generator=LullAware())
-    res = run_test(spec(time_limit=2.0, rate=100.0), HOSTS, store_root=tmp_path, db=RecordingDB(),
-                   workload=wl, nemesis_package=pkg, options=RunOptions(**FAST),
-                   connect_fn=MemoryRemote)
+    res = run_test(
+        spec(time_limit=2.0, rate=100.0),
+        HOSTS,
+        store_root=tmp_path,
+        db=RecordingDB(),
+        workload=wl,
+        nemesis_package=pkg,
+        options=RunOptions(**FAST),
+        connect_fn=MemoryRemote,
+    )
     assert not res.interrupted, res.reason
     ops = read_jsonl(res.store_dir / "history.jsonl")
     start, stop = _lull_span(ops)
@@ -82,8 +94,12 @@ def test_a_lull_holds_writes_in_a_real_run_and_reads_go_on(tmp_path) -> None:
 
 
 def test_writes_of_a_generator_that_ignores_the_lull_wait_for_its_end(tmp_path) -> None:
-    pkg = Package(LullNemesis(), ops=[nem("start-lull"), nem("stop-lull")],
-                  final=[nem("stop-lull")], delay=0.6)
+    pkg = Package(
+        LullNemesis(),
+        ops=[nem("start-lull"), nem("stop-lull")],
+        final=[nem("stop-lull")],
+        delay=0.6,
+    )
     res = go(tmp_path, package=pkg, time_limit=2.0, rate=100.0)
     ops = read_jsonl(res.store_dir / "history.jsonl")
     start, stop = _lull_span(ops)

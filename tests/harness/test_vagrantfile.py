@@ -13,8 +13,13 @@ ROOT = Path(__file__).resolve().parents[2]
 def test_vagrantfile_validates():
     if not shutil.which("vagrant"):
         pytest.skip("vagrant is not installed (scripts/setup.sh --with-test-tools installs it)")
-    out = subprocess.run(["vagrant", "validate", "--ignore-provider"], cwd=ROOT, capture_output=True,
-                         text=True, timeout=120)
+    out = subprocess.run(
+        ["vagrant", "validate", "--ignore-provider"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert out.returncode == 0, out.stderr or out.stdout
     assert "validated successfully" in out.stdout
     for n in range(1, 6):

@@ -5,8 +5,7 @@ from __future__ import annotations
 from harness.core.history import Op
 from harness.run.validate import ValidatingClient, ValidatingNemesis, normalize_completion
 
-INV = Op(type="invoke", process=3, f="append", value={"payload": "x"}, node="n1", index=7,
-         time=5)
+INV = Op(type="invoke", process=3, f="append", value={"payload": "x"}, node="n1", index=7, time=5)
 
 
 class Fn:

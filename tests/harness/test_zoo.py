@@ -37,10 +37,22 @@ from harness.zoo.targets import (
 )
 
 
-def rec(bug: str | None, run: int, valid: object, first: float | None = None,
-        kinds: tuple[str, ...] = ()) -> RunRecord:
-    return RunRecord(bug=bug, run=run, seed=7 + run, valid=valid, kinds=list(kinds),
-                     first_anomaly_s=first, store=f"store/zoo-{bug or 'correct'}/r{run}")
+def rec(
+    bug: str | None,
+    run: int,
+    valid: object,
+    first: float | None = None,
+    kinds: tuple[str, ...] = (),
+) -> RunRecord:
+    return RunRecord(
+        bug=bug,
+        run=run,
+        seed=7 + run,
+        valid=valid,
+        kinds=list(kinds),
+        first_anomaly_s=first,
+        store=f"store/zoo-{bug or 'correct'}/r{run}",
+    )
 
 
 # --------------------------------------------------------------------------- pure logic
@@ -58,10 +70,20 @@ def test_bug_list_is_read_from_the_node_in_both_modes() -> None:
 
 def test_select_targets_puts_each_modes_correct_node_first_and_keeps_list_order() -> None:
     avail = ["a", "b", "c", "ha-x", "ha-y"]
-    assert select_targets(avail, None) == [("dledger", None), ("dledger", "a"), ("dledger", "b"),
-                                           ("dledger", "c"), ("ha", None), ("ha", "ha-x"),
-                                           ("ha", "ha-y")]
-    assert select_targets(avail, "c, a,a") == [("dledger", None), ("dledger", "a"), ("dledger", "c")]
+    assert select_targets(avail, None) == [
+        ("dledger", None),
+        ("dledger", "a"),
+        ("dledger", "b"),
+        ("dledger", "c"),
+        ("ha", None),
+        ("ha", "ha-x"),
+        ("ha", "ha-y"),
+    ]
+    assert select_targets(avail, "c, a,a") == [
+        ("dledger", None),
+        ("dledger", "a"),
+        ("dledger", "c"),
+    ]
     assert select_targets(avail, "none") == [("dledger", None)]
     assert select_targets(avail, "ha-y") == [("dledger", None), ("ha", None), ("ha", "ha-y")]
     with pytest.raises(ConfigError, match="unknown bug 'zz'"):
@@ -71,9 +93,11 @@ def test_select_targets_puts_each_modes_correct_node_first_and_keeps_list_order(
 
 
 def test_each_mode_has_its_own_correct_row() -> None:
-    records = [rec(None, 0, True), RunRecord(bug=None, run=0, seed=7, valid=False, mode="ha",
-                                             kinds=["lost-ack"]),
-               RunRecord(bug="ha-x", run=0, seed=7, valid=False, mode="ha", kinds=["lost-ack"])]
+    records = [
+        rec(None, 0, True),
+        RunRecord(bug=None, run=0, seed=7, valid=False, mode="ha", kinds=["lost-ack"]),
+        RunRecord(bug="ha-x", run=0, seed=7, valid=False, mode="ha", kinds=["lost-ack"]),
+    ]
     rows = summarize(records)
     assert [r.label for r in rows] == [CORRECT, "(correct, ha)", "ha-x"]
     assert [r.status for r in rows] == ["ok", "FALSE ALARM", "found"]
@@ -93,9 +117,11 @@ def test_seeds_are_derived_from_the_base_seed() -> None:
 
 
 def test_first_anomaly_is_the_earliest_op_named_by_any_example() -> None:
-    anomalies = {"lost-ack": [{"indexes": [10, 12]}, {"indexes": [30]}],
-                 "nonlinearizable": [{"indexes": [5, 40], "op": {"index": 1}}],
-                 "counted-only": 3}
+    anomalies = {
+        "lost-ack": [{"indexes": [10, 12]}, {"indexes": [30]}],
+        "nonlinearizable": [{"indexes": [5, 40], "op": {"index": 1}}],
+        "counted-only": 3,
+    }
     times = {5: 9_000_000_000, 10: 2_500_000_000, 12: 1, 30: 7, 40: 8}
     # 12 -> 1 ns is the earliest; ops not in the map are ignored
     assert first_anomaly_seconds(anomalies, times) == pytest.approx(1e-9)
@@ -105,8 +131,10 @@ def test_first_anomaly_is_the_earliest_op_named_by_any_example() -> None:
 
 
 def test_read_op_times_keeps_wanted_ops_and_skips_torn_lines(tmp_path: Path) -> None:
-    lines = [json.dumps({"index": i, "time": 1000 * i, "type": "invoke", "process": 0, "f": "read"})
-             for i in range(5)]
+    lines = [
+        json.dumps({"index": i, "time": 1000 * i, "type": "invoke", "process": 0, "f": "read"})
+        for i in range(5)
+    ]
     (tmp_path / "history.jsonl").write_text("\n".join(lines) + '\n{"index": 5, "ti')
     assert read_op_times(tmp_path, {1, 3, 5}) == {1: 1000, 3: 3000}
     assert len(read_op_times(tmp_path)) == 5
@@ -115,11 +143,18 @@ def test_read_op_times_keeps_wanted_ops_and_skips_torn_lines(tmp_path: Path) -> 
 
 def test_summary_counts_finds_medians_and_statuses() -> None:
     records = [
-        rec(None, 0, True), rec(None, 1, True), rec(None, 2, True),
-        rec("a", 0, False, 4.0, ("lost-ack",)), rec("a", 1, True),
+        rec(None, 0, True),
+        rec(None, 1, True),
+        rec(None, 2, True),
+        rec("a", 0, False, 4.0, ("lost-ack",)),
+        rec("a", 1, True),
         rec("a", 2, False, 10.0, ("nonlinearizable", "lost-ack")),
-        rec("b", 0, True), rec("b", 1, True), rec("b", 2, "unknown"),
-        rec("c", 0, "unknown"), rec("c", 1, "unknown"), rec("c", 2, "unknown"),
+        rec("b", 0, True),
+        rec("b", 1, True),
+        rec("b", 2, "unknown"),
+        rec("c", 0, "unknown"),
+        rec("c", 1, "unknown"),
+        rec("c", 2, "unknown"),
     ]
     rows = {r.label: r for r in summarize(records)}
     assert list(rows) == [CORRECT, "a", "b", "c"]
@@ -129,7 +164,7 @@ def test_summary_counts_finds_medians_and_statuses() -> None:
     assert a.kinds == ["lost-ack", "nonlinearizable"]
     assert len(a.stores) == 3
     assert rows["b"].status == "ESCAPED" and rows["b"].median_first_s is None
-    assert rows["c"].status == "unknown"       # never finished: not evidence of escape
+    assert rows["c"].status == "unknown"  # never finished: not evidence of escape
     assert rows[CORRECT].status == "ok"
     assert zoo_exit_code(list(rows.values())) == 1
 
@@ -148,8 +183,12 @@ def test_exit_codes() -> None:
 
 
 def test_table_and_json_name_every_target() -> None:
-    records = [rec(None, 0, True), rec("a", 0, False, 2.25, ("lost-ack",)), rec("b", 0, True),
-               rec("b", 1, "unknown")]
+    records = [
+        rec(None, 0, True),
+        rec("a", 0, False, 2.25, ("lost-ack",)),
+        rec("b", 0, True),
+        rec("b", 1, "unknown"),
+    ]
     rows = summarize(records)
     table = render_table(rows)
     lines = table.splitlines()
@@ -160,8 +199,15 @@ def test_table_and_json_name_every_target() -> None:
     assert "1/1" in body["a"] and "2.2" in body["a"] and "lost-ack" in body["a"]
     assert "0/2 (1 unknown)" in body["b"] and "ESCAPED" in body["b"]
     assert "store/zoo-a/r0" in body["a"]
-    doc = summary_json(rows, records, campaign=DEFAULT_CAMPAIGN, base_seed=7, runs=2,
-                       exit_code=zoo_exit_code(rows), lab="zoo")
+    doc = summary_json(
+        rows,
+        records,
+        campaign=DEFAULT_CAMPAIGN,
+        base_seed=7,
+        runs=2,
+        exit_code=zoo_exit_code(rows),
+        lab="zoo",
+    )
     assert doc["exit_code"] == 1 and doc["escaped"] == ["b"] and doc["false_alarms"] == 0
     assert [r["label"] for r in doc["rows"]] == [CORRECT, "a", "b"]
     assert doc["runs"][1]["seed"] == 7 and doc["runs"][1]["first_anomaly_s"] == 2.25
@@ -178,8 +224,9 @@ def test_campaign_command_reproduces_one_run() -> None:
 
 
 def test_cli_rejects_an_unknown_bug_before_touching_any_lab() -> None:
-    res = CliRunner().invoke(zoo, ["--bugs", "no-such-bug", "--lab", "no-such-lab"],
-                             standalone_mode=False)
+    res = CliRunner().invoke(
+        zoo, ["--bugs", "no-such-bug", "--lab", "no-such-lab"], standalone_mode=False
+    )
     assert isinstance(res.exception, ConfigError)
     assert "unknown bug 'no-such-bug'" in str(res.exception)
 
@@ -193,9 +240,22 @@ def test_cli_rejects_an_unknown_bug_before_touching_any_lab() -> None:
 def test_quick_zoo_finds_two_bugs_and_no_false_alarm(lab, tmp_path: Path) -> None:
     out = tmp_path / "zoo.json"
     res = CliRunner().invoke(
-        zoo, ["--quick", "--bugs", "ack-before-quorum,stale-read", "--lab", lab.name,
-              "--store", str(tmp_path / "store"), "--seed", "11", "--json", str(out)],
-        standalone_mode=False)
+        zoo,
+        [
+            "--quick",
+            "--bugs",
+            "ack-before-quorum,stale-read",
+            "--lab",
+            lab.name,
+            "--store",
+            str(tmp_path / "store"),
+            "--seed",
+            "11",
+            "--json",
+            str(out),
+        ],
+        standalone_mode=False,
+    )
     assert res.exception is None, res.output
     doc = json.loads(out.read_text())
     rows = {r["label"]: r for r in doc["rows"]}
@@ -217,17 +277,36 @@ def test_quick_zoo_finds_two_bugs_and_no_false_alarm(lab, tmp_path: Path) -> Non
 @pytest.mark.integration
 @pytest.mark.lab
 @pytest.mark.slow
-def test_figure8_profile_finds_commit_old_term_and_passes_the_correct_node(lab, tmp_path: Path) -> None:
+def test_figure8_profile_finds_commit_old_term_and_passes_the_correct_node(
+    lab, tmp_path: Path
+) -> None:
     """Raft's Figure 8 on a real 5-node cluster: a commit by counting, read, then overwritten.
 
     Two runs each (the bug was found in 7 of 8 tuning runs; one is allowed to miss).
     """
     out = tmp_path / "zoo.json"
     res = CliRunner().invoke(
-        zoo, ["--runs", "2", "--bugs", "commit-old-term", "--profiles", "figure8",
-              "--time-limit", "24", "--lab", lab.name, "--store", str(tmp_path / "store"),
-              "--seed", "11", "--json", str(out)],
-        standalone_mode=False)
+        zoo,
+        [
+            "--runs",
+            "2",
+            "--bugs",
+            "commit-old-term",
+            "--profiles",
+            "figure8",
+            "--time-limit",
+            "24",
+            "--lab",
+            lab.name,
+            "--store",
+            str(tmp_path / "store"),
+            "--seed",
+            "11",
+            "--json",
+            str(out),
+        ],
+        standalone_mode=False,
+    )
     assert res.exception is None, res.output
     doc = json.loads(out.read_text())
     rows = {r["label"]: r for r in doc["rows"]}

@@ -95,7 +95,9 @@ class SleepDB:
         self._signal(ctx, node, "KILL")
 
     def start(self, ctx: RunContext, node: str) -> None:
-        ctx.remotes[node].start_daemon("sleep 1000", pidfile=self.PID, logfile="/tmp/sb-nemesis-sleep.log")
+        ctx.remotes[node].start_daemon(
+            "sleep 1000", pidfile=self.PID, logfile="/tmp/sb-nemesis-sleep.log"
+        )
 
     def pause(self, ctx: RunContext, node: str) -> None:
         self._signal(ctx, node, "STOP")
@@ -110,7 +112,9 @@ class SleepDB:
         """The process state letter (S running/sleeping, T stopped), or "-" if none runs."""
         r = ctx.remotes[node].run(
             f"p=$(cat {self.PID} 2>/dev/null) && awk '/^State:/{{print $2}}' /proc/$p/status 2>/dev/null"
-            " || echo -", check=False)
+            " || echo -",
+            check=False,
+        )
         return (r.stdout.strip() or "-")[0]
 
 
@@ -119,9 +123,15 @@ def nctx(lab: Any, remotes: dict, tmp_path: Any) -> Iterator[RunContext]:
     hosts = {h.name: h for h in lab.hosts()}
     names = sorted(hosts)
     writer = HistoryWriter(tmp_path / "history.jsonl")
-    ctx = RunContext(spec=TestSpec(name="nemesis-test", nodes=tuple(names)), hosts=hosts,
-                     remotes=remotes, db=SleepDB(primaries=[names[0]]), history=writer,
-                     rng=random.Random(5), store_dir=str(tmp_path))
+    ctx = RunContext(
+        spec=TestSpec(name="nemesis-test", nodes=tuple(names)),
+        hosts=hosts,
+        remotes=remotes,
+        db=SleepDB(primaries=[names[0]]),
+        history=writer,
+        rng=random.Random(5),
+        store_dir=str(tmp_path),
+    )
     try:
         yield ctx
     finally:
@@ -135,8 +145,11 @@ def listeners(nctx: RunContext) -> Iterator[None]:
 
     def start(n: str) -> None:
         r = nctx.remotes[n]
-        r.start_daemon(f"{shlex.quote(sys.executable)} -c {shlex.quote(LISTENER)}", pidfile=pid,
-                       logfile="/tmp/sb-nemesis-listener.log")
+        r.start_daemon(
+            f"{shlex.quote(sys.executable)} -c {shlex.quote(LISTENER)}",
+            pidfile=pid,
+            logfile="/tmp/sb-nemesis-listener.log",
+        )
 
     errs = {n: e for n, e in on_nodes(nctx.nodes, start).items() if isinstance(e, BaseException)}
     assert not errs, errs
@@ -148,6 +161,7 @@ def listeners(nctx: RunContext) -> Iterator[None]:
 
 def reachability(ctx: RunContext) -> dict[str, set[str]]:
     """For every node, the peers it can open a TCP connection to (0.6 s timeout)."""
+
     def probe(n: str) -> set[str]:
         peers = {m: ctx.hosts[m].address for m in ctx.nodes if m != n}
         cmd = f"{shlex.quote(sys.executable)} -c {shlex.quote(TCP_PROBE)} {shlex.quote(json.dumps(peers))}"
@@ -161,9 +175,13 @@ def reachability(ctx: RunContext) -> dict[str, set[str]]:
     return res  # type: ignore[return-value]
 
 
-def udp_probe(ctx: RunContext, src: str, dst: str, n: int = 200, gap: float = 0.002) -> dict[str, Any]:
-    cmd = (f"{shlex.quote(sys.executable)} -c {shlex.quote(UDP_PROBE)} "
-           f"{ctx.hosts[dst].address} {n} {gap}")
+def udp_probe(
+    ctx: RunContext, src: str, dst: str, n: int = 200, gap: float = 0.002
+) -> dict[str, Any]:
+    cmd = (
+        f"{shlex.quote(sys.executable)} -c {shlex.quote(UDP_PROBE)} "
+        f"{ctx.hosts[dst].address} {n} {gap}"
+    )
     return json.loads(ctx.remotes[src].run(cmd, timeout=30).stdout)
 
 
@@ -172,17 +190,22 @@ def leftovers(ctx: RunContext, *, chains: bool = True) -> dict[str, list[str]]:
 
     ``chains=False`` accepts our empty chains and their jumps (healed, not yet torn down).
     """
+
     def one(n: str) -> list[str]:
         r = ctx.remotes[n]
         ft = ctx.hosts[n].extras.get("faketime_file")
-        out = r.run("iptables -w 10 -S | grep -i splitbrain; tc qdisc show | grep -i netem; "
-                    + (f"echo offset=$(cat {shlex.quote(ft)}); " if ft else "")
-                    + "for s in /proc/[0-9]*/status; do awk '/^State:/{if ($2==\"T\") print FILENAME\" stopped\"}' $s; done 2>/dev/null; "
-                    "test -s /tmp/splitbrain-delayer.pid && echo delayer-pidfile; true",
-                    timeout=20).stdout.split("\n")
+        out = r.run(
+            "iptables -w 10 -S | grep -i splitbrain; tc qdisc show | grep -i netem; "
+            + (f"echo offset=$(cat {shlex.quote(ft)}); " if ft else "")
+            + 'for s in /proc/[0-9]*/status; do awk \'/^State:/{if ($2=="T") print FILENAME" stopped"}\' $s; done 2>/dev/null; '
+            "test -s /tmp/splitbrain-delayer.pid && echo delayer-pidfile; true",
+            timeout=20,
+        ).stdout.split("\n")
         out = [ln for ln in out if ln.strip() and ln.strip() != "offset=+0"]
         if not chains:
-            out = [ln for ln in out if not ln.startswith(("-N SPLITBRAIN", "-A INPUT -j SPLITBRAIN"))]
+            out = [
+                ln for ln in out if not ln.startswith(("-N SPLITBRAIN", "-A INPUT -j SPLITBRAIN"))
+            ]
         return out
 
     res = on_nodes(ctx.nodes, one)

@@ -30,7 +30,7 @@ def test_parse_offset_accepts_faketime_units() -> None:
     assert parse_offset("") == 0
 
 
-@given(st.integers(-10**9, 10**9))
+@given(st.integers(-(10**9), 10**9))
 def test_offset_round_trip_at_microsecond_precision(us: int) -> None:
     ms = us / 1000
     assert abs(parse_offset(format_offset(ms)) - ms) < 0.001
@@ -48,9 +48,18 @@ def test_faketime_reads_our_offsets() -> None:
     with tempfile.NamedTemporaryFile("w", suffix=".rc") as f:
         for ms in (90_500, -30_250):
             f.seek(0), f.truncate(), f.write(format_offset(ms) + "\n"), f.flush()
-            out = subprocess.run(["date", "+%s.%N"], capture_output=True, text=True, check=True,
-                                 env={"LD_PRELOAD": lib, "FAKETIME_TIMESTAMP_FILE": f.name,
-                                      "FAKETIME_NO_CACHE": "1", "FAKETIME_DONT_FAKE_MONOTONIC": "1"}).stdout
+            out = subprocess.run(
+                ["date", "+%s.%N"],
+                capture_output=True,
+                text=True,
+                check=True,
+                env={
+                    "LD_PRELOAD": lib,
+                    "FAKETIME_TIMESTAMP_FILE": f.name,
+                    "FAKETIME_NO_CACHE": "1",
+                    "FAKETIME_DONT_FAKE_MONOTONIC": "1",
+                },
+            ).stdout
             assert abs(float(out) - time.time() - ms / 1000) < 0.5
 
 

@@ -12,8 +12,12 @@ from nemesis.package import build_package
 
 
 def test_promotes_the_live_slave_with_the_highest_offset() -> None:
-    sts = {"n1": {"role": "master", "offset": 900}, "n2": {"role": "slave", "offset": 500},
-           "n3": {"role": "slave", "offset": 700}, "n4": None}
+    sts = {
+        "n1": {"role": "master", "offset": 900},
+        "n2": {"role": "slave", "offset": 500},
+        "n3": {"role": "slave", "offset": 700},
+        "n4": None,
+    }
     assert choose_new_master(sts, dead="n1") == "n3"
     sts["n2"]["offset"] = 700
     assert choose_new_master(sts, dead="n1") == "n2"  # ties: lowest name, deterministic

@@ -16,23 +16,32 @@ F = frozenset
 
 def test_complete_grudge_literal() -> None:
     assert g.complete_grudge([["n1", "n2"], ["n3"]]) == {
-        "n1": F({"n3"}), "n2": F({"n3"}), "n3": F({"n1", "n2"})}
+        "n1": F({"n3"}),
+        "n2": F({"n3"}),
+        "n3": F({"n1", "n2"}),
+    }
 
 
 def test_complete_grudge_bridge_node_in_two_components() -> None:
-    assert g.complete_grudge([["a", "b"], ["b", "c"]]) == {
-        "a": F({"c"}), "b": F(), "c": F({"a"})}
+    assert g.complete_grudge([["a", "b"], ["b", "c"]]) == {"a": F({"c"}), "b": F(), "c": F({"a"})}
 
 
 def test_grudge_from_graph_literal() -> None:
     graph = nx.path_graph(["a", "b", "c"])
     assert g.grudge_from_graph(["a", "b", "c", "d"], graph) == {
-        "a": F({"c", "d"}), "b": F({"d"}), "c": F({"a", "d"}), "d": F({"a", "b", "c"})}
+        "a": F({"c", "d"}),
+        "b": F({"d"}),
+        "c": F({"a", "d"}),
+        "d": F({"a", "b", "c"}),
+    }
 
 
 def test_isolate_literal() -> None:
     assert g.isolate(["n1", "n2", "n3"], "n2") == {
-        "n1": F({"n2"}), "n2": F({"n1", "n3"}), "n3": F({"n2"})}
+        "n1": F({"n2"}),
+        "n2": F({"n1", "n3"}),
+        "n3": F({"n2"}),
+    }
     with pytest.raises(ValueError, match="n9"):
         g.isolate(["n1"], "n9")
 
@@ -51,26 +60,42 @@ class NoShuffle(random.Random):
 def test_halves_literal() -> None:
     nodes = ["n1", "n2", "n3", "n4", "n5"]
     assert g.halves(nodes, NoShuffle()) == {
-        "n1": F({"n3", "n4", "n5"}), "n2": F({"n3", "n4", "n5"}),
-        "n3": F({"n1", "n2"}), "n4": F({"n1", "n2"}), "n5": F({"n1", "n2"})}
+        "n1": F({"n3", "n4", "n5"}),
+        "n2": F({"n3", "n4", "n5"}),
+        "n3": F({"n1", "n2"}),
+        "n4": F({"n1", "n2"}),
+        "n5": F({"n1", "n2"}),
+    }
 
 
 def test_majority_minority_literal_four_nodes() -> None:
     assert g.majority_minority(["n1", "n2", "n3", "n4"], NoShuffle()) == {
-        "n1": F({"n2", "n3", "n4"}), "n2": F({"n1"}), "n3": F({"n1"}), "n4": F({"n1"})}
+        "n1": F({"n2", "n3", "n4"}),
+        "n2": F({"n1"}),
+        "n3": F({"n1"}),
+        "n4": F({"n1"}),
+    }
 
 
 def test_majorities_ring_literal_five_nodes() -> None:
     # Ring n1-n2-n3-n4-n5-n1: each node hears itself and its two ring neighbours.
     assert g.majorities_ring(["n1", "n2", "n3", "n4", "n5"], NoShuffle()) == {
-        "n1": F({"n3", "n4"}), "n2": F({"n4", "n5"}), "n3": F({"n5", "n1"}),
-        "n4": F({"n1", "n2"}), "n5": F({"n2", "n3"})}
+        "n1": F({"n3", "n4"}),
+        "n2": F({"n4", "n5"}),
+        "n3": F({"n5", "n1"}),
+        "n4": F({"n1", "n2"}),
+        "n5": F({"n2", "n3"}),
+    }
 
 
 def test_bridge_literal() -> None:
     assert g.bridge(["n1", "n2", "n3", "n4", "n5"], NoShuffle()) == {
-        "n1": F({"n4", "n5"}), "n2": F({"n4", "n5"}), "n3": F(),
-        "n4": F({"n1", "n2"}), "n5": F({"n1", "n2"})}
+        "n1": F({"n4", "n5"}),
+        "n2": F({"n4", "n5"}),
+        "n3": F(),
+        "n4": F({"n1", "n2"}),
+        "n5": F({"n1", "n2"}),
+    }
 
 
 def test_build_shape_errors() -> None:
@@ -91,7 +116,11 @@ node_lists = st.integers(min_value=2, max_value=9).map(lambda n: [f"n{i}" for i 
 seeds = st.integers(min_value=0, max_value=2**32)
 
 
-@given(node_lists, seeds, st.sampled_from(["halves", "majority", "majorities-ring", "bridge", "random"]))
+@given(
+    node_lists,
+    seeds,
+    st.sampled_from(["halves", "majority", "majorities-ring", "bridge", "random"]),
+)
 def test_every_shape_is_symmetric_and_covers_nodes(nodes: list[str], seed: int, shape: str) -> None:
     gr = g.build_shape(shape, nodes, random.Random(seed))
     assert set(gr) == set(nodes)
@@ -139,4 +168,6 @@ def test_random_partition_is_transitive(nodes: list[str], seed: int) -> None:
 
 @given(node_lists, seeds, st.sampled_from(["halves", "majorities-ring", "bridge", "random"]))
 def test_same_seed_same_grudge(nodes: list[str], seed: int, shape: str) -> None:
-    assert g.build_shape(shape, nodes, random.Random(seed)) == g.build_shape(shape, nodes, random.Random(seed))
+    assert g.build_shape(shape, nodes, random.Random(seed)) == g.build_shape(
+        shape, nodes, random.Random(seed)
+    )

@@ -35,8 +35,12 @@ def test_partition_grudge_blocks_exactly_the_grudge_and_heals(nctx, listeners) -
     try:
         assert reachability(nctx) == {n: set(nctx.nodes) - {n} for n in nctx.nodes}
         grudge = g.majorities_ring(nctx.nodes, nctx.rng)
-        done = nem.invoke(nctx, inv("start-partition", {"shape": "majorities-ring",
-                                                        "grudge": g.grudge_to_json(grudge)}))
+        done = nem.invoke(
+            nctx,
+            inv(
+                "start-partition", {"shape": "majorities-ring", "grudge": g.grudge_to_json(grudge)}
+            ),
+        )
         assert done.type == "info" and done.error is None
         assert done.value["grudge"] == g.grudge_to_json(grudge)
         seen = reachability(nctx)
@@ -72,7 +76,9 @@ def test_clock_bump_strobe_reset_skew_only_the_target(nctx) -> None:
     nem.setup(nctx)
     wall0, mono0 = time.time(), time.monotonic()
     try:
-        done = nem.invoke(nctx, inv("start-clock", {"mode": "bump", "nodes": [a], "offset_ms": 120_000}))
+        done = nem.invoke(
+            nctx, inv("start-clock", {"mode": "bump", "nodes": [a], "offset_ms": 120_000})
+        )
         assert done.error is None and done.value["offsets_ms"] == {a: 120_000.0}
         nem.invoke(nctx, inv("start-clock", {"mode": "bump", "nodes": [a], "offset_ms": -500}))
         assert abs(remote_time(nctx, a) - time.time() - 119.5) < 1.0
@@ -80,13 +86,26 @@ def test_clock_bump_strobe_reset_skew_only_the_target(nctx) -> None:
         # The machine's own clock did not move with the host's.
         assert abs((time.time() - wall0) - (time.monotonic() - mono0)) < 0.5
 
-        done = nem.invoke(nctx, inv("start-clock", {"mode": "strobe", "nodes": [b], "delta_ms": 100_000,
-                                                    "period_ms": 5, "duration_s": 20}))
+        done = nem.invoke(
+            nctx,
+            inv(
+                "start-clock",
+                {
+                    "mode": "strobe",
+                    "nodes": [b],
+                    "delta_ms": 100_000,
+                    "period_ms": 5,
+                    "duration_s": 20,
+                },
+            ),
+        )
         assert done.error is None
         # One process sampling its clock sees both offsets while the strobe runs.
-        sample = ("import time\nend=time.monotonic()+0.4\ns=set()\n"
-                  "while time.monotonic()<end: s.add(round((time.time()-time.monotonic())/50))\n"
-                  "print(len(s))")
+        sample = (
+            "import time\nend=time.monotonic()+0.4\ns=set()\n"
+            "while time.monotonic()<end: s.add(round((time.time()-time.monotonic())/50))\n"
+            "print(len(s))"
+        )
         out = nctx.remotes[b].run(f"{shlex.quote(sys.executable)} -c {shlex.quote(sample)}").stdout
         assert int(out) == 2
         pidfile = nctx.hosts[b].extras["faketime_file"] + ".strobe.pid"
@@ -170,8 +189,12 @@ def test_package_runs_a_schedule_and_final_ops_heal_everything(nctx) -> None:
     db: SleepDB = nctx.db
     for n in nctx.nodes:
         db.setup(nctx, n)
-    pkg = build_package(["partition", "clock", "kill", "pause", "loss"], interval=0.1,
-                        rng=nctx.rng, targets=["one", "minority", "leader"])
+    pkg = build_package(
+        ["partition", "clock", "kill", "pause", "loss"],
+        interval=0.1,
+        rng=nctx.rng,
+        targets=["one", "minority", "leader"],
+    )
     try:
         pkg.nemesis.setup(nctx)
         kinds = set()
@@ -225,8 +248,13 @@ def test_teardown_reaches_every_host_when_one_is_unreachable(nctx, caplog) -> No
     bad = nctx.nodes[0]
     good_remote = nctx.remotes[bad]
     try:
-        nem.invoke(nctx, inv("start-partition", {"shape": "halves",
-                                                 "grudge": g.grudge_to_json(g.halves(nctx.nodes, nctx.rng))}))
+        nem.invoke(
+            nctx,
+            inv(
+                "start-partition",
+                {"shape": "halves", "grudge": g.grudge_to_json(g.halves(nctx.nodes, nctx.rng))},
+            ),
+        )
         closed = SSHRemote(nctx.hosts[bad])
         closed.close()
         nctx.remotes[bad] = closed
@@ -251,13 +279,23 @@ def test_partition_with_the_legacy_iptables_backend(nctx, listeners) -> None:
     nem = PartitionNemesis()
     try:
         nem.setup(nctx)
-        nem.invoke(nctx, inv("start-partition", {"grudge": g.grudge_to_json(g.isolate(nctx.nodes, n0))}))
+        nem.invoke(
+            nctx, inv("start-partition", {"grudge": g.grudge_to_json(g.isolate(nctx.nodes, n0))})
+        )
         assert len(chain_rules(nctx.remotes[n0])) == len(nctx.nodes) - 1
-        assert nctx.remotes[n0].run("iptables-nft -w 10 -S | grep -c SPLITBRAIN || true").stdout.strip() == "0"
+        assert (
+            nctx.remotes[n0]
+            .run("iptables-nft -w 10 -S | grep -c SPLITBRAIN || true")
+            .stdout.strip()
+            == "0"
+        )
         assert reachability(nctx)[n0] == set()
     finally:
         nem.teardown(nctx)
         for h in hosts:
             h.extras.pop("iptables", None)
-    assert nctx.remotes[n0].run("iptables-legacy -w 10 -S | grep -c SPLITBRAIN || true").stdout.strip() == "0"
+    assert (
+        nctx.remotes[n0].run("iptables-legacy -w 10 -S | grep -c SPLITBRAIN || true").stdout.strip()
+        == "0"
+    )
     assert reachability(nctx)[n0] == set(nctx.nodes) - {n0}

@@ -27,7 +27,9 @@ def test_netem_args() -> None:
 
 def test_fallback_rules() -> None:
     assert loss_rules("ipt", ["a"], 0.25) == [
-        "ipt -A SPLITBRAIN_LOSS -s a -m statistic --mode random --probability 0.250000 -j DROP"]
+        "ipt -A SPLITBRAIN_LOSS -s a -m statistic --mode random --probability 0.250000 -j DROP"
+    ]
     assert delay_rules("ipt", ["b", "a"], 7) == [
         "ipt -A SPLITBRAIN_DELAY -s a -j NFQUEUE --queue-num 7 --queue-bypass",
-        "ipt -A SPLITBRAIN_DELAY -s b -j NFQUEUE --queue-num 7 --queue-bypass"]
+        "ipt -A SPLITBRAIN_DELAY -s b -j NFQUEUE --queue-num 7 --queue-bypass",
+    ]

@@ -58,8 +58,14 @@ def test_freeze_is_a_pause_kind_exclusive_with_pause() -> None:
 
 
 def test_options_from_the_command_line() -> None:
-    pkg = build_package(["kill", "pause"], interval=1, rng=random.Random(0), targets="one,all",
-                        kill_targets="leader", max_ops=3)
+    pkg = build_package(
+        ["kill", "pause"],
+        interval=1,
+        rng=random.Random(0),
+        targets="one,all",
+        kill_targets="leader",
+        max_ops=3,
+    )
     assert pkg.schedule.targets == {"kill": ("leader",), "pause": ("one", "all")}
     steps = [pkg.schedule.next(ctx(LeaderDB())) for _ in range(4)]
     assert steps[3] is None
@@ -75,14 +81,25 @@ def test_parse_faults_merges_partition_shapes() -> None:
 
 def test_final_ops_heal_every_enabled_kind_network_first() -> None:
     pkg = build_package(list(FAULTS_NO_FREEZE), interval=1, rng=random.Random(0))
-    assert [o.f for o in pkg.final_ops] == ["stop-partition", "stop-loss", "stop-delay",
-                                           "stop-clock", "stop-pause", "stop-kill", "stop-failover",
-                                           "stop-lull"]
+    assert [o.f for o in pkg.final_ops] == [
+        "stop-partition",
+        "stop-loss",
+        "stop-delay",
+        "stop-clock",
+        "stop-pause",
+        "stop-kill",
+        "stop-failover",
+        "stop-lull",
+    ]
     assert all(o.process == "nemesis" and o.type == "invoke" for o in pkg.final_ops)
-    assert pkg.nemesis.fs() == {f"{p}-{k}" for k in ("partition", "clock", "kill", "pause", "loss", "delay",
-                                                     "failover", "lull")
-                                for p in ("start", "stop")}
-    assert [o.f for o in build_package(["kill"], interval=1, rng=random.Random(0)).final_ops] == ["stop-kill"]
+    assert pkg.nemesis.fs() == {
+        f"{p}-{k}"
+        for k in ("partition", "clock", "kill", "pause", "loss", "delay", "failover", "lull")
+        for p in ("start", "stop")
+    }
+    assert [o.f for o in build_package(["kill"], interval=1, rng=random.Random(0)).final_ops] == [
+        "stop-kill"
+    ]
 
 
 def test_no_faults_no_schedule() -> None:
@@ -104,10 +121,14 @@ def test_starts_and_stops_alternate_and_match(seed: int, faults: list[str]) -> N
     assert all(1.0 <= wait <= 3.0 for wait, _ in steps)  # interval 2 s, jittered ±50%
 
 
-@given(st.integers(0, 2**32), st.lists(st.sampled_from(FAULTS_NO_FREEZE), min_size=1, max_size=5),
-       st.integers(1, 4))
+@given(
+    st.integers(0, 2**32),
+    st.lists(st.sampled_from(FAULTS_NO_FREEZE), min_size=1, max_size=5),
+    st.integers(1, 4),
+)
 def test_overlap_bounds_the_active_faults_and_every_stop_ends_an_active_one(
-        seed: int, faults: list[str], overlap: int) -> None:
+    seed: int, faults: list[str], overlap: int
+) -> None:
     steps = run(faults, seed, n=60, db=LeaderDB(), overlap=overlap)
     kinds = set(parse_faults(faults)[0])
     active: set[str] = set()
@@ -128,7 +149,9 @@ def test_overlap_bounds_the_active_faults_and_every_stop_ends_an_active_one(
 
 
 def test_overlap_one_is_the_plain_alternation_and_bad_values_are_refused() -> None:
-    assert run(["partition", "kill", "clock"], 9) == run(["partition", "kill", "clock"], 9, overlap=1)
+    assert run(["partition", "kill", "clock"], 9) == run(
+        ["partition", "kill", "clock"], 9, overlap=1
+    )
     for bad in (0, -1, "2", True):
         with pytest.raises(ConfigError, match="overlap"):
             build_package(["kill"], interval=1, rng=random.Random(0), overlap=bad)
@@ -144,7 +167,10 @@ def test_partition_ops_carry_symmetric_grudges_over_the_nodes(seed: int) -> None
 
 
 def test_leader_targets_stay_symbolic_and_need_primaries() -> None:
-    ops = [op for _, op in run(["partition-leader", "kill"], 7, n=40, db=LeaderDB(), targets=["leader"])]
+    ops = [
+        op
+        for _, op in run(["partition-leader", "kill"], 7, n=40, db=LeaderDB(), targets=["leader"])
+    ]
     starts = [op for op in ops if op.f.startswith("start-")]
     assert {op.f for op in starts} == {"start-partition", "start-kill"}
     assert all(op.value in ({"shape": "leader"}, {"target": "leader"}) for op in starts)

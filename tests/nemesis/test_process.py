@@ -24,11 +24,20 @@ class RecordingDB:
 
     def setup(self, ctx, node): ...
     def teardown(self, ctx, node): ...
-    def kill(self, ctx, node): self.calls.append(("kill", node))
-    def start(self, ctx, node): self.calls.append(("start", node))
-    def pause(self, ctx, node): self.calls.append(("pause", node))
-    def resume(self, ctx, node): self.calls.append(("resume", node))
-    def primaries(self, ctx): return self._primaries
+    def kill(self, ctx, node):
+        self.calls.append(("kill", node))
+
+    def start(self, ctx, node):
+        self.calls.append(("start", node))
+
+    def pause(self, ctx, node):
+        self.calls.append(("pause", node))
+
+    def resume(self, ctx, node):
+        self.calls.append(("resume", node))
+
+    def primaries(self, ctx):
+        return self._primaries
 
 
 def ctx(db):

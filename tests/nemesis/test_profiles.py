@@ -77,8 +77,14 @@ def _sides(grudge: dict[str, list[str]]) -> set[frozenset[str]]:
 def test_rejoin_profile_restarts_the_new_leaders_last_voter_beside_the_sleepers() -> None:
     for seed in range(20):
         steps = profile_steps("rejoin", _Ctx.nodes, random.Random(seed), 2.5)
-        assert [f for _, f, _ in steps] == ["start-pause", "stop-pause", "start-partition",
-                                            "start-kill", "stop-kill", "stop-partition"]
+        assert [f for _, f, _ in steps] == [
+            "start-pause",
+            "stop-pause",
+            "start-partition",
+            "start-kill",
+            "stop-kill",
+            "stop-partition",
+        ]
         # The first step lands while n3 leads: n3 and one other sleep.
         paused = steps[0][2](_LedCtx("n3"))["nodes"]
         assert paused[0] == "n3" and len(paused) == 2
@@ -136,8 +142,19 @@ def test_figure8_profile_stages_the_old_tail_the_lone_new_leader_and_its_comebac
     for seed in range(10):
         steps = profile_steps("figure8", _Ctx.nodes, random.Random(seed), 0.1)
         assert [f for _, f, _ in steps] == [
-            "start-kill", "start-lull", "start-pause", "stop-kill", "start-partition", "stop-lull",
-            "start-lull", "stop-pause", "start-kill", "stop-partition", "stop-lull", "stop-kill"]
+            "start-kill",
+            "start-lull",
+            "start-pause",
+            "stop-kill",
+            "start-partition",
+            "stop-lull",
+            "start-lull",
+            "stop-pause",
+            "start-kill",
+            "stop-partition",
+            "stop-lull",
+            "stop-kill",
+        ]
         # The kill lands while n2 leads: a majority without n2 and one partner dies.
         majority = steps[0][2](_LedCtx("n2"))["nodes"]
         assert len(majority) == 3 and "n2" not in majority
@@ -195,17 +212,25 @@ def test_a_step_that_is_not_ready_comes_back_before_the_steps_after_it() -> None
         if fs == ["start-kill"]:
             ctx.db.leader = None  # the election after the kill takes a while
     # The cut waits (retries of POLL_S) but no later step overtakes it.
-    assert fs[:6] == ["start-kill", "start-lull", "start-pause", "stop-kill", "start-partition",
-                      "stop-lull"]
+    assert fs[:6] == [
+        "start-kill",
+        "start-lull",
+        "start-pause",
+        "stop-kill",
+        "start-partition",
+        "stop-lull",
+    ]
     assert POLL_S in waits
 
 
 def test_without_profiles_the_stock_package_is_kept() -> None:
-    pkg = build_profile_package(["partition-leader", "failover"], (), interval=3.0,
-                                rng=random.Random(5), overlap=2)
+    pkg = build_profile_package(
+        ["partition-leader", "failover"], (), interval=3.0, rng=random.Random(5), overlap=2
+    )
     assert pkg.schedule.overlap == 2
     assert [op.f for op in pkg.final_ops] == ["stop-partition", "stop-failover"]
-    pkg = build_profile_package(["partition-leader", "kill", "lull"], ("lease",), interval=3.0,
-                                rng=random.Random(5))
+    pkg = build_profile_package(
+        ["partition-leader", "kill", "lull"], ("lease",), interval=3.0, rng=random.Random(5)
+    )
     assert isinstance(pkg.schedule, ProfileSchedule)
     assert [op.f for op in pkg.final_ops] == ["stop-partition", "stop-kill", "stop-lull"]

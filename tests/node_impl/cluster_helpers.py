@@ -22,11 +22,24 @@ ELECTION_MS = 500
 
 
 @contextlib.contextmanager
-def running_cluster(tmp_path: Path, n: int = 3, *, bug: str | None = None,
-                    extra_args: tuple[str, ...] = (), cls: type = LocalCluster,
-                    **kw: Any) -> Iterator[LocalCluster]:
-    c = cls(n, tmp_path, bug=bug, extra_args=extra_args, heartbeat_ms=HB_MS,
-            election_timeout_ms=ELECTION_MS, **kw)
+def running_cluster(
+    tmp_path: Path,
+    n: int = 3,
+    *,
+    bug: str | None = None,
+    extra_args: tuple[str, ...] = (),
+    cls: type = LocalCluster,
+    **kw: Any,
+) -> Iterator[LocalCluster]:
+    c = cls(
+        n,
+        tmp_path,
+        bug=bug,
+        extra_args=extra_args,
+        heartbeat_ms=HB_MS,
+        election_timeout_ms=ELECTION_MS,
+        **kw,
+    )
     try:
         c.start_all()
         yield c
@@ -34,8 +47,9 @@ def running_cluster(tmp_path: Path, n: int = 3, *, bug: str | None = None,
         c.close()
 
 
-def call_leader(c: LocalCluster, msg: dict, *, timeout: float = 10.0,
-                call_timeout: float = 2.0) -> dict:
+def call_leader(
+    c: LocalCluster, msg: dict, *, timeout: float = 10.0, call_timeout: float = 2.0
+) -> dict:
     """Send msg to whoever leads, following redirects, until a non-redirect reply."""
     deadline = time.monotonic() + timeout
     last: Any = None
@@ -53,7 +67,9 @@ def call_leader(c: LocalCluster, msg: dict, *, timeout: float = 10.0,
                 last = e
                 continue
             if r.get("type") != "redirect" and r.get("code") not in (
-                "LEADER_NOT_READY", "TERM_CHANGED", "WAIT_QUORUM_ACK_TIMEOUT"
+                "LEADER_NOT_READY",
+                "TERM_CHANGED",
+                "WAIT_QUORUM_ACK_TIMEOUT",
             ):
                 return r
             last = r
@@ -82,8 +98,9 @@ def committed_log(c: LocalCluster) -> list:
     return r["entries"]
 
 
-def wait_all_committed(c: LocalCluster, index: int, nodes: list[str] | None = None,
-                       timeout: float = 10.0) -> None:
+def wait_all_committed(
+    c: LocalCluster, index: int, nodes: list[str] | None = None, timeout: float = 10.0
+) -> None:
     nodes = nodes or [n for n in c.nodes if c.is_running(n)]
 
     def done() -> bool:
@@ -124,8 +141,9 @@ class IsolatableCluster(LocalCluster):
     command-line options to single nodes (later options override earlier ones).
     """
 
-    def __init__(self, n: int, base_dir: Path, *, node_args: dict[str, list[str]] | None = None,
-                 **kw: Any) -> None:
+    def __init__(
+        self, n: int, base_dir: Path, *, node_args: dict[str, list[str]] | None = None, **kw: Any
+    ) -> None:
         super().__init__(n, base_dir, **kw)
         rng = random.Random()
         prefix = f"127.{rng.randint(100, 250)}.{rng.randint(1, 250)}"
@@ -153,12 +171,27 @@ class IsolatableCluster(LocalCluster):
         if not rules:
             return
         text = "*filter\n" + "".join(f"{action} {' '.join(r)}\n" for r in rules) + "COMMIT\n"
-        subprocess.run([IPTABLES_RESTORE, "--noflush"], input=text, text=True, check=True,
-                       capture_output=True)
+        subprocess.run(
+            [IPTABLES_RESTORE, "--noflush"], input=text, text=True, check=True, capture_output=True
+        )
 
     def _pair_rules(self, a: str, b: str) -> list[list[str]]:
-        return [["INPUT", "-s", self.addrs[src], "-d", self.addrs[dst], "-p", "tcp",
-                 "-j", "REJECT", "--reject-with", "tcp-reset"] for src, dst in ((a, b), (b, a))]
+        return [
+            [
+                "INPUT",
+                "-s",
+                self.addrs[src],
+                "-d",
+                self.addrs[dst],
+                "-p",
+                "tcp",
+                "-j",
+                "REJECT",
+                "--reject-with",
+                "tcp-reset",
+            ]
+            for src, dst in ((a, b), (b, a))
+        ]
 
     def cut(self, a: str, b: str) -> None:
         self.cut_many([(a, b)])

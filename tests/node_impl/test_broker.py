@@ -29,11 +29,13 @@ def _entry(index: int, body: bytes, pos: int, magic: int = 1) -> Entry:
 
 def test_consume_queues_dense_per_queue_and_skip_non_messages() -> None:
     cq = ConsumeQueues()
-    es = [_entry(0, b"", 0, MAGIC_NOOP),
-          _entry(1, body_msg("t", 0, "a", None), 48),
-          _entry(2, body_msg("t", 1, "b", "k"), 200),
-          _entry(3, body_consumer_offset("g", "t", 0, 1), 400),
-          _entry(4, body_msg("t", 0, "c", None), 600)]
+    es = [
+        _entry(0, b"", 0, MAGIC_NOOP),
+        _entry(1, body_msg("t", 0, "a", None), 48),
+        _entry(2, body_msg("t", 1, "b", "k"), 200),
+        _entry(3, body_consumer_offset("g", "t", 0, 1), 400),
+        _entry(4, body_msg("t", 0, "c", None), 600),
+    ]
     cq.dispatch(es[:3])
     cq.dispatch(es[1:])  # re-feeding dispatched entries changes nothing
     assert cq.dispatched == 4
@@ -85,8 +87,11 @@ def send_ok(c: LocalCluster, topic: str, queue: int, body: Any, *, timeout: floa
 def pull_all(c: LocalCluster, node: str, topic: str, queue: int) -> list[list]:
     out: list[list] = []
     while True:
-        r = _call(c, node, {"type": "pull", "topic": topic, "queue": queue,
-                            "offset": len(out), "max": 100})
+        r = _call(
+            c,
+            node,
+            {"type": "pull", "topic": topic, "queue": queue, "offset": len(out), "max": 100},
+        )
         if r is None:  # down or still starting: what we have so far
             return out
         assert r["code"] == "SUCCESS", r
@@ -95,8 +100,9 @@ def pull_all(c: LocalCluster, node: str, topic: str, queue: int) -> list[list]:
         out.extend(r["messages"])
 
 
-def wait_pulls(c: LocalCluster, nodes: list[str], topic: str, queue: int, n: int,
-               timeout: float = 10.0) -> dict[str, list[list]]:
+def wait_pulls(
+    c: LocalCluster, nodes: list[str], topic: str, queue: int, n: int, timeout: float = 10.0
+) -> dict[str, list[list]]:
     deadline = time.monotonic() + timeout
     while True:
         got = {node: pull_all(c, node, topic, queue) for node in nodes}
@@ -111,7 +117,12 @@ def test_send_pull_role_switch_and_rebuild(tmp_path: Path) -> None:
         acks = [send_ok(c, "t", i % 2, f"m{i}") for i in range(10)]
         offs = [a["offset"] for a in acks]
         assert offs == sorted(offs) and len(set(offs)) == 10
-        assert [a["queue_offset"] for a in acks if a["queue_offset"] is not None][:4] == [0, 0, 1, 1]
+        assert [a["queue_offset"] for a in acks if a["queue_offset"] is not None][:4] == [
+            0,
+            0,
+            1,
+            1,
+        ]
         master = c.leader()
         assert master is not None
         st = c.status(master)
@@ -128,8 +139,11 @@ def test_send_pull_role_switch_and_rebuild(tmp_path: Path) -> None:
         r = None
         deadline = time.monotonic() + 10
         while time.monotonic() < deadline:
-            r = _call(c, c.leader() or master, {"type": "commit-offset", "group": "g", "topic": "t",
-                                                "queue": 0, "offset": 3})
+            r = _call(
+                c,
+                c.leader() or master,
+                {"type": "commit-offset", "group": "g", "topic": "t", "queue": 0, "offset": 3},
+            )
             if r and r.get("code") == "SUCCESS":
                 break
             time.sleep(0.05)
@@ -159,21 +173,30 @@ def _ha_cluster_with_messages(tmp_path: Path, k: int) -> list[dict]:
     """A sync master/slave cluster that takes ``k`` messages through mode ha's append,
     then stops cleanly once every slave holds the master's whole commitlog (the
     operator's part of the upgrade: equal commitlogs, so one divided offset)."""
-    c = LocalCluster(3, tmp_path, extra_args=("--mode", "ha", "--ha-master", "n1", "--ha-sync"),
-                     heartbeat_ms=50, election_timeout_ms=500)
+    c = LocalCluster(
+        3,
+        tmp_path,
+        extra_args=("--mode", "ha", "--ha-master", "n1", "--ha-sync"),
+        heartbeat_ms=50,
+        election_timeout_ms=500,
+    )
     try:
         c.start_all()
         c.wait_until(lambda: (c.status("n1") or {}).get("slaves") == 2, 10, "slaves connected")
         acks = []
         with c.client("n1", timeout=5.0) as cl:
             for i in range(k):
-                r = cl.call({"type": "append",
-                             "body": {"topic": "t", "queue": i % 2, "body": f"old{i}"}})
+                r = cl.call(
+                    {"type": "append", "body": {"topic": "t", "queue": i % 2, "body": f"old{i}"}}
+                )
                 assert r["code"] == "SUCCESS", r
                 acks.append(r)
         end = (c.status("n1") or {})["ledgerEndIndex"]
-        c.wait_until(lambda: all((c.status(n) or {}).get("ledgerEndIndex") == end
-                                 for n in c.nodes), 10, "slaves caught up")
+        c.wait_until(
+            lambda: all((c.status(n) or {}).get("ledgerEndIndex") == end for n in c.nodes),
+            10,
+            "slaves caught up",
+        )
         for node in c.nodes:  # the operator stops the brokers cleanly (kill -9 loses page cache)
             assert c.stop(node) == 0
     finally:
@@ -183,8 +206,9 @@ def _ha_cluster_with_messages(tmp_path: Path, k: int) -> list[dict]:
 
 @pytest.mark.integration
 @pytest.mark.parametrize("bug", [None, "broker-divided-from-start"])
-def test_upgrade_from_ha_keeps_old_messages_and_continues_offsets(tmp_path: Path,
-                                                                   bug: str | None) -> None:
+def test_upgrade_from_ha_keeps_old_messages_and_continues_offsets(
+    tmp_path: Path, bug: str | None
+) -> None:
     _ha_cluster_with_messages(tmp_path, 6)
     # The same data dirs, restarted as DLedger brokers (new ports: a new cluster object).
     with running_cluster(tmp_path, 3, bug=bug, extra_args=("--mode", "broker")) as c:

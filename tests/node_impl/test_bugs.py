@@ -35,9 +35,19 @@ from tests.node_impl.cluster_helpers import (
 
 
 def test_registry_names_every_required_bug() -> None:
-    for name in ("ack-before-quorum", "no-truncate", "commit-old-term", "vote-without-log-check",
-                 "stale-read", "wallclock-lease", "no-fsync", "commit-regress", "forget-vote",
-                 "lax-push-term", "ok-on-term-change"):
+    for name in (
+        "ack-before-quorum",
+        "no-truncate",
+        "commit-old-term",
+        "vote-without-log-check",
+        "stale-read",
+        "wallclock-lease",
+        "no-fsync",
+        "commit-regress",
+        "forget-vote",
+        "lax-push-term",
+        "ok-on-term-change",
+    ):
         assert name in BUGS and BUGS[name]
         assert parse_bugs(name).names == [name]
     with pytest.raises(UnknownBug, match="nope"):
@@ -58,13 +68,20 @@ def test_cli_lists_bugs() -> None:
 @pytest.mark.integration
 @pytest.mark.parametrize(
     ("extra", "needle"),
-    [(["--bug", "nope"], "unknown bug 'nope'"), (["--mode", "ha"], "needs --ha-master"),
-     (["--id", "n9"], "not among --peers")],
+    [
+        (["--bug", "nope"], "unknown bug 'nope'"),
+        (["--mode", "ha"], "needs --ha-master"),
+        (["--id", "n9"], "not among --peers"),
+    ],
 )
 def test_bad_arguments_exit_2_with_one_line(tmp_path, extra, needle) -> None:
     args = ["--id", "n1", "--peers", "n1=127.0.0.1:1", "--data-dir", str(tmp_path)]
-    p = subprocess.run([sys.executable, "-m", "node_impl", *args, *extra],
-                       capture_output=True, text=True, timeout=30)
+    p = subprocess.run(
+        [sys.executable, "-m", "node_impl", *args, *extra],
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
     assert p.returncode == 2
     assert needle in p.stderr and len(p.stderr.strip().splitlines()) == 1
 
@@ -147,7 +164,9 @@ def test_figure8_overwrites_a_committed_entry(tmp_path, bug) -> None:
         time.sleep(0.5)
         seen = committed_log(c)
         other = a if l3 == z else z
-        c.wait_until(lambda: c.status(other)["committedIndex"] >= len(seen) - 1, 5, "commit spreads")
+        c.wait_until(
+            lambda: c.status(other)["committedIndex"] >= len(seen) - 1, 5, "commit spreads"
+        )
         # 4. W meets the other one while the step-3 leader is cut off
         c.heal()
         c.isolate(l3)
@@ -175,8 +194,11 @@ def test_figure8_overwrites_a_committed_entry(tmp_path, bug) -> None:
 @pytest.mark.parametrize("bug", [None, "vote-without-log-check"])
 def test_lagging_node_elected(tmp_path, bug) -> None:
     # n3 campaigns late (long backoff), so it is the voter; the others are quick
-    slow = {"n1": ["--election-timeout-ms", "300"], "n2": ["--election-timeout-ms", "300"],
-            "n3": ["--election-timeout-ms", "4000"]}
+    slow = {
+        "n1": ["--election-timeout-ms", "300"],
+        "n2": ["--election-timeout-ms", "300"],
+        "n3": ["--election-timeout-ms", "4000"],
+    }
     with running_cluster(tmp_path, 3, bug=bug, cls=IsolatableCluster, node_args=slow) as c:
         a = stable_leader(c)
         if a == "n3":
@@ -242,10 +264,15 @@ class SkewableCluster(IsolatableCluster):
         if not self.clock_file(node).exists():
             # every wall clock stands still an hour back: once a leader, a node's
             # wall-clock lease never runs out (the skew of an old leader, made certain)
-            self.set_offset(node, time.strftime("%Y-%m-%d %H:%M:%S",
-                                                time.gmtime(time.time() - 3600)))
-        env = [f"LD_PRELOAD={FAKETIME_LIB}", f"FAKETIME_TIMESTAMP_FILE={self.clock_file(node)}",
-               "FAKETIME_NO_CACHE=1", "DONT_FAKE_MONOTONIC=1"]
+            self.set_offset(
+                node, time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime(time.time() - 3600))
+            )
+        env = [
+            f"LD_PRELOAD={FAKETIME_LIB}",
+            f"FAKETIME_TIMESTAMP_FILE={self.clock_file(node)}",
+            "FAKETIME_NO_CACHE=1",
+            "DONT_FAKE_MONOTONIC=1",
+        ]
         return ["env", *env, *super().command(node)]
 
 
@@ -329,8 +356,9 @@ def test_commit_regress_on_leader_change(tmp_path, bug) -> None:
 def test_vote_survives_kill(tmp_path, bug) -> None:
     with running_cluster(tmp_path, 3, bug=bug) as c:
         leader = c.wait_for_leader(15)
-        voter = next(n for n, s in c.status_all().items()
-                     if n != leader and s and s["votedFor"] == leader)
+        voter = next(
+            n for n, s in c.status_all().items() if n != leader and s and s["votedFor"] == leader
+        )
         term = c.status(voter)["term"]
         c.pause(leader)  # keep the voter in this term while it restarts
         try:
@@ -365,9 +393,17 @@ def test_lax_push_term_takes_commit_from_a_stranger(tmp_path, bug) -> None:
         c.pause(leader)
         try:
             st = c.status(f)
-            msg = {"type": "push", "rid": 1, "from": stranger, "kind": "COMMIT",
-                   "term": st["term"] + 5, "leader": stranger, "commitIndex": 10**6, "gen": 1,
-                   "entries": []}
+            msg = {
+                "type": "push",
+                "rid": 1,
+                "from": stranger,
+                "kind": "COMMIT",
+                "term": st["term"] + 5,
+                "leader": stranger,
+                "commitIndex": 10**6,
+                "gen": 1,
+                "entries": [],
+            }
             r = _peer_call(c, f, msg)
             after = c.status(f)
         finally:

@@ -57,9 +57,19 @@ def test_three_nodes_replicate_and_serve_kv(tmp_path) -> None:
             assert g["entries"][0][2] == "noop"  # (ours) the election NOOP
             assert [e[3] for e in g["entries"] if e[2] == "append"] == ["a", "b", "c", "d"]
             st = cl.status()
-            for field in ("role", "term", "leader", "ledgerBeginIndex", "ledgerEndIndex",
-                          "committedIndex", "appliedIndex", "votedFor", "incarnation", "mode",
-                          "bug"):
+            for field in (
+                "role",
+                "term",
+                "leader",
+                "ledgerBeginIndex",
+                "ledgerEndIndex",
+                "committedIndex",
+                "appliedIndex",
+                "votedFor",
+                "incarnation",
+                "mode",
+                "bug",
+            ):
                 assert field in st
             assert st["mode"] == "dledger" and st["bug"] is None
         wait_all_committed(c, end)
@@ -146,8 +156,11 @@ def test_sigterm_checkpoints_and_restart_replays_kv(tmp_path) -> None:
         c.wait_for_leader(15)
         r = call_leader(c, {"type": "kv-read", "key": "k"})
         assert (r["code"], r["value"]) == ("SUCCESS", "v2")
-        c.wait_until(lambda: all(s and s["appliedIndex"] >= idx for s in c.status_all().values()),
-                     10, "every node replays the log")
+        c.wait_until(
+            lambda: all(s and s["appliedIndex"] >= idx for s in c.status_all().values()),
+            10,
+            "every node replays the log",
+        )
 
 
 def test_paused_majority_times_out_appends_as_info(tmp_path) -> None:
@@ -189,7 +202,20 @@ def test_port_in_use_exits_1_with_one_line(tmp_path) -> None:
         s.listen()
         port = s.getsockname()[1]
         p = subprocess.run(
-            [sys.executable, "-m", "node_impl", "--id", "n1", "--peers", f"n1=127.0.0.1:{port}",
-             "--data-dir", str(tmp_path)], capture_output=True, text=True, timeout=30)
+            [
+                sys.executable,
+                "-m",
+                "node_impl",
+                "--id",
+                "n1",
+                "--peers",
+                f"n1=127.0.0.1:{port}",
+                "--data-dir",
+                str(tmp_path),
+            ],
+            capture_output=True,
+            text=True,
+            timeout=30,
+        )
     assert p.returncode == 1
     assert "cannot bind peer port" in p.stderr and len(p.stderr.strip().splitlines()) == 1

@@ -39,8 +39,16 @@ def test_verify_logs_finds_loss_and_divergence() -> None:
 @pytest.mark.integration
 @pytest.mark.slow
 def test_crash_soak_loses_nothing(tmp_path: Path) -> None:
-    out = run_crash(cycles=10, nodes=3, workers=3, down=0.3, interval=0.4, seed=11,
-                    base_dir=tmp_path, keep=False)
+    out = run_crash(
+        cycles=10,
+        nodes=3,
+        workers=3,
+        down=0.3,
+        interval=0.4,
+        seed=11,
+        base_dir=tmp_path,
+        keep=False,
+    )
     assert out["acked"] > 50, out
     assert out["lost"] == 0, out["examples"]
     assert out["divergent"] == 0, out["examples"]

@@ -69,16 +69,44 @@ def hostile_blobs(seed: int = 7) -> list[bytes]:
         _pk({"type": "kv-read", "rid": 4, "key": {"a": 1}}),
         _pk({"type": "no-such-request", "rid": 9}),
         _pk({"type": "vote", "rid": 1, "from": "n2", "term": "x", "candidate": 5}),
-        _pk({"type": "vote", "rid": 1, "from": "zz", "term": 1, "candidate": "zz",
-             "ledgerEndIndex": "a", "ledgerEndTerm": None}),
+        _pk(
+            {
+                "type": "vote",
+                "rid": 1,
+                "from": "zz",
+                "term": 1,
+                "candidate": "zz",
+                "ledgerEndIndex": "a",
+                "ledgerEndTerm": None,
+            }
+        ),
         _pk({"type": "vote", "rid": 1}),
         _pk({"type": "heartbeat", "rid": 1, "from": "zz", "term": 1, "leader": "zz"}),
         _pk({"type": "heartbeat", "rid": 1, "term": None, "leader": None}),
         _pk({"type": "heartbeat", "rid": 1, "term": -(2**63), "leader": ["n1"]}),
-        _pk({"type": "push", "rid": 1, "from": "zz", "kind": "APPEND", "term": 1, "leader": "zz",
-             "commitIndex": 10**9, "gen": 1, "entries": "junk"}),
-        _pk({"type": "push", "rid": 1, "kind": "TRUNCATE", "term": 0, "leader": "n1",
-             "entries": [{"index": 0, "body": 5}]}),
+        _pk(
+            {
+                "type": "push",
+                "rid": 1,
+                "from": "zz",
+                "kind": "APPEND",
+                "term": 1,
+                "leader": "zz",
+                "commitIndex": 10**9,
+                "gen": 1,
+                "entries": "junk",
+            }
+        ),
+        _pk(
+            {
+                "type": "push",
+                "rid": 1,
+                "kind": "TRUNCATE",
+                "term": 0,
+                "leader": "n1",
+                "entries": [{"index": 0, "body": 5}],
+            }
+        ),
         _pk({"type": "push", "rid": 1, "kind": "WHAT", "entries": None}),
         _pk({"type": "push", "rid": 1}),
         _pk({"type": "vote-resp", "rid": 424242, "term": 99, "result": "ACCEPT"}),

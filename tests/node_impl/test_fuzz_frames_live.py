@@ -20,8 +20,10 @@ from node_impl.wire import FrameError, decode_payload
 
 pytestmark = [
     pytest.mark.integration,
-    pytest.mark.skipif(importlib.util.find_spec("node_impl.__main__") is None,
-                       reason="the node server is not there"),
+    pytest.mark.skipif(
+        importlib.util.find_spec("node_impl.__main__") is None,
+        reason="the node server is not there",
+    ),
 ]
 
 
@@ -36,8 +38,16 @@ def test_fuzzer_covers_every_request_type_and_breaker() -> None:
             types.add(msg["type"])
             kinds.add(fz.breaker(port_types)[0])
     assert set(CLIENT_TYPES) | set(PEER_TYPES) <= types
-    assert {"oversized-length", "truncated", "flipped-msgpack", "not-a-map", "random-bytes",
-            "msgpack-bomb", "empty-frame", "bad-type-field"} <= kinds
+    assert {
+        "oversized-length",
+        "truncated",
+        "flipped-msgpack",
+        "not-a-map",
+        "random-bytes",
+        "msgpack-bomb",
+        "empty-frame",
+        "bad-type-field",
+    } <= kinds
 
 
 def test_kept_frames_decode_as_maps_with_a_string_type() -> None:
@@ -53,7 +63,13 @@ def test_breakers_are_refused_by_the_decoder() -> None:
     fz = FrameFuzzer(11)
     for _ in range(2000):
         kind, blob = fz.breaker(CLIENT_TYPES)
-        if kind in ("random-payload", "not-a-map", "bad-type-field", "msgpack-bomb", "trailing-bytes"):
+        if kind in (
+            "random-payload",
+            "not-a-map",
+            "bad-type-field",
+            "msgpack-bomb",
+            "trailing-bytes",
+        ):
             with pytest.raises(FrameError):
                 decode_payload(blob[4:])
     # and msgpack itself does accept what the fuzzer builds as a "kept" map
@@ -84,7 +100,12 @@ def test_1m_fuzzed_frames_against_a_live_node(tmp_path: Path) -> None:
 
 def test_10k_fuzzed_frames_against_an_ha_master(tmp_path: Path) -> None:
     """The classic master/slave mode (``--mode ha``) has its own handlers: same contract."""
-    res = run_fuzz(10_000, base_dir=tmp_path, nodes=1, seed=21,
-                   extra_args=("--mode", "ha", "--ha-master", "n1"))
+    res = run_fuzz(
+        10_000,
+        base_dir=tmp_path,
+        nodes=1,
+        seed=21,
+        extra_args=("--mode", "ha", "--ha-master", "n1"),
+    )
     assert res.frames >= 10_000
     _assert_clean(res)

@@ -38,8 +38,11 @@ def ha_cluster(tmp: Path, n: int, *, sync: bool, bug: str | None = None) -> Iter
 
 
 def wait_slaves(c: LocalCluster, master: str, k: int, timeout: float = 10.0) -> None:
-    c.wait_until(lambda: (c.status(master) or {}).get("slaves") == k, timeout,
-                 f"{k} slaves connected to {master}")
+    c.wait_until(
+        lambda: (c.status(master) or {}).get("slaves") == k,
+        timeout,
+        f"{k} slaves connected to {master}",
+    )
 
 
 def offset(c: LocalCluster, node: str) -> int:
@@ -116,7 +119,9 @@ def test_config_ties_ha_bugs_to_mode_ha() -> None:
         parse_args(base + ["--mode", "ha"])
     with pytest.raises(ConfigError, match="not among --peers"):
         parse_args(base + ["--mode", "ha", "--ha-master", "n7"])
-    cfg = parse_args(base + ["--mode", "ha", "--ha-master", "n2", "--ha-sync", "--bug", "ha-ack-on-send"])
+    cfg = parse_args(
+        base + ["--mode", "ha", "--ha-master", "n2", "--ha-sync", "--bug", "ha-ack-on-send"]
+    )
     assert cfg.ha_sync and cfg.bugs.names == ["ha-ack-on-send"]
 
 
@@ -134,12 +139,17 @@ def test_async_master_acks_and_slaves_converge(tmp_path) -> None:
             big = cl.append("B" * 100_000)  # bigger than one 32 KiB chunk
         assert big["code"] == "SUCCESS"
         end = offset(c, "n1")
-        c.wait_until(lambda: offset(c, "n2") == end and offset(c, "n3") == end, 10, "slaves caught up")
+        c.wait_until(
+            lambda: offset(c, "n2") == end and offset(c, "n3") == end, 10, "slaves caught up"
+        )
         master_log = local_log(c, "n1")
         assert local_log(c, "n2") == master_log == local_log(c, "n3")
         # a slave's offset counts at the master only once its post-fsync report arrives
-        c.wait_until(lambda: (c.status("n1") or {}).get("committedIndex") == 30, 10,
-                     "master saw the slaves' reports")
+        c.wait_until(
+            lambda: (c.status("n1") or {}).get("committedIndex") == 30,
+            10,
+            "master saw the slaves' reports",
+        )
         st = c.status("n1")
         assert st["role"] == "master" and st["committedIndex"] == st["ledgerEndIndex"] == 30
         with c.client("n2") as cl:

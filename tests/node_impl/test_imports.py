@@ -31,7 +31,9 @@ def _imports(path: Path) -> list[tuple[str, bool, bool]]:
     def walk(node: ast.AST, in_func: bool, typing_only: bool) -> None:
         for child in ast.iter_child_nodes(node):
             f = in_func or isinstance(child, ast.FunctionDef | ast.AsyncFunctionDef)
-            t = typing_only or (isinstance(child, ast.If) and "TYPE_CHECKING" in ast.unparse(child.test))
+            t = typing_only or (
+                isinstance(child, ast.If) and "TYPE_CHECKING" in ast.unparse(child.test)
+            )
             if isinstance(child, ast.Import):
                 out.extend((a.name, f, t) for a in child.names)
             elif isinstance(child, ast.ImportFrom) and child.module and not child.level:
@@ -43,15 +45,23 @@ def _imports(path: Path) -> list[tuple[str, bool, bool]]:
 
 
 def test_node_impl_imports_nothing_from_the_harness_side() -> None:
-    bad = [(p.name, m) for p in PKG.glob("*.py") for m, _, _ in _imports(p)
-           if m.split(".")[0] in HARNESS_SIDE]
+    bad = [
+        (p.name, m)
+        for p in PKG.glob("*.py")
+        for m, _, _ in _imports(p)
+        if m.split(".")[0] in HARNESS_SIDE
+    ]
     assert bad == []
 
 
 def test_no_function_level_imports_between_node_impl_modules() -> None:
-    bad = [(p.name, m) for p in PKG.glob("*.py") if p.name not in LAZY_OK
-           for m, in_func, typing_only in _imports(p)
-           if in_func and not typing_only and m.startswith("node_impl")]
+    bad = [
+        (p.name, m)
+        for p in PKG.glob("*.py")
+        if p.name not in LAZY_OK
+        for m, in_func, typing_only in _imports(p)
+        if in_func and not typing_only and m.startswith("node_impl")
+    ]
     assert bad == []
 
 
@@ -65,6 +75,7 @@ def test_every_module_imports_first_in_a_fresh_interpreter() -> None:
         f"    side = {sorted(HARNESS_SIDE)!r}\n"
         "    assert not [k for k in sys.modules if k.split('.')[0] in side], m\n"
     )
-    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                       cwd=PKG.parent, timeout=120)
+    r = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, cwd=PKG.parent, timeout=120
+    )
     assert r.returncode == 0, r.stderr

@@ -210,13 +210,17 @@ def test_follower_append_checks(tmp_path: Path) -> None:
     f.append_follower(es[0])
     with pytest.raises(InconsistentState, match="index"):
         f.append_follower(es[2])
-    wrong_pos = Entry(1, 1, 1, es[1].pos + 1, es[1].size, es[1].body_crc, es[1].chain_crc, es[1].body)
+    wrong_pos = Entry(
+        1, 1, 1, es[1].pos + 1, es[1].size, es[1].body_crc, es[1].chain_crc, es[1].body
+    )
     with pytest.raises(InconsistentState, match="pos"):
         f.append_follower(wrong_pos)
     bad_crc = Entry(1, 1, 1, es[1].pos, es[1].size, es[1].body_crc ^ 1, es[1].chain_crc, es[1].body)
     with pytest.raises(InconsistentState, match="bodyCrc"):
         f.append_follower(bad_crc)
-    bad_chain = Entry(1, 1, 1, es[1].pos, es[1].size, es[1].body_crc, es[1].chain_crc ^ 1, es[1].body)
+    bad_chain = Entry(
+        1, 1, 1, es[1].pos, es[1].size, es[1].body_crc, es[1].chain_crc ^ 1, es[1].body
+    )
     with pytest.raises(InconsistentState, match="chainCrc"):
         f.append_follower(bad_chain)
     assert f.end_index == 0

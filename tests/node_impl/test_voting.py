@@ -79,8 +79,15 @@ def test_vote_without_log_check_grants_to_a_shorter_log() -> None:
 
 
 def t(**kw) -> Tally:
-    base = dict(term=5, valid=3, accepted=0, not_ready=0, log_rejects=0,
-                already_has_leader=False, max_term=5)
+    base = dict(
+        term=5,
+        valid=3,
+        accepted=0,
+        not_ready=0,
+        log_rejects=0,
+        already_has_leader=False,
+        max_term=5,
+    )
     base.update(kw)
     return Tally(**base)
 
@@ -107,8 +114,16 @@ def test_higher_reply_term_names_the_new_term() -> None:
 
 
 def test_tally_counts_and_ignores_missing_replies() -> None:
-    tl = tally_votes(5, [("ACCEPT", 5), None, ("REJECT_TERM_NOT_READY", 4),
-                         ("REJECT_EXPIRED_LEDGER_TERM", 6), ("REJECT_ALREADY_HAS_LEADER", 5)])
+    tl = tally_votes(
+        5,
+        [
+            ("ACCEPT", 5),
+            None,
+            ("REJECT_TERM_NOT_READY", 4),
+            ("REJECT_EXPIRED_LEDGER_TERM", 6),
+            ("REJECT_ALREADY_HAS_LEADER", 5),
+        ],
+    )
     assert (tl.valid, tl.accepted, tl.not_ready, tl.log_rejects) == (4, 1, 1, 1)
     assert tl.already_has_leader and tl.max_term == 6
 

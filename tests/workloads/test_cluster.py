@@ -24,8 +24,10 @@ NODE_MAIN = Path(__file__).resolve().parents[2] / "node_impl" / "__main__.py"
 
 pytestmark = [
     pytest.mark.integration,
-    pytest.mark.skipif(not NODE_MAIN.exists(),
-                       reason="the reference node (node_impl/__main__.py) is not written yet"),
+    pytest.mark.skipif(
+        not NODE_MAIN.exists(),
+        reason="the reference node (node_impl/__main__.py) is not written yet",
+    ),
 ]
 
 
@@ -70,8 +72,14 @@ def run_final(gen, clients, ctx, nodes, process_base=100):
         for w, client in enumerate(clients):
             if w in done:
                 continue
-            g = GenContext(time_ns=time.monotonic_ns(), process=procs[w], worker=w,
-                           node=nodes[w % len(nodes)], rng=rng, nodes=list(nodes))
+            g = GenContext(
+                time_ns=time.monotonic_ns(),
+                process=procs[w],
+                worker=w,
+                node=nodes[w % len(nodes)],
+                rng=rng,
+                nodes=list(nodes),
+            )
             op = gen.op(g)
             if op is None:
                 done.add(w)
@@ -100,8 +108,9 @@ def test_appends_ok_and_redirect_followed(cluster, ctx):
             assert isinstance(done.value["index"], int) and done.value["index"] >= 1
             assert isinstance(done.value["term"], int) and done.value["term"] >= 1
         assert b.value["index"] > a.value["index"]
-        r = via_follower.invoke(ctx, inv("read", {"from": a.value["index"],
-                                                  "to": b.value["index"]}, node=follower))
+        r = via_follower.invoke(
+            ctx, inv("read", {"from": a.value["index"], "to": b.value["index"]}, node=follower)
+        )
         assert r.type == "ok" and r.node == leader
         got = {e[0]: e[2] for e in r.value["entries"]}
         assert got[a.value["index"]] == "t-0" and got[b.value["index"]] == "t-1"
@@ -135,8 +144,14 @@ def test_sampler_reports_every_node(cluster, ctx):
     for e in extras:
         client = e.client.open(ctx, e.node)
         try:
-            g = GenContext(time_ns=0, process=e.process_base, worker=0, node=e.node,
-                           rng=random.Random(0), nodes=list(cluster.nodes))
+            g = GenContext(
+                time_ns=0,
+                process=e.process_base,
+                worker=0,
+                node=e.node,
+                rng=random.Random(0),
+                nodes=list(cluster.nodes),
+            )
             op = e.generator.op(g)
             assert op.node == e.node and op.f == "sample" and op.process == e.process_base
             done = client.invoke(ctx, op)
@@ -156,8 +171,11 @@ def test_sampler_reports_every_node(cluster, ctx):
 
 
 def wait_replicated(cluster, nodes, index, timeout=10.0):
-    cluster.wait_until(lambda: all((cluster.status(n) or {}).get("ledgerEndIndex", -1) >= index
-                                   for n in nodes), timeout, f"ledgerEnd >= {index} on {nodes}")
+    cluster.wait_until(
+        lambda: all((cluster.status(n) or {}).get("ledgerEndIndex", -1) >= index for n in nodes),
+        timeout,
+        f"ledgerEnd >= {index} on {nodes}",
+    )
 
 
 def test_final_reads_cover_every_node(cluster, ctx):
@@ -194,8 +212,14 @@ def drive(ctx, gen, client, node, worker, processes, lock, deadline, history):
     c = client.open(ctx, node)
     try:
         while time.monotonic() < deadline:
-            g = GenContext(time_ns=history.now(), process=process, worker=worker, node=node,
-                           rng=ctx.rng, nodes=list(ctx.nodes))
+            g = GenContext(
+                time_ns=history.now(),
+                process=process,
+                worker=worker,
+                node=node,
+                rng=ctx.rng,
+                nodes=list(ctx.nodes),
+            )
             with lock:
                 op = gen.op(g)
             if op is None:
@@ -220,28 +244,67 @@ def test_mini_campaign_mixed(cluster, tmp_path):
 
     from harness.core.history import read_jsonl, validate_history
 
-    ctx = make_ctx(tmp_path, {n: cluster.client_addr(n) for n in cluster.nodes},
-                   sample_rate=20.0)
+    ctx = make_ctx(tmp_path, {n: cluster.client_addr(n) for n in cluster.nodes}, sample_rate=20.0)
     cluster.wait_for_leader(20)
     w = get_workload("mixed", ctx.spec.options)
     lock = threading.Lock()
     conc = 3
     deadline = time.monotonic() + 2.0
-    threads = [threading.Thread(target=drive, args=(
-        ctx, w.generator, w.client, cluster.nodes[i % 3], i, itertools.count(i, conc), lock,
-        deadline, ctx.history)) for i in range(conc)]
+    threads = [
+        threading.Thread(
+            target=drive,
+            args=(
+                ctx,
+                w.generator,
+                w.client,
+                cluster.nodes[i % 3],
+                i,
+                itertools.count(i, conc),
+                lock,
+                deadline,
+                ctx.history,
+            ),
+        )
+        for i in range(conc)
+    ]
     for i, ew in enumerate(w.extra_workers(cluster.nodes)):
-        threads.append(threading.Thread(target=drive, args=(
-            ctx, ew.generator, ew.client, ew.node, 100 + i,
-            itertools.count(ew.process_base, ew.process_stride), threading.Lock(), deadline,
-            ctx.history)))
+        threads.append(
+            threading.Thread(
+                target=drive,
+                args=(
+                    ctx,
+                    ew.generator,
+                    ew.client,
+                    ew.node,
+                    100 + i,
+                    itertools.count(ew.process_base, ew.process_stride),
+                    threading.Lock(),
+                    deadline,
+                    ctx.history,
+                ),
+            )
+        )
     for t in threads:
         t.start()
     for t in threads:
         t.join(30)
-    final = [threading.Thread(target=drive, args=(
-        ctx, w.final_generator, w.client, cluster.nodes[i % 3], i, itertools.count(50 + i, conc),
-        lock, time.monotonic() + 20, ctx.history)) for i in range(conc)]
+    final = [
+        threading.Thread(
+            target=drive,
+            args=(
+                ctx,
+                w.final_generator,
+                w.client,
+                cluster.nodes[i % 3],
+                i,
+                itertools.count(50 + i, conc),
+                lock,
+                time.monotonic() + 20,
+                ctx.history,
+            ),
+        )
+        for i in range(conc)
+    ]
     for t in final:
         t.start()
     for t in final:

@@ -73,6 +73,7 @@ def leader_is(leader_port, reply):
         if msg["type"] == "status" or addr[1] == leader_port:
             return reply(msg) if callable(reply) else reply
         return redirect("n2", f"127.0.0.1:{leader_port}")
+
     return handler
 
 
@@ -89,11 +90,22 @@ def ctx(tmp_path):
 
 def test_outcome_table():
     assert outcome("SUCCESS", read=False) == "ok"
-    for code in ("NOT_LEADER", "LEADER_PENDING_FULL", "LEADER_NOT_READY", "UNSUPPORTED",
-                 "INDEX_OUT_OF_RANGE", "NOT_COMMITTED"):
+    for code in (
+        "NOT_LEADER",
+        "LEADER_PENDING_FULL",
+        "LEADER_NOT_READY",
+        "UNSUPPORTED",
+        "INDEX_OUT_OF_RANGE",
+        "NOT_COMMITTED",
+    ):
         assert outcome(code, read=False) == "fail"
-    for code in ("WAIT_QUORUM_ACK_TIMEOUT", "TERM_CHANGED", "SLAVE_NOT_AVAILABLE",
-                 "FLUSH_SLAVE_TIMEOUT", "SOMETHING_NEW"):
+    for code in (
+        "WAIT_QUORUM_ACK_TIMEOUT",
+        "TERM_CHANGED",
+        "SLAVE_NOT_AVAILABLE",
+        "FLUSH_SLAVE_TIMEOUT",
+        "SOMETHING_NEW",
+    ):
         assert outcome(code, read=False) == "info"
         assert outcome(code, read=True) == "fail"
     assert exception_outcome(TimeoutError("x"), read=False) == "info"
@@ -106,8 +118,11 @@ def test_outcome_table():
 
 
 def test_append_follows_one_redirect_and_names_the_answering_node(ctx):
-    fc = FakeCluster(leader_is(7002, {"type": "append-resp", "code": "SUCCESS", "index": 7,
-                                      "term": 3, "leader": "n2"}))
+    fc = FakeCluster(
+        leader_is(
+            7002, {"type": "append-resp", "code": "SUCCESS", "index": 7, "term": 3, "leader": "n2"}
+        )
+    )
     c = AppendClient(connector=fc.connector).open(ctx, "n1")
     done = c.invoke(ctx, inv("append", {"payload": "0-0"}))
     assert (done.type, done.node) == ("ok", "n2")
@@ -132,6 +147,7 @@ def test_codes_and_exceptions_map_per_spec(ctx):
     def raiser(exc):
         def h(addr, msg):
             raise exc
+
         return h
 
     cases = [
@@ -172,8 +188,12 @@ def test_connection_dropped_after_error_and_reopened(ctx):
 
 
 def test_log_read_converts_entries(ctx):
-    reply = {"code": "SUCCESS", "committedIndex": 2, "ledgerEndIndex": 2,
-             "entries": [[0, 1, "noop", None], [1, 1, "append", "0-0"], [2, 1, "append", b"raw"]]}
+    reply = {
+        "code": "SUCCESS",
+        "committedIndex": 2,
+        "ledgerEndIndex": 2,
+        "entries": [[0, 1, "noop", None], [1, 1, "append", "0-0"], [2, 1, "append", b"raw"]],
+    }
     fc = FakeCluster(leader_is(7001, reply))
     c = AppendClient(connector=fc.connector).open(ctx, "n1")
     done = c.invoke(ctx, inv("read", {"from": 0, "to": 2}))
@@ -186,19 +206,25 @@ def test_final_read_is_local_on_the_named_node_and_clipped(ctx):
     def h(addr, msg):
         if msg["type"] == "status":
             return {"code": "SUCCESS", "ledgerEndIndex": 1, "committedIndex": 0}
-        return {"code": "SUCCESS", "committedIndex": 0, "ledgerEndIndex": 1,
-                "entries": [[i, 1, "append", str(i)] for i in range(msg["from"], msg["to"] + 1)]}
+        return {
+            "code": "SUCCESS",
+            "committedIndex": 0,
+            "ledgerEndIndex": 1,
+            "entries": [[i, 1, "append", str(i)] for i in range(msg["from"], msg["to"] + 1)],
+        }
 
     fc = FakeCluster(h)
     c = AppendClient(connector=fc.connector).open(ctx, "n1")
-    done = c.invoke(ctx, inv("read", {"from": 0, "to": 999, "final": True, "local": True},
-                             node="n3"))
+    done = c.invoke(
+        ctx, inv("read", {"from": 0, "to": 999, "final": True, "local": True}, node="n3")
+    )
     assert done.type == "ok" and done.node == "n3"
     assert done.value == {"entries": [[0, 1, "0"], [1, 1, "1"]], "committed": 0, "end": 1}
     assert all(a == ADDRS["n3"] for a, _ in fc.calls)
     assert fc.calls[-1][1] == {"type": "get", "index": None, "from": 0, "to": 1, "local": True}
-    done = c.invoke(ctx, inv("read", {"from": 1000, "to": 1999, "final": True, "local": True},
-                             node="n3"))
+    done = c.invoke(
+        ctx, inv("read", {"from": 1000, "to": 1999, "final": True, "local": True}, node="n3")
+    )
     assert done.type == "ok" and done.value["entries"] == [] and done.value["end"] == 1
 
 
@@ -211,8 +237,12 @@ def test_register_ops(ctx):
             kv[msg["key"]] = msg["value"]
             return {"code": "SUCCESS", "index": 1, "term": 1}
         if t == "kv-read":
-            return {"code": "SUCCESS", "found": msg["key"] in kv, "value": kv.get(msg["key"]),
-                    "readIndex": 1}
+            return {
+                "code": "SUCCESS",
+                "found": msg["key"] in kv,
+                "value": kv.get(msg["key"]),
+                "readIndex": 1,
+            }
         if t == "kv-cas":
             ok = kv.get(msg["key"]) == msg["old"] and msg["key"] in kv
             if ok:
@@ -242,7 +272,11 @@ def test_set_read_pages_through_committed_log(ctx):
         if msg["index"] is not None:
             return {"code": "SUCCESS", "committedIndex": 24, "entries": [log[msg["index"]]]}
         assert msg["to"] <= 24
-        return {"code": "SUCCESS", "committedIndex": 24, "entries": log[msg["from"]:msg["to"] + 1]}
+        return {
+            "code": "SUCCESS",
+            "committedIndex": 24,
+            "entries": log[msg["from"] : msg["to"] + 1],
+        }
 
     fc = FakeCluster(h)
     c = SetClient(connector=fc.connector, chunk=10).open(ctx, "n1")
@@ -252,10 +286,20 @@ def test_set_read_pages_through_committed_log(ctx):
 
 
 def test_sampler_values_and_down_node(ctx):
-    status = {"code": "SUCCESS", "role": "leader", "term": 4, "leader": "n2",
-              "ledgerBeginIndex": 0, "ledgerEndIndex": 9, "committedIndex": 8,
-              "appliedIndex": 8, "votedFor": "n2", "incarnation": 12345, "mode": "dledger",
-              "bug": None}
+    status = {
+        "code": "SUCCESS",
+        "role": "leader",
+        "term": 4,
+        "leader": "n2",
+        "ledgerBeginIndex": 0,
+        "ledgerEndIndex": 9,
+        "committedIndex": 8,
+        "appliedIndex": 8,
+        "votedFor": "n2",
+        "incarnation": 12345,
+        "mode": "dledger",
+        "bug": None,
+    }
 
     def h(addr, msg):
         if addr == ADDRS["n3"]:
@@ -266,8 +310,15 @@ def test_sampler_values_and_down_node(ctx):
     c = SamplerClient(connector=fc.connector).open(ctx, "n2")
     ok = c.invoke(ctx, inv("sample", node="n2", process=1_000_001))
     assert ok.type == "ok" and tuple(ok.value) == SAMPLE_KEYS
-    assert ok.value == {"role": "leader", "term": 4, "leader": "n2", "begin": 0, "end": 9,
-                        "committed": 8, "incarnation": 12345}
+    assert ok.value == {
+        "role": "leader",
+        "term": 4,
+        "leader": "n2",
+        "begin": 0,
+        "end": 9,
+        "committed": 8,
+        "incarnation": 12345,
+    }
     down = c.invoke(ctx, inv("sample", node="n3", process=1_000_002))
     assert (down.type, down.node) == ("info", "n3")
 

@@ -47,14 +47,16 @@ def flaky(p_info: float = 0.2, p_fail: float = 0.1):
         if x < p_info + p_fail:
             return "fail", op.value, "NOT_LEADER"
         return "ok", op.value, None
+
     return complete
 
 
 @settings(max_examples=40, deadline=None)
 @given(n=st.integers(0, 60), workers=st.integers(1, 6), seed=st.integers(0, 2**32))
 def test_limit_is_respected_and_history_well_formed(n, workers, seed):
-    h = simulate(limit(n, repeat(op_fn("write"))), workers, 10_000, random.Random(seed),
-                 complete=flaky())
+    h = simulate(
+        limit(n, repeat(op_fn("write"))), workers, 10_000, random.Random(seed), complete=flaky()
+    )
     assert len(invokes(h)) == n
     pairs = pair_ops(h)
     assert all(c is not None for c in pairs.values())
@@ -66,14 +68,17 @@ def test_limit_is_respected_and_history_well_formed(n, workers, seed):
 def test_same_seed_same_history(seed, workers):
     def run():
         g = mix([AppendGen(read_fraction=0.3), RegisterGen()], [2, 1])
-        return [o.to_dict() for o in simulate(g, workers, 300, random.Random(seed),
-                                              complete=flaky())]
+        return [
+            o.to_dict() for o in simulate(g, workers, 300, random.Random(seed), complete=flaky())
+        ]
+
     assert run() == run()
 
 
 def test_different_seeds_differ():
     def run(seed):
         return [o.to_dict() for o in simulate(RegisterGen(), 3, 100, random.Random(seed))]
+
     assert run(1) != run(2)
 
 
@@ -88,8 +93,9 @@ def append_complete(op: Op, rng: random.Random):
 @settings(max_examples=25, deadline=None)
 @given(seed=st.integers(0, 2**32), workers=st.integers(1, 8))
 def test_append_payloads_unique_even_after_infos(seed, workers):
-    h = simulate(AppendGen(read_fraction=0.2), workers, 500, random.Random(seed),
-                 complete=flaky(p_info=0.3))
+    h = simulate(
+        AppendGen(read_fraction=0.2), workers, 500, random.Random(seed), complete=flaky(p_info=0.3)
+    )
     payloads = [o.value["payload"] for o in invokes(h) if o.f == "append"]
     assert payloads and len(payloads) == len(set(payloads))
     reads = [o for o in invokes(h) if o.f == "read"]
@@ -99,8 +105,9 @@ def test_append_payloads_unique_even_after_infos(seed, workers):
 
 def test_append_reads_follow_the_committed_tail_within_a_chunk():
     append_complete.i = -1
-    h = simulate(AppendGen(read_fraction=0.3, chunk=50), 4, 2000, random.Random(3),
-                 complete=append_complete)
+    h = simulate(
+        AppendGen(read_fraction=0.3, chunk=50), 4, 2000, random.Random(3), complete=append_complete
+    )
     reads = [o for o in invokes(h) if o.f == "read"]
     assert reads
     assert max(r.value["to"] for r in reads) > 500
@@ -109,8 +116,9 @@ def test_append_reads_follow_the_committed_tail_within_a_chunk():
 
 def test_time_limit_stops_invocations():
     rng = random.Random(7)
-    h = simulate(time_limit(0.5, repeat(op_fn("write"))), 3, 100_000, rng,
-                 latency_ns=(5_000_000, 20_000_000))
+    h = simulate(
+        time_limit(0.5, repeat(op_fn("write"))), 3, 100_000, rng, latency_ns=(5_000_000, 20_000_000)
+    )
     inv = invokes(h)
     assert inv
     assert max(o.time for o in inv) < 500_000_000
@@ -118,17 +126,27 @@ def test_time_limit_stops_invocations():
 
 
 def test_mix_respects_zero_weight_and_exhaustion():
-    h = simulate(mix([limit(30, repeat(op_fn("a"))), repeat(op_fn("b"))], [1, 0]), 3, 1000,
-                 random.Random(1))
+    h = simulate(
+        mix([limit(30, repeat(op_fn("a"))), repeat(op_fn("b"))], [1, 0]), 3, 1000, random.Random(1)
+    )
     assert Counter(o.f for o in invokes(h)) == {"a": 30}
-    h = simulate(mix([limit(10, repeat(op_fn("a"))), limit(20, repeat(op_fn("b")))]), 3, 1000,
-                 random.Random(1))
+    h = simulate(
+        mix([limit(10, repeat(op_fn("a"))), limit(20, repeat(op_fn("b")))]),
+        3,
+        1000,
+        random.Random(1),
+    )
     assert Counter(o.f for o in invokes(h)) == {"a": 10, "b": 20}
 
 
 def test_mix_skips_a_pending_child():
-    h = simulate(mix([idle(), limit(5, repeat(op_fn("b")))]), 2, 100, random.Random(0),
-                 max_idle_ns=50_000_000)
+    h = simulate(
+        mix([idle(), limit(5, repeat(op_fn("b")))]),
+        2,
+        100,
+        random.Random(0),
+        max_idle_ns=50_000_000,
+    )
     assert Counter(o.f for o in invokes(h)) == {"b": 5}
 
 
@@ -202,13 +220,20 @@ def log_node_complete(ends: dict[str, int], down: set[str]):
         a, b = op.value["from"], min(op.value["to"], end)
         entries = [[i, 1, f"{op.node}-{i}"] for i in range(a, b + 1)]
         return "ok", {"entries": entries, "committed": end, "end": end}, None
+
     return complete
 
 
 def test_final_log_reads_cover_every_node_in_chunks():
     ends = {"n1": 2500, "n2": 999, "n3": -1, "n4": 40}
-    h = simulate(final_log_reads(chunk=1000), 3, 1000, random.Random(0), nodes=list(ends),
-                 complete=log_node_complete(ends, {"n4"}))
+    h = simulate(
+        final_log_reads(chunk=1000),
+        3,
+        1000,
+        random.Random(0),
+        nodes=list(ends),
+        complete=log_node_complete(ends, {"n4"}),
+    )
     for node, end in ends.items():
         oks = [o for o in h if o.type == "ok" and o.node == node]
         seen = sorted(e[0] for o in oks for e in o.value["entries"])
@@ -234,8 +259,10 @@ def test_a_lull_turns_the_log_and_register_generators_to_reads() -> None:
     rng = random.Random(4)
 
     def fs(lull: bool) -> Counter[str]:
-        return Counter(g.op(GenContext(time_ns=0, process=0, worker=0, node="n1", rng=rng,
-                                       lull=lull)).f for _ in range(300))
+        return Counter(
+            g.op(GenContext(time_ns=0, process=0, worker=0, node="n1", rng=rng, lull=lull)).f
+            for _ in range(300)
+        )
 
     quiet, busy = fs(True), fs(False)
     assert set(quiet) == {"read"} and quiet["read"] == 300

@@ -12,8 +12,7 @@ RNG = random.Random(1)
 
 
 def ctx(process: int = 0) -> GenContext:
-    return GenContext(time_ns=0, process=process, worker=0, node="n1", rng=RNG,
-                      nodes=["n1", "n2"])
+    return GenContext(time_ns=0, process=process, worker=0, node="n1", rng=RNG, nodes=["n1", "n2"])
 
 
 def test_gen_bodies_are_unique_and_pulls_follow_the_cursor() -> None:

@@ -84,9 +84,18 @@ def test_each_misbehaviour_is_info_and_the_next_op_gets_a_fresh_program(tmp_path
         pids.append(client.proc.pid if client.proc else None)
     client.close(_ctx(tmp_path))
     kinds = [(r.type, (r.error or "").split(":")[0]) for r in results]
-    assert kinds == [("ok", ""), ("info", "client crashed"), ("ok", ""), ("info", "timeout"),
-                     ("ok", ""), ("info", "client answered garbage"), ("ok", ""),
-                     ("info", "client crashed"), ("ok", ""), ("info", "client answered garbage")]
+    assert kinds == [
+        ("ok", ""),
+        ("info", "client crashed"),
+        ("ok", ""),
+        ("info", "timeout"),
+        ("ok", ""),
+        ("info", "client answered garbage"),
+        ("ok", ""),
+        ("info", "client crashed"),
+        ("ok", ""),
+        ("info", "client answered garbage"),
+    ]
     assert [r.value for r in results] == list(range(10))  # info keeps the invocation's value
     assert pids[1::2] == [None] * 5  # the program is dropped after every doubt...
     assert len({p for p in pids[0::2]}) == 5  # ...and the next op runs in a new one
@@ -96,16 +105,24 @@ def test_each_misbehaviour_is_info_and_the_next_op_gets_a_fresh_program(tmp_path
 
 def test_the_program_sees_the_documented_fields(tmp_path):
     echo = tmp_path / "echo"
-    echo.write_text(f"#!{sys.executable}\nimport sys, json\nfor l in sys.stdin:\n"
-                    "    print(json.dumps({'type': 'ok', 'value': json.loads(l)}), flush=True)\n")
+    echo.write_text(
+        f"#!{sys.executable}\nimport sys, json\nfor l in sys.stdin:\n"
+        "    print(json.dumps({'type': 'ok', 'value': json.loads(l)}), flush=True)\n"
+    )
     echo.chmod(0o755)
     client = StdioClient([str(echo)], timeout=2).open(_ctx(tmp_path), "n1")
-    done = client.invoke(_ctx(tmp_path), Op(type="invoke", process=4, f="cas", value=[1, 2],
-                                            key="k7", node="n1"))
+    done = client.invoke(
+        _ctx(tmp_path), Op(type="invoke", process=4, f="cas", value=[1, 2], key="k7", node="n1")
+    )
     client.close(_ctx(tmp_path))
-    assert done.type == "ok" and done.value == {"f": "cas", "key": "k7", "value": [1, 2],
-                                                "process": 4, "node": "n1",
-                                                "address": "127.0.0.1:9"}
+    assert done.type == "ok" and done.value == {
+        "f": "cas",
+        "key": "k7",
+        "value": [1, 2],
+        "process": 4,
+        "node": "n1",
+        "address": "127.0.0.1:9",
+    }
 
 
 def test_a_hung_program_is_killed_with_its_children(tmp_path):
@@ -124,13 +141,27 @@ def test_a_hung_program_is_killed_with_its_children(tmp_path):
 
 def test_a_whole_run_records_every_op_and_loses_nothing(tmp_path, program):
     hosts = [Host(name=f"n{i}", address=f"127.0.0.{i}") for i in (1, 2, 3)]
-    spec = TestSpec(name="stdio-bad", nodes=("n1", "n2", "n3"), db="null",
-                    workload=f"stdio:{program}", time_limit=4.0, concurrency=3, rate=50, seed=1,
-                    options={"stdio_timeout": 0.3})
+    spec = TestSpec(
+        name="stdio-bad",
+        nodes=("n1", "n2", "n3"),
+        db="null",
+        workload=f"stdio:{program}",
+        time_limit=4.0,
+        concurrency=3,
+        rate=50,
+        seed=1,
+        options={"stdio_timeout": 0.3},
+    )
     wl = get_workload(spec.workload, spec.options)
-    res = run_test(spec, hosts, store_root=tmp_path / "store", db=NullDB(), workload=wl,
-                   options=RunOptions(check=False, progress=False, recovery_s=0.0,
-                                      join_timeout_s=5.0), connect_fn=MemoryRemote)
+    res = run_test(
+        spec,
+        hosts,
+        store_root=tmp_path / "store",
+        db=NullDB(),
+        workload=wl,
+        options=RunOptions(check=False, progress=False, recovery_s=0.0, join_timeout_s=5.0),
+        connect_fn=MemoryRemote,
+    )
     ops = list(read_jsonl(res.store_dir / "history.jsonl"))
     validate_history(ops)  # pairing, no process reused after info
     client_ops = [o for o in ops if o.is_client]
@@ -163,8 +194,18 @@ def test_example_clients_speak_the_protocol(tmp_path):
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
-    server = subprocess.Popen([sys.executable, str(root / "tinykv_plugin" / "server.py"), "--node", "n1",
-                               "--peers", f"n1=127.0.0.1:{port}", "--data-dir", str(tmp_path)])
+    server = subprocess.Popen(
+        [
+            sys.executable,
+            str(root / "tinykv_plugin" / "server.py"),
+            "--node",
+            "n1",
+            "--peers",
+            f"n1=127.0.0.1:{port}",
+            "--data-dir",
+            str(tmp_path),
+        ]
+    )
     try:
         deadline = time.monotonic() + 10
         while time.monotonic() < deadline:
@@ -175,15 +216,30 @@ def test_example_clients_speak_the_protocol(tmp_path):
                 time.sleep(0.05)
         for client in ("client.sh", "client.pl"):
             key = client
-            lines = [{"f": "read", "key": key, "value": None}, {"f": "write", "key": key, "value": 3},
-                     {"f": "cas", "key": key, "value": [3, 4]}, {"f": "cas", "key": key, "value": [3, 1]},
-                     {"f": "read", "key": key, "value": None}]
+            lines = [
+                {"f": "read", "key": key, "value": None},
+                {"f": "write", "key": key, "value": 3},
+                {"f": "cas", "key": key, "value": [3, 4]},
+                {"f": "cas", "key": key, "value": [3, 1]},
+                {"f": "read", "key": key, "value": None},
+            ]
             text = "".join(json.dumps({**x, "address": f"127.0.0.1:{port}"}) + "\n" for x in lines)
-            out = subprocess.run([str(root / client)], input=text, capture_output=True, text=True,
-                                 timeout=30, env={**os.environ})
+            out = subprocess.run(
+                [str(root / client)],
+                input=text,
+                capture_output=True,
+                text=True,
+                timeout=30,
+                env={**os.environ},
+            )
             answers = [json.loads(line) for line in out.stdout.splitlines()]
             assert [(a["type"], a.get("value")) for a in answers] == [
-                ("ok", None), ("ok", None), ("ok", None), ("fail", None), ("ok", 4)], client
+                ("ok", None),
+                ("ok", None),
+                ("ok", None),
+                ("fail", None),
+                ("ok", 4),
+            ], client
     finally:
         server.kill()
         server.wait()
@@ -191,16 +247,21 @@ def test_example_clients_speak_the_protocol(tmp_path):
 
 def test_an_extra_line_is_never_taken_for_the_next_answer(tmp_path):
     chatty = tmp_path / "chatty"
-    chatty.write_text(f"#!{sys.executable}\nimport sys, json\nfor l in sys.stdin:\n"
-                      "    v = json.loads(l)['value']\n"
-                      "    print(json.dumps({'type': 'ok', 'value': v}))\n"
-                      "    print(json.dumps({'type': 'ok', 'value': 'stale'}), flush=True)\n")
+    chatty.write_text(
+        f"#!{sys.executable}\nimport sys, json\nfor l in sys.stdin:\n"
+        "    v = json.loads(l)['value']\n"
+        "    print(json.dumps({'type': 'ok', 'value': v}))\n"
+        "    print(json.dumps({'type': 'ok', 'value': 'stale'}), flush=True)\n"
+    )
     chatty.chmod(0o755)
     client = StdioClient([str(chatty)], timeout=2).open(_ctx(tmp_path), "n1")
     got = []
     for i in range(4):
-        got.append(client.invoke(_ctx(tmp_path), Op(type="invoke", process=i, f="read",
-                                                    value=i, key="k", node="n1")).value)
+        got.append(
+            client.invoke(
+                _ctx(tmp_path), Op(type="invoke", process=i, f="read", value=i, key="k", node="n1")
+            ).value
+        )
         time.sleep(0.1)  # let the extra line arrive
     client.close(_ctx(tmp_path))
     assert got == [0, 1, 2, 3]

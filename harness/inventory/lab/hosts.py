@@ -34,9 +34,25 @@ from harness.core.remote import Host
 from harness.inventory.lab.network import run
 from harness.inventory.lab.state import HostPlan, new_ed25519_key, proc_start, write_atomic
 
-__all__ = ["SSHD", "TOOLS", "find_libfaketime", "require_root", "write_host_files",
-           "cgroup_base", "ensure_cgroup", "thaw", "rmdir_retry", "init_pid", "host_alive",
-           "sshd_pid", "launch", "wait_ssh", "kill_host", "ssh_login", "ssh_banner"]
+__all__ = [
+    "SSHD",
+    "TOOLS",
+    "find_libfaketime",
+    "require_root",
+    "write_host_files",
+    "cgroup_base",
+    "ensure_cgroup",
+    "thaw",
+    "rmdir_retry",
+    "init_pid",
+    "host_alive",
+    "sshd_pid",
+    "launch",
+    "wait_ssh",
+    "kill_host",
+    "ssh_login",
+    "ssh_banner",
+]
 
 log = logging.getLogger(__name__)
 
@@ -51,15 +67,21 @@ _REAP_LOCK = threading.Lock()
 def find_libfaketime() -> str | None:
     """Path of libfaketime.so.1, or None when the faketime package is missing."""
     try:
-        out = subprocess.run(["dpkg", "-L", "libfaketime"], capture_output=True, text=True,
-                             timeout=10).stdout
+        out = subprocess.run(
+            ["dpkg", "-L", "libfaketime"], capture_output=True, text=True, timeout=10
+        ).stdout
         for line in out.splitlines():
             if line.endswith("/libfaketime.so.1") and os.path.exists(line):
                 return line
     except (OSError, subprocess.SubprocessError):
         pass
-    for base in ("/usr/lib/x86_64-linux-gnu", "/usr/lib/aarch64-linux-gnu", "/usr/lib",
-                 "/usr/local/lib", "/usr/lib64"):
+    for base in (
+        "/usr/lib/x86_64-linux-gnu",
+        "/usr/lib/aarch64-linux-gnu",
+        "/usr/lib",
+        "/usr/local/lib",
+        "/usr/lib64",
+    ):
         for p in (f"{base}/faketime/libfaketime.so.1", f"{base}/libfaketime.so.1"):
             if os.path.exists(p):
                 return p
@@ -68,14 +90,18 @@ def find_libfaketime() -> str | None:
 
 def require_root() -> None:
     if os.geteuid() != 0:
-        raise LabError("the lab needs root (network namespaces, veth interfaces, sshd); "
-                       "run as root, or point splitbrain at machines with a nodes file")
+        raise LabError(
+            "the lab needs root (network namespaces, veth interfaces, sshd); "
+            "run as root, or point splitbrain at machines with a nodes file"
+        )
 
 
 # --- files -----------------------------------------------------------------------------
 
-def write_host_files(hp: HostPlan, plan: Sequence[HostPlan], client_pub: str,
-                     faketime: str | None, lab_name: str) -> str:
+
+def write_host_files(
+    hp: HostPlan, plan: Sequence[HostPlan], client_pub: str, faketime: str | None, lab_name: str
+) -> str:
     """The host's private directories, host key, sshd config and /etc/hosts; its public key."""
     d = hp.state_dir
     for sub in ("run/sshd", "tmp", "srv"):
@@ -92,16 +118,20 @@ def write_host_files(hp: HostPlan, plan: Sequence[HostPlan], client_pub: str,
     write_atomic(d / "hosts", f"127.0.0.1\tlocalhost\n{others}\n")
     setenv = ""
     if faketime:
-        setenv = (f"SetEnv LD_PRELOAD={faketime} FAKETIME_TIMESTAMP_FILE={d / 'faketime'} "
-                  "FAKETIME_NO_CACHE=1 FAKETIME_DONT_FAKE_MONOTONIC=1\n")
-    write_atomic(d / "sshd_config", f"""\
+        setenv = (
+            f"SetEnv LD_PRELOAD={faketime} FAKETIME_TIMESTAMP_FILE={d / 'faketime'} "
+            "FAKETIME_NO_CACHE=1 FAKETIME_DONT_FAKE_MONOTONIC=1\n"
+        )
+    write_atomic(
+        d / "sshd_config",
+        f"""\
 # splitbrain lab {lab_name}, host {hp.name}: generated, rewritten by `lab up`
 Port 22
 AddressFamily inet
 ListenAddress 0.0.0.0
 HostKey {hostkey}
 PidFile /run/sshd.pid
-AuthorizedKeysFile {d / 'authorized_keys'}
+AuthorizedKeysFile {d / "authorized_keys"}
 StrictModes no
 UsePAM no
 PasswordAuthentication no
@@ -112,11 +142,13 @@ PrintMotd no
 MaxSessions 200
 MaxStartups 100:30:200
 Subsystem sftp internal-sftp
-{setenv}""")
+{setenv}""",
+    )
     return (d / "ssh_host_ed25519_key.pub").read_text().strip()
 
 
 # --- cgroups ---------------------------------------------------------------------------
+
 
 def _cgroup2_mount() -> Path | None:
     with contextlib.suppress(OSError):
@@ -176,6 +208,7 @@ def rmdir_retry(path: Path) -> None:
 
 # --- processes -------------------------------------------------------------------------
 
+
 def _init_record(hp: HostPlan) -> dict[str, Any] | None:
     try:
         rec = json.loads((hp.state_dir / "init.json").read_text())
@@ -234,42 +267,66 @@ def launch(hp: HostPlan, cgroup: Path | None, faketime: str | None, lab_name: st
     # whose python runs inside the hosts) may live under /tmp: stage those paths
     # before /tmp is replaced, then mount them back at the same place.
     keep = _paths_under_tmp()
-    stage = "".join(f"mkdir -p {q(str(d / f'keep{i}'))}\n"
-                    f"mount --bind {q(p)} {q(str(d / f'keep{i}'))}\n"
-                    for i, p in enumerate(keep))
-    restore = "".join(f"mkdir -p {q(p)}\nmount --bind {q(str(d / f'keep{i}'))} {q(p)}\n"
-                      for i, p in enumerate(keep))
+    stage = "".join(
+        f"mkdir -p {q(str(d / f'keep{i}'))}\nmount --bind {q(p)} {q(str(d / f'keep{i}'))}\n"
+        for i, p in enumerate(keep)
+    )
+    restore = "".join(
+        f"mkdir -p {q(p)}\nmount --bind {q(str(d / f'keep{i}'))} {q(p)}\n"
+        for i, p in enumerate(keep)
+    )
     script = f"""\
 set -e
 echo 1 > /proc/sys/net/ipv4/conf/all/route_localnet
 hostname {q(hp.name)}
-mount --bind {q(str(d / 'run'))} /run
-{stage}mount --bind {q(str(d / 'tmp'))} /tmp
-{restore}mount --bind {q(str(d / 'srv'))} /srv
-mount --bind {q(str(d / 'hosts'))} /etc/hosts
-if [ -f /root/.bashrc ]; then mount --bind {q(str(d / 'bashrc'))} /root/.bashrc; fi
+mount --bind {q(str(d / "run"))} /run
+{stage}mount --bind {q(str(d / "tmp"))} /tmp
+{restore}mount --bind {q(str(d / "srv"))} /srv
+mount --bind {q(str(d / "hosts"))} /etc/hosts
+if [ -f /root/.bashrc ]; then mount --bind {q(str(d / "bashrc"))} /root/.bashrc; fi
 mount -t tmpfs -o mode=1777,size=256m shm /dev/shm
-exec setpriv --bounding-set -sys_time tini -s -- {SSHD} -D -e -f {q(str(d / 'sshd_config'))}
+exec setpriv --bounding-set -sys_time tini -s -- {SSHD} -D -e -f {q(str(d / "sshd_config"))}
 """
     write_atomic(d / "init.sh", script, 0o755)
     # sshd makes bash read ~/.bashrc even for `ssh host cmd`; the machine's own
     # (pyenv and the like) costs ~1 s a command and is no business of a lab host.
     write_atomic(d / "bashrc", "# splitbrain lab host: deliberately empty\n")
-    argv = ["ip", "netns", "exec", hp.netns, "unshare", "--uts", "--pid", "--mount", "--fork",
-            "--mount-proc", "--kill-child", "sh", str(d / "init.sh")]
+    argv = [
+        "ip",
+        "netns",
+        "exec",
+        hp.netns,
+        "unshare",
+        "--uts",
+        "--pid",
+        "--mount",
+        "--fork",
+        "--mount-proc",
+        "--kill-child",
+        "sh",
+        str(d / "init.sh"),
+    ]
     if cgroup is not None:
         argv = ["sh", "-c", 'echo $$ > "$0/cgroup.procs" && exec "$@"', str(cgroup), *argv]
     with open(d / "sshd.log", "ab") as logf:
-        proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=logf, stderr=logf,
-                                start_new_session=True, close_fds=True)
+        proc = subprocess.Popen(
+            argv,
+            stdin=subprocess.DEVNULL,
+            stdout=logf,
+            stderr=logf,
+            start_new_session=True,
+            close_fds=True,
+        )
     _CHILDREN[proc.pid] = proc
     # The launcher becomes `unshare`, whose one child is the host's init.
     deadline = time.monotonic() + 10.0
     init = None
     while time.monotonic() < deadline:
         if proc.poll() is not None:
-            raise LabError(f"host {hp.name} of lab {lab_name} failed to start "
-                           f"(exit {proc.returncode}): {_tail(d / 'sshd.log')}")
+            raise LabError(
+                f"host {hp.name} of lab {lab_name} failed to start "
+                f"(exit {proc.returncode}): {_tail(d / 'sshd.log')}"
+            )
         with contextlib.suppress(psutil.Error):
             p = psutil.Process(proc.pid)
             kids = p.children() if p.name() == "unshare" else []
@@ -279,8 +336,10 @@ exec setpriv --bounding-set -sys_time tini -s -- {SSHD} -D -e -f {q(str(d / 'ssh
         time.sleep(0.005)
     if init is None:
         raise LabError(f"host {hp.name} of lab {lab_name}: init did not start within 10 s")
-    write_atomic(d / "init.json", json.dumps({
-        "launcher": proc.pid, "init": init, "init_start": proc_start(init)}) + "\n")
+    write_atomic(
+        d / "init.json",
+        json.dumps({"launcher": proc.pid, "init": init, "init_start": proc_start(init)}) + "\n",
+    )
 
 
 def wait_ssh(plan: Sequence[HostPlan], timeout: float, lab_name: str) -> None:
@@ -289,19 +348,26 @@ def wait_ssh(plan: Sequence[HostPlan], timeout: float, lab_name: str) -> None:
     while pending:
         # Poll the listen table, not the port: each probe connection costs sshd a
         # fork and re-exec, which adds up on a loaded machine. One banner at the end.
-        pending = [hp for hp in pending
-                   if not (_listening(init_pid(hp), 22) and ssh_banner(hp.address, 22, 2.0))]
+        pending = [
+            hp
+            for hp in pending
+            if not (_listening(init_pid(hp), 22) and ssh_banner(hp.address, 22, 2.0))
+        ]
         if not pending:
             return
         for hp in pending:
             if sshd_pid(hp) is None and init_pid(hp) is None:
-                raise LabError(f"sshd on {hp.name} ({hp.address}) of lab {lab_name} died: "
-                               f"{_tail(hp.state_dir / 'sshd.log')}")
+                raise LabError(
+                    f"sshd on {hp.name} ({hp.address}) of lab {lab_name} died: "
+                    f"{_tail(hp.state_dir / 'sshd.log')}"
+                )
         if time.monotonic() > deadline:
             hp = pending[0]
-            raise LabError(f"sshd on {hp.name} ({hp.address}) of lab {lab_name} did not "
-                           f"answer within {timeout:.0f} s; sshd log: "
-                           f"{_tail(hp.state_dir / 'sshd.log')}")
+            raise LabError(
+                f"sshd on {hp.name} ({hp.address}) of lab {lab_name} did not "
+                f"answer within {timeout:.0f} s; sshd log: "
+                f"{_tail(hp.state_dir / 'sshd.log')}"
+            )
         time.sleep(0.02)
 
 
@@ -338,8 +404,7 @@ def kill_host(hp: HostPlan, cgroup: Path | None, lab_name: str) -> None:
         if pids:
             time.sleep(0.01)
     if pids:
-        raise LabError(f"processes {sorted(pids)} of {hp.name} in lab {lab_name} "
-                       "survived SIGKILL")
+        raise LabError(f"processes {sorted(pids)} of {hp.name} in lab {lab_name} survived SIGKILL")
     with contextlib.suppress(OSError):
         (hp.state_dir / "init.json").unlink()
 

@@ -44,26 +44,32 @@ def _checked_meta(meta_path: Path, name: str) -> dict[str, Any]:
     try:
         text = meta_path.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as e:
-        raise ConfigError(f"cannot read: {getattr(e, 'strerror', None) or e}; {hint}",
-                          path=meta_path) from None
+        raise ConfigError(
+            f"cannot read: {getattr(e, 'strerror', None) or e}; {hint}", path=meta_path
+        ) from None
     try:
         meta = json.loads(text)
     except json.JSONDecodeError as e:
-        raise ConfigError(f"not valid JSON ({e.msg}); {hint}", path=meta_path, line=e.lineno) from None
+        raise ConfigError(
+            f"not valid JSON ({e.msg}); {hint}", path=meta_path, line=e.lineno
+        ) from None
     except (RecursionError, ValueError):
         raise ConfigError(f"not valid JSON; {hint}", path=meta_path) from None
     if not isinstance(meta, dict):
-        raise ConfigError(f"expected a JSON object, got {type(meta).__name__}; {hint}",
-                          path=meta_path)
+        raise ConfigError(
+            f"expected a JSON object, got {type(meta).__name__}; {hint}", path=meta_path
+        )
     nodes, subnet = meta.get("nodes"), meta.get("subnet")
     if type(nodes) is not int:
-        raise ConfigError(f"expected an integer, got {repr(nodes)[:60]}; {hint}", path=meta_path,
-                          field="nodes")
+        raise ConfigError(
+            f"expected an integer, got {repr(nodes)[:60]}; {hint}", path=meta_path, field="nodes"
+        )
     if not isinstance(subnet, str):
-        raise ConfigError(f"expected a string, got {repr(subnet)[:60]}; {hint}", path=meta_path,
-                          field="subnet")
+        raise ConfigError(
+            f"expected a string, got {repr(subnet)[:60]}; {hint}", path=meta_path, field="subnet"
+        )
     try:
-        Lab(name=name, nodes=nodes, subnet=subnet)   # its range checks, before anything uses them
+        Lab(name=name, nodes=nodes, subnet=subnet)  # its range checks, before anything uses them
     except ConfigError as e:
         why = str(e).removeprefix(f"field {e.field!r}: ")
         raise ConfigError(f"{why}; {hint}", path=meta_path, field=e.field) from None
@@ -73,18 +79,29 @@ def _checked_meta(meta_path: Path, name: str) -> dict[str, Any]:
 class Lab:
     """A named lab on this machine. Cheap to construct; ``up`` and ``down`` do the work."""
 
-    def __init__(self, name: str = "default", nodes: int = 5, subnet: str = "127.77.0",
-                 state_root: str | os.PathLike[str] = DEFAULT_STATE_ROOT) -> None:
+    def __init__(
+        self,
+        name: str = "default",
+        nodes: int = 5,
+        subnet: str = "127.77.0",
+        state_root: str | os.PathLike[str] = DEFAULT_STATE_ROOT,
+    ) -> None:
         if not NAME_RE.match(name):
-            raise ConfigError(f"lab name {name!r} must be 1-32 letters, digits, '-' or '_'",
-                              field="name")
+            raise ConfigError(
+                f"lab name {name!r} must be 1-32 letters, digits, '-' or '_'", field="name"
+            )
         if not 1 <= nodes <= 99:
             raise ConfigError(f"nodes must be between 1 and 99, got {nodes}", field="nodes")
         parts = subnet.split(".")
-        if (len(parts) != 3 or not all(p.isdigit() and 0 <= int(p) <= 255 for p in parts)
-                or parts[0] != "127"):
-            raise ConfigError(f"subnet {subnet!r} must be three octets in 127.0.0.0/8, "
-                              "e.g. 127.77.0", field="subnet")
+        if (
+            len(parts) != 3
+            or not all(p.isdigit() and 0 <= int(p) <= 255 for p in parts)
+            or parts[0] != "127"
+        ):
+            raise ConfigError(
+                f"subnet {subnet!r} must be three octets in 127.0.0.0/8, e.g. 127.77.0",
+                field="subnet",
+            )
         self.name = name
         self.nodes = nodes
         self.subnet = ".".join(str(int(p)) for p in parts)
@@ -100,9 +117,15 @@ class Lab:
     # --- pure naming -------------------------------------------------------------------
 
     def host_plan(self, i: int, netns: str | None = None) -> HostPlan:
-        return HostPlan(index=i, name=f"n{i}", address=f"{self.subnet}.{10 + i}",
-                        netns=netns or f"sb-{self.name}-n{i}", veth=f"sb{self.tag}v{i}",
-                        peer=f"sb{self.tag}p{i}", state_dir=self.dir / f"n{i}")
+        return HostPlan(
+            index=i,
+            name=f"n{i}",
+            address=f"{self.subnet}.{10 + i}",
+            netns=netns or f"sb-{self.name}-n{i}",
+            veth=f"sb{self.tag}v{i}",
+            peer=f"sb{self.tag}p{i}",
+            state_dir=self.dir / f"n{i}",
+        )
 
     def plan(self) -> list[HostPlan]:
         return [self.host_plan(i) for i in range(1, self.nodes + 1)]
@@ -122,18 +145,22 @@ class Lab:
     # --- loading -----------------------------------------------------------------------
 
     @classmethod
-    def load(cls, name: str = "default",
-             state_root: str | os.PathLike[str] = DEFAULT_STATE_ROOT) -> Lab:
+    def load(
+        cls, name: str = "default", state_root: str | os.PathLike[str] = DEFAULT_STATE_ROOT
+    ) -> Lab:
         meta_path = Path(state_root) / name / "lab.json"
         if not meta_path.exists():
-            raise LabError(f"no lab named {name!r} (nothing at {meta_path}); "
-                           "start one with `splitbrain lab up`")
+            raise LabError(
+                f"no lab named {name!r} (nothing at {meta_path}); "
+                "start one with `splitbrain lab up`"
+            )
         return cls(name=name, state_root=state_root, **_checked_meta(meta_path, name))
 
     def hosts(self) -> list[Host]:
         if not self.inventory_path.exists():
-            raise LabError(f"lab {self.name!r} is not up (no {self.inventory_path}); "
-                           "run `splitbrain lab up`")
+            raise LabError(
+                f"lab {self.name!r} is not up (no {self.inventory_path}); run `splitbrain lab up`"
+            )
         return load_nodes_file(self.inventory_path)
 
     # --- up ----------------------------------------------------------------------------
@@ -151,9 +178,19 @@ class Lab:
             net.check_conflicts(self.state_root, self.name, self.subnet, self.bridge)
             self.dir.mkdir(parents=True, exist_ok=True)
             os.chmod(self.dir, 0o755)
-            write_atomic(self.dir / "lab.json", json.dumps(
-                {"name": self.name, "nodes": self.nodes, "subnet": self.subnet,
-                 "bridge": self.bridge}, indent=2) + "\n")
+            write_atomic(
+                self.dir / "lab.json",
+                json.dumps(
+                    {
+                        "name": self.name,
+                        "nodes": self.nodes,
+                        "subnet": self.subnet,
+                        "bridge": self.bridge,
+                    },
+                    indent=2,
+                )
+                + "\n",
+            )
             client_pub = ensure_client_key(self.key_path, self.name)
             faketime = hostlife.find_libfaketime()
             if faketime is None:
@@ -178,15 +215,28 @@ class Lab:
                         hostlife.thaw(cg)
                     if faketime:
                         write_atomic(hp.state_dir / "faketime", "+0\n")
-                hosts.append(Host(
-                    name=hp.name, address=hp.address, port=22, user="root",
-                    key_path=str(self.key_path), known_hosts=str(self.known_hosts),
-                    extras={"lab": self.name, "netns": hp.netns, "state_dir": str(hp.state_dir),
+                hosts.append(
+                    Host(
+                        name=hp.name,
+                        address=hp.address,
+                        port=22,
+                        user="root",
+                        key_path=str(self.key_path),
+                        known_hosts=str(self.known_hosts),
+                        extras={
+                            "lab": self.name,
+                            "netns": hp.netns,
+                            "state_dir": str(hp.state_dir),
                             "faketime_file": str(hp.state_dir / "faketime") if faketime else None,
                             "cgroup": str(cg) if cg else None,
                             "cgroup_kind": cgroup_kind if cg else None,
-                            "private_dirs": {d: str(hp.state_dir / d.strip("/").replace("/", "_"))
-                                             for d in ("/tmp", "/srv")}}))
+                            "private_dirs": {
+                                d: str(hp.state_dir / d.strip("/").replace("/", "_"))
+                                for d in ("/tmp", "/srv")
+                            },
+                        },
+                    )
+                )
             write_atomic(self.known_hosts, "\n".join(known) + "\n")
             write_atomic(self.inventory_path, dump_nodes(hosts))
             hostlife.wait_ssh(plan, timeout, self.name)
@@ -202,7 +252,8 @@ class Lab:
             raise LabError(
                 f"lab {self.name!r} already exists with {meta.get('nodes')} nodes on "
                 f"{meta.get('subnet')}.0/24; run `splitbrain lab down --name {self.name}` first "
-                "or use another --name")
+                "or use another --name"
+            )
 
     # --- down and status ---------------------------------------------------------------
 
@@ -215,7 +266,7 @@ class Lab:
             prefix = f"sb-{self.name}-n"
             if Path("/run/netns").exists():
                 for ns in os.listdir("/run/netns"):
-                    rest = ns[len(prefix):]
+                    rest = ns[len(prefix) :]
                     if ns.startswith(prefix) and rest.isdigit() and f"n{rest}" not in plan:
                         plan[f"n{int(rest)}"] = self.host_plan(int(rest), ns)
             base, _kind = hostlife.cgroup_base(self.name)
@@ -254,9 +305,15 @@ class Lab:
             ok, why = False, "no inventory" if hp.name not in hosts else ""
             if netns and hp.name in hosts:
                 ok, why = hostlife.ssh_login(hosts[hp.name])
-            return {"host": hp.name, "address": hp.address, "netns": netns,
-                    "sshd_pid": sshd, "sshd_alive": sshd is not None, "ssh_ok": ok,
-                    "ssh_error": why or None}
+            return {
+                "host": hp.name,
+                "address": hp.address,
+                "netns": netns,
+                "sshd_pid": sshd,
+                "sshd_alive": sshd is not None,
+                "ssh_ok": ok,
+                "ssh_error": why or None,
+            }
 
         with ThreadPoolExecutor(max_workers=min(16, len(plan))) as ex:
             return list(ex.map(one, plan))

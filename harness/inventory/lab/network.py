@@ -15,11 +15,21 @@ from pathlib import Path
 from harness.core.errors import LabError
 from harness.inventory.lab.state import HostPlan, read_meta
 
-__all__ = ["run", "link_exists", "check_conflicts", "ensure_bridge", "ensure_host_net",
-           "remove_host_net", "remove_stray_links", "remove_bridge"]
+__all__ = [
+    "run",
+    "link_exists",
+    "check_conflicts",
+    "ensure_bridge",
+    "ensure_host_net",
+    "remove_host_net",
+    "remove_stray_links",
+    "remove_bridge",
+]
 
 
-def run(args: list[str], *, check: bool = True, timeout: float = 30.0) -> subprocess.CompletedProcess[str]:
+def run(
+    args: list[str], *, check: bool = True, timeout: float = 30.0
+) -> subprocess.CompletedProcess[str]:
     try:
         proc = subprocess.run(args, capture_output=True, text=True, timeout=timeout)
     except FileNotFoundError:
@@ -52,21 +62,26 @@ def check_conflicts(state_root: Path, name: str, subnet: str, bridge: str) -> No
                 continue
             meta = read_meta(other)
             if meta and meta.get("subnet") == subnet and link_exists(str(meta.get("bridge"))):
-                raise LabError(f"subnet {subnet}.0/24 is used by lab {other.name!r}; "
-                               "choose another --subnet")
+                raise LabError(
+                    f"subnet {subnet}.0/24 is used by lab {other.name!r}; choose another --subnet"
+                )
     # Any interface but our bridge holding an address in our /24.
     for link in json.loads(run(["ip", "-j", "-4", "addr", "show"]).stdout or "[]"):
         for a in link.get("addr_info", []):
             local = a.get("local", "")
             if local.rsplit(".", 1)[0] == subnet and link.get("ifname") != bridge:
-                raise LabError(f"address {local} on interface {link.get('ifname')} is in the "
-                               f"lab subnet {subnet}.0/24; choose another --subnet")
+                raise LabError(
+                    f"address {local} on interface {link.get('ifname')} is in the "
+                    f"lab subnet {subnet}.0/24; choose another --subnet"
+                )
     if link_exists(bridge):
         info = json.loads(run(["ip", "-j", "-d", "link", "show", "dev", bridge]).stdout)
         kind = (info[0].get("linkinfo") or {}).get("info_kind") if info else None
         if kind != "bridge":
-            raise LabError(f"interface {bridge} exists and is not a bridge "
-                           f"(kind {kind}); it is in the way of lab {name!r}")
+            raise LabError(
+                f"interface {bridge} exists and is not a bridge "
+                f"(kind {kind}); it is in the way of lab {name!r}"
+            )
 
 
 def ensure_bridge(bridge: str, gateway: str) -> None:
@@ -87,15 +102,31 @@ def ensure_host_net(hp: HostPlan, bridge: str, lab_name: str) -> None:
         for stale in (hp.veth, hp.peer):
             if link_exists(stale):
                 run(["ip", "link", "del", stale])
-        run(["ip", "link", "add", hp.veth, "type", "veth", "peer", "name", hp.peer,
-             "netns", hp.netns])
+        run(
+            [
+                "ip",
+                "link",
+                "add",
+                hp.veth,
+                "type",
+                "veth",
+                "peer",
+                "name",
+                hp.peer,
+                "netns",
+                hp.netns,
+            ]
+        )
         run(["ip", "-n", hp.netns, "link", "set", hp.peer, "name", "eth0"])
     elif not link_exists(hp.veth):
-        raise LabError(f"namespace {hp.netns} has an eth0 that is not joined to {hp.veth}; "
-                       f"run `splitbrain lab down --name {lab_name}`")
+        raise LabError(
+            f"namespace {hp.netns} has an eth0 that is not joined to {hp.veth}; "
+            f"run `splitbrain lab down --name {lab_name}`"
+        )
     run(["ip", "link", "set", hp.veth, "master", bridge, "up"])
-    if hp.address not in _addresses(["ip", "-n", hp.netns, "-j", "-4", "addr", "show", "dev",
-                                     "eth0"]):
+    if hp.address not in _addresses(
+        ["ip", "-n", hp.netns, "-j", "-4", "addr", "show", "dev", "eth0"]
+    ):
         run(["ip", "-n", hp.netns, "addr", "add", f"{hp.address}/24", "dev", "eth0"])
     run(["ip", "-n", hp.netns, "link", "set", "eth0", "up"])
     run(["ip", "-n", hp.netns, "link", "set", "lo", "up"])

@@ -21,8 +21,17 @@ import psutil
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
-__all__ = ["DEFAULT_STATE_ROOT", "NAME_RE", "HostPlan", "write_atomic", "locked", "read_meta",
-           "new_ed25519_key", "ensure_client_key", "proc_start"]
+__all__ = [
+    "DEFAULT_STATE_ROOT",
+    "NAME_RE",
+    "HostPlan",
+    "write_atomic",
+    "locked",
+    "read_meta",
+    "new_ed25519_key",
+    "ensure_client_key",
+    "proc_start",
+]
 
 DEFAULT_STATE_ROOT = "/var/lib/splitbrain/lab"
 NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]{0,31}$")
@@ -76,10 +85,14 @@ def read_meta(lab_dir: Path) -> dict[str, Any] | None:
 def new_ed25519_key() -> tuple[str, str]:
     """A fresh key pair: (OpenSSH private key PEM, public key line)."""
     key = Ed25519PrivateKey.generate()
-    priv = key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.OpenSSH,
-                             serialization.NoEncryption())
-    pub = key.public_key().public_bytes(serialization.Encoding.OpenSSH,
-                                        serialization.PublicFormat.OpenSSH)
+    priv = key.private_bytes(
+        serialization.Encoding.PEM,
+        serialization.PrivateFormat.OpenSSH,
+        serialization.NoEncryption(),
+    )
+    pub = key.public_key().public_bytes(
+        serialization.Encoding.OpenSSH, serialization.PublicFormat.OpenSSH
+    )
     return priv.decode(), pub.decode()
 
 
