@@ -12,29 +12,14 @@ import json
 
 import click
 
+from harness.cli.inventory import inventory_options
 from harness.run.cleanup import DirtyClusterError, format_leftovers, heal_hosts, scan_hosts
 
 __all__ = ["heal"]
 
 
 @click.command(name="heal")
-@click.option("--lab", default="default", show_default=True, help="Embedded lab to heal.")
-@click.option(
-    "--nodes-file",
-    type=click.Path(dir_okay=False),
-    default=None,
-    help="YAML list of existing hosts.",
-)
-@click.option(
-    "--vagrant",
-    type=click.Path(file_okay=False),
-    default=None,
-    help="Directory of a Vagrantfile whose VMs are up.",
-)
-@click.option("--docker", is_flag=True, help="Containers of a docker lab (name it with --lab).")
-@click.option(
-    "--insecure-no-host-key-check", "insecure", is_flag=True, help="Do not verify SSH host keys."
-)
+@inventory_options("Embedded lab to heal.")
 @click.option("--dry-run", is_flag=True, help="Only list what is left; change nothing.")
 @click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
 def heal(

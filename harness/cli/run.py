@@ -15,6 +15,7 @@ from typing import Any
 
 import click
 
+from harness.cli.inventory import inventory_options
 from harness.cli.plugins import ListsPlugins
 from harness.core.verdict import word as verdict_word
 from harness.inventory.resolve import resolve_hosts
@@ -157,32 +158,7 @@ def parse_nemesis(text: str) -> tuple[str, ...]:
     default=None,
     help="Use only the first N hosts of the inventory.",
 )
-@click.option(
-    "--lab",
-    default="default",
-    show_default=True,
-    help="Embedded lab to use (built by `splitbrain lab up`).",
-)
-@click.option(
-    "--nodes-file",
-    type=click.Path(dir_okay=False),
-    default=None,
-    help="YAML list of existing hosts.",
-)
-@click.option(
-    "--vagrant",
-    type=click.Path(file_okay=False),
-    default=None,
-    help="Directory of a Vagrantfile whose VMs are up.",
-)
-@click.option(
-    "--docker",
-    is_flag=True,
-    help="Containers of `splitbrain lab up --driver docker` (name them with --lab).",
-)
-@click.option(
-    "--insecure-no-host-key-check", "insecure", is_flag=True, help="Do not verify SSH host keys."
-)
+@inventory_options("Embedded lab to use (built by `splitbrain lab up`).")
 @click.option("--no-progress", is_flag=True, help="No live status line.")
 @click.option(
     "--junit-xml",
