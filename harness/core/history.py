@@ -192,7 +192,8 @@ def iter_jsonl(path: str | os.PathLike[str]) -> Iterator[Op]:
                 if not raw.endswith(b"\n") and not fh.read(1):
                     log.warning("%s:%d: skipping a torn last line", path, lineno)
                     return
-                raise HistoryError(f"not valid JSON ({e.msg})", path=path, line=lineno) from None
+                why = getattr(e, "msg", str(e))   # undecodable bytes raise a ValueError without msg
+                raise HistoryError(f"not valid JSON ({why})", path=path, line=lineno) from None
             yield parse_op(obj, path=path, line=lineno)
 
 
@@ -299,7 +300,7 @@ def _entries_array(offsets: Sequence[int], valid: Sequence[bool], index: Sequenc
 
 
 _compact_json = json.JSONEncoder(separators=(",", ":")).encode
-_ascii_str = json.encoder.encode_basestring_ascii  # type: ignore[attr-defined]
+_ascii_str = json.encoder.encode_basestring_ascii
 
 
 def _value_text(v: Any) -> str:
@@ -311,7 +312,7 @@ def _value_text(v: Any) -> str:
     if v is None:
         return "null"
     if t is str:
-        return _ascii_str(v)  # type: ignore[no-any-return]
+        return _ascii_str(v)
     return _compact_json(v)
 
 
@@ -355,7 +356,8 @@ def _jsonl_rows(path: Path) -> Iterator[Row]:
                 if not raw.endswith(b"\n") and not fh.read(1):
                     log.warning("%s:%d: skipping a torn last line", path, lineno)
                     return
-                raise HistoryError(f"not valid JSON ({e.msg})", path=path, line=lineno) from None
+                why = getattr(e, "msg", str(e))
+                raise HistoryError(f"not valid JSON ({why})", path=path, line=lineno) from None
             if obj.__class__ is dict:
                 index, t, typ = obj.get("index", -1), obj.get("time", 0), obj.get("type")
                 proc, f, key = obj.get("process"), obj.get("f"), obj.get("key")
@@ -388,7 +390,8 @@ def _write_rows(rows: Iterable[Row], path: str | os.PathLike[str], *, batch: int
     cols: dict[str, list[Any]] = {c: [] for c in plain}
     obj_rows: list[int] = []
     obj_fields: list[list[Any]] = [[] for _ in VALUE_FIELDS]
-    offsets, valid = [0], []
+    offsets: list[int] = [0]
+    valid: list[bool] = []
     e_index: list[int] = []
     e_term: list[str] = []
     e_payload: list[str] = []
