@@ -150,8 +150,7 @@ def test_malformed_history_is_rejected_alike(spark: Any) -> None:
     assert str(sp.value) == str(lo.value)
 
 
-@pytest.mark.parametrize("anomaly", [None, "nonlinearizable"])
-@pytest.mark.parametrize("source", ["ops", "jsonl"])
+@pytest.mark.parametrize(("anomaly", "source"), [(None, "ops"), ("nonlinearizable", "jsonl")])
 def test_register_histories_over_many_keys(spark: Any, tmp_path: Path, anomaly: str | None,
                                            source: str) -> None:
     """The register-at-scale path (keys sorted into Arrow batches, a key spread over batch
