@@ -293,8 +293,8 @@ def _local_baseline(path: Path) -> dict[str, Any]:
 
 def register_bench(sizes: list[int], *, keys: int, key_window: int | None, master: str | None = None,
                    local_baseline: bool = True, cluster_workers: list[int] | None = None,
-                   cluster_size: int | None = None, anomaly: bool = False,
-                   keep: Path | None = None) -> dict[str, Any]:
+                   cluster_size: int | None = None, cluster_only: bool = False,
+                   anomaly: bool = False, keep: Path | None = None) -> dict[str, Any]:
     """Linearizability at scale: register/CAS histories over ``keys`` keys checked on Spark.
 
     Per size: generation (in a child process), then the check on ``master``, with the
@@ -322,12 +322,13 @@ def register_bench(sizes: list[int], *, keys: int, key_window: int | None, maste
             paths.append((path, records))
             out["sizes"].append({"records": records, "generate_s": round(time.perf_counter() - t, 2),
                                  "parquet_mib": round(path.stat().st_size / 2**20, 1)})
-        t = time.perf_counter()
-        get_session(master)
-        out["spark_startup_s"] = round(time.perf_counter() - t, 2)
-        for (path, records), row in zip(paths, out["sizes"], strict=True):
-            row.update(_timed_check(path, records, master))
-        if local_baseline and paths:
+        if not cluster_only:
+            t = time.perf_counter()
+            get_session(master)
+            out["spark_startup_s"] = round(time.perf_counter() - t, 2)
+            for (path, records), row in zip(paths, out["sizes"], strict=True):
+                row.update(_timed_check(path, records, master))
+        if local_baseline and paths and not cluster_only:
             out["local_baseline"] = _local_baseline(paths[0][0])
         if cluster_workers and paths:
             path, records = paths[-1]
@@ -425,6 +426,8 @@ def _sizes(text: str) -> list[int]:
                    "one-core workers, e.g. 1,2, and report the speed-up per worker.")
 @click.option("--cluster-size", type=float, default=None,
               help="Register history size of the cluster runs (default: the largest --scale-register).")
+@click.option("--cluster-only", is_flag=True,
+              help="With --cluster-workers: skip the --spark-master runs and the local baseline.")
 @click.option("--jsonl", "jsonl", type=float, default=None,
               help="End to end from JSONL (conversion included): records, e.g. 1e6.")
 @click.option("--jsonl-workload", default="register,append", show_default=True,
@@ -437,7 +440,7 @@ def _sizes(text: str) -> list[int]:
 @click.option("--output", type=click.Path(path_type=Path), default=None, help="Also write the JSON here.")
 def bench_checker(corpora: Path | None, scale: str | None, scale_register: str | None, keys: float,
                   key_window: int, plant_anomaly: bool, cluster_workers: str | None,
-                  cluster_size: float | None,
+                  cluster_size: float | None, cluster_only: bool,
                   jsonl: float | None, jsonl_workload: str, skip_corpora: bool,
                   spark_master: str | None, no_local_baseline: bool, timeout: float,
                   output: Path | None) -> None:
@@ -454,7 +457,8 @@ def bench_checker(corpora: Path | None, scale: str | None, scale_register: str |
             _sizes(scale_register), keys=int(keys), key_window=key_window or None,
             master=spark_master, local_baseline=not no_local_baseline, anomaly=plant_anomaly,
             cluster_workers=_sizes(cluster_workers) if cluster_workers else None,
-            cluster_size=None if cluster_size is None else int(cluster_size))
+            cluster_size=None if cluster_size is None else int(cluster_size),
+            cluster_only=cluster_only)
     if jsonl:
         wls = [w.strip() for w in jsonl_workload.split(",") if w.strip()]
         result["jsonl"] = jsonl_bench(int(jsonl), workloads=wls, keys=int(keys),
