@@ -29,6 +29,7 @@ import click
 __all__ = ["bench_checker", "corpora_bench", "scale_bench", "MemorySampler"]
 
 DEFAULT_CORPORA = Path(__file__).resolve().parents[2] / "shared" / "corpora"
+DEFAULT_PEERS = DEFAULT_CORPORA.parent / "peers" / "porcupine"
 ABSENT = {"jepsen/etcd_095.log", "mutex/bad/hazelcast.edn"}
 _MODELS: dict[str, tuple[str, dict[str, Any]]] = {
     "etcd-cas-register": ("cas-register", {}),
@@ -40,6 +41,166 @@ _MODELS: dict[str, tuple[str, dict[str, Any]]] = {
 
 
 # --------------------------------------------------------------------------- (a) corpora
+
+# Our own Go test, compiled into a copy of Porcupine's package beside its TestTimeCorpus:
+# it reads the Knossos histories our bench exported (exactly the ops our search sees:
+# fails dropped, open ops returning at the end, unobserved reads left out) and times
+# Porcupine's CheckEvents on them with Knossos' models, median of 5, as TestTimeCorpus
+# does for Porcupine's own corpora; and it records Porcupine's verdict on every file.
+GO_TEST = """package porcupine
+
+import (
+	"bufio"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+)
+
+type sbMop struct {
+	write, any bool
+	k          int
+	v          int64
+}
+
+type sbOp struct {
+	f         byte // r read, w write, c cas, a acquire, l release, t txn
+	a, b      int64
+	any, unk  bool // any: a read legal in every state; unk: output unknown
+	mops      []sbMop
+}
+
+type sbRegs [8]int64
+
+func sbStep(state, input, output interface{}) (bool, interface{}) {
+	op := input.(*sbOp)
+	switch op.f {
+	case 'r':
+		return op.any || state.(int64) == op.a, state
+	case 'w':
+		return true, op.a
+	case 'c':
+		if state.(int64) == op.a {
+			return true, op.b
+		}
+		return op.unk, state
+	case 'a':
+		if !state.(bool) {
+			return true, true
+		}
+		return op.unk, state
+	case 'l':
+		if state.(bool) {
+			return true, false
+		}
+		return op.unk, state
+	}
+	s := state.(sbRegs)
+	for _, m := range op.mops {
+		if m.write {
+			s[m.k] = m.v
+		} else if !m.any && s[m.k] != m.v {
+			return op.unk, state
+		}
+	}
+	return true, s
+}
+
+func sbAtoi(s string) int64 { v, _ := strconv.ParseInt(s, 10, 64); return v }
+
+// One history: a "model" line (cas INIT | mutex | multi V0 V1 ...), then events,
+// "C id f a b any unk [k:w:v:any ...]" or "R id".
+func sbRead(path string) (Model, []Event) {
+	fh, err := os.Open(path)
+	if err != nil {
+		panic(err)
+	}
+	defer fh.Close()
+	sc := bufio.NewScanner(fh)
+	sc.Buffer(make([]byte, 1<<20), 1<<26)
+	var model Model
+	var evs []Event
+	for sc.Scan() {
+		w := strings.Fields(sc.Text())
+		switch w[0] {
+		case "model":
+			switch w[1] {
+			case "cas":
+				init := sbAtoi(w[2])
+				model = Model{Init: func() interface{} { return init }, Step: sbStep}
+			case "mutex":
+				model = Model{Init: func() interface{} { return false }, Step: sbStep}
+			default:
+				var init sbRegs
+				for i, x := range w[2:] {
+					init[i] = sbAtoi(x)
+				}
+				model = Model{Init: func() interface{} { return init }, Step: sbStep}
+			}
+		case "C":
+			op := &sbOp{f: w[2][0], a: sbAtoi(w[3]), b: sbAtoi(w[4]), any: w[5] == "1", unk: w[6] == "1"}
+			for _, m := range w[7:] {
+				p := strings.Split(m, ":")
+				k, _ := strconv.Atoi(p[0])
+				op.mops = append(op.mops, sbMop{write: p[1] == "w", k: k, v: sbAtoi(p[2]), any: p[3] == "1"})
+			}
+			id, _ := strconv.Atoi(w[1])
+			evs = append(evs, Event{Kind: CallEvent, Value: op, Id: id})
+		case "R":
+			id, _ := strconv.Atoi(w[1])
+			evs = append(evs, Event{Kind: ReturnEvent, Id: id})
+		}
+	}
+	return model, evs
+}
+
+func sbMedian(f func()) float64 {
+	var ds []float64
+	for i := 0; i < 5; i++ {
+		s := time.Now()
+		f()
+		ds = append(ds, time.Since(s).Seconds())
+	}
+	sort.Float64s(ds)
+	return ds[2]
+}
+
+func TestSplitbrainBench(t *testing.T) {
+	out, err := os.Create(os.Getenv("SB_OUT"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer out.Close()
+	for n := 0; n <= 102; n++ {
+		if n == 95 {
+			continue
+		}
+		f := fmt.Sprintf("jepsen/etcd_%03d.log", n)
+		fmt.Fprintf(out, "verdict,porcupine,%s,%v\\n", f, CheckEvents(etcdModel, parseJepsenLog("test_data/"+f)))
+	}
+	for _, c := range []string{"c01-ok", "c01-bad", "c10-ok", "c10-bad", "c50-ok", "c50-bad"} {
+		f := "kv/" + c + ".txt"
+		fmt.Fprintf(out, "verdict,porcupine,%s,%v\\n", f, CheckEvents(kvModel, parseKvLog("test_data/"+f)))
+	}
+	dir := os.Getenv("SB_KNOSSOS")
+	index, err := os.ReadFile(filepath.Join(dir, "index.txt"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, line := range strings.Split(strings.TrimSpace(string(index)), "\\n") {
+		p := strings.SplitN(line, "\\t", 2)
+		model, evs := sbRead(filepath.Join(dir, p[0]))
+		var ok bool
+		d := sbMedian(func() { ok = CheckEvents(model, evs) })
+		fmt.Fprintf(out, "time,knossos,%s,%.6f\\n", p[1], d)
+		fmt.Fprintf(out, "verdict,knossos,%s,%v\\n", p[1], ok)
+	}
+}
+"""
 
 def _baselines(root: Path) -> dict[tuple[str, str], float]:
     """Porcupine's median check time in seconds, by (corpus, file)."""
@@ -63,48 +224,246 @@ def _baselines(root: Path) -> dict[tuple[str, str], float]:
     return out
 
 
-def corpora_bench(root: Path, *, timeout: float = 60.0, worst: int = 5) -> dict[str, Any]:
-    from checker.local import check_local
+def _int(v: Any) -> int:
+    if isinstance(v, bool) or not isinstance(v, int):
+        raise ValueError(f"not an int: {v!r}")
+    return v
+
+
+def _events_text(entries: list[Any], name: str, params: dict[str, Any]) -> str:
+    """One history for GO_TEST: its model line, then call and return events in real-time order."""
+    from checker.models import UNKNOWN
+
+    kidx: dict[Any, int] = {}
+    if name == "knossos-cas-register":
+        lines = ["model cas 0"]
+    elif name == "mutex":
+        lines = ["model mutex"]
+    elif name == "multi-register":
+        init = params["initial"]
+        kidx = {k: i for i, k in enumerate(sorted(init))}
+        if len(kidx) > 8:
+            raise ValueError("more registers than the Go side holds")
+        lines = ["model multi " + " ".join(str(_int(init[k])) for k in sorted(init))]
+    else:
+        raise ValueError(f"no Go model for {name}")
+    events = sorted([(e.call, e.id, True) for e in entries] + [(e.ret, e.id, False) for e in entries])
+    for _, oid, is_call in events:
+        if not is_call:
+            lines.append(f"R {oid}")
+            continue
+        e = entries[oid]
+        f, v = e.inp
+        unk = int(e.out is UNKNOWN)
+        if f == "read":
+            nil = e.out is UNKNOWN or e.out is None
+            lines.append(f"C {oid} r {0 if nil else _int(e.out)} 0 {int(nil)} {unk}")
+        elif f == "write":
+            lines.append(f"C {oid} w {_int(v)} 0 0 {unk}")
+        elif f == "cas":
+            lines.append(f"C {oid} c {_int(v[0])} {_int(v[1])} 0 {unk}")
+        elif f in ("acquire", "release"):
+            lines.append(f"C {oid} {'a' if f == 'acquire' else 'l'} 0 0 0 {unk}")
+        elif f == "txn":
+            mops = e.out if isinstance(e.out, list) else v
+            parts = []
+            for mf, k, x in mops:
+                if mf == "write":
+                    parts.append(f"{kidx[k]}:w:{_int(x)}:0")
+                else:
+                    any_value = bool(unk) or x is None
+                    parts.append(f"{kidx[k]}:r:{0 if any_value else _int(x)}:{int(any_value)}")
+            lines.append(f"C {oid} t 0 0 0 {unk} " + " ".join(parts))
+        else:
+            raise ValueError(f"no Go op for {f}")
+    return "\n".join(lines) + "\n"
+
+
+def _export_knossos(root: Path, out: Path) -> list[str]:
+    """Write each Knossos history as our search sees it (``make_entries``), for GO_TEST."""
+    from checker.linearizable import make_entries, partition_ops
+    from checker.models import get_model
+    from harness.core.history import read_history
+
+    out.mkdir(parents=True, exist_ok=True)
+    index: list[str] = []
+    with open(root / "knossos" / "manifest.csv", newline="") as fh:
+        rows = [r for r in csv.DictReader(fh) if r["file"] not in ABSENT]
+    for i, r in enumerate(rows):
+        path = root / "knossos" / r["file"]
+        if not path.exists() or r["model"] not in _MODELS:
+            continue
+        name, params = _MODELS[r["model"]]
+        model = get_model(name, **params)
+        parts = list(partition_ops(read_history(path), model).values()) or [[]]
+        if len(parts) != 1:
+            continue
+        try:
+            text = _events_text(make_entries(parts[0], model), name, params)
+        except (ValueError, TypeError, KeyError):
+            continue                       # a value the Go side cannot hold: no live baseline
+        (out / f"{i}.ev").write_text(text, encoding="ascii")
+        index.append(f"{i}.ev\t{r['file']}")
+    (out / "index.txt").write_text("\n".join(index) + "\n", encoding="ascii")
+    return [line.split("\t")[1] for line in index]
+
+
+def porcupine_live(root: Path, peers: Path) -> dict[str, Any]:
+    """Build Porcupine from ``peers`` with the local Go and time it on both corpora, now.
+
+    Porcupine's corpus: its own ``TestTimeCorpus`` (its parsers and models, median
+    of 5, parsing excluded). Knossos' corpus: :data:`GO_TEST` on our export of it.
+    Returns ``{"times": {(corpus, file): s}, "verdicts": {(corpus, file): bool},
+    "go": version, "build_s", "run_s", "load_before", "load_after"}``; raises
+    RuntimeError when Go or the peer source is missing or the build fails.
+    """
+    import shutil
+    import subprocess
+
+    go = shutil.which("go")
+    if go is None:
+        raise RuntimeError("no go on PATH")
+    if not (peers / "timing_test.go").exists():
+        raise RuntimeError(f"no Porcupine source with timing_test.go at {peers}")
+    work = Path(tempfile.mkdtemp(prefix="splitbrain-porcupine-"))
+    try:
+        shutil.copytree(peers, work, dirs_exist_ok=True)
+        for sub in ("jepsen", "kv"):
+            shutil.copytree(root / "porcupine" / sub, work / "test_data" / sub, dirs_exist_ok=True)
+        (work / "splitbrain_bench_test.go").write_text(GO_TEST, encoding="utf-8")
+        _export_knossos(root, work / "knossos_events")
+        env = {**os.environ, "GOFLAGS": "-mod=mod", "GOTOOLCHAIN": "local"}
+        t = time.perf_counter()
+        build = subprocess.run([go, "test", "-c", "-o", "porc.test", "."], cwd=work, env=env,
+                               capture_output=True, text=True, timeout=900)
+        build_s = time.perf_counter() - t
+        if build.returncode != 0:
+            raise RuntimeError(f"go test -c failed: {build.stderr.strip()[-2000:]}")
+        version = subprocess.run([go, "version"], capture_output=True, text=True).stdout.strip()
+        load_before = os.getloadavg()[0]
+        t = time.perf_counter()
+        run = subprocess.run(["./porc.test", "-test.run", "^(TestTimeCorpus|TestSplitbrainBench)$"],
+                             cwd=work, capture_output=True, text=True, timeout=1800,
+                             env={**env, "PORC_OUT": str(work / "porc.csv"),
+                                  "SB_OUT": str(work / "sb.csv"),
+                                  "SB_KNOSSOS": str(work / "knossos_events")})
+        run_s = time.perf_counter() - t
+        if run.returncode != 0:
+            raise RuntimeError(f"Porcupine's timing run failed: {(run.stdout + run.stderr)[-2000:]}")
+        times: dict[tuple[str, str], float] = {}
+        verdicts: dict[tuple[str, str], bool] = {}
+        for line in (work / "porc.csv").read_text().split():
+            f, sec = line.rsplit(",", 1)
+            times[("porcupine", f)] = float(sec)
+        for line in (work / "sb.csv").read_text().splitlines():
+            what, corpus, rest = line.split(",", 2)
+            f, val = rest.rsplit(",", 1)
+            if what == "time":
+                times[(corpus, f)] = float(val)
+            else:
+                verdicts[(corpus, f)] = val == "true"
+        return {"times": times, "verdicts": verdicts, "go": version, "build_s": round(build_s, 1),
+                "run_s": round(run_s, 1), "load_before": round(load_before, 2),
+                "load_after": round(os.getloadavg()[0], 2)}
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+
+
+def _median_time(fn: Any, runs: int = 5) -> tuple[float, Any]:
+    """Median wall time of ``runs`` calls (as Porcupine's timing test does) and the last result."""
+    ds = []
+    res = None
+    for _ in range(runs):
+        t = time.perf_counter()
+        res = fn()
+        ds.append(time.perf_counter() - t)
+    return statistics.median(ds), res
+
+
+def corpora_bench(root: Path, *, timeout: float = 60.0, worst: int = 5,
+                  porcupine: str = "auto", peers: Path | None = None) -> dict[str, Any]:
+    """Every corpus file checked by our search, timed beside Porcupine's time for the same file.
+
+    ``porcupine``: ``"live"`` builds and runs Porcupine here, now (needs Go and
+    the peer source), ``"stored"`` uses the timings shipped with the corpora,
+    ``"auto"`` is live when ``go`` is on PATH. Our time is measured as
+    Porcupine's timing test measures its own: median of 5, parsing excluded, the
+    whole check of the file (partitioning, pairing, search) with no
+    counterexample (Porcupine's ``CheckEvents`` builds none either).
+    """
+    import shutil
+
+    from checker.linearizable import FAST, check_linearizable
+    from checker.models import get_model
     from harness.core.history import read_history
 
     if not root.is_dir():
         raise click.BadParameter(f"{root}: no such corpora directory", param_hint="--corpora")
-    base = _baselines(root)
+    live: dict[str, Any] | None = None
+    live_error = None
+    if porcupine == "live" or (porcupine == "auto" and shutil.which("go")):
+        try:
+            live = porcupine_live(root, peers or DEFAULT_PEERS)
+        except (RuntimeError, OSError, ValueError) as e:
+            if porcupine == "live":
+                raise click.ClickException(f"cannot run Porcupine here: {e}") from None
+            live_error = str(e)
+    base = live["times"] if live else _baselines(root)
+    load_ours = os.getloadavg()[0]
     per_corpus: dict[str, Any] = {}
     files: list[dict[str, Any]] = []
     for corpus in sorted(p.name for p in root.iterdir() if (p / "manifest.csv").exists()):
         with open(root / corpus / "manifest.csv", newline="") as fh:
             rows = [r for r in csv.DictReader(fh) if r["file"] not in ABSENT]
-        ours_total = theirs_total = 0.0
-        matched = 0
+        ours_total = theirs_total = ours_paired = 0.0
+        matched = agree = compared = 0
         for r in rows:
             path = root / corpus / r["file"]
             if not path.exists() or r["model"] not in _MODELS:
                 continue
             name, params = _MODELS[r["model"]]
+            model = get_model(name, **params)
             ops = read_history(path)
-            t = time.perf_counter()
-            res = check_local(ops, model=name, timeout=timeout, opts={"model_params": params})
-            took = time.perf_counter() - t
+            took, res = _median_time(lambda ops=ops, model=model: check_linearizable(
+                ops, model, timeout=timeout, counterexample=False))
             expected = r["expected_verdict"] == "linearizable"
             ok = res["valid"] is expected
             matched += ok
             theirs = base.get((corpus, r["file"]))
+            theirs_verdict = live["verdicts"].get((corpus, r["file"])) if live else None
+            if theirs_verdict is not None:
+                compared += 1
+                agree += theirs_verdict is res["valid"]
             files.append({"corpus": corpus, "file": r["file"], "ops": len(ops), "ours_s": round(took, 6),
                           "porcupine_s": theirs, "ratio": round(took / theirs, 2) if theirs else None,
-                          "verdict": res["valid"], "expected": expected, "match": ok})
+                          "verdict": res["valid"], "porcupine_verdict": theirs_verdict,
+                          "expected": expected, "match": ok})
             ours_total += took
-            theirs_total += theirs or 0.0
+            if theirs is not None:
+                theirs_total += theirs
+                ours_paired += took
         n = sum(1 for f in files if f["corpus"] == corpus)
         ratios = [f["ratio"] for f in files if f["corpus"] == corpus and f["ratio"]]
         per_corpus[corpus] = {
-            "files": n, "verdicts_matched": matched, "ours_total_s": round(ours_total, 3),
+            "files": n, "verdicts_matched": matched,
+            "porcupine_verdicts_agree": f"{agree}/{compared}" if live else None,
+            "ours_total_s": round(ours_total, 3),
             "porcupine_total_s": round(theirs_total, 3),
-            "ratio_total": round(ours_total / theirs_total, 2) if theirs_total else None,
+            "files_with_baseline": len(ratios),
+            "ratio_total": round(ours_paired / theirs_total, 2) if theirs_total else None,
             "ratio_median": round(statistics.median(ratios), 2) if ratios else None}
     by_time = sorted(files, key=lambda f: -f["ours_s"])[:worst]
     by_ratio = sorted((f for f in files if f["ratio"]), key=lambda f: -f["ratio"])[:worst]
-    return {"corpora": per_corpus, "all_verdicts_match": all(f["match"] for f in files),
+    baseline: dict[str, Any] = {"kind": "live" if live else "stored", "compiled_loop": FAST,
+                                "load_1m_ours": round(load_ours, 2)}
+    if live:
+        baseline.update({k: live[k] for k in ("go", "build_s", "run_s", "load_before", "load_after")})
+    elif live_error:
+        baseline["live_error"] = live_error
+    return {"baseline": baseline, "corpora": per_corpus,
+            "all_verdicts_match": all(f["match"] for f in files),
+            "porcupine_verdicts_differ": [f for f in files if f["porcupine_verdict"] is not None
+                                          and f["porcupine_verdict"] is not f["verdict"]],
             "files_checked": len(files), "slowest_files": by_time, "worst_ratio_files": by_ratio,
             "mismatches": [f for f in files if not f["match"]]}
 
@@ -438,17 +797,24 @@ def _sizes(text: str) -> list[int]:
 @click.option("--timeout", type=float, default=60.0, show_default=True,
               help="Per-file timeout of the corpora checks.")
 @click.option("--output", type=click.Path(path_type=Path), default=None, help="Also write the JSON here.")
+@click.option("--porcupine", "porcupine", type=click.Choice(["auto", "live", "stored"]), default="auto",
+              show_default=True,
+              help="Porcupine baseline: built and timed in this run (live; auto when go is on PATH) "
+                   "or the timings stored with the corpora.")
+@click.option("--peers", type=click.Path(path_type=Path), default=None,
+              help=f"Porcupine's source for the live baseline (default {DEFAULT_PEERS}).")
 def bench_checker(corpora: Path | None, scale: str | None, scale_register: str | None, keys: float,
                   key_window: int, plant_anomaly: bool, cluster_workers: str | None,
                   cluster_size: float | None, cluster_only: bool,
                   jsonl: float | None, jsonl_workload: str, skip_corpora: bool,
                   spark_master: str | None, no_local_baseline: bool, timeout: float,
-                  output: Path | None) -> None:
-    """Checker speed: corpora vs Porcupine's timings; Spark engine at scale."""
+                  output: Path | None, porcupine: str, peers: Path | None) -> None:
+    """Checker speed: corpora vs Porcupine (same run when Go is here); Spark engine at scale."""
     result: dict[str, Any] = {"machine": {"cpus": os.cpu_count(), "load_avg_at_start": [
         round(x, 2) for x in os.getloadavg()]}}
     if not skip_corpora:
-        result["corpora"] = corpora_bench(corpora or DEFAULT_CORPORA, timeout=timeout)
+        result["corpora"] = corpora_bench(corpora or DEFAULT_CORPORA, timeout=timeout,
+                                          porcupine=porcupine, peers=peers)
     if scale:
         result["scale"] = scale_bench(_sizes(scale), master=spark_master,
                                       local_baseline=not no_local_baseline)

@@ -54,8 +54,8 @@ def check_history(source: Sequence[Op] | str | os.PathLike[str], *, model: str |
 
     Returns ``{"valid": True | False | "unknown", "checkers": {name: {...}},
     "anomalies": {kind: [examples]}, "engine", ...}``. Raises
-    :class:`~harness.errors.HistoryError` for an unreadable history and
-    :class:`~harness.errors.CheckerError` for an unknown model or engine.
+    :class:`~harness.core.errors.HistoryError` for an unreadable history and
+    :class:`~harness.core.errors.CheckerError` for an unknown model or engine.
     """
     chosen = choose_engine(engine, source)
     if chosen == "spark":

@@ -29,16 +29,19 @@ pending rest fit at the end. Each is checked against a brute-force oracle in
 
 from __future__ import annotations
 
+import operator
+import os
 import time
 from collections.abc import Callable, Generator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from checker.models import NOT_A_READ, UNKNOWN, Fail, Model, freeze
+from checker.models import NOT_A_READ, UNKNOWN, Fail, Model, RegisterOps, freeze
+from checker.results import key_order
 from harness.core.history import NEMESIS, Op, pair_ops
 
-__all__ = ["Entry", "make_entries", "search", "check_partition", "check_linearizable", "partition_ops",
-           "lift_keys"]
+__all__ = ["Entry", "make_entries", "search", "prepared_search", "check_partition",
+           "check_linearizable", "partition_ops", "lift_keys", "FAST"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -144,16 +147,40 @@ SLICE = 4096
 """Search iterations between two looks at the clock (and two turns of the round robin)."""
 
 
-def search(entries: Sequence[Entry], model: Model) -> Generator[None, None, tuple[bool, dict[str, Any]]]:
-    """The search of one partition as a generator that yields every :data:`SLICE` iterations.
+@dataclass(slots=True)
+class _Layout:
+    """One partition laid out for the search loop (see :func:`_layout`).
 
-    Yielding lets one thread interleave many partitions (as Porcupine races one
-    goroutine per partition) and check a deadline. The generator's return value
-    is ``(True | False, info)``, see :func:`check_partition`.
+    Shared by the pure-Python loop and the compiled one, so that both search
+    the very same structure and only the loop differs.
     """
+
+    n: int
+    tail: int
+    nxt: list[int]
+    prv: list[int]
+    nid: list[int]
+    match: list[int]
+    steps: list[Any]
+    bits: list[int]
+    prereq: list[int]
+    prereq_id: list[int]
+    pure: list[bool]
+    reads: list[Any]
+    need: list[bool]
+    remaining: int
+    simple_cache: bool
+    rn: list[int]
+    rp: list[int]
+    rhead: dict[Any, int]
+    is_eqread: list[bool]
+    init: Any
+    native: list[Any] | None
+
+
+def _layout(entries: Sequence[Entry], model: Model) -> _Layout:
+    """The doubly linked event list and the per-node tables the search loop reads."""
     n = len(entries)
-    if n == 0:
-        return True, {"steps": 0}
     # Nodes: 0 head, 1..2n events in real-time order, 2n+1 tail.
     events = sorted([(e.call, e.id, True) for e in entries] + [(e.ret, e.id, False) for e in entries])
     tail = 2 * n + 1
@@ -177,6 +204,7 @@ def search(entries: Sequence[Entry], model: Model) -> Generator[None, None, tupl
     # Symmetry: pending ops with equal inputs are interchangeable (their returns
     # are all at the end), so only let one go after its earlier twins.
     prereq = [0] * (2 * n + 2)
+    prereq_id = [-1] * (2 * n + 2)
     last_twin: dict[Any, int] = {}
     for e in sorted(entries, key=lambda e: e.call):
         fn = model.step_fn(e.inp, e.out)
@@ -185,8 +213,11 @@ def search(entries: Sequence[Entry], model: Model) -> Generator[None, None, tupl
         bits[node] = 1 << e.id
         if e.out is UNKNOWN:
             twin = freeze(e.inp)
-            prereq[node] = last_twin.get(twin, 0)
-            last_twin[twin] = bits[node]
+            prev = last_twin.get(twin, -1)
+            if prev >= 0:
+                prereq[node] = 1 << prev
+                prereq_id[node] = prev
+            last_twin[twin] = e.id
 
     # Reads (ops that never change the state) need no branching: if a read is
     # legal and may go now, some linearization puts it now if any exists at
@@ -204,15 +235,7 @@ def search(entries: Sequence[Entry], model: Model) -> Generator[None, None, tupl
     for e in entries:
         if e.out is not UNKNOWN:
             need[call_node[e.id]] = True
-    remaining = sum(need)
-    if remaining == 0:
-        return True, {"steps": 0}
-
     simple_cache = model.hash is None and model.equal is None
-    cache: set[tuple[int, Any]] = set()
-    buckets: dict[tuple[int, int], list[Any]] = {}
-    hsh = model.hash or hash
-    eq = model.equal or (lambda a, b: a == b)
 
     # Equality reads (legal in exactly one state) leave the event list: their
     # calls go into one list per required state, in call order, so that on
@@ -247,9 +270,277 @@ def search(entries: Sequence[Entry], model: Model) -> Generator[None, None, tupl
             p, q = prv[node], nxt[node]   # and take its call out of the event list
             nxt[p] = q
             prv[q] = p
+    native: list[Any] | None = None
+    if model.native is not None:
+        native = [None] * n_nodes
+        for e in entries:
+            native[call_node[e.id]] = model.native(e.inp, e.out)
+    return _Layout(n, tail, nxt, prv, nid, match, steps, bits, prereq, prereq_id, pure, reads, need,
+                   sum(need), simple_cache, rn, rp, rhead, is_eqread, model.init(), native)
+
+
+try:
+    from checker import _wgl
+except ImportError:  # no compiler at install time: the pure-Python loop does it all
+    _wgl = None  # type: ignore[assignment]
+
+FAST = _wgl is not None
+"""Whether :func:`search` uses the compiled loop by default (``checker/_wgl.c``).
+
+``SPLITBRAIN_CHECKER_ENGINE=python`` in the environment turns it off; the
+pure-Python loop is the reference the compiled one is tested against.
+"""
+if os.environ.get("SPLITBRAIN_CHECKER_ENGINE", "").lower() == "python":
+    FAST = False
+
+
+def search(entries: Sequence[Entry], model: Model, *,
+           fast: bool | None = None) -> Generator[None, None, tuple[bool, dict[str, Any]]]:
+    """The search of one partition as a generator that yields every :data:`SLICE` iterations.
+
+    Yielding lets one thread interleave many partitions (as Porcupine races one
+    goroutine per partition) and check a deadline. The generator's return value
+    is ``(True | False, info)``, see :func:`check_partition`. ``fast`` picks the
+    compiled loop (default :data:`FAST`); it is used only where it applies (a
+    model with Python's own equality and hashable states) and makes exactly the
+    moves of the pure-Python loop, so verdict, ``steps`` and ``longest`` agree.
+    """
+    if not entries:
+        return True, {"steps": 0}
+    lay = _layout(entries, model)
+    if lay.remaining == 0:
+        return True, {"steps": 0}
+    if fast is None:
+        fast = FAST
+    if fast and _wgl is not None:
+        compiled = _compile(lay)
+        if compiled is not None:
+            return (yield from _search_c(*compiled))
+    return (yield from _search_py(lay, model))
+
+
+def _compile(lay: _Layout) -> tuple[Any, list[Any]] | None:
+    """The compiled search over ``lay`` and its state table, or None where it does not apply."""
+    if not lay.simple_cache or _wgl is None:
+        return None
+    if any(rv is not NOT_A_READ and not eq for rv, eq in zip(lay.reads, lay.is_eqread, strict=True)):
+        return None   # an unhashable read value stays in the walk: the Python loop handles it
+    objs: list[Any] = [lay.init]
+    try:
+        intern: dict[Any, int] = {lay.init: 0}
+        for rv in lay.rhead:
+            if rv not in intern:
+                intern[rv] = len(objs)
+                objs.append(rv)
+    except TypeError:   # an unhashable state: the compiled loop interns states
+        return None
+    rhead = [-1] * len(objs)
+    for rv, head in lay.rhead.items():
+        rhead[intern[rv]] = head
+    reads = [-1 if rv is NOT_A_READ else intern[rv] for rv in lay.reads]
+    # The built-in models' steps (Model.native): done in C, never calling the model.
+    size = len(lay.steps)
+    kind, karg, karg2, args = [0] * size, [0] * size, [0] * size, [None] * size
+    unk = [False] * size
+    if lay.native is not None:
+        for node, nat in enumerate(lay.native):
+            if nat is not None:
+                kind[node], karg[node], karg2[node], args[node] = _encode(nat, intern, objs)
+                unk[node] = lay.need[node] is False
+    core = _wgl.Search(n_ops=lay.n, nxt=lay.nxt, prv=lay.prv, match=lay.match, nid=lay.nid,
+                       prereq=lay.prereq_id, reads=reads, need=lay.need, pure=lay.pure,
+                       is_eqread=lay.is_eqread, rn=lay.rn, rp=lay.rp, rhead=rhead,
+                       steps=lay.steps, intern=intern, objs=objs, init=0,
+                       remaining=lay.remaining, kind=kind, karg=karg, karg2=karg2, unk=unk,
+                       args=args)
+    return core, objs
+
+
+_KINDS = {"set": 1, "concat": 2, "cas": 3, "cas-not": 4, "noop": 5}
+"""``Model.native`` answers as the compiled loop's step kinds (0: call the model)."""
+
+
+def _encode(nat: tuple[Any, ...], intern: dict[Any, int], objs: list[Any]) -> tuple[int, int, int, Any]:
+    """``(kind, arg, arg2, str suffix)`` for one ``Model.native`` answer; kind 0 if it cannot be."""
+
+    what = nat[0]
+    try:
+        if what == "set":
+            a = intern.get(nat[1])
+            if a is None:
+                a = intern[nat[1]] = len(objs)
+                objs.append(nat[1])
+            return 1, a, 0, None
+        if what == "concat" and isinstance(nat[1], str):
+            return 2, 0, 0, nat[1]
+        if what == "noop":
+            return 5, 0, 0, None
+        if what in ("cas", "cas-not"):
+            ids = []
+            for v in nat[1:]:
+                i = intern.get(v)
+                if i is None:
+                    i = intern[v] = len(objs)
+                    objs.append(v)
+                ids.append(i)
+            return (3, ids[0], ids[1], None) if what == "cas" else (4, ids[0], 0, None)
+    except TypeError:       # an unhashable value: the model's own step handles this op
+        pass
+    return 0, 0, 0, None
+
+
+def _done(result: tuple[bool, dict[str, Any]]) -> Generator[None, None, tuple[bool, dict[str, Any]]]:
+    return result
+    yield  # pragma: no cover  (makes this a generator)
+
+
+def prepared_search(ops: Sequence[Op], model: Model, *, clients_only: bool = False,
+                    c_pass: bool = True) -> Generator[None, None, tuple[bool, dict[str, Any]]] | None:
+    """:func:`search` of ``make_entries(ops, model)`` without building the entries, or None.
+
+    On a small history most of the time went into Python objects per op (an
+    Entry, closures, the node tables); for a model with ``native`` steps this
+    makes one pass over the ops, straight into the per-op arrays the compiled
+    loop lays out itself. Same entries (same ids, same order), same search,
+    same result; None where the compiled loop is off or does not apply (the
+    caller then takes the general path, which raises the same errors).
+    ``clients_only`` says ``ops`` hold no nemesis op (``partition_ops`` output).
+    For the built-in registers the pass itself runs in C unless ``c_pass`` is
+    False (the Python pass is its reference in the tests).
+    """
+    native = model.native
+    if not FAST or _wgl is None or native is None or model.hash is not None \
+            or model.equal is not None:
+        return None
+    client = ops if clients_only else [op for op in ops if op.process != NEMESIS]
+    if c_pass and isinstance(native, RegisterOps):
+        fast = _register_search(client, model, native)
+        if fast is not None:
+            return fast
+    pairs = pair_ops(client)
+    n_client = len(client)
+    observe = model.fails == "observe"
+    fs, pure_fn, read_state = model.fs, model.pure, model.read_state
+    init = model.init()
+    try:
+        intern: dict[Any, int] = {init: 0}
+    except TypeError:
+        return None
+    objs: list[Any] = [init]
+    # one tuple per op, transposed at the end: (call, ret, kind, arg, arg2, unknown, pure,
+    # read state, twin prerequisite, step, str suffix)
+    rows: list[tuple[Any, ...]] = []
+    append = rows.append
+    last_twin: dict[Any, int] = {}
+    pending = 0
+    try:
+        for inv_pos, comp_pos in pairs.items():
+            inv = client[inv_pos]
+            if comp_pos is not None:
+                comp = client[comp_pos]
+                ctype = comp.type
+                if ctype == "ok":
+                    out = comp.value
+                elif ctype == "fail":
+                    if not observe:
+                        continue
+                    out = Fail(comp.value)
+                else:
+                    comp_pos = None
+            inp = (inv.f, inv.value)
+            if fs and inp[0] not in fs:
+                return None
+            pure = pure_fn(inp) if pure_fn is not None else False
+            if comp_pos is None:
+                if pure:
+                    continue        # an unobserved read fits anywhere: left out
+                out = UNKNOWN
+                comp_pos = n_client + pending
+                pending += 1
+                twin = freeze(inp)
+                pre = last_twin.get(twin, -1)
+                last_twin[twin] = len(rows)
+                unknown = True
+            else:
+                pre = -1
+                unknown = False
+            # Model.native never names an op that read_state names, so ask it first
+            nat = native(inp, out)
+            if nat is not None:
+                k, a, b, suffix = _encode(nat, intern, objs)
+                if k:
+                    append((inv_pos, comp_pos, k, a, b, unknown, pure, -1, pre, None, suffix))
+                    continue
+            rv = read_state(inp, out) if read_state is not None else NOT_A_READ
+            if rv is not NOT_A_READ:
+                i = intern.get(rv)
+                if i is None:
+                    i = intern[rv] = len(objs)
+                    objs.append(rv)
+                append((inv_pos, comp_pos, 0, 0, 0, unknown, pure, i, pre, None, None))
+                continue
+            fn = model.step_fn(inp, out)
+            append((inv_pos, comp_pos, 0, 0, 0, unknown, pure, -1, pre,
+                    _unknown_step(fn) if unknown else fn, None))
+    except TypeError:           # an unhashable value: the general path copes
+        return None
+    remaining = len(rows) - pending
+    if not rows or not remaining:
+        return _done((True, {"steps": 0}))
+    call_pos, ret_pos, kinds, kargs, kargs2, unks, pures, reads, prereq, steps, args = (
+        list(c) for c in zip(*rows, strict=True))
+    core = _wgl.build(call_pos=call_pos, ret_pos=ret_pos, kind=kinds, karg=kargs, karg2=kargs2,
+                      unk=unks, pure=pures, need=[not u for u in unks], reads=reads, prereq=prereq,
+                      steps=steps, args=args, intern=intern, objs=objs, init=0, remaining=remaining)
+    return _search_c(core, objs)
+
+
+def _register_search(client: Sequence[Op], model: Model, native: RegisterOps
+                     ) -> Generator[None, None, tuple[bool, dict[str, Any]]] | None:
+    """:func:`prepared_search`'s pass done in C for the built-in registers, or None (then Python's)."""
+    assert _wgl is not None
+    init = model.init()
+    try:
+        intern: dict[Any, int] = {init: 0}
+    except TypeError:
+        return None
+    objs: list[Any] = [init]
+    core = _wgl.encode_register(client, native.read_nil_any, model.fails == "observe",
+                                "cas" in model.fs, intern, objs)
+    if core is None:
+        return None
+    if core is True:
+        return _done((True, {"steps": 0}))
+    return _search_c(core, objs)
+
+
+def _search_c(core: Any, objs: list[Any]) -> Generator[None, None, tuple[bool, dict[str, Any]]]:
+    """Drive the compiled loop a slice at a time; state indexes back to the model's states."""
+    while True:
+        res = core.run(SLICE)
+        if res is not None:
+            break
+        yield
+    valid, steps, longest = res
+    if valid:
+        return True, {"steps": steps}
+    return False, {"steps": steps, "longest": [(eid, objs[sid]) for eid, sid in longest]}
+
+
+def _search_py(lay: _Layout, model: Model) -> Generator[None, None, tuple[bool, dict[str, Any]]]:
+    """The reference loop: the search in plain Python, over the layout."""
+    tail, nxt, prv, nid, match = lay.tail, lay.nxt, lay.prv, lay.nid, lay.match
+    steps, bits, prereq, pure, reads, need = lay.steps, lay.bits, lay.prereq, lay.pure, lay.reads, lay.need
+    rn, rp, rhead, is_eqread = lay.rn, lay.rp, lay.rhead, lay.is_eqread
+    remaining = lay.remaining
+    simple_cache = lay.simple_cache
+    cache: set[tuple[int, Any]] = set()
+    buckets: dict[tuple[int, int], list[Any]] = {}
+    hsh = model.hash or hash
+    eq = model.equal or (lambda a, b: a == b)
     rget = rhead.get
 
-    state = model.init()
+    state = lay.init
     lin = 0
     # The stack is a chain of frames (entry, state before it, parent frame), so
     # that remembering the deepest configuration costs O(1): keep its frame.
@@ -455,17 +746,28 @@ def shortest_failing_prefix(ops: Sequence[Op], model: Model, *, keyed: bool = Fa
     return client[cuts[best]], found[0], found[1]
 
 
+_KEY = operator.attrgetter("key")
+
+
 def partition_ops(ops: Sequence[Op], model: Model, *, keys: bool = True) -> dict[Any, list[Op]]:
     """Split client ops into independent parts: by ``key``, then by ``model.partition``.
 
     Part names are the key (``None`` for unkeyed ops), or ``(key, i)`` for the
     i-th sub-part a model's partition function returns.
     """
+    if FAST and _wgl is not None:
+        client, key_set = _wgl.clients(ops)
+    else:
+        client = [op for op in ops if op.process != NEMESIS]
+        key_set = set(map(_KEY, client))
+    if not keys:
+        key_set = {None}
     by_key: dict[Any, list[Op]] = {}
-    for op in ops:
-        if op.process == NEMESIS:
-            continue
-        by_key.setdefault(op.key if keys else None, []).append(op)
+    if len(key_set) == 1:       # one part (most histories): no per-op grouping
+        by_key[next(iter(key_set))] = client
+    else:
+        for op in client:
+            by_key.setdefault(op.key, []).append(op)
     if model.partition is None:
         return by_key
     out: dict[Any, list[Op]] = {}
@@ -498,10 +800,6 @@ def _counterexample(ops: list[Op], entries: list[Entry], info: dict[str, Any], m
                                 first_bad=last.index)
 
 
-def _sort_key(k: Any) -> tuple[int, str]:
-    return (0 if k is None else 1, str(k))
-
-
 def check_linearizable(ops: Sequence[Op], model: Model, *, timeout: float | None = None,
                        keys: bool = True, all_keys: bool = False,
                        counterexample: bool = True) -> dict[str, Any]:
@@ -523,9 +821,15 @@ def check_linearizable(ops: Sequence[Op], model: Model, *, timeout: float | None
     multi_keys = not keys and len({op.key for op in ops if op.process != NEMESIS}) > 1
     m = lift_keys(model) if multi_keys else model
     parts = partition_ops(ops, model, keys=keys)
-    names = sorted(parts, key=_sort_key)
-    entries = {name: make_entries(parts[name], m, keyed=multi_keys) for name in names}
-    running = {name: search(entries[name], m) for name in names}
+    names = sorted(parts, key=key_order)
+    entries: dict[Any, list[Entry]] = {}
+    running: dict[Any, Generator[None, None, tuple[bool, dict[str, Any]]]] = {}
+    for name in names:
+        gen = None if multi_keys else prepared_search(parts[name], m, clients_only=True)
+        if gen is None:
+            entries[name] = make_entries(parts[name], m, keyed=multi_keys)
+            gen = search(entries[name], m)
+        running[name] = gen
     failures: list[Any] = []
     unknown: list[Any] = []
     cex = None
@@ -542,6 +846,8 @@ def check_linearizable(ops: Sequence[Op], model: Model, *, timeout: float | None
                     if verdict is False:
                         failures.append(name)
                         if cex is None and counterexample:
+                            if name not in entries:
+                                entries[name] = make_entries(parts[name], m, keyed=multi_keys)
                             cex = _counterexample(parts[name], entries[name], info, m, name,
                                                   multi_keys, deadline)
                         if not all_keys:
@@ -557,5 +863,5 @@ def check_linearizable(ops: Sequence[Op], model: Model, *, timeout: float | None
         unknown, unchecked = [], [n for n in names if n in running]
     valid: bool | str = False if failures else ("unknown" if unknown else True)
     return {"valid": valid, "model": model.name, "keys": len(parts),
-            "failures": sorted(failures, key=_sort_key), "unknown_keys": unknown,
+            "failures": sorted(failures, key=key_order), "unknown_keys": unknown,
             "unchecked_keys": unchecked, "counterexample": cex, "steps": total}

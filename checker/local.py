@@ -5,7 +5,8 @@ named: keyed ``read``/``write``/``cas`` -> linearizability against a
 cas-register (initial nil); ``get``/``put``/keyed ``append`` -> linearizability
 against the kv model; ``txn`` -> multi-register; ``acquire``/``release`` ->
 mutex; unkeyed ``append``, log reads and ``sample`` -> log safety; ``add`` and
-its list reads -> the set checker. Each runs under :func:`checker.base.check_safe`
+its list reads -> the set checker; ``send``/``pull``/``commit-offset`` -> the
+queue checker. Each runs under :func:`checker.base.check_safe`
 and the verdict is the worst of theirs.
 """
 
@@ -19,6 +20,7 @@ from checker.base import FnChecker, check_safe
 from checker.linearizable import check_linearizable
 from checker.log_safety import check_log_safety
 from checker.models import Model, get_model
+from checker.queue import QUEUE_FS, check_queue
 from checker.results import CAP, auto_linearizable, compose_results, shape_linearizable
 from checker.sets import check_set
 from harness.core.history import NEMESIS, Op, pair_ops
@@ -43,7 +45,9 @@ def classify(ops: Sequence[Op]) -> dict[str, list[Op]]:
         log_read = f == "read" and inv.key is None and (
             isinstance(inv.value, dict)
             or (comp is not None and comp.type == "ok" and isinstance(comp.value, dict)))
-        if f == "sample" or (f == "append" and inv.key is None) or log_read:
+        if f in QUEUE_FS:  # send/pull/commit-offset: the queue workload (checker/queue.py)
+            g = "queue"
+        elif f == "sample" or (f == "append" and inv.key is None) or log_read:
             g = "log"
         elif f == "add" or (f == "read" and inv.key is None and has_adds
                             and (comp is None or comp.type != "ok" or isinstance(comp.value, list))):
@@ -92,6 +96,9 @@ def plan_checks(ops: Sequence[Op], *, model: str | None = None, timeout: float |
         log_ops = groups["log"]
         ha = opts.get("ha")  # mode ha (workloads/append.py sets it)
         checks["log-safety"] = FnChecker(lambda _: check_log_safety(log_ops, ha=ha))
+    if groups.get("queue"):
+        queue_ops = groups["queue"]
+        checks["queue"] = FnChecker(lambda _: check_queue(queue_ops))
     if groups.get("set") and (model is None or model != "set"):
         set_ops = groups["set"]
         checks["set"] = FnChecker(lambda _: check_set(set_ops))

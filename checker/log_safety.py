@@ -1,7 +1,7 @@
 """Safety of the replicated log itself: DLedger invariants I1-I6 (dledger-protocol §12).
 
 Elle's shape: one pure function per anomaly, each taking the whole history
-(a sequence of :class:`~harness.history.Op`) and returning a list of small
+(a sequence of :class:`~harness.core.history.Op`) and returning a list of small
 example dicts. Every example carries ``"indexes"``: the sorted history ``index``
 values of the ops that prove it, so a report can point at them. Each function
 returns its examples sorted by ``indexes`` (lexicographically), so two engines
@@ -12,8 +12,8 @@ specification, the code the reference. Conventions shared by all functions:
 
 * **History order** is the op's ``index`` field (ops are sorted by it first).
 * **Pairing.** A client op's invocation is paired with the next record of the
-  same ``process`` (:func:`harness.history.pair_ops`); a malformed history raises
-  :class:`~harness.errors.HistoryError`.
+  same ``process`` (:func:`harness.core.history.pair_ops`); a malformed history raises
+  :class:`~harness.core.errors.HistoryError`.
 * **Samples** are the records with ``f == "sample"`` and ``type == "ok"``; no
   pairing is needed. The sampled node is the record's ``node``; its ``value`` is
   ``{role, term, leader, begin, end, committed, incarnation}``. A sample whose

@@ -32,9 +32,10 @@ __all__ = [
     "NOT_A_READ",
     "Fail",
     "Model",
-    "MODELS",
     "get_model",
     "known_models",
+    "etcd_cas_register",
+    "knossos_cas_register",
     "register",
     "cas_register",
     "kv",
@@ -117,7 +118,15 @@ class Model:
     ``read_state(inp, out)``, if given, returns the one state in which this op
     is legal, for an op that never changes the state, or :data:`NOT_A_READ`;
     the search then compares states inline instead of calling ``step`` (most
-    of its steps are reads that do not fit).
+    of its steps are reads that do not fit). ``native(inp, out)``, if given,
+    names an op whose step is simple enough for the compiled search loop to do
+    itself, without calling ``step``: ``("set", v)`` (always legal, the state
+    becomes ``v``), ``("concat", v)`` (the state is a str, ``v`` is appended),
+    ``("cas", a, b)`` (legal iff the state == ``a``, then ``b``), ``("cas-not",
+    a)`` (legal iff the state != ``a``, unchanged), ``("noop",)`` (always
+    legal, unchanged); None for any other op, and None for every op that
+    ``read_state`` names. It must agree with ``step``
+    (``tests/checker/test_fast_path.py`` holds the built-in models to it).
     """
 
     name: str
@@ -133,6 +142,7 @@ class Model:
     fs: frozenset[str] = frozenset()
     pure: Callable[[Any], bool] | None = None
     read_state: Callable[[Any, Any], Any] | None = None
+    native: Callable[[Any, Any], tuple[Any, ...] | None] | None = None
     params: Mapping[str, Any] = field(default_factory=dict)
 
     def step_fn(self, inp: Any, out: Any) -> Callable[[Any], tuple[bool, Any]]:
@@ -170,6 +180,54 @@ def _ok_true(s: Any) -> tuple[bool, Any]:
 
 # --------------------------------------------------------------------------- registers
 
+class RegisterOps:
+    """A register's ops for the compiled loop (``Model.native``), exactly as ``compile`` steps them.
+
+    A class rather than a closure so that the search can recognise the built-in
+    registers and encode their histories in C in one pass
+    (``checker._wgl.encode_register``, tested against the Python pass).
+    """
+
+    __slots__ = ("read_nil_any",)
+
+    def __init__(self, read_nil_any: bool) -> None:
+        self.read_nil_any = read_nil_any
+
+    def __call__(self, inp: Any, out: Any) -> tuple[Any, ...] | None:
+        f, v = inp
+        if f == "read":
+            if out is UNKNOWN or isinstance(out, Fail) or (out is None and self.read_nil_any):
+                return ("noop",)
+            return None                   # an equality read: Model.read_state covers it
+        if f == "write":
+            return ("set", v)
+        if f == "cas" and isinstance(v, (list, tuple)) and len(v) == 2:
+            return ("cas-not", v[0]) if isinstance(out, Fail) else ("cas", v[0], v[1])
+        return None
+
+
+def _kv_native(inp: Any, out: Any) -> tuple[Any, ...] | None:
+    """kv's ops for the compiled loop, exactly as kv's ``compile`` steps them."""
+    f, v = inp
+    if f == "get":
+        return ("noop",) if out is UNKNOWN or isinstance(out, Fail) else None
+    if f == "put":
+        return ("set", v)
+    if f == "append" and isinstance(v, str):
+        return ("concat", v)
+    return None
+
+
+def _mutex_native(inp: Any, out: Any) -> tuple[Any, ...] | None:
+    """The lock's ops for the compiled loop: on its two states, acquire and release are cas."""
+    f = inp[0]
+    if f == "acquire":
+        return ("cas", False, True)
+    if f == "release":
+        return ("cas", True, False)
+    return None
+
+
 def cas_register(*, initial: Any = None, read_nil_any: bool = False, fails: str = "drop",
                  name: str = "cas-register") -> Model:
     """A register with read, write and compare-and-set.
@@ -205,7 +263,7 @@ def cas_register(*, initial: Any = None, read_nil_any: bool = False, fails: str 
 
     return Model(name=name, init=lambda: initial, step=_generic_step(compile), compile=compile,
                  fails=fails, fs=frozenset({"read", "write", "cas"}), pure=_f_is("read"),
-                 read_state=read_state,
+                 read_state=read_state, native=RegisterOps(read_nil_any),
                  params={"initial": initial, "read_nil_any": read_nil_any, "fails": fails})
 
 
@@ -214,7 +272,7 @@ def register(*, initial: Any = None, read_nil_any: bool = False) -> Model:
     m = cas_register(initial=initial, read_nil_any=read_nil_any, name="register")
     return Model(name="register", init=m.init, step=m.step, compile=m.compile,
                  fs=frozenset({"read", "write"}), params=m.params, pure=_f_is("read"),
-                 read_state=m.read_state)
+                 read_state=m.read_state, native=m.native)
 
 
 def kv(*, initial: str = "") -> Model:
@@ -236,7 +294,7 @@ def kv(*, initial: str = "") -> Model:
                  fs=frozenset({"get", "put", "append"}), params={"initial": initial},
                  pure=_f_is("get"),
                  read_state=lambda inp, out: NOT_A_READ if inp[0] != "get" or out is UNKNOWN
-                 or isinstance(out, Fail) else out)
+                 or isinstance(out, Fail) else out, native=_kv_native)
 
 
 def multi_register(*, initial: Mapping[str, Any] | None = None) -> Model:
@@ -292,7 +350,7 @@ def mutex() -> Model:
         raise CheckerError(f"mutex has no operation {f!r}")
 
     return Model(name="mutex", init=lambda: False, step=_generic_step(compile), compile=compile,
-                 fs=frozenset({"acquire", "release"}),
+                 fs=frozenset({"acquire", "release"}), native=_mutex_native,
                  describe_state=lambda s: "locked" if s else "free")
 
 
@@ -375,32 +433,38 @@ def append_log(*, fails: str = "drop") -> Model:
 
 
 # --------------------------------------------------------------------------- registry
+# Names are entry points of the group ``splitbrain.models`` (pyproject.toml, and any
+# plugin's): a factory takes the model's parameters as keywords and returns a Model.
 
-MODELS: dict[str, Callable[..., Model]] = {
-    "register": register,
-    "cas-register": cas_register,
-    "etcd-cas-register": lambda **kw: cas_register(**{"initial": None, **kw}),
-    "knossos-cas-register": lambda **kw: cas_register(**{"initial": 0, "read_nil_any": True, **kw}),
-    "kv": kv,
-    "multi-register": multi_register,
-    "mutex": mutex,
-    "append-log": append_log,
-    "set": set_model,
-}
+
+def etcd_cas_register(**kw: Any) -> Model:
+    """A CAS register whose unwritten value reads as null (etcd, Porcupine)."""
+    return cas_register(**{"initial": None, **kw})
+
+
+def knossos_cas_register(**kw: Any) -> Model:
+    """Knossos' CAS register: starts at 0 and a null read matches anything."""
+    return cas_register(**{"initial": 0, "read_nil_any": True, **kw})
 
 
 def known_models() -> list[str]:
-    return sorted(MODELS)
+    from harness.core import plugins
+
+    return plugins.names("model")
 
 
 def get_model(name: str, **params: Any) -> Model:
-    """A model by name; params go to its constructor (e.g. ``initial=0``)."""
-    try:
-        make = MODELS[name]
-    except KeyError:
-        raise CheckerError(f"unknown model {name!r} (known: {', '.join(known_models())})") from None
-    try:
-        return make(**params)
-    except TypeError as e:
-        raise CheckerError(f"bad parameters for model {name!r}: {e}") from None
+    """A model by name (or ``module:factory``); params go to its factory (e.g. ``initial=0``).
 
+    Every failure (unknown name, broken plugin, bad parameter, not a Model) is a
+    one-line CheckerError naming the model.
+    """
+    from harness.core import plugins
+    from harness.core.errors import ConfigError
+
+    try:
+        m: Model = plugins.build("model", name, lambda f, arg: f(**params), Model,
+                                 error=CheckerError)
+    except ConfigError as e:  # unknown name, import failure: a checker error for callers
+        raise CheckerError(str(e).removeprefix("field 'model': ")) from None
+    return m

@@ -161,7 +161,7 @@ def _simulate(n_ops: int, *, workload: str, anomaly: str | Iterable[str] | None,
     """The records of :func:`records`, with two differences for the Parquet writer: a log
     read's ok value is a :class:`_Slice` rather than text, and each record carries its
     value's typed columns: ``v_kind``, then one text (or None) per
-    :data:`harness.history.VALUE_FIELDS`."""
+    :data:`harness.core.history.VALUE_FIELDS`."""
     _check_args(workload, anomaly, nodes, concurrency)
     rng = random.Random(seed)
     names = [f"n{i + 1}" for i in range(nodes)]

@@ -10,6 +10,7 @@ import asyncio
 import signal
 import sys
 
+from node_impl.broker import BrokerNode
 from node_impl.config import ConfigError, NodeConfig, build_parser, parse_args
 from node_impl.ha import HANode
 from node_impl.node import Node
@@ -19,7 +20,9 @@ __all__ = ["main", "run_node"]
 
 async def run_node(cfg: NodeConfig) -> None:
     # mode dispatch: classic master/slave lives in node_impl/ha.py
-    node: Node | HANode = HANode(cfg) if cfg.mode == "ha" else Node(cfg)
+    # mode broker (node_impl/broker.py) is the DLedger node plus the broker layer
+    node: Node | HANode = (HANode(cfg) if cfg.mode == "ha"
+                           else BrokerNode(cfg) if cfg.mode == "broker" else Node(cfg))
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):

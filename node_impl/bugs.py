@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, fields
 
-__all__ = ["BUGS", "HA_BUGS", "Bugs", "UnknownBug", "parse_bugs"]
+__all__ = ["BROKER_BUGS", "BUGS", "HA_BUGS", "Bugs", "UnknownBug", "parse_bugs"]
 
 # name -> one-line description (what the node does wrong)
 BUGS: dict[str, str] = {
@@ -30,6 +30,13 @@ BUGS: dict[str, str] = {
 HA_BUGS: dict[str, str] = {
     "ha-ok-on-timeout": "sync master says SUCCESS on slave timeout or with no slave (mode ha)",
     "ha-ack-on-send": "push2SlaveMaxOffset raised on send, not on the slave's report (mode ha)",
+}
+
+# Mode `broker` bugs (node_impl/broker.py); only valid with --mode broker.
+BROKER_BUGS: dict[str, str] = {
+    "broker-stale-master": "the broker's role handler never demotes a master, and a deposed master acks sends after its local write (mode broker)",
+    "broker-cq-beyond-commit": "consume queues are rebuilt at start from every entry in the log, committed or not (mode broker)",
+    "broker-divided-from-start": "on the upgrade from mode ha, the divided commitlog offset is taken from the old commitlog's start, not its end (mode broker)",
 }
 
 
@@ -53,6 +60,10 @@ class Bugs:
     # mode ha
     ha_ok_on_timeout: bool = False
     ha_ack_on_send: bool = False
+    # mode broker
+    broker_stale_master: bool = False
+    broker_cq_beyond_commit: bool = False
+    broker_divided_from_start: bool = False
 
     @property
     def names(self) -> list[str]:
@@ -68,8 +79,8 @@ def parse_bugs(spec: str | None) -> Bugs:
         name = raw.strip()
         if not name:
             continue
-        if name not in BUGS and name not in HA_BUGS:
-            known = ", ".join(sorted(BUGS) + sorted(HA_BUGS))
+        if name not in BUGS and name not in HA_BUGS and name not in BROKER_BUGS:
+            known = ", ".join(sorted(BUGS) + sorted(HA_BUGS) + sorted(BROKER_BUGS))
             raise UnknownBug(f"unknown bug {name!r} (known: {known})")
         on[name.replace("-", "_")] = True
     return Bugs(**on)

@@ -10,7 +10,7 @@ import sys
 
 import click
 
-from node_impl.bugs import BUGS, HA_BUGS
+from node_impl.bugs import BROKER_BUGS, BUGS, HA_BUGS
 
 __all__ = ["node"]
 
@@ -29,7 +29,7 @@ def node(list_bugs: bool, args: tuple[str, ...]) -> None:
         width = max(len(k) for k in BUGS)
         for name, desc in BUGS.items():
             click.echo(f"{name:<{width}}  {desc}")
-        for name, desc in HA_BUGS.items():
+        for name, desc in (*HA_BUGS.items(), *BROKER_BUGS.items()):
             click.echo(f"{name:<{width}}  {desc}")
         return
     from node_impl.__main__ import main

@@ -102,7 +102,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--heartbeat-ms", type=int, default=200)
     p.add_argument("--election-timeout-ms", type=int, default=1000)
     p.add_argument("--read-mode", choices=("index", "log"), default="index")
-    p.add_argument("--mode", choices=("dledger", "ha"), default="dledger")
+    p.add_argument("--mode", choices=("dledger", "ha", "broker"), default="dledger")
     p.add_argument("--ha-master", default=None)
     p.add_argument("--ha-sync", action="store_true")
     p.add_argument("--ha-slave-timeout-ms", type=int, default=3000)
@@ -128,6 +128,9 @@ def parse_args(argv: list[str]) -> NodeConfig:
     ha_named = [b for b in bugs.names if b.startswith("ha-")]
     if a.mode != "ha" and ha_named:
         raise ConfigError(f"--bug: bug {ha_named[0]!r} belongs to --mode ha")
+    broker_named = [b for b in bugs.names if b.startswith("broker-")]
+    if a.mode != "broker" and broker_named:  # mode broker: node_impl/broker.py
+        raise ConfigError(f"--bug: bug {broker_named[0]!r} belongs to --mode broker")
     if a.mode == "ha":
         other = [b for b in bugs.names if not b.startswith("ha-")]
         if other:

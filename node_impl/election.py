@@ -301,16 +301,15 @@ class Elector:
     def handle_vote(self, msg: dict, *, from_self: bool = False) -> dict:
         node = self.node
         store = node.store
-        try:
-            req = VoteRequest(
-                int(msg["term"]),
-                str(msg["candidate"]),
-                int(msg["ledgerEndIndex"]),
-                int(msg["ledgerEndTerm"]),
-            )
-        except (KeyError, TypeError, ValueError):
+        term, cand = msg.get("term"), msg.get("candidate")
+        end_index, end_term = msg.get("ledgerEndIndex"), msg.get("ledgerEndTerm")
+        # Exact types, not int()/str() coercion: int(float("inf")) raises OverflowError,
+        # and int(1.9) or str(None) would turn garbage into a vote for someone.
+        if not (type(term) is int and type(cand) is str and type(end_index) is int
+                and type(end_term) is int):
             return {"type": "vote-resp", "rid": msg.get("rid"), "code": "BAD_REQUEST",
                     "term": node.term, "result": "REJECT_UNKNOWN_LEADER"}
+        req = VoteRequest(term, cand, end_index, end_term)
         state = VoterState(
             node.id,
             node.peer_ids,

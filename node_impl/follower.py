@@ -122,8 +122,13 @@ class EntryHandler:
         if not isinstance(rterm, int) or not isinstance(rleader, str):
             reply({**base, "code": "BAD_REQUEST"})
             return
+        raw = msg.get("entries")
+        if raw is not None and not isinstance(raw, list):
+            # a non-list (an int, a float, a map) would raise TypeError below
+            reply({**base, "code": "BAD_REQUEST"})
+            return
         try:
-            entries = [Entry.from_wire(d) for d in msg.get("entries") or []]
+            entries = [Entry.from_wire(d) for d in raw or []]
         except ValueError as e:
             n.log.info("bad-push", error=e)
             reply({**base, "code": "BAD_REQUEST"})

@@ -92,14 +92,21 @@ class Servers:
             while not node.stopping:
                 msg = await read_frame(reader)
                 t = msg.get("type")
-                if t == "vote":
-                    reply(node.elector.handle_vote(msg))
-                elif t == "heartbeat":
-                    reply(node.elector.handle_heartbeat(msg))
-                elif t == "push":
-                    node.handler.handle_push(msg, reply)
-                else:
-                    reply({"type": f"{t}-resp", "rid": msg.get("rid"), "code": "UNSUPPORTED"})
+                try:
+                    if t == "vote":
+                        reply(node.elector.handle_vote(msg))
+                    elif t == "heartbeat":
+                        reply(node.elector.handle_heartbeat(msg))
+                    elif t == "push":
+                        node.handler.handle_push(msg, reply)
+                    else:
+                        reply({"type": f"{t}-resp", "rid": msg.get("rid"), "code": "UNSUPPORTED"})
+                except Exception as e:
+                    # A handler bug met by a malformed RPC: answer and keep the connection
+                    # (as the client port does) instead of an unhandled-callback traceback.
+                    node.log.info("peer-error", type=t, error=repr(e))
+                    reply({"type": f"{t}-resp", "rid": msg.get("rid"), "code": "BAD_REQUEST",
+                           "term": node.term})
                 if writer.transport.get_write_buffer_size() > (4 << 20):
                     await writer.drain()
         except (OSError, EOFError, FrameError, asyncio.IncompleteReadError):

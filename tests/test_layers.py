@@ -26,10 +26,14 @@ LAYERS: dict[str, int] = {
     "workloads": 1,
     "nemesis": 1,
     "checker": 1,
+    "harness.api": 1,
     "harness.run": 2,
     "harness.zoo": 2,
     "harness.cli": 3,
     "harness.report": 3,
+    # Pure derivations from a history (latencies, fault periods), shared by the
+    # report and the benchmarks; no rendering, no I/O.
+    "harness.report.data": 2,
 }
 # node_impl is installed on hosts without the rest: it may import only itself.
 ISOLATED = {"node_impl"}

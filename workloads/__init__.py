@@ -1,8 +1,11 @@
 """splitbrain workloads: clients and generators for the reference node.
 
-``get_workload(name, spec.options)`` returns a :class:`~workloads.base.Workload`.
-Names: ``append``, ``register``, ``set``, ``mixed`` (append + register),
-``sampler-only``.
+``get_workload(name, spec.options)`` returns a :class:`~harness.core.workload.Workload`.
+Names are entry points of the group ``splitbrain.workloads`` (declared in
+``pyproject.toml`` like any plugin's; :mod:`harness.core.plugins`): ``append``,
+``register``, ``set``, ``mixed`` (append + register), ``sampler-only``, ``null``,
+the etcd and Redis ones, and ``stdio:PROGRAM`` (a client in any language,
+:mod:`workloads.stdio`).
 
 How the runner drives a Workload
 --------------------------------
@@ -18,7 +21,7 @@ How the runner drives a Workload
    Pacing to ``spec.rate`` and the time limit are the runner's (wrap the
    generator in ``generator.time_limit``, or stop asking).
 2. **Extra workers** (``workload.extra_workers(nodes)``, may be None): the
-   per-node status samplers. Each :class:`~workloads.base.ExtraWorker` is
+   per-node status samplers. Each :class:`~harness.core.workload.ExtraWorker` is
    one more worker driven the same way, with its own generator and client
    (``ew.client.open(ctx, ew.node)``), processes ``process_base + k *
    process_stride`` (1_000_000 + i + k*1000 for the sampler of node i), no
@@ -42,44 +45,24 @@ s, 10), ``sample_timeout`` (s, 1); ``client_port`` see :mod:`workloads.addr`.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from typing import Any
 
-from harness.core.errors import ConfigError
+from harness.core import plugins
 from harness.core.workload import Workload
 
-__all__ = ["WORKLOADS", "get_workload"]
+__all__ = ["get_workload", "workload_names"]
 
 
-def _lazy(module: str, attr: str = "workload") -> Callable[[Mapping[str, Any]], Workload]:
-    def build(options: Mapping[str, Any]) -> Workload:
-        import importlib
-
-        return getattr(importlib.import_module(module), attr)(options)
-
-    return build
-
-
-WORKLOADS: dict[str, Callable[[Mapping[str, Any]], Workload]] = {
-    "append": _lazy("workloads.append"),
-    "register": _lazy("workloads.register"),
-    "set": _lazy("workloads.sets"),
-    "mixed": _lazy("workloads.mixed"),
-    "sampler-only": _lazy("workloads.sampler"),
-    # Touches nothing: the harness alone (--db null; splitbrain bench harness).
-    "null": _lazy("workloads.null"),
-    # Third-party targets (--db etcd / --db redis), see docs/thirdparty.md.
-    "etcd-register": _lazy("workloads.etcd"),
-    "etcd-register-serializable": _lazy("workloads.etcd", "serializable_workload"),
-    "redis-register": _lazy("workloads.redis"),
-    "redis-set": _lazy("workloads.redis", "set_workload"),
-}
+def workload_names() -> list[str]:
+    """Every workload name available now (built-ins and installed plugins)."""
+    return plugins.names("workload")
 
 
 def get_workload(name: str, options: Mapping[str, Any] | None = None) -> Workload:
-    """The workload called ``name``, configured from ``options`` (spec.options)."""
-    build = WORKLOADS.get(name)
-    if build is None:
-        raise ConfigError(f"unknown workload {name!r} (known: {', '.join(sorted(WORKLOADS))})",
-                          field="workload")
-    return build(dict(options or {}))
+    """The workload called ``name`` (or ``NAME:ARGUMENT``, or ``module:factory``), configured
+    from ``options`` (spec.options); a broken or unknown one is a one-line ConfigError."""
+    opts = dict(options or {})
+    wl: Workload = plugins.build("workload", name,
+                                 lambda f, arg: f(plugins.with_argument(opts, arg)), Workload)
+    return wl

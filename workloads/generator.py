@@ -8,10 +8,10 @@ without a cluster.
 
 Conventions every generator here follows, and the runner relies on:
 
-- ``op`` returns an invocation :class:`~harness.history.Op` (``type="invoke"``,
+- ``op`` returns an invocation :class:`~harness.core.history.Op` (``type="invoke"``,
   ``process=ctx.process`` unless the generator owns dedicated processes, ``node``
   = the node to talk to, ``time`` left 0 for the history writer to stamp),
-  :data:`~workloads.base.PENDING` (ask again later), or None (exhausted for good).
+  :data:`~harness.core.workload.PENDING` (ask again later), or None (exhausted for good).
 - ``update`` gets every completion (ok/fail/info) of an op this generator tree
   handed out. Combinators broadcast it to all their children: a child ignores
   what is not its own (it recognises its ops by process or ``f``). Invocations may

@@ -2,7 +2,7 @@
 
 Samples feed the invariants that need a node's own view over time (committed
 monotonic per incarnation, one leader per term, terms never going back). Each
-node gets a dedicated :class:`~workloads.base.ExtraWorker` whose process ids are
+node gets a dedicated :class:`~harness.core.workload.ExtraWorker` whose process ids are
 ``1_000_000 + i + k*1000`` (node i, k bumped after each info), and whose
 generator throttles itself to ``sample_rate`` per second by the context clock.
 

@@ -161,6 +161,13 @@ def _check_paired(spark: Any, client: Any, pairing: Pairing, *, model: Any,
             set_ops = [op_of(tuple(r)) for r in lab.where(F.col("group").isin(*set_groups)).select(
                 *OP_COLUMNS).orderBy("index").toLocalIterator()]
             checkers["set"] = check_set(set_ops)
+        if groups.get("other"):  # queue ops (send/pull/commit-offset): checked on the driver
+            from checker.queue import QUEUE_FS, check_queue
+
+            queue_ops = [op_of(tuple(r)) for r in client.where(F.col("f").isin(*QUEUE_FS))
+                         .select(*OP_COLUMNS).orderBy("index").toLocalIterator()]
+            if queue_ops:
+                checkers["queue"] = check_queue(queue_ops)
     finally:
         if lab is not None:
             lab.unpersist()

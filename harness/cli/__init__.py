@@ -60,6 +60,8 @@ BENCH_COMMANDS = {
     "crash": "node_impl.bench:bench_crash",
     "checker": "checker.bench:bench_checker",
     "harness": "harness.run.bench:bench_harness",
+    "campaign": "harness.run.bench_campaign:bench_campaign",
+    "fuzz-frames": "node_impl.fuzz:bench_fuzz_frames",
 }
 
 
@@ -77,6 +79,7 @@ COMMANDS = {
     "serve": "harness.report.serve:serve",
     "node": "node_impl.cli:node",
     "zoo": "harness.cli.zoo:zoo",
+    "plugins": "harness.cli.plugins:plugins",
 }
 
 

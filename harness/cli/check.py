@@ -1,7 +1,7 @@
 """``splitbrain check PATH``: re-analyse a stored run or any history file.
 
 Exit status is the verdict (0 valid, 1 invalid, 2 unknown) so CI can gate on
-it; user mistakes raise :class:`~harness.errors.SplitbrainError`, which
+it; user mistakes raise :class:`~harness.core.errors.SplitbrainError`, which
 ``harness.cli.main`` turns into a one-line message and exit 3.
 """
 

@@ -1,7 +1,7 @@
 """``splitbrain run``: a campaign of one or more tests against an inventory.
 
 The command is an edge: it turns options into a :class:`TestSpec` and a host
-list, calls :func:`harness.runner.run_test`, prints the verdict and the store
+list, calls :func:`harness.run.runner.run_test`, prints the verdict and the store
 path, and returns the exit code of ARCHITECTURE §3 (the worst of all runs when
 ``--test-count`` asks for several).
 """
@@ -15,6 +15,7 @@ from typing import Any
 
 import click
 
+from harness.cli.plugins import ListsPlugins
 from harness.core.verdict import word as verdict_word
 from harness.inventory.resolve import resolve_hosts
 from harness.report.junit import junit_xml
@@ -60,9 +61,9 @@ def parse_nemesis(text: str) -> tuple[str, ...]:
     return parts
 
 
-@click.command(name="run")
-@click.option("--db", default="dledger", show_default=True, help="Database under test.")
-@click.option("--workload", "-w", default="append", show_default=True, help="Workload name.")
+@click.command(name="run", cls=ListsPlugins)
+@click.option("--db", default="dledger", show_default=True, help="Database under test (names listed below).")
+@click.option("--workload", "-w", default="append", show_default=True, help="Workload name (listed below).")
 @click.option("--nemesis", default=DEFAULT_NEMESIS, show_default=True,
               help="Comma-separated faults (e.g. partition,kill,clock,pause); 'none' for none.")
 @click.option("--time-limit", type=click.FloatRange(min=0.1), default=30.0, show_default=True,

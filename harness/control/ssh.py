@@ -1,4 +1,4 @@
-"""The paramiko implementation of :class:`harness.control.base.Remote`.
+"""The paramiko implementation of :class:`harness.core.remote.Remote`.
 
 One SSH connection per host, shared by every thread that talks to it: paramiko
 multiplexes channels over one transport, so only (re)connecting needs a lock.

@@ -4,7 +4,7 @@ These exist so that the checker can be validated against histories whose
 verdicts other tools established (``/work/shared/corpora``), and so users can
 check a stored Jepsen run. Import only: splitbrain never writes these formats.
 
-Mapping to :class:`~harness.history.Op`: keywords become their names without
+Mapping to :class:`~harness.core.history.Op`: keywords become their names without
 the colon (``:invoke`` -> ``"invoke"``), the ``:nemesis`` process becomes
 ``"nemesis"``, ``index`` is the record's position (a file's own ``:index`` is
 ignored, because the checker relies on positions), and a missing ``:time`` is 0.
@@ -153,7 +153,10 @@ def edn_records_to_ops(records: list[Any], *, path: object | None = None,
             key, value = str(value[0]), value[1]
         err = r.get("error")
         if err is not None and not isinstance(err, str):
-            err = json.dumps(err, default=str)
+            try:
+                err = json.dumps(err, default=str)
+            except (RecursionError, ValueError):
+                raise bad("error", "nested too deeply") from None
         node = r.get("node")
         ops.append(Op(type=typ, process=proc, f=f, value=value, key=key, time=t, index=pos,
                       node=node if isinstance(node, str) else None, error=err))
@@ -173,7 +176,11 @@ _CONST = {"nil": None, "true": True, "false": False}
 
 
 class _NotSimple(Exception):
-    pass
+    """The fast scanner cannot take the text from ``pos`` on (``edn_format`` will try)."""
+
+    def __init__(self, pos: int = 0) -> None:
+        super().__init__(pos)
+        self.pos = pos
 
 
 def _fast_edn(text: str) -> list[Any]:
@@ -192,8 +199,8 @@ def _fast_edn(text: str) -> list[Any]:
     while pos < n:
         m = match(text, pos)
         if m is None:
-            raise _NotSimple
-        pos = m.end()
+            raise _NotSimple(pos)
+        start, pos = pos, m.end()
         kind = m.lastgroup
         if kind == "skip":
             continue
@@ -204,31 +211,54 @@ def _fast_edn(text: str) -> list[Any]:
             continue
         if kind == "close":
             if not stack:
-                raise _NotSimple
+                raise _NotSimple(start)
             opener, parent = stack.pop()
             if "([{"[")]}".index(tok)] != opener:
-                raise _NotSimple
+                raise _NotSimple(start)
             if opener == "{":
                 if len(cur) % 2:
-                    raise _NotSimple
+                    raise _NotSimple(start)
                 val: Any = {_key_str(cur[i]): cur[i + 1] for i in range(0, len(cur), 2)}
             else:
                 val = cur
             parent.append(val)
             cur = parent
             continue
-        if kind == "str":
-            val = json.loads(tok)
-        elif kind == "kw":
-            val = tok[1:]
-        elif kind == "int":
-            val = int(tok)
-        else:
-            val = _CONST[tok]
+        try:
+            if kind == "str":
+                # strict=False: an EDN string may hold a raw newline or tab, JSON's may not
+                val = json.loads(tok, strict=False)
+            elif kind == "kw":
+                val = tok[1:]
+            elif kind == "int":
+                val = int(tok)  # ValueError past Python's digit limit
+            else:
+                val = _CONST[tok]
+        except ValueError:
+            raise _NotSimple(start) from None
         cur.append(val)
     if stack:
-        raise _NotSimple
+        raise _NotSimple(pos)
     return top
+
+
+def _line_at(text: str, pos: int) -> int:
+    return text.count("\n", 0, pos) + 1
+
+
+def _read_text(path: Path) -> str:
+    """The file as UTF-8 text; a bad byte is an error naming its line."""
+    try:
+        data = path.read_bytes()
+    except FileNotFoundError:
+        raise HistoryError("no such file", path=path) from None
+    except OSError as e:
+        raise HistoryError(f"cannot read: {e.strerror or e}", path=path) from None
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise HistoryError(f"not valid UTF-8 (byte 0x{data[e.start]:02x})", path=path,
+                           line=data.count(b"\n", 0, e.start) + 1) from None
 
 
 def read_edn(path: str | os.PathLike[str]) -> list[Op]:
@@ -236,19 +266,16 @@ def read_edn(path: str | os.PathLike[str]) -> list[Op]:
     import edn_format
 
     path = Path(path)
-    try:
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise HistoryError("no such file", path=path) from None
-    except (OSError, UnicodeDecodeError) as e:
-        raise HistoryError(f"cannot read: {e}", path=path) from None
+    text = _read_text(path)
     try:
         data = _fast_edn(text)
-    except _NotSimple:
+    except _NotSimple as ns:
         try:
             data = [from_edn(x) for x in edn_format.loads_all(text)]
         except Exception as e:  # edn_format raises several types for bad syntax
-            raise HistoryError(f"not valid EDN ({_one_line(e)})", path=path) from None
+            # edn_format knows no lines; where the simple scanner stopped is the best guess
+            raise HistoryError(f"not valid EDN ({_one_line(e)})", path=path,
+                               line=_line_at(text, ns.pos)) from None
     records = data[0] if len(data) == 1 and isinstance(data[0], list) else data
     try:
         return edn_records_to_ops(records, path=path)
@@ -296,13 +323,10 @@ def read_porcupine(path: str | os.PathLike[str]) -> list[Op]:
     string keys.
     """
     path = Path(path)
-    try:
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise HistoryError("no such file", path=path) from None
-    except (OSError, UnicodeDecodeError) as e:
-        raise HistoryError(f"cannot read: {e}", path=path) from None
-    lines = text.splitlines()
+    text = _read_text(path)
+    # split on "\n" only: str.splitlines also breaks at \f, \x1c, U+2028 ..., which would
+    # make every later error name the wrong line
+    lines = [ln.removesuffix("\r") for ln in text.split("\n")]
     first = next((ln.strip() for ln in lines if ln.strip()), "")
     if not first:
         raise HistoryError("empty history", path=path)
@@ -318,10 +342,10 @@ def read_porcupine(path: str | os.PathLike[str]) -> list[Op]:
             try:
                 value, err = _etcd_value(m.group(4))
             except ValueError:
-                raise HistoryError(f"bad value {m.group(4)!r}", path=path, line=no,
+                raise HistoryError(f"bad value {m.group(4)[:60]!r}", path=path, line=no,
                                    field="value") from None
-            ops.append(Op(type=m.group(2), process=int(m.group(1)), f=m.group(3), value=value,
-                          index=len(ops), error=err))
+            ops.append(Op(type=m.group(2), process=_process(m.group(1), path, no), f=m.group(3),
+                          value=value, index=len(ops), error=err))
         return ops
     if first.startswith("{"):
         for no, ln in enumerate(lines, 1):
@@ -330,13 +354,22 @@ def read_porcupine(path: str | os.PathLike[str]) -> list[Op]:
             m = _KV.match(ln)
             if m:
                 v = m.group(5)
-                ops.append(Op(type=m.group(2), process=int(m.group(1)), f=m.group(3),
+                ops.append(Op(type=m.group(2), process=_process(m.group(1), path, no), f=m.group(3),
                               key=m.group(4), value=None if v == "nil" else v[1:-1],
                               index=len(ops)))
                 continue
             ops.append(_kv_line_slow(ln, path, no, len(ops)))
         return ops
     raise HistoryError("neither a Jepsen etcd log nor a kv EDN-per-line file", path=path, line=1)
+
+
+def _process(text: str, path: Path, line: int) -> int:
+    """A process number; ``int`` refuses more digits than Python's limit with ValueError."""
+    try:
+        return int(text)
+    except ValueError:
+        raise HistoryError(f"process number of {len(text)} digits", path=path, line=line,
+                           field="process") from None
 
 
 def _kv_line_slow(ln: str, path: Path, no: int, index: int) -> Op:

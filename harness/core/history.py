@@ -49,15 +49,17 @@ __all__ = [
 
 log = logging.getLogger(__name__)
 
-def parse_op(obj: Any, *, path: object | None = None, line: int | None = None) -> Op:
-    """Validate one decoded record; errors name file, line and field."""
+def parse_op(obj: Any, *, path: object | None = None, line: int | None = None,
+             record: int | None = None) -> Op:
+    """Validate one decoded record; errors name file, line (or ``record``, for Parquet) and field."""
+    rec = f"record {record}: " if record is not None else ""
     if not isinstance(obj, Mapping):
-        raise HistoryError("record is not a JSON object", path=path, line=line)
+        raise HistoryError(f"{rec}record is not a JSON object", path=path, line=line)
     index = obj.get("index", -1)
 
     def bad(field: str, why: str) -> HistoryError:
-        return HistoryError(why, path=path, line=line, index=index if isinstance(index, int) else None,
-                            field=field)
+        return HistoryError(rec + why, path=path, line=line,
+                            index=index if isinstance(index, int) else None, field=field)
 
     if not isinstance(index, int) or isinstance(index, bool):
         raise bad("index", f"must be an integer, got {index!r}")
@@ -180,21 +182,46 @@ def iter_jsonl(path: str | os.PathLike[str]) -> Iterator[Op]:
     naming the file, line and field.
     """
     path = Path(path)
-    with open(path, "rb") as fh:
+    try:
+        fh = open(path, "rb")  # noqa: SIM115 - closed by the with below; open errors caught here
+    except OSError as e:
+        raise HistoryError(f"cannot read: {e.strerror or e}", path=path) from None
+    with fh:
         lineno = 0
         for raw in fh:
             lineno += 1
             if not raw.strip():
                 continue
             try:
-                obj = json.loads(raw)
+                obj = _json_line(raw)
             except ValueError as e:
                 if not raw.endswith(b"\n") and not fh.read(1):
                     log.warning("%s:%d: skipping a torn last line", path, lineno)
                     return
-                why = getattr(e, "msg", str(e))   # undecodable bytes raise a ValueError without msg
-                raise HistoryError(f"not valid JSON ({why})", path=path, line=lineno) from None
+                raise HistoryError(str(e), path=path, line=lineno) from None
             yield parse_op(obj, path=path, line=lineno)
+
+
+def _json_line(raw: bytes) -> Any:
+    """Decode one JSONL line; every failure is a ValueError with a one-line reason.
+
+    The bytes are decoded as UTF-8 here rather than by ``json.loads(bytes)``,
+    which guesses UTF-16/32 from NUL bytes and raises ``UnicodeDecodeError``
+    (no ``.msg``). Deep nesting raises ``RecursionError`` and an over-long
+    integer a plain ``ValueError``: both become the same one-line reason.
+    """
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise ValueError(f"not valid UTF-8 (byte 0x{raw[e.start]:02x} at column {e.start + 1})") from None
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as e:
+        raise ValueError(f"not valid JSON ({e.msg} at column {e.colno})") from None
+    except RecursionError:
+        raise ValueError("not valid JSON (nested too deeply)") from None
+    except ValueError as e:
+        raise ValueError(f"not valid JSON ({str(e).splitlines()[0][:200]})") from None
 
 
 def read_jsonl(path: str | os.PathLike[str]) -> list[Op]:
@@ -342,22 +369,25 @@ def jsonl_to_parquet(src: str | os.PathLike[str], path: str | os.PathLike[str], 
 
 
 def _jsonl_rows(path: Path) -> Iterator[Row]:
+    """:func:`iter_jsonl`'s records as :data:`Row` tuples, with its errors word for word."""
     types = frozenset(OP_TYPES)
-    loads = json.loads
-    with open(path, "rb") as fh:
+    try:
+        fh = open(path, "rb")  # noqa: SIM115 - closed by the with below; open errors caught here
+    except OSError as e:
+        raise HistoryError(f"cannot read: {e.strerror or e}", path=path) from None
+    with fh:
         lineno = 0
         for raw in fh:
             lineno += 1
+            if not raw.strip():
+                continue
             try:
-                obj = loads(raw)
+                obj = _json_line(raw)
             except ValueError as e:
-                if not raw.strip():
-                    continue
                 if not raw.endswith(b"\n") and not fh.read(1):
                     log.warning("%s:%d: skipping a torn last line", path, lineno)
                     return
-                why = getattr(e, "msg", str(e))
-                raise HistoryError(f"not valid JSON ({why})", path=path, line=lineno) from None
+                raise HistoryError(str(e), path=path, line=lineno) from None
             if obj.__class__ is dict:
                 index, t, typ = obj.get("index", -1), obj.get("time", 0), obj.get("type")
                 proc, f, key = obj.get("process"), obj.get("f"), obj.get("key")
@@ -453,16 +483,42 @@ def _write_rows(rows: Iterable[Row], path: str | os.PathLike[str], *, batch: int
 
 
 def read_parquet(path: str | os.PathLike[str]) -> list[Op]:
+    """Read a Parquet history; errors name the file and the 0-based record (row).
+
+    pyarrow raises many types for a damaged file (ArrowInvalid, OSError,
+    KeyError for a missing column, ...), and the text columns can hold anything
+    a foreign writer put there, so both the file and each cell are checked here.
+    """
     import pyarrow.parquet as pq
 
-    table = pq.read_table(str(path), columns=list(PARQUET_COLUMNS))
+    try:
+        rows = pq.read_table(str(path), columns=list(PARQUET_COLUMNS)).to_pylist()
+    except Exception as e:  # pyarrow has no single error type for "not a history"
+        msg = (str(e).strip().splitlines() or [type(e).__name__])[0][:200]
+        raise HistoryError(f"not a readable Parquet history ({msg})", path=path) from None
     ops = []
-    for row, rec in enumerate(table.to_pylist()):
+    for row, rec in enumerate(rows):
         proc = rec["process"]
-        rec["process"] = NEMESIS if proc == NEMESIS else int(proc)
-        rec["value"] = json.loads(rec["value"]) if rec["value"] is not None else None
-        ops.append(parse_op(rec, path=path, line=row + 1))
+        if proc != NEMESIS:
+            try:
+                rec["process"] = int(proc)
+            except (TypeError, ValueError):
+                raise HistoryError(f"record {row}: must be an integer or 'nemesis', got "
+                                   f"{_clip(proc)}", path=path, field="process") from None
+        v = rec["value"]
+        if v is not None:
+            try:
+                rec["value"] = _json_line(v.encode("utf-8") if isinstance(v, str) else v)
+            except (ValueError, TypeError, AttributeError) as e:
+                why = str(e) if isinstance(e, ValueError) else f"must be JSON text, got {_clip(v)}"
+                raise HistoryError(f"record {row}: {why}", path=path, field="value") from None
+        ops.append(parse_op(rec, path=path, record=row))
     return ops
+
+
+def _clip(x: Any, n: int = 60) -> str:
+    r = repr(x)
+    return r if len(r) <= n else r[:n] + "..."
 
 
 def read_history(path: str | os.PathLike[str]) -> list[Op]:

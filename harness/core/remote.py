@@ -51,7 +51,7 @@ class CommandResult:
 class Remote(Protocol):
     """One host's control channel. Methods block; callers use threads for parallelism.
 
-    ``run`` raises :class:`harness.errors.RemoteCommandError` (host, command,
+    ``run`` raises :class:`harness.core.errors.RemoteCommandError` (host, command,
     exit status, stderr tail) on a non-zero exit when ``check`` is true, and on
     timeout always.
     """

@@ -1,62 +1,34 @@
 """Databases the harness can install, fault and tear down (see :mod:`harness.core.db`).
 
-A DB is chosen by name on the command line; ``get_db`` is the only place that
-knows the names, so the runner and the CLI stay free of per-DB code.
+A DB is chosen by name on the command line. Names are entry points of the group
+``splitbrain.dbs`` (:mod:`harness.core.plugins`): the built-ins (dledger, etcd,
+redis, null, yaml) are declared in ``pyproject.toml`` exactly like a plugin's,
+so the runner and the CLI stay free of per-DB code and of built-in special cases.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from typing import Any
 
+from harness.core import plugins
 from harness.core.db import DB
-from harness.core.errors import ConfigError
 
-__all__ = ["get_db", "DB_NAMES"]
-
-
-def _dledger(options: Mapping[str, Any]) -> DB:
-    if options.get("mode", "dledger") != "dledger":  # mode=ha: harness/dbs/ha.py
-        from harness.dbs.ha import HADB
-
-        return HADB(**dict(options))
-    from harness.dbs.dledger import DLedgerDB
-
-    options = {k: v for k, v in options.items() if k != "mode"}
-    return DLedgerDB(**dict(options))
+__all__ = ["get_db", "db_names"]
 
 
-def _etcd(options: Mapping[str, Any]) -> DB:
-    from harness.dbs.etcd import EtcdDB
-
-    return EtcdDB(**dict(options))
-
-
-def _redis(options: Mapping[str, Any]) -> DB:
-    from harness.dbs.redis import RedisDB
-
-    return RedisDB(**dict(options))
-
-
-def _null(options: Mapping[str, Any]) -> DB:
-    from harness.dbs.null import NullDB
-
-    return NullDB(**dict(options))
-
-
-_FACTORIES: dict[str, Callable[[Mapping[str, Any]], DB]] = {
-    "dledger": _dledger, "etcd": _etcd, "redis": _redis, "null": _null}
-DB_NAMES = tuple(sorted(_FACTORIES))
+def db_names() -> list[str]:
+    """Every DB name available now (built-ins and installed plugins)."""
+    return plugins.names("db")
 
 
 def get_db(name: str, options: Mapping[str, Any] | None = None) -> DB:
-    """Build the DB called ``name``; unknown names and options are ConfigErrors."""
-    try:
-        factory = _FACTORIES[name]
-    except KeyError:
-        raise ConfigError(f"unknown db {name!r} (known: {', '.join(DB_NAMES)})",
-                          field="db") from None
-    try:
-        return factory(options or {})
-    except TypeError as e:
-        raise ConfigError(f"bad option for db {name!r}: {e}", field="db") from None
+    """Build the DB called ``name`` (or ``NAME:ARGUMENT``, or ``module:factory``).
+
+    An unknown name, a plugin that does not import, a factory that raises or
+    rejects an option, or one that returns something without ``setup`` and
+    ``teardown`` is a one-line ConfigError naming the plugin.
+    """
+    opts = dict(options or {})
+    db: DB = plugins.build("db", name, lambda f, arg: f(plugins.with_argument(opts, arg)), DB)
+    return db

@@ -34,7 +34,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from harness.core.errors import LabError
+from harness.core.errors import ConfigError, LabError
 from harness.core.remote import Host
 
 __all__ = ["DockerEngine", "DockerLab", "IMAGE", "build_image"]
@@ -359,7 +359,14 @@ class DockerLab:
         inv = self.dir / "inventory.json"
         if not inv.exists():
             raise LabError(f"no docker lab named {self.name!r}: run `splitbrain lab up --driver docker`")
-        return [Host(**h) for h in json.loads(inv.read_text())]
+        try:
+            return [Host(**h) for h in json.loads(inv.read_text(encoding="utf-8"))]
+        except (OSError, ValueError, TypeError, RecursionError) as e:
+            # a torn or hand-edited state file: say which, not a traceback
+            raise ConfigError(f"cannot read the docker lab inventory ({type(e).__name__}: "
+                              f"{(str(e).splitlines() or [''])[0][:120]}); `splitbrain lab down "
+                              f"--driver docker --name {self.name}` removes what is left",
+                              path=inv) from None
 
     def status(self) -> list[dict[str, Any]]:
         assert self.engine is not None

@@ -25,9 +25,14 @@ def load_nodes_file(path: str | os.PathLike[str]) -> list[Host]:
     """Read a YAML list of hosts; relative key paths are taken from the file's directory."""
     p = Path(path)
     try:
-        text = p.read_text()
+        data = p.read_bytes()
     except OSError as e:
         raise ConfigError(f"cannot read nodes file: {e.strerror}", path=str(p)) from None
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise ConfigError(f"not valid UTF-8 (byte 0x{data[e.start]:02x})", path=str(p),
+                          line=data.count(b"\n", 0, e.start) + 1) from None
     return parse_nodes_yaml(text, path=str(p), base_dir=p.parent)
 
 
@@ -36,10 +41,9 @@ def parse_nodes_yaml(text: str, *, path: str = "<nodes>",
     try:
         root = yaml.compose(text, Loader=yaml.SafeLoader)
     except yaml.YAMLError as e:
-        mark = getattr(e, "problem_mark", None)
-        line = mark.line + 1 if mark is not None else None
-        problem = getattr(e, "problem", None) or str(e)
-        raise ConfigError(f"not valid YAML: {problem}", path=path, line=line) from None
+        raise _yaml_error(e, text, path) from None
+    except RecursionError:   # the composer recurses once per nesting level
+        raise ConfigError("not valid YAML: nested too deeply", path=path) from None
     if root is None:
         raise ConfigError("empty nodes file: expected a list of hosts", path=path)
     if not isinstance(root, yaml.SequenceNode):
@@ -58,13 +62,38 @@ def parse_nodes_yaml(text: str, *, path: str = "<nodes>",
     return hosts
 
 
+def _yaml_error(e: yaml.YAMLError, text: str, path: str, line: int | None = None) -> ConfigError:
+    """One line naming where PyYAML stopped: ``problem_mark`` for syntax, ``position`` for
+    the reader's refused characters (whose ``str`` runs over two lines)."""
+    mark = getattr(e, "problem_mark", None)
+    if mark is not None:
+        line = mark.line + 1
+    elif isinstance(getattr(e, "position", None), int):
+        line = text.count("\n", 0, e.position) + 1  # type: ignore[attr-defined]
+    problem = getattr(e, "problem", None) or (str(e).strip().splitlines() or [type(e).__name__])[0]
+    return ConfigError(f"not valid YAML: {problem}", path=path, line=line)
+
+
 def _line(node: yaml.Node) -> int:
     return node.start_mark.line + 1
 
 
-def _scalar(node: yaml.Node) -> Any:
+def _clip(x: Any, n: int = 80) -> str:
+    r = repr(x)
+    return r if len(r) <= n else r[:n] + "..."
+
+
+def _scalar(node: yaml.Node, path: str = "<nodes>") -> Any:
+    """Construct a node's value; a bad tag (``!!int x``, ``!!python/object``) is a ConfigError."""
     constructor = yaml.constructor.SafeConstructor()
-    return constructor.construct_object(node, deep=True)
+    try:
+        return constructor.construct_object(node, deep=True)
+    except yaml.YAMLError as e:
+        raise _yaml_error(e, "", path, line=_line(node)) from None
+    except (RecursionError, TypeError, ValueError) as e:
+        # TypeError: an unhashable key inside a mapping value; ValueError: e.g. a date out of range
+        raise ConfigError(f"cannot read this value: {(str(e).splitlines() or [''])[0]}", path=path,
+                          line=_line(node)) from None
 
 
 def _host_from_node(node: yaml.Node, path: str, base_dir: Any) -> Host:
@@ -73,11 +102,12 @@ def _host_from_node(node: yaml.Node, path: str, base_dir: Any) -> Host:
                           path=path, line=_line(node))
     values: dict[str, tuple[Any, int]] = {}
     for knode, vnode in node.value:
-        key = _scalar(knode)
-        if key not in _FIELDS:
+        key = _scalar(knode, path)
+        if not isinstance(key, str) or key not in _FIELDS:   # a list key is unhashable for `in`
             raise ConfigError(f"unknown field (expected one of {', '.join(sorted(_FIELDS))})",
-                              path=path, line=_line(knode), field=str(key))
-        values[key] = (_scalar(vnode), _line(vnode))
+                              path=path, line=_line(knode), field=_clip(key) if not isinstance(
+                                  key, str) else key[:80])
+        values[key] = (_scalar(vnode, path), _line(vnode))
 
     def get(field: str, kind: type | tuple[type, ...], default: Any = None,
             required: bool = False) -> Any:
@@ -89,7 +119,8 @@ def _host_from_node(node: yaml.Node, path: str, base_dir: Any) -> Host:
         # bool is an int in Python; a port of "true" is a mistake, not 1.
         if not isinstance(value, kind) or (kind is int and isinstance(value, bool)):
             names = kind.__name__ if isinstance(kind, type) else "/".join(k.__name__ for k in kind)
-            raise ConfigError(f"expected {names}, got {value!r}", path=path, line=line, field=field)
+            raise ConfigError(f"expected {names}, got {_clip(value)}", path=path, line=line,
+                              field=field)
         return value
 
     name = get("name", str, required=True)

@@ -60,7 +60,7 @@ def test_edn_errors_name_file_and_line(tmp_path: Path) -> None:
     with pytest.raises(HistoryError, match=r"bad\.edn:3: op 1, field 'type'"):
         read_edn(p)
     p.write_text("[{:process 0 :type")
-    with pytest.raises(HistoryError, match="bad.edn: not valid EDN"):
+    with pytest.raises(HistoryError, match=r"bad\.edn:1: not valid EDN"):
         read_edn(p)
 
 

@@ -16,7 +16,9 @@ from harness.cli.lab import lab as lab_cli
 from harness.control.ssh import SSHRemote
 from harness.core.errors import LabError
 from harness.inventory import lab as lab_mod
-from harness.inventory.lab import Lab, _ssh_banner
+from harness.inventory.lab import Lab
+from harness.inventory.lab.hosts import init_pid
+from harness.inventory.lab.hosts import ssh_banner as _ssh_banner
 
 pytestmark = [pytest.mark.integration, pytest.mark.lab]
 
@@ -58,7 +60,7 @@ def test_bad_parameters_are_config_errors():
 
 
 def test_needs_root(monkeypatch, tmp_path):
-    monkeypatch.setattr(lab_mod.os, "geteuid", lambda: 1000)
+    monkeypatch.setattr(os, "geteuid", lambda: 1000)
     with pytest.raises(LabError, match="the lab needs root"):
         Lab("x", state_root=tmp_path).up()
 
@@ -144,7 +146,7 @@ def test_up_is_idempotent_and_repairs(lab, remotes):
     assert {r["host"]: r["sshd_pid"] for r in lab.status()} == before
     # a host whose init died (the whole host crashed) is rebuilt by the next up()
     n5 = lab.plan()[4]
-    os.kill(lab._init_pid(n5), signal.SIGKILL)
+    os.kill(init_pid(n5), signal.SIGKILL)
     deadline = time.monotonic() + 5
     while lab.status()[4]["sshd_alive"]:
         assert time.monotonic() < deadline

@@ -331,6 +331,8 @@ def test_dledger_ports_and_command_line():
     assert "--id n2" in cmd and "--bug ack-before-quorum" in cmd and "--heartbeat-ms 100" in cmd
     assert "--peers n1=127.0.0.1:9000,n2=127.0.0.2:9000,n3=127.0.0.3:9000" in cmd
     assert "--data-dir /srv/sb/plumbing/n2/data" in cmd and "--client-port 9001" in cmd
+    # libfaketime's cond-wait "fix" makes every GIL hand-off 5-15 ms: off for the node.
+    assert "FAKETIME_FORCE_MONOTONIC_FIX=0" in cmd.split(" -m node_impl")[0]
     assert db.client_addrs(ctx)["n3"] == ("127.0.0.3", 9001)
     with pytest.raises(ConfigError, match="db"):
         get_db("nosuch", {})

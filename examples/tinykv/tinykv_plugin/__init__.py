@@ -1,0 +1,147 @@
+"""splitbrain plugin for tinykv: how to install and fault it, and a register client for it.
+Registered in pyproject.toml as the DB ``tinykv`` and the workload ``tinykv-register``."""
+
+from __future__ import annotations
+
+import json
+import socket
+import time
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from harness.api import ConfigError, GenContext, Op, RunContext, Workload
+
+SERVER = str(Path(__file__).with_name("server.py"))
+
+
+class TinyKV:
+    """The DB: Killable, Pausable, HasLogFiles, WaitsReady and Addressable, by its methods."""
+
+    def __init__(self, port: int = 7500, **_: Any) -> None:
+        if not isinstance(port, int) or not 0 < port < 65536:
+            raise ConfigError(f"not a port: {port!r}", field="port")
+        self.port = port
+
+    def _dir(self, ctx: RunContext, node: str) -> str:
+        return f"/srv/tinykv-plugin/{ctx.hosts[node].extras.get('lab', 'hosts')}/{node}"
+
+    def addresses(self, ctx: RunContext) -> dict[str, dict[str, tuple[str, int]]]:
+        return {"client": {n: (ctx.hosts[n].address, self.port) for n in ctx.nodes}}
+
+    def setup(self, ctx: RunContext, node: str) -> None:
+        self.teardown(ctx, node)  # a killed earlier run may have left a server behind
+        ctx.remotes[node].run(f"mkdir -p {self._dir(ctx, node)}")
+        ctx.remotes[node].upload(SERVER, f"{self._dir(ctx, node)}/server.py")
+        self.start(ctx, node)
+
+    def start(self, ctx: RunContext, node: str) -> None:
+        d = self._dir(ctx, node)
+        peers = ",".join(f"{n}={ctx.hosts[n].address}:{self.port}" for n in ctx.nodes)
+        ctx.remotes[node].start_daemon(
+            f"python3 {d}/server.py --node {node} --peers {peers} --data-dir {d}",
+            pidfile=f"{d}/pid", logfile=f"{d}/server.log", chdir=d)
+
+    def teardown(self, ctx: RunContext, node: str) -> None:
+        ctx.remotes[node].stop_daemon(f"{self._dir(ctx, node)}/pid")
+        ctx.remotes[node].run(f"rm -rf {self._dir(ctx, node)}")
+
+    def kill(self, ctx: RunContext, node: str) -> None:
+        pidfile = f"{self._dir(ctx, node)}/pid"
+        ctx.remotes[node].signal_daemon(pidfile, "KILL")
+        while ctx.remotes[node].daemon_running(pidfile):
+            time.sleep(0.05)
+
+    def pause(self, ctx: RunContext, node: str) -> None:
+        ctx.remotes[node].signal_daemon(f"{self._dir(ctx, node)}/pid", "STOP")
+
+    def resume(self, ctx: RunContext, node: str) -> None:
+        ctx.remotes[node].signal_daemon(f"{self._dir(ctx, node)}/pid", "CONT")
+
+    def log_files(self, ctx: RunContext, node: str) -> list[str]:
+        return [f"{self._dir(ctx, node)}/server.log", f"{self._dir(ctx, node)}/kv.log"]
+
+    def wait_ready(self, ctx: RunContext) -> None:
+        deadline = time.monotonic() + 30
+        for host, port in ctx.addresses["client"].values():
+            while True:
+                try:
+                    socket.create_connection((host, port), timeout=1).close()
+                    break
+                except OSError:
+                    if time.monotonic() > deadline:
+                        raise
+                    time.sleep(0.1)
+
+
+class Client:
+    """One request per connection; a reply we never got is ``info``, a refused connection ``fail``."""
+
+    read_fs = frozenset({"read"})
+
+    def __init__(self, address: tuple[str, int] = ("", 0)) -> None:
+        self.address = address
+
+    def open(self, ctx: RunContext, node: str) -> Client:
+        return Client(ctx.addresses["client"][node])
+
+    def setup(self, ctx: RunContext) -> None:
+        pass
+
+    def invoke(self, ctx: RunContext, op: Op) -> Op:
+        v = op.value
+        if op.f == "read":
+            request = f"GET {op.key}"
+        elif op.f == "write":
+            request = f"PUT {op.key} {json.dumps(v)}"
+        else:
+            request = f"CAS {op.key} {json.dumps(v[0])} {json.dumps(v[1])}"
+        try:
+            sock = socket.create_connection(self.address, timeout=2)
+        except OSError as e:  # nothing was sent
+            return op.complete("fail", v, error=f"connect: {e}")
+        try:
+            with sock:
+                sock.sendall(request.encode() + b"\n")
+                answer = sock.makefile().readline().strip()
+        except OSError as e:
+            return op.complete("info", v, error=f"no answer: {e}")
+        if answer == "NIL" or answer.startswith("OK "):
+            read = json.loads(answer[3:]) if answer != "NIL" else None
+            return op.complete("ok", read if op.f == "read" else v)
+        if answer.startswith("FAIL"):
+            return op.complete("fail", v, error="cas mismatch")
+        return op.complete("info", v, error=answer or "connection closed")
+
+    def teardown(self, ctx: RunContext) -> None:
+        pass
+
+    def close(self, ctx: RunContext) -> None:
+        pass
+
+
+class Registers:
+    """Random read/write/cas; a fresh key every 50 ops keeps each key's history small."""
+
+    def __init__(self) -> None:
+        self.n = 0
+
+    def op(self, ctx: GenContext) -> Op:
+        self.n += 1
+        key, f = f"k{self.n // 50}", "read" if ctx.lull else ctx.rng.choice(["read", "write", "cas"])
+        value = {"read": None, "write": ctx.rng.randrange(5),
+                 "cas": [ctx.rng.randrange(5), ctx.rng.randrange(5)]}[f]
+        return Op(type="invoke", process=ctx.process, f=f, value=value, key=key, node=ctx.node)
+
+    def update(self, ctx: GenContext, event: Op) -> None:
+        pass
+
+
+def db(options: Mapping[str, Any]) -> TinyKV:
+    return TinyKV(**options)
+
+
+def workload(options: Mapping[str, Any]) -> Workload:
+    return Workload(name="tinykv-register", client=Client(), generator=Registers(),
+                    checker={"model": "cas-register", "independent": True,
+                             "checks": ["linearizable"]})

@@ -1,0 +1,341 @@
+"""``splitbrain bench campaign``: the reference node against etcd, same lab, same run.
+
+A campaign here is the real thing (``harness.run.runner.run_test``: workers, live
+history, samplers, final reads, checker) with no faults, ``--rate 0`` and a fixed
+concurrency, run once per (database, workload) on one lab, one after the other,
+so both sides see the same machine and the same load from the neighbours. Per
+run it reports:
+
+- ``ok_per_s``: ok completions of the workload's own ops (status samples and final
+  reads left out) over the load window, first invoke to last load completion;
+- ``latency_ms``: p50/p99 of ok ops, per ``f``;
+- ``cpu_s_per_ok_op``: CPU seconds (user + system) the database's processes used
+  inside that window, read from ``/proc`` of this machine (lab hosts are
+  namespaces here) and divided by the ok ops. The processes are found by their
+  command line, which names the test's own directory, so a neighbour's nodes are
+  never counted;
+- the verdict, so a speed-up that breaks the node shows at once.
+
+Then ``ratios``: ours / etcd for each of our workloads against the etcd workload.
+The machine's load average is recorded around every run: on a shared 2-core box
+only same-run ratios mean anything.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import threading
+import time
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+import click
+
+from harness.core.remote import Host
+
+__all__ = ["DbCpuSampler", "TimedClient", "campaign_figures", "measure_campaign", "bench_campaign"]
+
+CLK_TCK = os.sysconf("SC_CLK_TCK")
+
+
+def _proc_cpu(pid: int) -> float | None:
+    """utime + stime of ``pid`` in seconds, or None if it is gone."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            raw = f.read()
+    except OSError:
+        return None
+    # The command name (field 2) may hold spaces: split after its closing paren.
+    rest = raw[raw.rfind(b")") + 2:].split()
+    return (int(rest[11]) + int(rest[12])) / CLK_TCK
+
+
+def _cmdline(pid: int) -> bytes:
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as f:
+            return f.read()
+    except OSError:
+        return b""
+
+
+class DbCpuSampler:
+    """CPU seconds used so far by every process whose command line holds ``marker``.
+
+    Sampled on a thread every ``interval`` s; a process that exits keeps its last
+    reading, so the total never goes down. The marker is the test's directory
+    (``/<lab>/<test>/``), unique per run.
+    """
+
+    def __init__(self, marker: str, *, interval: float = 0.2) -> None:
+        self.marker = marker.encode()
+        self.interval = interval
+        self.samples: list[tuple[int, float]] = []  # (monotonic ns, total CPU s)
+        self._last: dict[int, float] = {}
+        self._pids: set[int] = set()
+        self._not_ours: set[int] = set()
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._loop, name="db-cpu", daemon=True)
+
+    def start(self) -> DbCpuSampler:
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join()
+        self.sample()
+
+    def _loop(self) -> None:
+        while not self._stop.wait(self.interval):
+            self.sample()
+
+    def sample(self) -> None:
+        for name in os.listdir("/proc"):
+            if not name.isdigit():
+                continue
+            pid = int(name)
+            if pid in self._pids or pid in self._not_ours:
+                continue
+            cmd = _cmdline(pid)
+            if self.marker not in cmd:
+                self._not_ours.add(pid)
+            elif cmd.startswith((b"sh\0", b"bash\0")):
+                pass  # the shell that starts the daemon: it may yet exec into it, look again
+            elif b"--data-dir" in cmd:
+                # The daemon itself: its arguments name the directory *and* --data-dir,
+                # which the harness's short commands (rm, tail, cat) never do.
+                self._pids.add(pid)
+            else:
+                self._not_ours.add(pid)
+        for pid in list(self._pids):
+            cpu = _proc_cpu(pid)
+            if cpu is None:
+                self._pids.discard(pid)
+                continue
+            self._last[pid] = cpu
+        self.samples.append((time.monotonic_ns(), sum(self._last.values())))
+
+    @property
+    def pids_seen(self) -> int:
+        return len(self._last)
+
+    def cpu_at(self, t_ns: int) -> float:
+        """Total CPU at monotonic ``t_ns``, interpolated between samples."""
+        s = self.samples
+        if not s:
+            return 0.0
+        if t_ns <= s[0][0]:
+            return s[0][1]
+        for (t0, c0), (t1, c1) in zip(s, s[1:], strict=False):
+            if t0 <= t_ns <= t1:
+                return c0 + (c1 - c0) * (t_ns - t0) / max(1, t1 - t0)
+        return s[-1][1]
+
+
+@dataclass
+class _Clock:
+    """Ties the history's clock to ``time.monotonic_ns``: set by the first invoke."""
+
+    offset_ns: int | None = None
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+
+class TimedClient:
+    """Wraps a workload client; on the first op it records history time vs monotonic.
+
+    The history's times count from the writer's own start, which the runner does
+    not expose; one pair of readings is enough to place the load window on the
+    CPU sampler's clock.
+    """
+
+    def __init__(self, inner: Any, clock: _Clock) -> None:
+        self.inner, self.clock = inner, clock
+
+    def open(self, ctx: Any, node: str) -> TimedClient:
+        return TimedClient(self.inner.open(ctx, node), self.clock)
+
+    def setup(self, ctx: Any) -> None:
+        self.inner.setup(ctx)
+
+    def invoke(self, ctx: Any, op: Any) -> Any:
+        if self.clock.offset_ns is None and op.time is not None:
+            with self.clock.lock:
+                if self.clock.offset_ns is None:
+                    self.clock.offset_ns = time.monotonic_ns() - op.time
+        return self.inner.invoke(ctx, op)
+
+    def teardown(self, ctx: Any) -> None:
+        self.inner.teardown(ctx)
+
+    def close(self, ctx: Any) -> None:
+        self.inner.close(ctx)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.inner, name)
+
+
+def _pct(xs: list[float], q: float) -> float | None:
+    if not xs:
+        return None
+    xs = sorted(xs)
+    return round(xs[min(len(xs) - 1, int(q * len(xs)))], 2)
+
+
+def campaign_figures(ops: list[Any], *, time_limit: float,
+                     ignore_fs: frozenset[str] = frozenset({"sample"})) -> dict[str, Any]:
+    """Throughput and latency of the load phase of one history.
+
+    Load ops are the client ops (not the nemesis, not ``ignore_fs``) invoked
+    within ``time_limit`` of the first invoke; final reads start later.
+    """
+    from harness.report.data import completed_ops
+
+    client = [c for c in completed_ops(ops) if c.invoke.f not in ignore_fs]
+    if not client:
+        return {"ok": 0, "ok_per_s": 0.0, "window_ns": (0, 0)}
+    start = client[0].start
+    load = [c for c in client if c.start <= start + time_limit * 1e9 and c.end is not None]
+    end = max(c.end for c in load if c.end is not None)
+    span = (end - start) / 1e9
+    counts = {t: sum(1 for c in load if c.type == t) for t in ("ok", "fail", "info")}
+    by_f: dict[str, list[float]] = {}
+    for c in load:
+        if c.type == "ok" and c.latency_ns is not None:
+            by_f.setdefault(c.invoke.f, []).append(c.latency_ns / 1e6)
+    latency = {f: {"n": len(v), "p50": _pct(v, 0.5), "p99": _pct(v, 0.99)}
+               for f, v in sorted(by_f.items())}
+    return {**counts, "seconds": round(span, 2),
+            "ok_per_s": round(counts["ok"] / span, 1) if span > 0 else 0.0,
+            "latency_ms": latency, "window_ns": (start, end)}
+
+
+def _loadavg() -> list[float]:
+    with open("/proc/loadavg") as f:
+        return [float(x) for x in f.read().split()[:3]]
+
+
+def measure_campaign(hosts: list[Host], *, db: str, workload: str, seconds: float,
+                 concurrency: int, store_root: str, check: bool = True,
+                 db_options: dict[str, Any] | None = None) -> dict[str, Any]:
+    """One no-fault, unpaced campaign through the real runner, with its figures."""
+    from harness.core.history import read_jsonl
+    from harness.core.layout import safe_name
+    from harness.core.spec import TestSpec
+    from harness.run.runner import RunOptions, run_test
+    from workloads import get_workload
+
+    name = f"bench-campaign-{db}-{workload}-{time.strftime('%H%M%S')}-{os.getpid()}"
+    spec = TestSpec(name=name, nodes=tuple(h.name for h in hosts), db=db, workload=workload,
+                    nemesis=(), time_limit=seconds, concurrency=concurrency, rate=0.0, seed=1,
+                    options={"db": dict(db_options or {})})
+    opts = RunOptions(check=check, progress=False, recovery_s=0.0)  # no reporter: no HTML
+    clock = _Clock()
+    real = get_workload(workload, spec.options)
+    wl = replace(real, client=TimedClient(real.client, clock))
+    lab = hosts[0].extras.get("lab") if hosts else None
+    marker = f"/{safe_name(str(lab))}/{safe_name(name)}/" if lab else f"/{safe_name(name)}/"
+    sampler = DbCpuSampler(marker).start()
+    load_before = _loadavg()
+    try:
+        res = run_test(spec, hosts, store_root=store_root, workload=wl, options=opts)
+    finally:
+        sampler.stop()
+    load_after = _loadavg()
+    if res.interrupted:
+        raise click.ClickException(f"campaign {name} failed: {res.reason}")
+    figs = campaign_figures(read_jsonl(res.store_dir / "history.jsonl"), time_limit=seconds)
+    start, end = figs.pop("window_ns")
+    cpu = None
+    if clock.offset_ns is not None and end > start:
+        cpu = sampler.cpu_at(clock.offset_ns + end) - sampler.cpu_at(clock.offset_ns + start)
+    ok = figs.get("ok", 0)
+    return {"db": db, "workload": workload, **figs,
+            "db_cpu_s": None if cpu is None else round(cpu, 2),
+            "db_cpu_cores": round(cpu / figs["seconds"], 2) if cpu and figs["seconds"] else None,
+            "cpu_s_per_ok_op": round(cpu / ok, 6) if cpu is not None and ok else None,
+            "db_processes": sampler.pids_seen,
+            "valid": res.results.get("valid") if check else "not checked",
+            "loadavg_before": load_before, "loadavg_after": load_after,
+            "store": str(res.store_dir)}
+
+
+def _ratio(a: Any, b: Any, digits: int = 2) -> float | None:
+    return round(a / b, digits) if isinstance(a, (int, float)) and b else None
+
+
+def _ratios(ours: dict[str, Any], etcd: dict[str, Any]) -> dict[str, Any]:
+    """ours / etcd: above 1 is better for ok_per_s, below 1 better for the rest."""
+    out: dict[str, Any] = {"ok_per_s": _ratio(ours["ok_per_s"], etcd["ok_per_s"]),
+                           "cpu_s_per_ok_op": _ratio(ours["cpu_s_per_ok_op"],
+                                                     etcd["cpu_s_per_ok_op"], 3)}
+    lat: dict[str, Any] = {}
+    ol, el = ours.get("latency_ms", {}), etcd.get("latency_ms", {})
+    for f in sorted(set(ol) & set(el)):
+        lat[f] = {q: _ratio(ol[f][q], el[f][q]) for q in ("p50", "p99")}
+    out["latency"] = lat
+    return out
+
+
+@click.command(name="campaign")
+@click.option("--lab", default="default", show_default=True, help="Lab to run on.")
+@click.option("--seconds", type=click.FloatRange(min=1), default=20.0, show_default=True,
+              help="Load phase per campaign.")
+@click.option("--concurrency", "-c", type=click.IntRange(min=1), default=10, show_default=True)
+@click.option("--workload", "-w", "workloads", multiple=True,
+              default=("register", "append"), show_default=True,
+              help="Our workloads (repeatable); each is compared with --etcd-workload.")
+@click.option("--etcd-workload", default="etcd-register", show_default=True)
+@click.option("--skip-etcd", is_flag=True, help="Only our node (no baseline, no ratios).")
+@click.option("--no-check", is_flag=True, help="Skip the checker (faster; no verdicts).")
+@click.option("--db-option", "db_options", multiple=True, metavar="KEY=VALUE",
+              help="Option for our DB (repeatable), e.g. read_mode=log.")
+@click.option("--store", "store_root", default=None,
+              help="Keep the runs here (default: a temporary directory).")
+@click.option("--output", type=click.Path(dir_okay=False), default=None,
+              help="Also write the JSON here.")
+def bench_campaign(lab: str, seconds: float, concurrency: int, workloads: tuple[str, ...],
+                   etcd_workload: str, skip_etcd: bool, no_check: bool,
+                   db_options: tuple[str, ...], store_root: str | None,
+                   output: str | None) -> None:
+    """Our node vs etcd: ok ops/s, latency and CPU per op, same lab, same run."""
+    import tempfile
+
+    from harness.inventory.resolve import resolve_hosts
+
+    opts: dict[str, Any] = {}
+    for kv in db_options:
+        k, sep, v = kv.partition("=")
+        if not sep:
+            raise click.BadParameter(f"expected KEY=VALUE, got {kv!r}", param_hint="--db-option")
+        opts[k] = v
+    hosts = resolve_hosts(lab=lab, nodes_file=None, vagrant=None, docker=False, insecure=False)
+    t0 = time.monotonic()
+    out: dict[str, Any] = {"benchmark": "campaign", "lab": lab, "nodes": len(hosts),
+                           "seconds": seconds, "concurrency": concurrency, "rate": 0,
+                           "nemesis": "none", "cpus": os.cpu_count()}
+    with tempfile.TemporaryDirectory(prefix="sb-campaign-") as tmp:
+        root = store_root or tmp
+        def measure(db: str, workload: str, db_options: dict[str, Any] | None = None
+                    ) -> dict[str, Any]:
+            return measure_campaign(hosts, db=db, workload=workload, seconds=seconds,
+                                    concurrency=concurrency, store_root=root, check=not no_check,
+                                    db_options=db_options)
+
+        runs: dict[str, Any] = {}
+        if not skip_etcd:
+            runs["etcd"] = measure("etcd", etcd_workload)
+        for w in workloads:
+            runs[w] = measure("dledger", w, opts)
+        if store_root is None:
+            for r in runs.values():
+                r.pop("store", None)
+    out["runs"] = runs
+    if "etcd" in runs:
+        out["ratios_vs_etcd"] = {w: _ratios(runs[w], runs["etcd"]) for w in workloads}
+    out["wall_seconds"] = round(time.monotonic() - t0, 1)
+    text = json.dumps(out, indent=2)
+    if output:
+        Path(output).write_text(text + "\n")
+    click.echo(text)

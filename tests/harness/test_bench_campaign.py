@@ -1,0 +1,63 @@
+"""``bench campaign``'s own parts: the /proc CPU sampler on a real process, and the
+figures taken from a real history (no lab needed; the lab run is the benchmark)."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from harness.core.history import HistoryWriter, Op, read_jsonl
+from harness.run.bench_campaign import DbCpuSampler, campaign_figures
+
+MS = 1_000_000
+
+
+def test_sampler_counts_only_processes_naming_the_run(tmp_path: Path) -> None:
+    """A daemon whose command line names the test dir and --data-dir is counted;
+    a busy process without the marker is not."""
+    burn = "import time\nt = time.process_time()\nwhile time.process_time() - t < 0.4: pass\n"
+    marker = f"/lab/{tmp_path.name}/"
+    ours = subprocess.Popen([sys.executable, "-c", burn, "--data-dir", f"/x{marker}n1/data"])
+    other = subprocess.Popen([sys.executable, "-c", burn, "--data-dir", "/elsewhere/n1/data"])
+    sampler = DbCpuSampler(marker, interval=0.05).start()
+    try:
+        ours.wait(10)
+        other.wait(10)
+    finally:
+        sampler.stop()
+    assert sampler.pids_seen == 1
+    total = sampler.samples[-1][1]
+    assert 0.3 <= total <= 1.0, total
+    # Interpolation stays within the readings and never goes down.
+    t0, t1 = sampler.samples[0][0], sampler.samples[-1][0]
+    mid = sampler.cpu_at((t0 + t1) // 2)
+    assert sampler.cpu_at(t0) <= mid <= sampler.cpu_at(t1) == total
+
+
+def test_figures_count_the_load_phase_only(tmp_path: Path) -> None:
+    """ok/s over the load window, latency per f of ok ops; samples and final reads
+    (invoked after the time limit) are left out."""
+    w = HistoryWriter(tmp_path / "history.jsonl", start_ns=time.monotonic_ns())
+
+    def op(t_ms: int, typ: str, proc: int, f: str, **kw: object) -> None:
+        # +1 s: a time of 0 would mean "stamp it now" to the writer.
+        w.append(Op(type=typ, process=proc, f=f, value=kw.get("value"), time=(t_ms + 1000) * MS))
+
+    for i in range(10):  # 10 appends of 10 ms each, 9 ok, one info
+        op(i * 100, "invoke", 1, "append")
+        op(i * 100 + 10, "ok" if i else "info", 1, "append")
+    op(5, "invoke", 2, "read")
+    op(25, "ok", 2, "read")
+    op(50, "invoke", 1_000_000, "sample")  # a sampler's status: not a workload op
+    op(51, "ok", 1_000_000, "sample")
+    op(3000, "invoke", 3, "read")  # final read, after the 1 s limit
+    op(3500, "ok", 3, "read")
+    w.close()
+    figs = campaign_figures(read_jsonl(tmp_path / "history.jsonl"), time_limit=1.0)
+    assert (figs["ok"], figs["info"], figs["fail"]) == (10, 1, 0)
+    assert figs["seconds"] == 0.91 and figs["ok_per_s"] == round(10 / 0.91, 1)
+    assert figs["latency_ms"]["append"] == {"n": 9, "p50": 10.0, "p99": 10.0}
+    assert figs["latency_ms"]["read"]["n"] == 1 and "sample" not in figs["latency_ms"]
+    assert figs["window_ns"] == (1000 * MS, 1910 * MS)

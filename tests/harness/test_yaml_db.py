@@ -1,0 +1,113 @@
+"""The YAML-described DB: parsing errors name file, line and field; abilities follow the file.
+
+Command composition runs over the in-memory Remote (what would be sent over
+SSH); the campaign against a real system is in tests/harness/test_own_system.py.
+"""
+
+from __future__ import annotations
+
+import random
+from pathlib import Path
+
+import pytest
+
+from harness.control.memory import MemoryRemote
+from harness.core.db import (
+    DB,
+    Addressable,
+    HasLogFiles,
+    HasPrimaries,
+    Killable,
+    Pausable,
+    WaitsReady,
+)
+from harness.core.errors import ConfigError
+from harness.core.remote import Host
+from harness.core.spec import RunContext, TestSpec
+from harness.dbs import get_db
+from harness.dbs.yaml_db import load_system, yaml_db
+
+EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "tinykv" / "system.yaml"
+
+
+def _write(tmp_path: Path, text: str) -> Path:
+    p = tmp_path / "system.yaml"
+    p.write_text(text)
+    return p
+
+
+@pytest.mark.parametrize(("text", "line", "field", "says"), [
+    ("start: x\nstrat: y\n", 2, "strat", "unknown field"),
+    ("start: x\nport: http\n", 2, "port", "a TCP port number"),
+    ("start: x\npause: kill -STOP 1\n", 2, "pause", "needs `resume`"),
+    ("start: x\nstop: 'echo {nod}'\n", 2, "stop", r"unknown variable \{nod\}"),
+    ("start: x\nlog_files: /var/log/x\n", 2, "log_files", "a list"),
+    ("start: [x\n", 2, None, "not valid YAML"),
+    ("install: x\n", None, "start", "give `daemon`"),
+])
+def test_a_bad_file_is_one_config_error_with_file_line_and_field(tmp_path, text, line, field,
+                                                                   says):
+    p = _write(tmp_path, text)
+    with pytest.raises(ConfigError, match=says) as e:
+        load_system(p)
+    assert e.value.path == p and e.value.line == line and e.value.field == field
+    assert "\n" not in str(e.value) and str(p) in str(e.value)
+
+
+def test_only_the_abilities_given_are_declared(tmp_path):
+    bare = yaml_db(load_system(_write(tmp_path, "start: run-it\n")))
+    assert isinstance(bare, DB)
+    for cap in (Killable, Pausable, HasPrimaries, HasLogFiles, WaitsReady, Addressable):
+        assert not isinstance(bare, cap), cap
+    full = get_db(f"yaml:{EXAMPLE}")
+    for cap in (Killable, Pausable, HasPrimaries, HasLogFiles, WaitsReady, Addressable):
+        assert isinstance(full, cap), cap
+    killonly = yaml_db(load_system(_write(tmp_path, "start: s\nkill: k\n")))
+    assert isinstance(killonly, Killable) and not isinstance(killonly, Pausable)
+
+
+def _ctx(db, tmp_path, remotes):
+    hosts = {n: Host(name=n, address=f"127.9.0.{i}", extras={"lab": "L"})
+             for i, n in enumerate(("n1", "n2"), 11)}
+    return RunContext(spec=TestSpec(name="t/1", nodes=("n1", "n2")), hosts=hosts,
+                      remotes=remotes, db=db, history=None,  # type: ignore[arg-type]
+                      rng=random.Random(0), store_dir=str(tmp_path))
+
+
+def test_commands_are_substituted_and_run_on_the_node(tmp_path):
+    p = _write(tmp_path, "port: 9000\nvars: {flavour: salty}\ninstall: 'echo {flavour}'\n"
+                         "start: 'srv --id {node} --peers {peers} --dir {data_dir} "
+                         "--listen {address}:{port} ${HOME}'\nstop: 'pkill -f {data_dir}'\n"
+                         "primaries: 'test {node} = n2'\n")
+    db = get_db(f"yaml:{p}", {"extra": "x"})
+    remotes = {n: MemoryRemote(Host(name=n, address="x"),
+                               handler=lambda c: (1, "", "") if "test n1 = n2" in c.cmd else None)
+               for n in ("n1", "n2")}
+    ctx = _ctx(db, tmp_path, remotes)
+    db.setup(ctx, "n1")
+    cmds = [c.cmd for c in remotes["n1"].commands]
+    data_dir = "/srv/splitbrain-yaml/L/t-1/n1"
+    assert "echo salty" in cmds
+    assert (f"srv --id n1 --peers n1=127.9.0.11:9000,n2=127.9.0.12:9000 --dir {data_dir} "
+            f"--listen 127.9.0.11:9000 ${{HOME}}") in cmds
+    assert cmds.index("echo salty") < len(cmds) - 1  # install before start
+    assert db.addresses(ctx) == {"client": {"n1": ("127.9.0.11", 9000),
+                                            "n2": ("127.9.0.12", 9000)}}
+    assert db.primaries(ctx) == ["n2"]
+    db.teardown(ctx, "n1")
+    assert remotes["n1"].commands[-1].cmd == f"rm -rf {data_dir}"
+
+
+def test_a_daemon_gets_kill_pause_and_logs_from_its_pid_file(tmp_path):
+    db = get_db(f"yaml:{EXAMPLE}")
+    remotes = {n: MemoryRemote(Host(name=n, address="x")) for n in ("n1", "n2")}
+    ctx = _ctx(db, tmp_path, remotes)
+    db.setup(ctx, "n1")
+    (pidfile, (_, cmd)), = remotes["n1"].daemons.items()
+    assert "tinykv.py --node n1 --peers n1=127.9.0.11:7400,n2=127.9.0.12:7400" in cmd
+    assert remotes["n1"].files  # tinykv.py uploaded
+    assert "/srv/splitbrain-yaml/L/t-1/n1/daemon.log" in db.log_files(ctx, "n1")
+    db.kill(ctx, "n1")
+    assert not remotes["n1"].daemons
+    db.start(ctx, "n1")
+    assert remotes["n1"].daemons
