@@ -36,10 +36,13 @@ def test_same_file_as_the_op_path(tmp_path: Path) -> None:
     '{"index": 0, "type": "ok", "process": 1, "f": "read", "key": 3}',
     '[1, 2]',
     '{"index": 0, "type": "ok", "process": 1, "f": "read"',
+    '{"index": 0, "type": "ok", "process": 1, "f": "read", "value": "\udcff"}',
+    '[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[' * 40,
 ])
 def test_same_errors(tmp_path: Path, line: str) -> None:
     src = tmp_path / "h.jsonl"
-    src.write_text('{"index": 0, "type": "invoke", "process": 1, "f": "read"}\n' + line + "\n")
+    src.write_bytes(('{"index": 0, "type": "invoke", "process": 1, "f": "read"}\n' + line + "\n")
+                    .encode("utf-8", "surrogateescape"))
     with pytest.raises(HistoryError) as want:
         write_parquet(iter_jsonl(src), tmp_path / "a.parquet")
     with pytest.raises(HistoryError) as got:
