@@ -70,16 +70,18 @@ def _check_key(ops: list[Any], model: Any, params: dict[str, Any], model_name: s
     """One key: ``(parts, steps, None)`` when linearizable, else ``(0, 0, result)`` with
     :func:`checker.linearizable.check_linearizable`'s whole result for the key.
 
-    The common case takes the short road (partition, entries, one search per part),
+    The common case takes the short road (partition, one search per part, through the
+    compiled pass straight from the ops where it applies, as the local engine does),
     with no counterexample machinery; anything else is checked again the long way, so
     failures, timeouts and errors come back exactly as the local engine words them.
     ``deadline`` is wall-clock time: executors do not share the driver's monotonic clock.
     """
     from checker.linearizable import (
         check_linearizable,
-        check_partition,
         make_entries,
         partition_ops,
+        prepared_search,
+        search,
     )
 
     left = None if deadline is None else deadline - time.time()
@@ -89,7 +91,10 @@ def _check_key(ops: list[Any], model: Any, params: dict[str, Any], model_name: s
             parts = partition_ops(ops, model, keys=True)
             steps = 0
             for name in sorted(parts, key=key_order):
-                verdict, info = check_partition(make_entries(parts[name], model), model, mono)
+                gen = prepared_search(parts[name], model, clients_only=True)
+                if gen is None:
+                    gen = search(make_entries(parts[name], model), model)
+                verdict, info = _drive(gen, mono)
                 if verdict is not True:
                     break
                 steps += info["steps"]
@@ -99,6 +104,19 @@ def _check_key(ops: list[Any], model: Any, params: dict[str, Any], model_name: s
         return 0, 0, check_linearizable(ops, model, timeout=timeout, keys=True)
     except Exception as e:  # noqa: BLE001 - reported as the local engine's check_safe does
         return 0, 0, {"error": f"{type(e).__name__}: {e}"}
+
+
+def _drive(gen: Any, deadline: float | None) -> tuple[bool | str, dict[str, Any]]:
+    """A search generator run to its end, or ``"unknown"`` past ``deadline`` (monotonic), as
+    :func:`checker.linearizable.check_partition` runs one."""
+    try:
+        while True:
+            next(gen)
+            if deadline is not None and time.monotonic() > deadline:
+                gen.close()
+                return "unknown", {"reason": "timeout"}
+    except StopIteration as stop:
+        return stop.value  # type: ignore[no-any-return]
 
 
 def _task(rows: Iterator[Any], model_name: str, params: dict[str, Any],
