@@ -116,7 +116,7 @@ def _drive(gen: Any, deadline: float | None) -> tuple[bool | str, dict[str, Any]
                 gen.close()
                 return "unknown", {"reason": "timeout"}
     except StopIteration as stop:
-        return stop.value  # type: ignore[no-any-return]
+        return stop.value
 
 
 def _task(rows: Iterator[Any], model_name: str, params: dict[str, Any],
