@@ -38,7 +38,7 @@ _ENTRY = r"^\[(-?[0-9]+),([^,]*),(.*)\]$"
 def to_parquet(source: str | os.PathLike[str] | Iterable[Op], work: Path) -> str:
     """A Parquet file holding the history, converting (streamed) when needed: Spark reads
     Parquet column by column, and JSON lines would be parsed in every job."""
-    from harness.core.history import iter_jsonl, read_history, write_parquet
+    from harness.core.history import jsonl_to_parquet, read_history, write_parquet
 
     if isinstance(source, (str, os.PathLike)):
         path = history_file(source)
@@ -48,10 +48,10 @@ def to_parquet(source: str | os.PathLike[str] | Iterable[Op], work: Path) -> str
         if suffix == ".parquet":
             return str(path)
         out = Path(tempfile.mkdtemp(dir=work)) / HISTORY_PARQUET
-        ops: Iterable[Op] = (
-            iter_jsonl(path) if suffix in (".jsonl", ".json") else read_history(path)
-        )
-        write_parquet(ops, out)
+        if suffix in (".jsonl", ".json"):
+            jsonl_to_parquet(path, out)
+        else:
+            write_parquet(read_history(path), out)
         return str(out)
     out = Path(tempfile.mkdtemp(dir=work)) / HISTORY_PARQUET
     write_parquet(source, out)

@@ -38,6 +38,7 @@ __all__ = [
     "read_history",
     "write_jsonl",
     "write_parquet",
+    "jsonl_to_parquet",
     "read_parquet",
     "pair_ops",
     "validate_history",
@@ -361,67 +362,159 @@ def _entries_array(
     return pa.ListArray.from_arrays(arr(offsets, pa.int32()), items, type=_ENTRY_TYPE, mask=mask)
 
 
+_compact_json = json.JSONEncoder(separators=(",", ":")).encode
+_ascii_str = json.encoder.encode_basestring_ascii
+
+
+def _value_text(v: Any) -> str:
+    """``json.dumps(v, separators=(",", ":"))``, with the common scalars done directly (the
+    encoder's Python entry costs more than the encoding of a small value)."""
+    t = v.__class__
+    if t is int:
+        return int.__repr__(v)
+    if v is None:
+        return "null"
+    if t is str:
+        return _ascii_str(v)
+    return _compact_json(v)
+
+
+Row = tuple[int, int, str, str, str, "str | None", Any, "str | None", "str | None"]
+"""A record as the Parquet writer takes it: index, time, type, process (as text), f, key,
+value (decoded), node, error."""
+
+
 def write_parquet(ops: Iterable[Op], path: str | os.PathLike[str], *, batch: int = 200_000) -> int:
     """Write ops to Parquet in batches, so memory stays flat for huge histories.
 
     A batch is also cut when its log entries pass a million, since a final read
     can carry thousands of them.
     """
+    return _write_rows(((op.index, op.time, op.type, str(op.process), op.f, op.key, op.value,
+                         op.node, op.error) for op in ops), path, batch=batch)
+
+
+def jsonl_to_parquet(src: str | os.PathLike[str], path: str | os.PathLike[str], *,
+                     batch: int = 200_000) -> int:
+    """``write_parquet(iter_jsonl(src), path)``, the same file and the same errors, about
+    twice as fast: a well-formed record goes from its decoded dict straight into the
+    columns, without an :class:`Op` in between; anything unusual goes through
+    :func:`parse_op`, which words the error (or accepts the record) as it always has.
+    A user's 1M-record history spent most of its conversion in that detour."""
+    return _write_rows(_jsonl_rows(Path(src)), path, batch=batch)
+
+
+def _jsonl_rows(path: Path) -> Iterator[Row]:
+    """:func:`iter_jsonl`'s records as :data:`Row` tuples, with its errors word for word."""
+    types = frozenset(OP_TYPES)
+    try:
+        fh = open(path, "rb")  # noqa: SIM115 - closed by the with below; open errors caught here
+    except OSError as e:
+        raise HistoryError(f"cannot read: {e.strerror or e}", path=path) from None
+    with fh:
+        lineno = 0
+        for raw in fh:
+            lineno += 1
+            if not raw.strip():
+                continue
+            try:
+                obj = _json_line(raw)
+            except ValueError as e:
+                if not raw.endswith(b"\n") and not fh.read(1):
+                    log.warning("%s:%d: skipping a torn last line", path, lineno)
+                    return
+                raise HistoryError(str(e), path=path, line=lineno) from None
+            if obj.__class__ is dict:
+                index, t, typ = obj.get("index", -1), obj.get("time", 0), obj.get("type")
+                proc, f, key = obj.get("process"), obj.get("f"), obj.get("key")
+                node, err = obj.get("node"), obj.get("error")
+                if (index.__class__ is int and t.__class__ is int and typ in types
+                        and (proc.__class__ is int or proc == NEMESIS) and f.__class__ is str and f
+                        and (key is None or key.__class__ is str)
+                        and (node is None or node.__class__ is str)
+                        and (err is None or err.__class__ is str)):
+                    yield (index, t, typ, str(proc), f, key, obj.get("value"), node, err)
+                    continue
+            op = parse_op(obj, path=path, line=lineno)
+            yield (op.index, op.time, op.type, str(op.process), op.f, op.key, op.value, op.node,
+                   op.error)
+
+
+def _write_rows(rows: Iterable[Row], path: str | os.PathLike[str], *, batch: int) -> int:
+    """The Parquet writer behind :func:`write_parquet` and :func:`jsonl_to_parquet`.
+
+    Per record it does as little as it can: the typed field columns are filled only
+    for object values (their rows are remembered and the columns made at flush), since
+    most records of most histories are scalars and nulls.
+    """
     import pyarrow as pa
     import pyarrow.parquet as pq
 
     schema = _parquet_schema()
     n = 0
-    cols: dict[str, list[Any]] = {c: [] for c in PARQUET_COLUMNS + PARQUET_VALUE_COLUMNS[:-1]}
+    plain = (*PARQUET_COLUMNS, "v_kind")
+    cols: dict[str, list[Any]] = {c: [] for c in plain}
+    obj_rows: list[int] = []
+    obj_fields: list[list[Any]] = [[] for _ in VALUE_FIELDS]
     offsets: list[int] = [0]
     valid: list[bool] = []
     e_index: list[int] = []
     e_term: list[str] = []
     e_payload: list[str] = []
-    fields = [(f, cols[f"v_{f}"]) for f in VALUE_FIELDS]
+    c_index, c_time, c_type, c_proc, c_f, c_key, c_value, c_node, c_error, c_kind = (
+        cols[c].append for c in plain)
     with pq.ParquetWriter(str(path), schema, compression="zstd") as w:
 
         def flush() -> None:
-            if not cols["index"]:
+            m = len(cols["index"])
+            if not m:
                 return
-            arrays = [pa.array(cols[c], schema.field(c).type) for c in schema.names[:-1]]
-            arrays.append(_entries_array(offsets, valid, e_index, e_term, e_payload))
-            w.write_table(pa.Table.from_arrays(arrays, schema=schema))
-            for v in (*cols.values(), valid, e_index, e_term, e_payload):
+            arrays = {c: pa.array(cols[c], schema.field(c).type) for c in plain}
+            for name, vals in zip(VALUE_FIELDS, obj_fields, strict=True):
+                if not obj_rows:
+                    arrays[f"v_{name}"] = pa.nulls(m, pa.string())
+                    continue
+                full: list[Any] = [None] * m
+                for i, x in zip(obj_rows, vals, strict=True):
+                    full[i] = x
+                arrays[f"v_{name}"] = pa.array(full, pa.string())
+            arrays["v_entries"] = _entries_array(offsets, valid, e_index, e_term, e_payload)
+            w.write_table(pa.Table.from_arrays([arrays[c] for c in schema.names], schema=schema))
+            for v in (*cols.values(), *obj_fields, obj_rows, valid, e_index, e_term, e_payload):
                 v.clear()
             del offsets[1:]
 
-        for op in ops:
-            v = op.value
-            cols["index"].append(op.index)
-            cols["time"].append(op.time)
-            cols["type"].append(op.type)
-            cols["process"].append(str(op.process))
-            cols["f"].append(op.f)
-            cols["key"].append(op.key)
-            cols["value"].append(json.dumps(v, separators=(",", ":")))
-            cols["node"].append(op.node)
-            cols["error"].append(op.error)
+        pos = 0
+        for index, t, typ, proc, f, key, v, node, err in rows:
+            c_index(index)
+            c_time(t)
+            c_type(typ)
+            c_proc(proc)
+            c_f(f)
+            c_key(key)
+            c_value(_value_text(v))
+            c_node(node)
+            c_error(err)
             kind = _kind(v)
-            cols["v_kind"].append(kind)
+            c_kind(kind)
             ents = None
             if kind == "object":
-                for f, col in fields:
-                    col.append(_json_text(v[f]) if f in v else None)
+                obj_rows.append(pos)
+                for fld, col in zip(VALUE_FIELDS, obj_fields, strict=True):
+                    col.append(_json_text(v[fld]) if fld in v else None)
                 ents = _entries(v.get("entries"))
-            else:
-                for _, col in fields:
-                    col.append(None)
             valid.append(ents is not None)
             if ents:
-                for i, t, p in ents:
+                for i, tm, pl in ents:
                     e_index.append(i)
-                    e_term.append(t)
-                    e_payload.append(p)
+                    e_term.append(tm)
+                    e_payload.append(pl)
             offsets.append(len(e_index))
             n += 1
-            if len(cols["index"]) >= batch or len(e_index) >= 1_000_000:
+            pos += 1
+            if pos >= batch or len(e_index) >= 1_000_000:
                 flush()
+                pos = 0
         flush()
     return n
 

@@ -174,3 +174,33 @@ def test_malformed_history_is_rejected_alike(spark: Any) -> None:
     with pytest.raises(HistoryError) as sp:
         _spark(bad)
     assert str(sp.value) == str(lo.value)
+
+
+@pytest.mark.parametrize(("anomaly", "source"), [(None, "ops"), ("nonlinearizable", "jsonl")])
+def test_register_histories_over_many_keys(spark: Any, tmp_path: Path, anomaly: str | None,
+                                           source: str) -> None:
+    """The register-at-scale path (keys sorted into Arrow batches, a key spread over batch
+    edges, only non-linearizable keys sent back) against the local engine, on a history
+    small enough to compare everything: hot keys shared by concurrent clients, info
+    writes left pending, cas fails, and from a JSONL file as a user's tool would give it."""
+    from checker.spark import check_spark
+    from checker.synth import write_history
+
+    kw: dict[str, Any] = {"workload": "register", "anomaly": anomaly, "seed": 5, "keys": 60,
+                          "key_window": 4, "concurrency": 6}
+    ops = list(generate(3000, **kw))
+    local = check_local(ops)
+    assert local["valid"] is (anomaly is None)
+    if source == "jsonl":
+        path = tmp_path / "h.jsonl"
+        write_history(path, 3000, **kw)
+        spark_res = check_spark(str(path))
+    else:
+        spark_res = _spark(ops)
+    assert_same(local, spark_res)
+    lin = spark_res["checkers"]["linearizable"]
+    assert lin["keys"] == 60
+    if anomaly is None:
+        assert lin["steps"] == local["checkers"]["linearizable"]["steps"]
+    else:
+        assert spark_res["anomalies"]["nonlinearizable"][0]["why"]

@@ -150,3 +150,31 @@ def test_typed_columns_keep_json_text(tmp_path) -> None:
     assert (rows[2]["v_committed"], rows[2]["v_final"]) == ("4", "true")
     assert [r["v_entries"] for r in rows[3:]] == [None] * 6
     assert read_history(tmp_path / "h.parquet") == ops
+
+
+@pytest.mark.parametrize("anomaly", [None, "nonlinearizable"])
+def test_register_keys_and_key_window(tmp_path, anomaly: str | None) -> None:
+    """``--keys``/``--key-window``: every key is used, concurrent ops share keys, and the
+    stream is valid (or fails on exactly one key) whichever file it is written to."""
+    out = tmp_path / "h.jsonl"
+    args = ["--ops", "4e3", "--workload", "register", "--keys", "50", "--key-window", "4",
+            "--seed", "2", "--out", str(out)]
+    r = CliRunner().invoke(gen_history, args + (["--anomaly", anomaly] if anomaly else []))
+    assert r.exit_code == 0, r.output
+    ops = read_history(out)
+    assert ops == list(generate(4000, workload="register", anomaly=anomaly, seed=2, keys=50,
+                                key_window=4))
+    assert {o.key for o in ops} == {f"k{i}" for i in range(50)}
+    open_keys: dict[int, str] = {}
+    overlaps = 0
+    for o in ops:
+        if o.type == "invoke":
+            overlaps += o.key in open_keys.values()
+            open_keys[o.process] = o.key  # type: ignore[index]
+        else:
+            open_keys.pop(o.process, None)  # type: ignore[arg-type]
+    assert overlaps > 100
+    res = check_local(ops)
+    assert res["valid"] is (anomaly is None)
+    if anomaly:
+        assert len(res["checkers"]["linearizable"]["failures"]) == 1
