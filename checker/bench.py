@@ -614,10 +614,16 @@ def _generate(path: Path, n: int, **kw: Any) -> int:
     import sys
 
     kw = {"workload": "append", "seed": 1, **kw}
-    code = ("import json, sys; from checker.synth import write_history; "
-            "print(write_history(sys.argv[1], int(sys.argv[2]), **json.loads(sys.argv[3])))")
-    out = subprocess.run([sys.executable, "-c", code, str(path), str(n), json.dumps(kw)], check=True,
-                         capture_output=True, text=True)
+    code = (
+        "import json, sys; from checker.synth import write_history; "
+        "print(write_history(sys.argv[1], int(sys.argv[2]), **json.loads(sys.argv[3])))"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code, str(path), str(n), json.dumps(kw)],
+        check=True,
+        capture_output=True,
+        text=True,
+    )
     return int(out.stdout.split()[-1])
 
 
@@ -698,8 +704,9 @@ def scale_bench(
     return out
 
 
-def _timed_check(path: Path, records: int, master: str | None,
-                 exclude: Iterable[int] = ()) -> dict[str, Any]:
+def _timed_check(
+    path: Path, records: int, master: str | None, exclude: Iterable[int] = ()
+) -> dict[str, Any]:
     """One Spark check of ``path`` with its wall time, records/s, driver memory and load."""
     from checker.spark import check_spark
 
@@ -708,10 +715,16 @@ def _timed_check(path: Path, records: int, master: str | None,
         res = check_spark(str(path), master=master)
         took = time.perf_counter() - t
     lin = res["checkers"].get("linearizable", {})
-    return {"check_s": round(took, 2), "ops_per_s": round(records / took), "valid": res["valid"],
-            "keys": lin.get("keys"), "failures": lin.get("failures"),
-            "error": lin.get("error") or res.get("error"), "peak_rss_mib": mem.mib(),
-            "load_avg_1m": mem.load()}
+    return {
+        "check_s": round(took, 2),
+        "ops_per_s": round(records / took),
+        "valid": res["valid"],
+        "keys": lin.get("keys"),
+        "failures": lin.get("failures"),
+        "error": lin.get("error") or res.get("error"),
+        "peak_rss_mib": mem.mib(),
+        "load_avg_1m": mem.load(),
+    }
 
 
 def _local_baseline(path: Path) -> dict[str, Any]:
@@ -726,15 +739,29 @@ def _local_baseline(path: Path) -> dict[str, Any]:
         took = time.perf_counter() - t
     n = len(ops)
     del ops
-    return {"records": n, "read_s": round(read_s, 2), "total_s": round(took, 2),
-            "valid": res["valid"], "peak_rss_mib": mem.mib()["python_driver"],
-            "load_avg_1m": mem.load()}
+    return {
+        "records": n,
+        "read_s": round(read_s, 2),
+        "total_s": round(took, 2),
+        "valid": res["valid"],
+        "peak_rss_mib": mem.mib()["python_driver"],
+        "load_avg_1m": mem.load(),
+    }
 
 
-def register_bench(sizes: list[int], *, keys: int, key_window: int | None, master: str | None = None,
-                   local_baseline: bool = True, cluster_workers: list[int] | None = None,
-                   cluster_size: int | None = None, cluster_only: bool = False,
-                   anomaly: bool = False, keep: Path | None = None) -> dict[str, Any]:
+def register_bench(
+    sizes: list[int],
+    *,
+    keys: int,
+    key_window: int | None,
+    master: str | None = None,
+    local_baseline: bool = True,
+    cluster_workers: list[int] | None = None,
+    cluster_size: int | None = None,
+    cluster_only: bool = False,
+    anomaly: bool = False,
+    keep: Path | None = None,
+) -> dict[str, Any]:
     """Linearizability at scale: register/CAS histories over ``keys`` keys checked on Spark.
 
     Per size: generation (in a child process), then the check on ``master``, with the
@@ -748,11 +775,20 @@ def register_bench(sizes: list[int], *, keys: int, key_window: int | None, maste
 
     tmp = Path(tempfile.mkdtemp(prefix="splitbrain-bench-")) if keep is None else keep
     tmp.mkdir(parents=True, exist_ok=True)
-    gen = {"workload": "register", "keys": keys, "key_window": key_window,
-           "anomaly": "nonlinearizable" if anomaly else None}
-    out: dict[str, Any] = {"keys": keys, "key_window": key_window, "anomaly": gen["anomaly"],
-                           "master": master or "local[*]", "sizes": [],
-                           "driver_memory": os.environ.get("SPLITBRAIN_SPARK_DRIVER_MEMORY", "1g")}
+    gen = {
+        "workload": "register",
+        "keys": keys,
+        "key_window": key_window,
+        "anomaly": "nonlinearizable" if anomaly else None,
+    }
+    out: dict[str, Any] = {
+        "keys": keys,
+        "key_window": key_window,
+        "anomaly": gen["anomaly"],
+        "master": master or "local[*]",
+        "sizes": [],
+        "driver_memory": os.environ.get("SPLITBRAIN_SPARK_DRIVER_MEMORY", "1g"),
+    }
     try:
         paths = []
         for n in sizes:
@@ -760,8 +796,13 @@ def register_bench(sizes: list[int], *, keys: int, key_window: int | None, maste
             t = time.perf_counter()
             records = path.exists() and _rows(path) or _generate(path, n, **gen)
             paths.append((path, records))
-            out["sizes"].append({"records": records, "generate_s": round(time.perf_counter() - t, 2),
-                                 "parquet_mib": round(path.stat().st_size / 2**20, 1)})
+            out["sizes"].append(
+                {
+                    "records": records,
+                    "generate_s": round(time.perf_counter() - t, 2),
+                    "parquet_mib": round(path.stat().st_size / 2**20, 1),
+                }
+            )
         if not cluster_only:
             t = time.perf_counter()
             get_session(master)
@@ -782,14 +823,20 @@ def register_bench(sizes: list[int], *, keys: int, key_window: int | None, maste
                     t = time.perf_counter()
                     get_session(url)
                     startup = round(time.perf_counter() - t, 2)
-                    run = {"workers": w, "cores_per_worker": 1, "records": records,
-                           "spark_startup_s": startup, **_timed_check(path, records, url, pids)}
+                    run = {
+                        "workers": w,
+                        "cores_per_worker": 1,
+                        "records": records,
+                        "spark_startup_s": startup,
+                        **_timed_check(path, records, url, pids),
+                    }
                     stop_session()
                 runs.append(run)
             for r in runs:
                 r["speedup_vs_first"] = round(runs[0]["check_s"] / r["check_s"], 2)
-                r["speedup_per_worker"] = round(r["speedup_vs_first"] * runs[0]["workers"]
-                                                / r["workers"], 2)
+                r["speedup_per_worker"] = round(
+                    r["speedup_vs_first"] * runs[0]["workers"] / r["workers"], 2
+                )
             out["standalone"] = runs
     finally:
         stop_session()
@@ -806,8 +853,14 @@ def _rows(path: Path) -> int:
     return int(pq.ParquetFile(str(path)).metadata.num_rows)
 
 
-def jsonl_bench(n: int, *, workloads: list[str], keys: int | None, key_window: int | None,
-                master: str | None = None) -> dict[str, Any]:
+def jsonl_bench(
+    n: int,
+    *,
+    workloads: list[str],
+    keys: int | None,
+    key_window: int | None,
+    master: str | None = None,
+) -> dict[str, Any]:
     """A JSONL history as a user's tool would hand it over (no Parquet given), checked end to
     end on Spark: conversion included, with the conversion also timed on its own."""
     from checker.spark.session import get_session
@@ -827,8 +880,12 @@ def jsonl_bench(n: int, *, workloads: list[str], keys: int | None, key_window: i
             t = time.perf_counter()
             records = _generate(path, n, **kw)
             gen_s = time.perf_counter() - t
-            run = {"workload": wl, "records": records, "generate_s": round(gen_s, 2),
-                   "jsonl_mib": round(path.stat().st_size / 2**20, 1)}
+            run = {
+                "workload": wl,
+                "records": records,
+                "generate_s": round(gen_s, 2),
+                "jsonl_mib": round(path.stat().st_size / 2**20, 1),
+            }
             run.update(_timed_check(path, records, master))
             run["end_to_end_s"] = run.pop("check_s")
             t = time.perf_counter()
@@ -852,67 +909,153 @@ def _sizes(text: str) -> list[int]:
 
 
 @click.command("checker")
-@click.option("--corpora", "corpora", type=click.Path(path_type=Path), default=None,
-              help=f"Corpora directory (default {DEFAULT_CORPORA}).")
-@click.option("--scale", "scale", default=None, help="Spark scale run: sizes in records, e.g. 1e6,1e7.")
-@click.option("--scale-register", "scale_register", default=None,
-              help="Linearizability at scale: register/CAS history sizes in records, e.g. 1e6,1e7.")
-@click.option("--keys", type=float, default=1e5, show_default=True,
-              help="Keys of the register histories.")
-@click.option("--key-window", type=int, default=8, show_default=True,
-              help="Neighbouring keys concurrent register ops share (see gen-history).")
-@click.option("--plant-anomaly", is_flag=True,
-              help="Plant one nonlinearizable read in the register histories.")
-@click.option("--cluster-workers", default=None,
-              help="Also check the largest register size on standalone clusters of these many "
-                   "one-core workers, e.g. 1,2, and report the speed-up per worker.")
-@click.option("--cluster-size", type=float, default=None,
-              help="Register history size of the cluster runs (default: the largest --scale-register).")
-@click.option("--cluster-only", is_flag=True,
-              help="With --cluster-workers: skip the --spark-master runs and the local baseline.")
-@click.option("--jsonl", "jsonl", type=float, default=None,
-              help="End to end from JSONL (conversion included): records, e.g. 1e6.")
-@click.option("--jsonl-workload", default="register,append", show_default=True,
-              help="Workloads of the JSONL run.")
+@click.option(
+    "--corpora",
+    "corpora",
+    type=click.Path(path_type=Path),
+    default=None,
+    help=f"Corpora directory (default {DEFAULT_CORPORA}).",
+)
+@click.option(
+    "--scale", "scale", default=None, help="Spark scale run: sizes in records, e.g. 1e6,1e7."
+)
+@click.option(
+    "--scale-register",
+    "scale_register",
+    default=None,
+    help="Linearizability at scale: register/CAS history sizes in records, e.g. 1e6,1e7.",
+)
+@click.option(
+    "--keys", type=float, default=1e5, show_default=True, help="Keys of the register histories."
+)
+@click.option(
+    "--key-window",
+    type=int,
+    default=8,
+    show_default=True,
+    help="Neighbouring keys concurrent register ops share (see gen-history).",
+)
+@click.option(
+    "--plant-anomaly",
+    is_flag=True,
+    help="Plant one nonlinearizable read in the register histories.",
+)
+@click.option(
+    "--cluster-workers",
+    default=None,
+    help="Also check the largest register size on standalone clusters of these many "
+    "one-core workers, e.g. 1,2, and report the speed-up per worker.",
+)
+@click.option(
+    "--cluster-size",
+    type=float,
+    default=None,
+    help="Register history size of the cluster runs (default: the largest --scale-register).",
+)
+@click.option(
+    "--cluster-only",
+    is_flag=True,
+    help="With --cluster-workers: skip the --spark-master runs and the local baseline.",
+)
+@click.option(
+    "--jsonl",
+    "jsonl",
+    type=float,
+    default=None,
+    help="End to end from JSONL (conversion included): records, e.g. 1e6.",
+)
+@click.option(
+    "--jsonl-workload",
+    default="register,append",
+    show_default=True,
+    help="Workloads of the JSONL run.",
+)
 @click.option("--skip-corpora", is_flag=True, help="Only the scale run.")
 @click.option("--spark-master", default=None, help="Spark master URL (default local[*]).")
-@click.option("--no-local-baseline", is_flag=True, help="Skip timing the local engine at the smallest size.")
-@click.option("--timeout", type=float, default=60.0, show_default=True,
-              help="Per-file timeout of the corpora checks.")
-@click.option("--output", type=click.Path(path_type=Path), default=None, help="Also write the JSON here.")
-@click.option("--porcupine", "porcupine", type=click.Choice(["auto", "live", "stored"]), default="auto",
-              show_default=True,
-              help="Porcupine baseline: built and timed in this run (live; auto when go is on PATH) "
-                   "or the timings stored with the corpora.")
-@click.option("--peers", type=click.Path(path_type=Path), default=None,
-              help=f"Porcupine's source for the live baseline (default {DEFAULT_PEERS}).")
-def bench_checker(corpora: Path | None, scale: str | None, scale_register: str | None, keys: float,
-                  key_window: int, plant_anomaly: bool, cluster_workers: str | None,
-                  cluster_size: float | None, cluster_only: bool,
-                  jsonl: float | None, jsonl_workload: str, skip_corpora: bool,
-                  spark_master: str | None, no_local_baseline: bool, timeout: float,
-                  output: Path | None, porcupine: str, peers: Path | None) -> None:
+@click.option(
+    "--no-local-baseline", is_flag=True, help="Skip timing the local engine at the smallest size."
+)
+@click.option(
+    "--timeout",
+    type=float,
+    default=60.0,
+    show_default=True,
+    help="Per-file timeout of the corpora checks.",
+)
+@click.option(
+    "--output", type=click.Path(path_type=Path), default=None, help="Also write the JSON here."
+)
+@click.option(
+    "--porcupine",
+    "porcupine",
+    type=click.Choice(["auto", "live", "stored"]),
+    default="auto",
+    show_default=True,
+    help="Porcupine baseline: built and timed in this run (live; auto when go is on PATH) "
+    "or the timings stored with the corpora.",
+)
+@click.option(
+    "--peers",
+    type=click.Path(path_type=Path),
+    default=None,
+    help=f"Porcupine's source for the live baseline (default {DEFAULT_PEERS}).",
+)
+def bench_checker(
+    corpora: Path | None,
+    scale: str | None,
+    scale_register: str | None,
+    keys: float,
+    key_window: int,
+    plant_anomaly: bool,
+    cluster_workers: str | None,
+    cluster_size: float | None,
+    cluster_only: bool,
+    jsonl: float | None,
+    jsonl_workload: str,
+    skip_corpora: bool,
+    spark_master: str | None,
+    no_local_baseline: bool,
+    timeout: float,
+    output: Path | None,
+    porcupine: str,
+    peers: Path | None,
+) -> None:
     """Checker speed: corpora vs Porcupine (same run when Go is here); Spark engine at scale."""
-    result: dict[str, Any] = {"machine": {"cpus": os.cpu_count(), "load_avg_at_start": [
-        round(x, 2) for x in os.getloadavg()]}}
+    result: dict[str, Any] = {
+        "machine": {
+            "cpus": os.cpu_count(),
+            "load_avg_at_start": [round(x, 2) for x in os.getloadavg()],
+        }
+    }
     if not skip_corpora:
         result["corpora"] = corpora_bench(
             corpora or DEFAULT_CORPORA, timeout=timeout, porcupine=porcupine, peers=peers
         )
     if scale:
-        result["scale"] = scale_bench(_sizes(scale), master=spark_master,
-                                      local_baseline=not no_local_baseline)
+        result["scale"] = scale_bench(
+            _sizes(scale), master=spark_master, local_baseline=not no_local_baseline
+        )
     if scale_register:
         result["register"] = register_bench(
-            _sizes(scale_register), keys=int(keys), key_window=key_window or None,
-            master=spark_master, local_baseline=not no_local_baseline, anomaly=plant_anomaly,
+            _sizes(scale_register),
+            keys=int(keys),
+            key_window=key_window or None,
+            master=spark_master,
+            local_baseline=not no_local_baseline,
+            anomaly=plant_anomaly,
             cluster_workers=_sizes(cluster_workers) if cluster_workers else None,
             cluster_size=None if cluster_size is None else int(cluster_size),
-            cluster_only=cluster_only)
+            cluster_only=cluster_only,
+        )
     if jsonl:
         wls = [w.strip() for w in jsonl_workload.split(",") if w.strip()]
-        result["jsonl"] = jsonl_bench(int(jsonl), workloads=wls, keys=int(keys),
-                                      key_window=key_window or None, master=spark_master)
+        result["jsonl"] = jsonl_bench(
+            int(jsonl),
+            workloads=wls,
+            keys=int(keys),
+            key_window=key_window or None,
+            master=spark_master,
+        )
     text = json.dumps(result, indent=2, default=str)
     if output is not None:
         output.write_text(text + "\n", encoding="utf-8")

@@ -142,9 +142,17 @@ def _check_args(
         raise click.BadParameter("need at least 2 nodes and 1 client")
 
 
-def records(n_ops: int, *, workload: str = "append", anomaly: str | Iterable[str] | None = None, seed: int = 0,
-            nodes: int = 5, concurrency: int = 10, keys: int | None = None,
-            key_window: int | None = None) -> Iterator[Record]:
+def records(
+    n_ops: int,
+    *,
+    workload: str = "append",
+    anomaly: str | Iterable[str] | None = None,
+    seed: int = 0,
+    nodes: int = 5,
+    concurrency: int = 10,
+    keys: int | None = None,
+    key_window: int | None = None,
+) -> Iterator[Record]:
     """Yield about ``n_ops`` raw history records (final reads come on top), in history order.
 
     Process ids: clients ``0..concurrency-1`` (a client whose op ends ``info``
@@ -157,8 +165,15 @@ def records(n_ops: int, *, workload: str = "append", anomaly: str | Iterable[str
     to order (uniform picks over 100k keys almost never overlap).
     """
     for typ, proc, f, key, val, node, err, _ in _simulate(
-            n_ops, workload=workload, anomaly=anomaly, seed=seed, nodes=nodes,
-            concurrency=concurrency, keys=keys, key_window=key_window):
+        n_ops,
+        workload=workload,
+        anomaly=anomaly,
+        seed=seed,
+        nodes=nodes,
+        concurrency=concurrency,
+        keys=keys,
+        key_window=key_window,
+    ):
         yield (typ, proc, f, key, val if isinstance(val, str) else val.json(), node, err)
 
 
@@ -171,9 +186,17 @@ def _payload(pid: int) -> tuple[str, str]:
     return f'{{"payload":{p}}}', p
 
 
-def _simulate(n_ops: int, *, workload: str, anomaly: str | Iterable[str] | None, seed: int,
-              nodes: int, concurrency: int, keys: int | None,
-              key_window: int | None = None) -> Iterator[tuple[Any, ...]]:
+def _simulate(
+    n_ops: int,
+    *,
+    workload: str,
+    anomaly: str | Iterable[str] | None,
+    seed: int,
+    nodes: int,
+    concurrency: int,
+    keys: int | None,
+    key_window: int | None = None,
+) -> Iterator[tuple[Any, ...]]:
     """The records of :func:`records`, with two differences for the Parquet writer: a log
     read's ok value is a :class:`_Slice` rather than text, and each record carries its
     value's typed columns: ``v_kind``, then one text (or None) per
@@ -476,15 +499,41 @@ def _simulate(n_ops: int, *, workload: str, anomaly: str | Iterable[str] | None,
                 )
 
 
-def generate(n_ops: int, *, workload: str = "append", anomaly: str | Iterable[str] | None = None, seed: int = 0,
-             nodes: int = 5, concurrency: int = 10, keys: int | None = None,
-             key_window: int | None = None) -> Iterator[Op]:
+def generate(
+    n_ops: int,
+    *,
+    workload: str = "append",
+    anomaly: str | Iterable[str] | None = None,
+    seed: int = 0,
+    nodes: int = 5,
+    concurrency: int = 10,
+    keys: int | None = None,
+    key_window: int | None = None,
+) -> Iterator[Op]:
     """The same stream as :func:`records`, as :class:`Op` objects with index and time set."""
     for i, (typ, proc, f, key, val, node, err) in enumerate(
-            records(n_ops, workload=workload, anomaly=anomaly, seed=seed, nodes=nodes,
-                    concurrency=concurrency, keys=keys, key_window=key_window)):
-        yield Op(type=typ, process=proc, f=f, value=json.loads(val), key=key, time=i * 1000,
-                 index=i, node=node, error=err)
+        records(
+            n_ops,
+            workload=workload,
+            anomaly=anomaly,
+            seed=seed,
+            nodes=nodes,
+            concurrency=concurrency,
+            keys=keys,
+            key_window=key_window,
+        )
+    ):
+        yield Op(
+            type=typ,
+            process=proc,
+            f=f,
+            value=json.loads(val),
+            key=key,
+            time=i * 1000,
+            index=i,
+            node=node,
+            error=err,
+        )
 
 
 def write_history(path: str | Path, n_ops: int, *, batch: int = 200_000, **kw: Any) -> int:
@@ -504,8 +553,16 @@ def write_history(path: str | Path, n_ops: int, *, batch: int = 200_000, **kw: A
         return n
     if suffix != ".parquet":
         raise click.BadParameter(f"{path}: output must end in .jsonl or .parquet")
-    kw = {"workload": "append", "anomaly": None, "seed": 0, "nodes": 5, "concurrency": 10,
-          "keys": None, "key_window": None, **kw}
+    kw = {
+        "workload": "append",
+        "anomaly": None,
+        "seed": 0,
+        "nodes": 5,
+        "concurrency": 10,
+        "keys": None,
+        "key_window": None,
+        **kw,
+    }
     _check_args(kw["workload"], kw["anomaly"], kw["nodes"], kw["concurrency"])
     import pyarrow.parquet as pq
 
@@ -643,22 +700,52 @@ class _ParquetBatch:
 @click.option("--seed", type=int, default=0, show_default=True)
 @click.option("--nodes", type=int, default=5, show_default=True)
 @click.option("--concurrency", type=int, default=10, show_default=True)
-@click.option("--keys", type=float, default=None,
-              help="Register keys (default one per 400 records), e.g. 1e5.")
-@click.option("--key-window", type=int, default=None,
-              help="Register ops pick among this many neighbouring keys of a sliding window, so "
-                   "that concurrent clients share keys (default: any key, uniformly).")
-@click.option("--out", "out", type=click.Path(dir_okay=False), required=True,
-              help="Output file: .parquet or .jsonl.")
-def gen_history(n_ops: float, workload: str, anomaly: str | None, seed: int, nodes: int,
-                concurrency: int, keys: float | None, key_window: int | None, out: str) -> None:
+@click.option(
+    "--keys",
+    type=float,
+    default=None,
+    help="Register keys (default one per 400 records), e.g. 1e5.",
+)
+@click.option(
+    "--key-window",
+    type=int,
+    default=None,
+    help="Register ops pick among this many neighbouring keys of a sliding window, so "
+    "that concurrent clients share keys (default: any key, uniformly).",
+)
+@click.option(
+    "--out",
+    "out",
+    type=click.Path(dir_okay=False),
+    required=True,
+    help="Output file: .parquet or .jsonl.",
+)
+def gen_history(
+    n_ops: float,
+    workload: str,
+    anomaly: str | None,
+    seed: int,
+    nodes: int,
+    concurrency: int,
+    keys: float | None,
+    key_window: int | None,
+    out: str,
+) -> None:
     """Write a synthetic history, valid unless --anomaly plants one."""
     if n_ops < 1:
         raise click.BadParameter("--ops must be at least 1")
     if (keys is not None and keys < 1) or (key_window is not None and key_window < 1):
         raise click.BadParameter("--keys and --key-window must be at least 1")
     _check_args(workload, anomaly, nodes, concurrency)
-    n = write_history(out, int(n_ops), workload=workload, anomaly=anomaly, seed=seed, nodes=nodes,
-                      concurrency=concurrency, keys=None if keys is None else int(keys),
-                      key_window=key_window)
+    n = write_history(
+        out,
+        int(n_ops),
+        workload=workload,
+        anomaly=anomaly,
+        seed=seed,
+        nodes=nodes,
+        concurrency=concurrency,
+        keys=None if keys is None else int(keys),
+        key_window=key_window,
+    )
     click.echo(f"wrote {n} records to {out}")

@@ -173,9 +173,13 @@ def _check_paired(
     # A history whose every op feeds the one linearizability checker (a register
     # history) needs no labels: the labelling window (a sort of every record by
     # process) would only mark all of them alike.
-    unlabeled = (len(plans) == 1 and not want_set and set(groups) <= set(plans[0][3])
-                 and not set(groups) & {"set", "maybe-set"})
-    if (plans or want_set) and not unlabeled:   # the op-level checkers need values
+    unlabeled = (
+        len(plans) == 1
+        and not want_set
+        and set(groups) <= set(plans[0][3])
+        and not set(groups) & {"set", "maybe-set"}
+    )
+    if (plans or want_set) and not unlabeled:  # the op-level checkers need values
         lab = labeled(client.select(*OP_COLUMNS, "v_kind"))
         if len(plans) + want_set > 1:
             lab = lab.persist(StorageLevel.MEMORY_AND_DISK)

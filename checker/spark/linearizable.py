@@ -60,13 +60,23 @@ def _ops_of(rows: list[Any]) -> list[Any]:
     """One key's sorted :data:`LIN_COLUMNS` rows as :class:`~harness.core.history.Op`\\ s."""
     from harness.core.history import NEMESIS, Op
 
-    return [Op(type=typ, process=proc if proc == NEMESIS else int(proc), f=f, value=_value(val),
-               key=key, index=index, node=node)
-            for key, index, typ, proc, f, val, node in rows]
+    return [
+        Op(
+            type=typ,
+            process=proc if proc == NEMESIS else int(proc),
+            f=f,
+            value=_value(val),
+            key=key,
+            index=index,
+            node=node,
+        )
+        for key, index, typ, proc, f, val, node in rows
+    ]
 
 
-def _check_key(ops: list[Any], model: Any, params: dict[str, Any], model_name: str,
-               deadline: float | None) -> tuple[int, int, dict[str, Any] | None]:
+def _check_key(
+    ops: list[Any], model: Any, params: dict[str, Any], model_name: str, deadline: float | None
+) -> tuple[int, int, dict[str, Any] | None]:
     """One key: ``(parts, steps, None)`` when linearizable, else ``(0, 0, result)`` with
     :func:`checker.linearizable.check_linearizable`'s whole result for the key.
 
@@ -119,8 +129,9 @@ def _drive(gen: Any, deadline: float | None) -> tuple[bool | str, dict[str, Any]
         return stop.value
 
 
-def _task(rows: Iterator[Any], model_name: str, params: dict[str, Any],
-          deadline: float | None) -> Iterator[tuple[int, int, int, bytes | None]]:
+def _task(
+    rows: Iterator[Any], model_name: str, params: dict[str, Any], deadline: float | None
+) -> Iterator[tuple[int, int, int, bytes | None]]:
     """Runs on an executor over one partition's rows, sorted by ``(key, index)``: each key
     is searched as soon as the next key's first row shows that it is complete."""
     from checker.models import get_model
@@ -151,8 +162,9 @@ def _task(rows: Iterator[Any], model_name: str, params: dict[str, Any],
         yield 1, 0, 0, res
 
 
-def _whole(recs: Any, model_name: str, params: dict[str, Any],
-           deadline: float | None) -> list[tuple[Any, dict[str, Any]]]:
+def _whole(
+    recs: Any, model_name: str, params: dict[str, Any], deadline: float | None
+) -> list[tuple[Any, dict[str, Any]]]:
     """``keys=False``: the whole history is one object, searched in one task as before."""
     from checker.linearizable import check_linearizable
     from checker.models import get_model
@@ -162,8 +174,12 @@ def _whole(recs: Any, model_name: str, params: dict[str, Any],
         ops = sorted((op_of(tuple(r)) for r in rows), key=lambda o: o.index)
         timeout = None if deadline is None else max(0.001, deadline - time.time())
         try:
-            yield None, check_linearizable(ops, get_model(model_name, **params), timeout=timeout,
-                                           keys=False)
+            yield (
+                None,
+                check_linearizable(
+                    ops, get_model(model_name, **params), timeout=timeout, keys=False
+                ),
+            )
         except Exception as e:  # noqa: BLE001 - reported as the local engine's check_safe does
             yield None, {"error": f"{type(e).__name__}: {e}"}
 
@@ -192,10 +208,14 @@ def check_linearizable_spark(
         n_parts = steps = 0
     else:
         n_part = max(1, int(spark.conf.get("spark.sql.shuffle.partitions", "8")))
-        sorted_recs = (recs.select(*LIN_COLUMNS).repartition(n_part, "key")
-                       .sortWithinPartitions("key", "index"))
+        sorted_recs = (
+            recs.select(*LIN_COLUMNS)
+            .repartition(n_part, "key")
+            .sortWithinPartitions("key", "index")
+        )
         rows = sorted_recs.rdd.mapPartitions(
-            lambda it: _task(it, model_name, params, deadline)).collect()
+            lambda it: _task(it, model_name, params, deadline)
+        ).collect()
         n_parts = sum(r[1] for r in rows if r[0] == 0)
         steps = sum(r[2] for r in rows if r[0] == 0)
         results = [pickle.loads(r[3]) for r in rows if r[0] == 1]

@@ -48,8 +48,9 @@ def _registered(log: Path, workers: int) -> bool:
 
 
 @contextlib.contextmanager
-def standalone_cluster(workers: int, work: Path, *, cores: int = 1, memory: str = "1g",
-                       limit: float = 180.0) -> Iterator[tuple[str, list[int]]]:
+def standalone_cluster(
+    workers: int, work: Path, *, cores: int = 1, memory: str = "1g", limit: float = 180.0
+) -> Iterator[tuple[str, list[int]]]:
     """``(master URL, pids of the cluster's JVMs)`` while a master and ``workers`` workers of
     ``cores`` cores each run; the pids let a memory sampler leave the cluster out of the
     driver's figures."""
@@ -57,27 +58,60 @@ def standalone_cluster(workers: int, work: Path, *, cores: int = 1, memory: str 
 
     home = Path(pyspark.__file__).parent
     work.mkdir(parents=True, exist_ok=True)
-    env = dict(os.environ, SPARK_HOME=str(home), SPARK_LOCAL_IP="127.0.0.1",
-               SPARK_LOG_DIR=str(work), SPARK_WORKER_DIR=str(work / "work"),
-               PYSPARK_PYTHON=sys.executable, SPARK_NO_DAEMONIZE="1")
+    env = dict(
+        os.environ,
+        SPARK_HOME=str(home),
+        SPARK_LOCAL_IP="127.0.0.1",
+        SPARK_LOG_DIR=str(work),
+        SPARK_WORKER_DIR=str(work / "work"),
+        PYSPARK_PYTHON=sys.executable,
+        SPARK_NO_DAEMONIZE="1",
+    )
     procs: list[subprocess.Popen[bytes]] = []
 
     def spawn(args: list[str], log: Path) -> subprocess.Popen[bytes]:
         with open(log, "wb") as out:
-            p = subprocess.Popen([str(home / "bin" / "spark-class"), *args], env=env, stdout=out,
-                                 stderr=subprocess.STDOUT, start_new_session=True)
+            p = subprocess.Popen(
+                [str(home / "bin" / "spark-class"), *args],
+                env=env,
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+            )
         procs.append(p)
         return p
 
     port = _free_port()
     mlog = work / "master.log"
     try:
-        spawn(["org.apache.spark.deploy.master.Master", "--host", "127.0.0.1", "--port", str(port),
-               "--webui-port", str(_free_port())], mlog)
+        spawn(
+            [
+                "org.apache.spark.deploy.master.Master",
+                "--host",
+                "127.0.0.1",
+                "--port",
+                str(port),
+                "--webui-port",
+                str(_free_port()),
+            ],
+            mlog,
+        )
         for i in range(workers):
-            spawn(["org.apache.spark.deploy.worker.Worker", "--host", "127.0.0.1", "--webui-port",
-                   str(_free_port()), "--cores", str(cores), "--memory", memory,
-                   f"spark://127.0.0.1:{port}"], work / f"worker{i}.log")
+            spawn(
+                [
+                    "org.apache.spark.deploy.worker.Worker",
+                    "--host",
+                    "127.0.0.1",
+                    "--webui-port",
+                    str(_free_port()),
+                    "--cores",
+                    str(cores),
+                    "--memory",
+                    memory,
+                    f"spark://127.0.0.1:{port}",
+                ],
+                work / f"worker{i}.log",
+            )
         end = time.monotonic() + limit
         while not _registered(mlog, workers):
             if time.monotonic() > end or any(p.poll() is not None for p in procs):

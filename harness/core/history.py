@@ -390,12 +390,19 @@ def write_parquet(ops: Iterable[Op], path: str | os.PathLike[str], *, batch: int
     A batch is also cut when its log entries pass a million, since a final read
     can carry thousands of them.
     """
-    return _write_rows(((op.index, op.time, op.type, str(op.process), op.f, op.key, op.value,
-                         op.node, op.error) for op in ops), path, batch=batch)
+    return _write_rows(
+        (
+            (op.index, op.time, op.type, str(op.process), op.f, op.key, op.value, op.node, op.error)
+            for op in ops
+        ),
+        path,
+        batch=batch,
+    )
 
 
-def jsonl_to_parquet(src: str | os.PathLike[str], path: str | os.PathLike[str], *,
-                     batch: int = 200_000) -> int:
+def jsonl_to_parquet(
+    src: str | os.PathLike[str], path: str | os.PathLike[str], *, batch: int = 200_000
+) -> int:
     """``write_parquet(iter_jsonl(src), path)``, the same file and the same errors, about
     twice as fast: a well-formed record goes from its decoded dict straight into the
     columns, without an :class:`Op` in between; anything unusual goes through
@@ -428,16 +435,31 @@ def _jsonl_rows(path: Path) -> Iterator[Row]:
                 index, t, typ = obj.get("index", -1), obj.get("time", 0), obj.get("type")
                 proc, f, key = obj.get("process"), obj.get("f"), obj.get("key")
                 node, err = obj.get("node"), obj.get("error")
-                if (index.__class__ is int and t.__class__ is int and typ in types
-                        and (proc.__class__ is int or proc == NEMESIS) and f.__class__ is str and f
-                        and (key is None or key.__class__ is str)
-                        and (node is None or node.__class__ is str)
-                        and (err is None or err.__class__ is str)):
+                if (
+                    index.__class__ is int
+                    and t.__class__ is int
+                    and typ in types
+                    and (proc.__class__ is int or proc == NEMESIS)
+                    and f.__class__ is str
+                    and f
+                    and (key is None or key.__class__ is str)
+                    and (node is None or node.__class__ is str)
+                    and (err is None or err.__class__ is str)
+                ):
                     yield (index, t, typ, str(proc), f, key, obj.get("value"), node, err)
                     continue
             op = parse_op(obj, path=path, line=lineno)
-            yield (op.index, op.time, op.type, str(op.process), op.f, op.key, op.value, op.node,
-                   op.error)
+            yield (
+                op.index,
+                op.time,
+                op.type,
+                str(op.process),
+                op.f,
+                op.key,
+                op.value,
+                op.node,
+                op.error,
+            )
 
 
 def _write_rows(rows: Iterable[Row], path: str | os.PathLike[str], *, batch: int) -> int:
@@ -462,7 +484,8 @@ def _write_rows(rows: Iterable[Row], path: str | os.PathLike[str], *, batch: int
     e_term: list[str] = []
     e_payload: list[str] = []
     c_index, c_time, c_type, c_proc, c_f, c_key, c_value, c_node, c_error, c_kind = (
-        cols[c].append for c in plain)
+        cols[c].append for c in plain
+    )
     with pq.ParquetWriter(str(path), schema, compression="zstd") as w:
 
         def flush() -> None:

@@ -177,8 +177,9 @@ def test_malformed_history_is_rejected_alike(spark: Any) -> None:
 
 
 @pytest.mark.parametrize(("anomaly", "source"), [(None, "ops"), ("nonlinearizable", "jsonl")])
-def test_register_histories_over_many_keys(spark: Any, tmp_path: Path, anomaly: str | None,
-                                           source: str) -> None:
+def test_register_histories_over_many_keys(
+    spark: Any, tmp_path: Path, anomaly: str | None, source: str
+) -> None:
     """The register-at-scale path (keys sorted into Arrow batches, a key spread over batch
     edges, only non-linearizable keys sent back) against the local engine, on a history
     small enough to compare everything: hot keys shared by concurrent clients, info
@@ -186,8 +187,14 @@ def test_register_histories_over_many_keys(spark: Any, tmp_path: Path, anomaly: 
     from checker.spark import check_spark
     from checker.synth import write_history
 
-    kw: dict[str, Any] = {"workload": "register", "anomaly": anomaly, "seed": 5, "keys": 60,
-                          "key_window": 4, "concurrency": 6}
+    kw: dict[str, Any] = {
+        "workload": "register",
+        "anomaly": anomaly,
+        "seed": 5,
+        "keys": 60,
+        "key_window": 4,
+        "concurrency": 6,
+    }
     ops = list(generate(3000, **kw))
     local = check_local(ops)
     assert local["valid"] is (anomaly is None)

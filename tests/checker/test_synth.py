@@ -157,13 +157,26 @@ def test_register_keys_and_key_window(tmp_path, anomaly: str | None) -> None:
     """``--keys``/``--key-window``: every key is used, concurrent ops share keys, and the
     stream is valid (or fails on exactly one key) whichever file it is written to."""
     out = tmp_path / "h.jsonl"
-    args = ["--ops", "4e3", "--workload", "register", "--keys", "50", "--key-window", "4",
-            "--seed", "2", "--out", str(out)]
+    args = [
+        "--ops",
+        "4e3",
+        "--workload",
+        "register",
+        "--keys",
+        "50",
+        "--key-window",
+        "4",
+        "--seed",
+        "2",
+        "--out",
+        str(out),
+    ]
     r = CliRunner().invoke(gen_history, args + (["--anomaly", anomaly] if anomaly else []))
     assert r.exit_code == 0, r.output
     ops = read_history(out)
-    assert ops == list(generate(4000, workload="register", anomaly=anomaly, seed=2, keys=50,
-                                key_window=4))
+    assert ops == list(
+        generate(4000, workload="register", anomaly=anomaly, seed=2, keys=50, key_window=4)
+    )
     assert {o.key for o in ops} == {f"k{i}" for i in range(50)}
     open_keys: dict[int, str] = {}
     overlaps = 0
