@@ -199,6 +199,12 @@ def iter_jsonl(path: str | os.PathLike[str]) -> Iterator[Op]:
     naming the file, line and field.
     """
     path = Path(path)
+    for lineno, obj in _json_records(path):
+        yield parse_op(obj, path=path, line=lineno)
+
+
+def _json_records(path: Path) -> Iterator[tuple[int, Any]]:
+    """Each decoded line of a JSONL file with its line number; the torn-tail rule applied."""
     try:
         fh = open(path, "rb")  # noqa: SIM115 - closed by the with below; open errors caught here
     except OSError as e:
@@ -216,7 +222,7 @@ def iter_jsonl(path: str | os.PathLike[str]) -> Iterator[Op]:
                     log.warning("%s:%d: skipping a torn last line", path, lineno)
                     return
                 raise HistoryError(str(e), path=path, line=lineno) from None
-            yield parse_op(obj, path=path, line=lineno)
+            yield lineno, obj
 
 
 def _json_line(raw: bytes) -> Any:
@@ -414,52 +420,36 @@ def jsonl_to_parquet(
 def _jsonl_rows(path: Path) -> Iterator[Row]:
     """:func:`iter_jsonl`'s records as :data:`Row` tuples, with its errors word for word."""
     types = frozenset(OP_TYPES)
-    try:
-        fh = open(path, "rb")  # noqa: SIM115 - closed by the with below; open errors caught here
-    except OSError as e:
-        raise HistoryError(f"cannot read: {e.strerror or e}", path=path) from None
-    with fh:
-        lineno = 0
-        for raw in fh:
-            lineno += 1
-            if not raw.strip():
+    for lineno, obj in _json_records(path):
+        if obj.__class__ is dict:
+            index, t, typ = obj.get("index", -1), obj.get("time", 0), obj.get("type")
+            proc, f, key = obj.get("process"), obj.get("f"), obj.get("key")
+            node, err = obj.get("node"), obj.get("error")
+            if (
+                index.__class__ is int
+                and t.__class__ is int
+                and typ in types
+                and (proc.__class__ is int or proc == NEMESIS)
+                and f.__class__ is str
+                and f
+                and (key is None or key.__class__ is str)
+                and (node is None or node.__class__ is str)
+                and (err is None or err.__class__ is str)
+            ):
+                yield (index, t, typ, str(proc), f, key, obj.get("value"), node, err)
                 continue
-            try:
-                obj = _json_line(raw)
-            except ValueError as e:
-                if not raw.endswith(b"\n") and not fh.read(1):
-                    log.warning("%s:%d: skipping a torn last line", path, lineno)
-                    return
-                raise HistoryError(str(e), path=path, line=lineno) from None
-            if obj.__class__ is dict:
-                index, t, typ = obj.get("index", -1), obj.get("time", 0), obj.get("type")
-                proc, f, key = obj.get("process"), obj.get("f"), obj.get("key")
-                node, err = obj.get("node"), obj.get("error")
-                if (
-                    index.__class__ is int
-                    and t.__class__ is int
-                    and typ in types
-                    and (proc.__class__ is int or proc == NEMESIS)
-                    and f.__class__ is str
-                    and f
-                    and (key is None or key.__class__ is str)
-                    and (node is None or node.__class__ is str)
-                    and (err is None or err.__class__ is str)
-                ):
-                    yield (index, t, typ, str(proc), f, key, obj.get("value"), node, err)
-                    continue
-            op = parse_op(obj, path=path, line=lineno)
-            yield (
-                op.index,
-                op.time,
-                op.type,
-                str(op.process),
-                op.f,
-                op.key,
-                op.value,
-                op.node,
-                op.error,
-            )
+        op = parse_op(obj, path=path, line=lineno)
+        yield (
+            op.index,
+            op.time,
+            op.type,
+            str(op.process),
+            op.f,
+            op.key,
+            op.value,
+            op.node,
+            op.error,
+        )
 
 
 def _write_rows(rows: Iterable[Row], path: str | os.PathLike[str], *, batch: int) -> int:
