@@ -9,7 +9,10 @@ test of their logic can pass an in-memory fake while real runs use paramiko.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
+
+if TYPE_CHECKING:
+    from harness.core.machine import Machine
 
 __all__ = ["Host", "CommandResult", "Remote", "UploadsTrees"]
 
@@ -21,7 +24,8 @@ class Host:
     ``extras`` carries inventory-specific facts that faults need, for example a
     lab host's ``faketime_file`` (per-host clock offset) or ``cgroup`` (freezer).
     ``known_hosts`` is the file used to verify the host key; ``verify_host_key``
-    False is the explicit opt-out.
+    False is the explicit opt-out. ``machine`` is set only by an inventory that
+    owns the host's hypervisor (the VM lab): power faults need it.
     """
 
     name: str
@@ -32,6 +36,7 @@ class Host:
     known_hosts: str | None = None
     verify_host_key: bool = True
     extras: dict[str, Any] = field(default_factory=dict, hash=False, compare=False)
+    machine: Machine | None = field(default=None, hash=False, compare=False)
 
 
 @dataclass(frozen=True)

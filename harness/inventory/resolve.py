@@ -8,6 +8,7 @@ Docker SDK.
 from __future__ import annotations
 
 import importlib.util
+from dataclasses import replace
 
 from harness.core.errors import ConfigError, LabError
 from harness.core.remote import Host
@@ -48,19 +49,7 @@ def resolve_hosts(
     else:
         hosts = lab_hosts(lab or "default")
     if insecure:
-        hosts = [
-            Host(
-                name=h.name,
-                address=h.address,
-                port=h.port,
-                user=h.user,
-                key_path=h.key_path,
-                known_hosts=h.known_hosts,
-                verify_host_key=False,
-                extras=dict(h.extras),
-            )
-            for h in hosts
-        ]
+        hosts = [replace(h, verify_host_key=False, extras=dict(h.extras)) for h in hosts]
     return hosts
 
 
