@@ -157,3 +157,20 @@ def test_vm_is_one_inventory_among_others():
 
     with pytest.raises(ConfigError, match="--docker and --vm"):
         resolve_hosts(lab="x", nodes_file=None, vagrant=None, docker=True, insecure=False, vm=True)
+
+
+def test_reference_node_waits_longer_on_emulated_cpus():
+    from types import SimpleNamespace
+
+    from harness.core.remote import Host
+    from harness.dbs.dledger import EMULATED_TIMING, DLedgerDB, emulated
+
+    fast = SimpleNamespace(hosts={"n1": Host("n1", "127.91.7.11")})
+    slow = SimpleNamespace(
+        hosts={"n1": Host("n1", "127.91.7.11", extras={"cpu": "emulated"}), "n2": Host("n2", "x")}
+    )
+    assert not emulated(fast) and emulated(slow)  # type: ignore[arg-type]
+    db = DLedgerDB()
+    assert db.leader_wait(fast) == 30.0  # type: ignore[arg-type]
+    assert db.leader_wait(slow) == EMULATED_TIMING["leader_timeout"]  # type: ignore[arg-type]
+    assert DLedgerDB(leader_timeout=7).leader_wait(slow) == 7  # type: ignore[arg-type]
