@@ -179,6 +179,12 @@ def teardown() -> None:
     if _virsh("version", check=False).returncode == 0:
         _virsh("net-destroy", NETWORK_NAME, check=False)
         _virsh("net-undefine", NETWORK_NAME, check=False)
+        # vagrant-libvirt's copy of our box in libvirt's pool (VMs: `vagrant destroy`).
+        listing = _virsh("vol-list", "default", check=False).stdout.splitlines()
+        vols = [line.split()[0] for line in listing[2:] if line.strip()]
+        for vol in vols:
+            if vol.startswith(BOX_NAME.replace("/", "-VAGRANTSLASH-")):
+                _virsh("vol-delete", vol, "--pool", "default", check=False)
     started = VAGRANT_ROOT / "started-daemons"
     if not started.exists():
         return
@@ -188,3 +194,27 @@ def teardown() -> None:
             os.kill(int(pidfile.read_text().strip()), signal.SIGTERM)
         pidfile.unlink(missing_ok=True)
     started.unlink()
+    remove_libvirt_chains()
+
+
+def remove_libvirt_chains() -> None:
+    """libvirtd leaves its (by then empty) LIBVIRT_* chains and the jumps to them in
+    this machine's firewall; a libvirtd we started must not leave anything behind."""
+    for table in ("filter", "nat", "mangle"):
+        rules = subprocess.run(
+            ["iptables", "-w", "10", "-t", table, "-S"], capture_output=True, text=True
+        ).stdout.splitlines()
+        for rule in rules:
+            parts = rule.split()
+            if (
+                parts[:1] == ["-A"]
+                and "-j" in parts
+                and parts[parts.index("-j") + 1].startswith("LIBVIRT_")
+                and not parts[1].startswith("LIBVIRT_")
+            ):
+                subprocess.run(["iptables", "-w", "10", "-t", table, "-D", *parts[1:]])
+        for rule in rules:
+            parts = rule.split()
+            if parts[:1] == ["-N"] and parts[1].startswith("LIBVIRT_"):
+                subprocess.run(["iptables", "-w", "10", "-t", table, "-F", parts[1]])
+                subprocess.run(["iptables", "-w", "10", "-t", table, "-X", parts[1]])
