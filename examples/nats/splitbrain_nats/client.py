@@ -1,0 +1,293 @@
+"""The stream client: nats-py (asyncio) driven from the harness's worker threads.
+
+Each client owns one event loop on its own daemon thread and its connections
+live on that loop, so no two workers share a loop or a connection; a worker
+blocks on a future with a timeout, and a timeout becomes ``info``. A client
+talks only to the server of the node an op names (servers do not advertise
+their peers: ``no_advertise``), so a fault on that server reaches it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import json
+import threading
+import time
+import uuid
+from collections.abc import Coroutine, Mapping
+from typing import Any
+
+from harness.api import Op, RunContext
+
+from .mapping import (
+    STREAM,
+    SUBJECT,
+    appended,
+    final_read_value,
+    publish_failed,
+    read_value,
+    stream_detail,
+)
+from .server import jsz
+
+__all__ = ["StreamClient", "EventLoopThread"]
+
+Address = tuple[str, int]
+
+
+class EventLoopThread:
+    """One asyncio loop running on a daemon thread; ``call`` runs a coroutine there and waits."""
+
+    def __init__(self) -> None:
+        self.loop = asyncio.new_event_loop()
+        self.thread = threading.Thread(target=self.loop.run_forever, daemon=True, name="nats-loop")
+        self.thread.start()
+
+    def call(self, coro: Coroutine[Any, Any, Any], timeout: float) -> Any:
+        """The coroutine's result; ``TimeoutError`` (and the coroutine cancelled) after ``timeout``."""
+        fut = asyncio.run_coroutine_threadsafe(coro, self.loop)
+        try:
+            return fut.result(timeout)
+        except concurrent.futures.TimeoutError:
+            fut.cancel()
+            raise TimeoutError(f"no answer in {timeout:g} s") from None
+
+    def stop(self) -> None:
+        self.loop.call_soon_threadsafe(self.loop.stop)
+        self.thread.join(2)
+        if not self.thread.is_alive():
+            self.loop.close()
+
+
+async def _quiet(*_: Any) -> None:
+    """nats-py's callbacks: reconnects and errors are the test's faults, not news."""
+
+
+class StreamClient:
+    """Publishes to and reads the stream; final reads come from one node's own replica."""
+
+    read_fs = frozenset({"read"})
+
+    def __init__(
+        self,
+        *,
+        replicas: int | None = None,
+        timeout: float = 3.0,
+        node: str = "",
+        clients: Mapping[str, Address] | None = None,
+        monitors: Mapping[str, Address] | None = None,
+    ) -> None:
+        self.replicas, self.timeout, self.node = replicas, timeout, node
+        self.clients, self.monitors = dict(clients or {}), dict(monitors or {})
+        self._loop: EventLoopThread | None = None
+        self._conns: dict[str, Any] = {}
+
+    def open(self, ctx: RunContext, node: str) -> StreamClient:
+        return StreamClient(
+            replicas=self.replicas,
+            timeout=self.timeout,
+            node=node,
+            clients=ctx.addresses["client"],
+            monitors=ctx.addresses["monitor"],
+        )
+
+    # ------------------------------------------------------------------ plumbing
+
+    def _call(self, coro: Coroutine[Any, Any, Any], timeout: float) -> Any:
+        if self._loop is None:
+            self._loop = EventLoopThread()
+        return self._loop.call(coro, timeout)
+
+    async def _conn(self, node: str) -> Any:
+        nc = self._conns.get(node)
+        if nc is not None and not nc.is_closed:
+            return nc
+        import nats  # type: ignore[import-not-found]
+
+        host, port = self.clients[node]
+        nc = await nats.connect(
+            servers=[f"nats://{host}:{port}"],
+            connect_timeout=min(2.0, self.timeout),
+            allow_reconnect=True,
+            max_reconnect_attempts=-1,
+            reconnect_time_wait=0.5,
+            error_cb=_quiet,
+            disconnected_cb=_quiet,
+            reconnected_cb=_quiet,
+            closed_cb=_quiet,
+        )
+        self._conns[node] = nc
+        return nc
+
+    # ------------------------------------------------------------------ roles
+
+    def setup(self, ctx: RunContext) -> None:
+        """Create the stream (file storage, R replicas, direct gets on every replica).
+
+        Creating a stream with the very config it already has succeeds, so every
+        worker may run this; it retries while the meta group elects a leader.
+        """
+        replicas = self.replicas or min(len(ctx.nodes), 5)
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                self._call(self._add_stream(self.node, replicas), self.timeout * 3)
+                return
+            except Exception:
+                if time.monotonic() > deadline:
+                    raise
+                time.sleep(1)
+
+    async def _add_stream(self, node: str, replicas: int) -> None:
+        from nats.js.api import StorageType, StreamConfig  # type: ignore[import-not-found]
+
+        js = (await self._conn(node)).jetstream(timeout=self.timeout * 2)
+        await js.add_stream(
+            StreamConfig(
+                name=STREAM,
+                subjects=[SUBJECT],
+                storage=StorageType.FILE,
+                num_replicas=replicas,
+                allow_direct=True,
+                duplicate_window=120.0,
+            )
+        )
+
+    def invoke(self, ctx: RunContext, op: Op) -> Op:
+        node = op.node or self.node
+        if op.f == "append":
+            return self._append(node, op)
+        if op.f == "read":
+            if isinstance(op.value, dict) and op.value.get("final"):
+                return self._final_read(node, op)
+            return self._read(node, op)
+        raise ValueError(f"nats-stream cannot do {op.f!r}")
+
+    def teardown(self, ctx: RunContext) -> None:
+        pass
+
+    def close(self, ctx: RunContext) -> None:
+        loop, conns, self._loop, self._conns = self._loop, self._conns, None, {}
+        if loop is None:
+            return
+        for nc in conns.values():
+            try:
+                loop.call(nc.close(), 2.0)
+            except Exception:
+                pass
+        loop.stop()
+
+    # ------------------------------------------------------------------ ops
+
+    def _append(self, node: str, op: Op) -> Op:
+        from nats.errors import NoRespondersError  # type: ignore[import-not-found]
+        from nats.js.errors import APIError, NoStreamResponseError  # type: ignore[import-not-found]
+
+        try:
+            self._call(self._conn(node), self.timeout)
+        except Exception as e:  # never connected: nothing was sent
+            return publish_failed(op, "not-connected", f"{type(e).__name__}: {e}")
+        try:
+            ack = self._call(self._publish(node, op.value["payload"]), self.timeout + 1)
+        except (NoStreamResponseError, NoRespondersError) as e:
+            return publish_failed(op, "no-responders", type(e).__name__)
+        except APIError as e:
+            return publish_failed(op, "api-error", str(e))
+        except TimeoutError as e:
+            return publish_failed(op, "timeout", str(e) or type(e).__name__)
+        except Exception as e:
+            return publish_failed(op, "connection", f"{type(e).__name__}: {e}")
+        return appended(op, ack)
+
+    async def _publish(self, node: str, payload: str) -> dict[str, Any]:
+        js = (await self._conn(node)).jetstream(timeout=self.timeout)
+        ack = await js.publish(
+            SUBJECT,
+            payload.encode(),
+            timeout=self.timeout,
+            stream=STREAM,
+            headers={"Nats-Msg-Id": payload},
+        )
+        return {"stream": ack.stream, "seq": ack.seq, "duplicate": bool(ack.duplicate)}
+
+    def _read(self, node: str, op: Op) -> Op:
+        """Read ``[from, to]`` through a fresh consumer; any error is ``fail`` (reads change nothing)."""
+        frm, to = int(op.value["from"]), int(op.value["to"])
+        try:
+            msgs = self._call(self._consume(node, frm, to), self.timeout * 2)
+        except Exception as e:
+            return op.complete("fail", op.value, error=f"{type(e).__name__}: {e}"[:200])
+        return op.complete("ok", read_value(msgs, upto=to))
+
+    async def _consume(self, node: str, frm: int, to: int) -> list[tuple[int, bytes]]:
+        import nats.errors  # type: ignore[import-not-found]
+        from nats.js.api import AckPolicy, ConsumerConfig, DeliverPolicy  # type: ignore[import-not-found]
+
+        js = (await self._conn(node)).jetstream(timeout=self.timeout)
+        name = f"sb-{uuid.uuid4().hex[:16]}"
+        await js.add_consumer(
+            STREAM,
+            config=ConsumerConfig(
+                name=name,
+                filter_subject=SUBJECT,
+                deliver_policy=DeliverPolicy.BY_START_SEQUENCE,
+                opt_start_seq=frm,
+                ack_policy=AckPolicy.NONE,
+                mem_storage=True,
+                num_replicas=1,
+                inactive_threshold=5.0,  # the server drops it if our delete is lost
+            ),
+        )
+        got: list[tuple[int, bytes]] = []
+        try:
+            sub = await js.pull_subscribe_bind(stream=STREAM, name=name)
+            while not got or got[-1][0] < to:
+                try:
+                    batch = await sub.fetch(min(to - frm + 1, 256), timeout=self.timeout / 3)
+                except nats.errors.TimeoutError:
+                    break  # nothing more stored yet
+                got.extend((m.metadata.sequence.stream, m.data) for m in batch)
+            await sub.unsubscribe()
+        finally:
+            try:
+                await js.delete_consumer(STREAM, name)
+            except Exception:
+                pass
+        return got
+
+    def _final_read(self, node: str, op: Op) -> Op:
+        """``[from, to]`` of ``node``'s own replica: its last sequence from its monitoring
+        endpoint, the messages by direct get on a connection to it (a server prefers
+        its local queue subscriber, so its own replica answers)."""
+        frm, to = int(op.value["from"]), int(op.value["to"])
+        host, port = self.monitors[node]
+        view = jsz(host, port, timeout=self.timeout)
+        if view is None:
+            return op.complete("fail", op.value, error=f"{node}'s monitoring endpoint did not answer")
+        detail = stream_detail(view)
+        end = None if detail is None else int((detail.get("state") or {}).get("last_seq", 0))
+        if end is None or frm > end:
+            return op.complete("ok", final_read_value([], end=end))
+        try:
+            msgs = self._call(self._direct_gets(node, frm, min(to, end)), self.timeout * 3)
+        except Exception as e:
+            return op.complete("fail", op.value, error=f"{type(e).__name__}: {e}"[:200])
+        return op.complete("ok", final_read_value(msgs, end=end))
+
+    async def _direct_gets(self, node: str, frm: int, to: int) -> list[tuple[int, bytes]]:
+        nc = await self._conn(node)
+        subject = f"$JS.API.DIRECT.GET.{STREAM}"
+
+        async def get(seq: int) -> tuple[int, bytes] | None:
+            msg = await nc.request(subject, json.dumps({"seq": seq}).encode(), timeout=self.timeout)
+            headers = msg.headers or {}
+            if headers.get("Status"):  # 404: no message at that sequence
+                return None
+            return int(headers.get("Nats-Sequence", seq)), msg.data
+
+        out: list[tuple[int, bytes]] = []
+        for lo in range(frm, to + 1, 64):
+            got = await asyncio.gather(*(get(s) for s in range(lo, min(lo + 64, to + 1))))
+            out.extend(g for g in got if g is not None)
+        return out
