@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import contextlib
 import json
 import threading
 import time
@@ -172,10 +173,8 @@ class StreamClient:
         if loop is None:
             return
         for nc in conns.values():
-            try:
+            with contextlib.suppress(Exception):
                 loop.call(nc.close(), 2.0)
-            except Exception:
-                pass
         loop.stop()
 
     # ------------------------------------------------------------------ ops
@@ -250,10 +249,8 @@ class StreamClient:
                 got.extend((m.metadata.sequence.stream, m.data) for m in batch)
             await sub.unsubscribe()
         finally:
-            try:
+            with contextlib.suppress(Exception):
                 await js.delete_consumer(STREAM, name)
-            except Exception:
-                pass
         return got
 
     def _final_read(self, node: str, op: Op) -> Op:
