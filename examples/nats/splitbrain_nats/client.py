@@ -55,10 +55,20 @@ class EventLoopThread:
             raise TimeoutError(f"no answer in {timeout:g} s") from None
 
     def stop(self) -> None:
+        """Cancel what is still running (nats-py's readers), then stop and close the loop."""
+        with contextlib.suppress(Exception):
+            self.call(_cancel_all(), 2.0)
         self.loop.call_soon_threadsafe(self.loop.stop)
         self.thread.join(2)
         if not self.thread.is_alive():
             self.loop.close()
+
+
+async def _cancel_all() -> None:
+    tasks = [t for t in asyncio.all_tasks() if t is not asyncio.current_task()]
+    for t in tasks:
+        t.cancel()
+    await asyncio.gather(*tasks, return_exceptions=True)
 
 
 async def _quiet(*_: Any) -> None:
