@@ -9,9 +9,9 @@ OS_PACKAGES=(openssh-server openssh-client iptables iproute2 faketime tini util-
              openjdk-17-jre-headless libnetfilter-queue-dev python3-venv python3-dev gcc
              etcd-server etcd-client redis-server)
 # Only the test suite needs these: a real browser for the results page, vagrant to
-# validate the Vagrantfile, ZooKeeper and jq for the plugin examples.
+# validate the Vagrantfile, ZooKeeper, nats-server and jq for the plugin examples.
 if [ "${1:-}" = "--with-test-tools" ]; then
-  OS_PACKAGES+=(chromium chromium-driver vagrant docker.io debootstrap zookeeper jq perl)
+  OS_PACKAGES+=(chromium chromium-driver vagrant docker.io debootstrap zookeeper nats-server jq perl)
 fi
 
 missing=()
