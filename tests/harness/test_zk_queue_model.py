@@ -15,7 +15,12 @@ from harness.api import PENDING, GenContext, Op
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "examples" / "zookeeper"))
 
-from splitbrain_zookeeper.queue import FinalDrain, QueueGen, fifo_queue  # noqa: E402
+from splitbrain_zookeeper.queue import (  # noqa: E402
+    FinalDrain,
+    QueueGen,
+    fifo_queue,
+    without_unseen_enqueues,
+)
 
 
 def history(*steps: tuple[int, str, str, object]) -> list[Op]:
@@ -69,6 +74,33 @@ def test_an_unknown_enqueue_may_or_may_not_have_happened() -> None:
         (1, "invoke", "dequeue", None), (1, "ok", "dequeue", None),
     )  # fmt: skip
     assert verdict(took) is True and verdict(never) is True
+
+
+def test_unknown_enqueues_no_dequeue_returned_are_left_out_of_the_search() -> None:
+    ops = history(
+        (0, "invoke", "enqueue", 1), (0, "info", "enqueue", 1),  # never seen: dropped
+        (1, "invoke", "enqueue", 2), (1, "info", "enqueue", 2),  # seen below: kept
+        (2, "invoke", "enqueue", 3), (2, "ok", "enqueue", 3),  # acknowledged: kept
+        (3, "invoke", "enqueue", 4),  # never completed, never seen: dropped
+        (2, "invoke", "dequeue", None), (2, "ok", "dequeue", 2),
+        (2, "invoke", "dequeue", None), (2, "fail", "dequeue", None),
+    )  # fmt: skip
+    kept = without_unseen_enqueues(ops)
+    assert [(o.process, o.value) for o in kept if o.f == "enqueue"] == [
+        (1, 2), (1, 2), (2, 3), (2, 3),
+    ]  # fmt: skip
+    assert verdict(ops) is True
+    unsure = [*ops, *history((4, "invoke", "dequeue", None), (4, "info", "dequeue", None))]
+    assert without_unseen_enqueues(unsure) == unsure  # it may have taken item 1
+
+
+def test_leaving_unseen_enqueues_out_keeps_a_lost_item_visible() -> None:
+    ops = history(
+        (0, "invoke", "enqueue", 1), (0, "info", "enqueue", 1),
+        (1, "invoke", "enqueue", 2), (1, "ok", "enqueue", 2),
+        (2, "invoke", "dequeue", None), (2, "ok", "dequeue", None),
+    )  # fmt: skip
+    assert verdict(ops) is False
 
 
 def _ctx(process: int) -> GenContext:

@@ -18,7 +18,7 @@ up as an "empty" the model cannot explain.
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from harness.api import PENDING, UNKNOWN, Fail, GenContext, Model, Op, RunContext
@@ -51,9 +51,37 @@ def fifo_queue(**_: Any) -> Model:
         name="fifo-queue",
         init=tuple,
         step=step,
+        partition=lambda ops: [without_unseen_enqueues(ops)],
         fs=frozenset({"enqueue", "dequeue"}),
         describe_state=lambda s: "[" + " ".join(map(str, s)) + "]",
     )
+
+
+def without_unseen_enqueues(ops: Sequence[Op]) -> list[Op]:
+    """One queue's ops minus the unknown enqueues whose item no dequeue ever returned.
+
+    Such an enqueue (ended ``info``, or never completed) makes the search try its
+    item at every position of the queue, exponentially many, although dropping
+    it cannot change the verdict when every dequeue's outcome is known: had it
+    taken effect, its item would sit in the queue to the end, blocking every
+    item behind it and every "empty" answer, so any linearization that includes
+    it stays valid without it (and unknown ops may always not take effect).
+    With an unknown dequeue about (it may have taken the item), nothing is dropped.
+    """
+    ops = list(ops)
+    open_: dict[Any, Op] = {}
+    unknown: list[Op] = []  # invocations that ended info, or never ended
+    for op in ops:
+        if op.type == "invoke":
+            open_[op.process] = op
+        elif (inv := open_.pop(op.process, None)) is not None and op.type == "info":
+            unknown.append(inv)
+    unknown += open_.values()
+    if any(op.f == "dequeue" for op in unknown):
+        return ops
+    taken = {op.value for op in ops if op.f == "dequeue" and op.type == "ok"}
+    unseen = {(op.process, op.value) for op in unknown if op.value not in taken}
+    return [op for op in ops if not (op.f == "enqueue" and (op.process, op.value) in unseen)]
 
 
 class ZkQueueClient(ZkClient):
