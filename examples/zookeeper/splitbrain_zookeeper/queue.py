@@ -119,33 +119,42 @@ class ZkQueueClient(ZkClient):
             return op.complete("info", op.value, error=f"{type(e).__name__}: {e}"[:200])
         return op.complete("ok", op.value)
 
-    def _dequeue(self, zk: Any, path: str, op: Op) -> Op:
+    def _dequeue(self, zk: Any, path: str, op: Op, rounds: int = 5) -> Op:
+        """Claim the lowest child; "empty" only when a listing is empty.
+
+        Losing the race for every child listed says nothing about the queue now
+        (others may have enqueued since), so that lists again; after ``rounds``
+        lost rounds the dequeue is ``fail``: it deleted nothing.
+        """
         from kazoo.exceptions import BadVersionError, NoNodeError  # type: ignore[import-untyped]
 
         t = self.timeout
-        try:
-            zk.sync_async(path).get(timeout=t)
+        for _ in range(rounds):
             try:
-                children = sorted(zk.get_children_async(path).get(timeout=t))
-            except NoNodeError:
-                return op.complete("ok", None)
-        except Exception as e:  # only reads so far: nothing changed
-            return op.complete("fail", op.value, error=f"{type(e).__name__}: {e}"[:200])
-        for child in children:
-            try:
-                data, stat = zk.get_async(f"{path}/{child}").get(timeout=t)
-            except NoNodeError:
-                continue  # another dequeuer took it
-            except Exception as e:
+                zk.sync_async(path).get(timeout=t)
+                try:
+                    children = sorted(zk.get_children_async(path).get(timeout=t))
+                except NoNodeError:
+                    children = []
+            except Exception as e:  # only reads so far: nothing changed
                 return op.complete("fail", op.value, error=f"{type(e).__name__}: {e}"[:200])
-            try:
-                zk.delete_async(f"{path}/{child}", version=stat.version).get(timeout=t)
-            except (NoNodeError, BadVersionError):
-                continue  # lost the race for it
-            except Exception as e:  # the delete may have gone through
-                return op.complete("info", op.value, error=f"{type(e).__name__}: {e}"[:200])
-            return op.complete("ok", int(data))
-        return op.complete("ok", None)
+            if not children:
+                return op.complete("ok", None)
+            for child in children:
+                try:
+                    data, stat = zk.get_async(f"{path}/{child}").get(timeout=t)
+                except NoNodeError:
+                    continue  # another dequeuer took it
+                except Exception as e:
+                    return op.complete("fail", op.value, error=f"{type(e).__name__}: {e}"[:200])
+                try:
+                    zk.delete_async(f"{path}/{child}", version=stat.version).get(timeout=t)
+                except (NoNodeError, BadVersionError):
+                    continue  # lost the race for it
+                except Exception as e:  # the delete may have gone through
+                    return op.complete("info", op.value, error=f"{type(e).__name__}: {e}"[:200])
+                return op.complete("ok", int(data))
+        return op.complete("fail", op.value, error=f"lost the race for every item {rounds} times")
 
 
 class QueueGen:
