@@ -4,7 +4,8 @@ Enqueue creates ``/splitbrain-queue/<key>/item-`` with the sequential flag, so t
 leader numbers items in commit order. Dequeue syncs its server, lists the
 children, and claims the lowest by deleting it with the version it just read:
 of two dequeuers racing for one item exactly one delete succeeds; the loser
-moves on to the next child. ``sync`` first makes the listing include every item
+moves on to the next child, and one that lost every child it listed lists
+again (answering "empty" then would be wrong: items may have come since). ``sync`` first makes the listing include every item
 committed before the dequeue began, which is what makes "empty" and "the
 head" linearizable answers (ZooKeeper's plain reads may be stale).
 
