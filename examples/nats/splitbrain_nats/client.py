@@ -114,7 +114,7 @@ class StreamClient:
         nc = self._conns.get(node)
         if nc is not None and not nc.is_closed:
             return nc
-        import nats  # type: ignore[import-not-found]
+        import nats  # type: ignore[import-not-found, unused-ignore]
 
         host, port = self.clients[node]
         nc = await nats.connect(
@@ -151,7 +151,7 @@ class StreamClient:
                 time.sleep(1)
 
     async def _add_stream(self, node: str, replicas: int) -> None:
-        from nats.js.api import StorageType, StreamConfig  # type: ignore[import-not-found]
+        from nats.js.api import StorageType, StreamConfig  # type: ignore[import-not-found, unused-ignore]
 
         js = (await self._conn(node)).jetstream(timeout=self.timeout * 2)
         await js.add_stream(
@@ -190,8 +190,8 @@ class StreamClient:
     # ------------------------------------------------------------------ ops
 
     def _append(self, node: str, op: Op) -> Op:
-        from nats.errors import NoRespondersError  # type: ignore[import-not-found]
-        from nats.js.errors import APIError, NoStreamResponseError  # type: ignore[import-not-found]
+        from nats.errors import NoRespondersError  # type: ignore[import-not-found, unused-ignore]
+        from nats.js.errors import APIError, NoStreamResponseError  # type: ignore[import-not-found, unused-ignore]
 
         try:
             self._call(self._conn(node), self.timeout)
@@ -230,8 +230,8 @@ class StreamClient:
         return op.complete("ok", read_value(msgs, upto=to))
 
     async def _consume(self, node: str, frm: int, to: int) -> list[tuple[int, bytes]]:
-        import nats.errors  # type: ignore[import-not-found]
-        from nats.js.api import AckPolicy, ConsumerConfig, DeliverPolicy  # type: ignore[import-not-found]
+        import nats.errors  # type: ignore[import-not-found, unused-ignore]
+        from nats.js.api import AckPolicy, ConsumerConfig, DeliverPolicy  # type: ignore[import-not-found, unused-ignore]
 
         js = (await self._conn(node)).jetstream(timeout=self.timeout)
         name = f"sb-{uuid.uuid4().hex[:16]}"

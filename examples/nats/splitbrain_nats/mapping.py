@@ -119,7 +119,7 @@ def stream_detail(jsz: Mapping[str, Any], stream: str = STREAM) -> Mapping[str, 
     for account in jsz.get("account_details") or []:
         for detail in account.get("stream_detail") or []:
             if detail.get("name") == stream:
-                return detail  # type: ignore[no-any-return]
+                return detail
     return None
 
 
