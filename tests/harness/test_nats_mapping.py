@@ -8,6 +8,7 @@ so these tests fail if the mapping stops feeding it what it needs.
 from __future__ import annotations
 
 import random
+import struct
 import sys
 from pathlib import Path
 from typing import Any
@@ -31,6 +32,7 @@ from splitbrain_nats.mapping import (  # noqa: E402
     stream_detail,
     stream_leader,
 )
+from splitbrain_nats.store import block_messages, blocks_messages  # noqa: E402
 
 
 class History:
@@ -98,6 +100,8 @@ def test_read_entries_are_ordered_by_sequence_with_a_null_term() -> None:
     assert entries(msgs, upto=3) == [[1, None, "a"], [2, None, repr(b"\xff")], [3, None, "c"]]
     assert read_value([(1, b"a")], upto=5) == {"entries": [[1, None, "a"]], "committed": None}
     assert final_read_value([(1, b"a"), (2, b"b")], end=1)["entries"] == [[1, None, "a"]]
+    chunk = final_read_value([(s, b"x") for s in range(1, 9)], end=7, frm=3, to=5)
+    assert [e[0] for e in chunk["entries"]] == [3, 4, 5] and chunk["end"] == chunk["committed"] == 7
     assert final_read_value([], end=None) == {
         "entries": [],
         "committed": None,
@@ -215,3 +219,27 @@ def test_monitoring_report_names_this_servers_stream_state_and_leaders() -> None
         stream_detail({"meta_cluster": {}}) is None
         and meta_leader({"meta_cluster": {"leader": ""}}) is None
     )
+
+
+def _record(
+    seq: int, body: bytes, headers: bytes = b"", subject: bytes = b"splitbrain.log"
+) -> bytes:
+    """One message record as nats-server 2.9 writes it into a block (checksum left zero)."""
+    rest = subject + (struct.pack("<I", len(headers)) + headers if headers else b"") + body
+    length = 22 + len(rest) + 8
+    flag = 1 << 31 if headers else 0
+    return struct.pack("<IQqH", length | flag, seq, 1_700_000_000, len(subject)) + rest + bytes(8)
+
+
+def test_a_replicas_block_file_gives_its_live_messages_by_sequence() -> None:
+    hdr = b"NATS/1.0\r\nNats-Msg-Id: 2-3\r\n\r\n"
+    block = (
+        _record(1, b"2-3", hdr)
+        + _record(2, b"4-1")
+        + _record(3 | 1 << 63, b"erased")  # a deleted message keeps its bytes, marked
+        + _record(4, b"0-9", hdr)
+    )
+    assert block_messages(block) == [(1, b"2-3"), (2, b"4-1"), (4, b"0-9")]
+    torn = block + _record(5, b"1-1")[:-3]  # a write cut short ends the block
+    assert block_messages(torn) == block_messages(block)
+    assert blocks_messages([_record(7, b"a"), _record(8, b"b")]) == [(7, b"a"), (8, b"b")]

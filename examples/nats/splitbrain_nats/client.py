@@ -10,9 +10,9 @@ their peers: ``no_advertise``), so a fault on that server reaches it.
 from __future__ import annotations
 
 import asyncio
+import base64
 import concurrent.futures
 import contextlib
-import json
 import threading
 import time
 import uuid
@@ -28,9 +28,9 @@ from .mapping import (
     final_read_value,
     publish_failed,
     read_value,
-    stream_detail,
 )
-from .server import jsz
+from .server import node_dir
+from .store import BLOCKS_GLOB, blocks_messages
 
 __all__ = ["StreamClient", "EventLoopThread"]
 
@@ -171,7 +171,7 @@ class StreamClient:
             return self._append(node, op)
         if op.f == "read":
             if isinstance(op.value, dict) and op.value.get("final"):
-                return self._final_read(node, op)
+                return self._final_read(ctx, node, op)
             return self._read(node, op)
         raise ValueError(f"nats-stream cannot do {op.f!r}")
 
@@ -263,38 +263,27 @@ class StreamClient:
                 await js.delete_consumer(STREAM, name)
         return got
 
-    def _final_read(self, node: str, op: Op) -> Op:
-        """``[from, to]`` of ``node``'s own replica: its last sequence from its monitoring
-        endpoint, the messages by direct get on a connection to it (a server prefers
-        its local queue subscriber, so its own replica answers)."""
+    def _final_read(self, ctx: RunContext, node: str, op: Op) -> Op:
+        """``[from, to]`` of ``node``'s own replica, read from its message blocks over SSH.
+
+        Not by direct get: any replica answers those (see :mod:`.store`).
+        """
         frm, to = int(op.value["from"]), int(op.value["to"])
-        host, port = self.monitors[node]
-        view = jsz(host, port, timeout=self.timeout)
-        if view is None:
-            return op.complete("fail", op.value, error=f"{node}'s monitoring endpoint did not answer")
-        detail = stream_detail(view)
-        end = None if detail is None else int((detail.get("state") or {}).get("last_seq", 0))
-        if end is None or frm > end:
-            return op.complete("ok", final_read_value([], end=end))
+        msgs = f"{node_dir(ctx, node)}/store/" + BLOCKS_GLOB.format(stream=STREAM)
+        folder = msgs.rsplit("/", 1)[0]
+        # One line of base64 per block, blocks in number order; exit 3: no replica here.
+        cmd = (
+            f"cd '{folder}' 2>/dev/null || exit 3; "
+            "for f in $(ls | grep '[.]blk$' | sort -n); do base64 -w0 \"$f\"; echo; done"
+        )
         try:
-            msgs = self._call(self._direct_gets(node, frm, min(to, end)), self.timeout * 3)
+            res = ctx.remotes[node].run(cmd, check=False, timeout=self.timeout * 10)
         except Exception as e:
             return op.complete("fail", op.value, error=f"{type(e).__name__}: {e}"[:200])
-        return op.complete("ok", final_read_value(msgs, end=end))
-
-    async def _direct_gets(self, node: str, frm: int, to: int) -> list[tuple[int, bytes]]:
-        nc = await self._conn(node)
-        subject = f"$JS.API.DIRECT.GET.{STREAM}"
-
-        async def get(seq: int) -> tuple[int, bytes] | None:
-            msg = await nc.request(subject, json.dumps({"seq": seq}).encode(), timeout=self.timeout)
-            headers = msg.headers or {}
-            if headers.get("Status"):  # 404: no message at that sequence
-                return None
-            return int(headers.get("Nats-Sequence", seq)), msg.data
-
-        out: list[tuple[int, bytes]] = []
-        for lo in range(frm, to + 1, 64):
-            got = await asyncio.gather(*(get(s) for s in range(lo, min(lo + 64, to + 1))))
-            out.extend(g for g in got if g is not None)
-        return out
+        if res.exit_status == 3:
+            return op.complete("ok", final_read_value([], end=None))
+        if not res.ok:
+            return op.complete("fail", op.value, error=f"reading blocks: {res.stderr[-150:]}")
+        stored = blocks_messages(base64.b64decode(line) for line in res.stdout.split())
+        end = max((seq for seq, _ in stored), default=0)
+        return op.complete("ok", final_read_value(stored, end=end, frm=frm, to=to))

@@ -66,7 +66,7 @@ class FinalReads:
     sees no final read from it).
     """
 
-    def __init__(self, *, chunk: int = 250, attempts: int = 3) -> None:
+    def __init__(self, *, chunk: int = 1000, attempts: int = 3) -> None:
         self.chunk, self.attempts = chunk, attempts
         self.nodes: list[_Node] | None = None
 

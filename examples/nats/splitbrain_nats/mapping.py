@@ -102,16 +102,25 @@ def read_value(msgs: Iterable[tuple[int, bytes | None]], *, upto: int) -> dict[s
     return {"entries": entries(msgs, upto=upto), "committed": None}
 
 
-def final_read_value(msgs: Iterable[tuple[int, bytes | None]], *, end: int | None) -> dict[str, Any]:
-    """The ok value of one chunk of a node's final read.
+def final_read_value(
+    msgs: Iterable[tuple[int, bytes | None]],
+    *,
+    end: int | None,
+    frm: int = 1,
+    to: int | None = None,
+) -> dict[str, Any]:
+    """The ok value of one chunk ``[frm, to]`` of a node's final read.
 
-    ``end`` is the last sequence that node's own replica stores (from its
-    monitoring endpoint), None when the node holds no replica of the stream;
-    entries past it are dropped, and the whole chunk counts as committed.
+    ``end`` is the last sequence that node's own replica stores (read from its
+    files), None when the node holds no replica of the stream. Everything a
+    replica stores counts as committed: that is what JetStream promises, and a
+    replica that stored more is what the divergence check is there to catch.
     """
     if end is None:
         return {"entries": [], "committed": None, "end": None, "replica": False}
-    return {"entries": entries(msgs, upto=end), "committed": end, "end": end}
+    hi = end if to is None else min(to, end)
+    chunk = [(seq, body) for seq, body in msgs if frm <= seq]
+    return {"entries": entries(chunk, upto=hi), "committed": end, "end": end}
 
 
 def stream_detail(jsz: Mapping[str, Any], stream: str = STREAM) -> Mapping[str, Any] | None:

@@ -17,7 +17,7 @@ from harness.api import ConfigError, RunContext
 
 from .mapping import meta_leader, stream_leader
 
-__all__ = ["NatsServer", "jsz"]
+__all__ = ["NatsServer", "jsz", "node_dir"]
 
 BINARY = "/usr/sbin/nats-server"
 CLUSTER = "splitbrain"
@@ -32,6 +32,11 @@ def jsz(host: str, port: int, timeout: float = 1.0) -> Mapping[str, Any] | None:
     except (OSError, ValueError):
         return None
     return data if isinstance(data, dict) else None
+
+
+def node_dir(ctx: RunContext, node: str) -> str:
+    """Where a node's config, pid file, log and JetStream store (``store/``) live on its host."""
+    return f"/srv/splitbrain-nats/{ctx.hosts[node].extras.get('lab', 'hosts')}/{node}"
 
 
 def _healthy(host: str, port: int, timeout: float = 1.0) -> bool:
@@ -65,7 +70,7 @@ class NatsServer:
         self.monitor_port, self.ready_timeout = monitor_port, ready_timeout
 
     def _dir(self, ctx: RunContext, node: str) -> str:
-        return f"/srv/splitbrain-nats/{ctx.hosts[node].extras.get('lab', 'hosts')}/{node}"
+        return node_dir(ctx, node)
 
     def addresses(self, ctx: RunContext) -> dict[str, dict[str, tuple[str, int]]]:
         return {
