@@ -14,10 +14,10 @@ VM_PACKAGES=(qemu-system-x86 qemu-utils debootstrap e2fsprogs openssh-client)
 for arg in "$@"; do
   case "$arg" in
     # Only the test suite needs these: a real browser for the results page, vagrant to
-    # validate the Vagrantfile, ZooKeeper and jq for the plugin examples, and the VM
+    # validate the Vagrantfile, ZooKeeper, nats-server and jq for the plugin examples, and the VM
     # lab's tools for its tests.
     --with-test-tools)
-      OS_PACKAGES+=(chromium chromium-driver vagrant docker.io debootstrap zookeeper jq perl
+      OS_PACKAGES+=(chromium chromium-driver vagrant docker.io debootstrap zookeeper nats-server jq perl
                     "${VM_PACKAGES[@]}") ;;
     --with-vm) OS_PACKAGES+=("${VM_PACKAGES[@]}") ;;
     *) echo "setup: unknown option $arg (use --with-test-tools and/or --with-vm)" >&2; exit 2 ;;

@@ -228,3 +228,14 @@ def workload(options: Mapping[str, Any]) -> Workload:
     return Workload(name="zk-register", client=ZkClient(), generator=Registers(),
                     checker={"model": "cas-register", "independent": True,
                              "checks": ["linearizable"]})
+
+
+def queue_workload(options: Mapping[str, Any]) -> Workload:
+    """``zk-queue``: a FIFO queue per key on sequential znodes, checked against ``fifo-queue``."""
+    from .queue import FinalDrain, QueueGen, ZkQueueClient
+
+    gen = QueueGen()
+    return Workload(name="zk-queue", client=ZkQueueClient(), generator=gen,
+                    final_generator=FinalDrain(lambda: gen.keys),
+                    checker={"model": "fifo-queue", "independent": True,
+                             "checks": ["linearizable"]})
