@@ -83,3 +83,14 @@ def test_rounds_alternate_order_and_report_median_ratios():
     assert s["ratios_vs_etcd"]["register"]["ok_per_s"] == 2.0
     assert s["ratios_vs_etcd"]["register"]["ok_per_s_per_round"] == [2.0, 1.0, 3.0]
     assert s["ratios_vs_etcd"]["register"]["cpu_s_per_ok_op"] == 0.5
+
+
+def test_soak_growth_per_million_is_the_least_squares_slope():
+    from harness.run.bench_soak import growth_per_million
+
+    flat = [(x / 10, 50.0 + (0.5 if x % 2 else -0.5)) for x in range(20)]
+    assert abs(growth_per_million(flat)) < 0.2
+    leaking = [(x / 10, 50.0 + 30 * x / 10) for x in range(20)]
+    assert abs(growth_per_million(leaking) - 30.0) < 1e-9
+    assert growth_per_million([(1.0, 5.0)]) is None
+    assert growth_per_million([(1.0, 5.0), (1.0, 9.0)]) is None
