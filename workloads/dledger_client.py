@@ -4,11 +4,13 @@ A :class:`Session` holds one worker's connections (one per node address, opened
 lazily, dropped on any error so the next call reconnects) and follows a
 ``NOT_LEADER`` redirect once, to the leader it names. Writes (``to_leader``) then
 go straight to that leader while it answers them: a redirect costs a round trip
-through a follower and two more process wake-ups per op, which on a loaded
-2-core lab was a fifth of a campaign's throughput. Reads always ask the node
-they name, so a follower that serves reads it should not (``stale-read``) is
-still asked; the hint is dropped on the first answer that is not ``SUCCESS``. :func:`finish` turns the
-result into the history's completion following dledger-protocol §1:
+through a follower, two more process wake-ups on every write's path. Reads always
+ask the node they name, so a follower that serves reads it should not
+(``stale-read``) is still asked; the hint is dropped on the first answer that is
+not ``SUCCESS``.
+
+:func:`finish` turns the result into the history's completion following
+dledger-protocol §1:
 
 - ``SUCCESS`` -> ok;
 - the fail codes (and a redirect we could not follow) -> fail: nothing happened;
