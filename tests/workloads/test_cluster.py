@@ -371,6 +371,12 @@ def test_writes_follow_the_leader_hint_reads_ask_their_node(cluster, ctx):
             cluster.start(n)
     cluster.wait_ready()
     leader, follower = leader_and_follower(cluster)
+    # a follower just restarted may not know the leader yet (then it redirects nowhere)
+    cluster.wait_until(
+        lambda: (cluster.status(follower) or {}).get("leader") == leader,
+        20,
+        "follower knows leader",
+    )
     c = AppendClient().open(ctx, follower)
     try:
         first = c.invoke(ctx, inv("append", {"payload": "h-0"}, node=follower))
