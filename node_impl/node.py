@@ -301,10 +301,16 @@ class Node:
         )
 
     async def flush(self) -> int:
-        """Flush on the worker thread (the follower's ack path)."""
+        """Flush on the event loop itself (the follower's ack path).
+
+        One fdatasync covers the whole batch of pushes being acked and costs about
+        0.2 ms here, less than handing it to the flush thread and back: on a loaded
+        machine each of those hand-offs is a wake-up that waits for a core, on the
+        critical path of every acknowledged write.
+        """
         if self.bugs.no_fsync:
             return self.store.end_index
-        return await asyncio.get_running_loop().run_in_executor(self._pool, self.store.flush)
+        return self.store.flush()
 
     # ------------------------------------------------------------------ commit (§7)
 

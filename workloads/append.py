@@ -182,7 +182,7 @@ def handle_append(client: DLedgerClient, session: Session, op: Op) -> Op:
     """An ``append`` or a log ``read`` (key null) against the reference node."""
     if op.f == "append":
         payload = op.value["payload"]
-        res = session.call(client.target(op), lambda c: c.append(payload))
+        res = session.call(client.target(op), lambda c: c.append(payload), to_leader=True)
         return finish(
             op,
             res,

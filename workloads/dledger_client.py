@@ -2,8 +2,15 @@
 
 A :class:`Session` holds one worker's connections (one per node address, opened
 lazily, dropped on any error so the next call reconnects) and follows a
-``NOT_LEADER`` redirect once, to the leader it names. :func:`finish` turns the
-result into the history's completion following dledger-protocol §1:
+``NOT_LEADER`` redirect once, to the leader it names. Writes (``to_leader``) then
+go straight to that leader while it answers them: a redirect costs a round trip
+through a follower, two more process wake-ups on every write's path. Reads always
+ask the node they name, so a follower that serves reads it should not
+(``stale-read``) is still asked; the hint is dropped on the first answer that is
+not ``SUCCESS``.
+
+:func:`finish` turns the result into the history's completion following
+dledger-protocol §1:
 
 - ``SUCCESS`` -> ok;
 - the fail codes (and a redirect we could not follow) -> fail: nothing happened;
@@ -144,6 +151,9 @@ class Session:
         self.timeout = timeout
         self.connector = connector or _node_client
         self._conns: dict[tuple[str, int], Any] = {}
+        # (asked node, leader it redirected to, the leader's address): set when a
+        # followed redirect succeeded, cleared by any other outcome of a hinted call.
+        self._hint: tuple[str, str, tuple[str, int]] | None = None
 
     def _conn(self, addr: tuple[str, int]) -> Any:
         c = self._conns.get(addr)
@@ -171,16 +181,41 @@ class Session:
             return Result(node, exc=TypeError(f"reply is not a map: {reply!r}"))
         return Result(node, reply=reply)
 
-    def call(self, node: str, fn: Callable[[Any], dict], *, follow: bool = True) -> Result:
-        """``fn(connection)`` on ``node``; on a redirect, once more on the leader it names."""
-        res = self._once(node, client_addr(self.ctx, node), fn)
-        if not follow or res.reply is None or res.reply.get("type") != "redirect":
-            return res
-        target = self._redirect_target(res.reply, node)
+    def call(
+        self,
+        node: str,
+        fn: Callable[[Any], dict],
+        *,
+        follow: bool = True,
+        to_leader: bool = False,
+    ) -> Result:
+        """``fn(connection)`` on ``node``; on a redirect, once more on the leader it names.
+
+        With ``to_leader`` (writes), a call to a node that redirected the last one
+        goes to that leader at once; its outcome is recorded exactly as if the
+        redirect had been followed, and anything but ``SUCCESS`` forgets the hint.
+        """
+        hint = self._hint if to_leader and follow else None
+        if hint is not None and hint[0] == node:
+            res = self._once(hint[1], hint[2], fn)
+            if res.code != "SUCCESS":
+                self._hint = None
+            if res.reply is None or res.reply.get("type") != "redirect":
+                return res
+            asked = hint[1]
+        else:
+            res = self._once(node, client_addr(self.ctx, node), fn)
+            if not follow or res.reply is None or res.reply.get("type") != "redirect":
+                return res
+            asked = node
+        target = self._redirect_target(res.reply, asked)
         if target is None:
             return res
         name, addr = target
-        return self._once(name, addr, fn)
+        final = self._once(name, addr, fn)
+        if to_leader and final.code == "SUCCESS":
+            self._hint = (node, name, addr)
+        return final
 
     def _redirect_target(self, reply: dict, asked: str) -> tuple[str, tuple[str, int]] | None:
         leader = reply.get("leader")

@@ -79,11 +79,11 @@ def handle_register(client: DLedgerClient, session: Session, op: Op) -> Op:
         )
     if op.f == "write":
         value = op.value
-        res = session.call(node, lambda c: c.kv_write(key, value))
+        res = session.call(node, lambda c: c.kv_write(key, value), to_leader=True)
         return finish(op, res, read=False)
     if op.f == "cas":
         old, new = op.value
-        res = session.call(node, lambda c: c.kv_cas(key, old, new))
+        res = session.call(node, lambda c: c.kv_cas(key, old, new), to_leader=True)
         if res.reply is not None and res.code == "SUCCESS" and res.reply.get("ok") is False:
             return op.complete("fail", op.value, error="CAS_MISMATCH").replace(node=res.node)
         return finish(op, res, read=False)

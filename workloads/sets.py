@@ -89,7 +89,7 @@ def handle_set(client: DLedgerClient, session: Session, op: Op, *, chunk: int = 
     node = client.target(op)
     if op.f == "add":
         element = op.value
-        res = session.call(node, lambda c: c.append({"set": element}))
+        res = session.call(node, lambda c: c.append({"set": element}), to_leader=True)
         return finish(op, res, read=False)
     if op.f == "read":
         res, elements = _read_set(session, node, chunk)

@@ -62,6 +62,7 @@ BENCH_COMMANDS = {
     "checker": "checker.bench:bench_checker",
     "harness": "harness.run.bench:bench_harness",
     "campaign": "harness.run.bench_campaign:bench_campaign",
+    "soak": "harness.run.bench_soak:bench_soak",
     "fuzz-frames": "node_impl.fuzz:bench_fuzz_frames",
 }
 

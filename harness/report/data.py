@@ -20,6 +20,7 @@ __all__ = [
     "completed_ops",
     "fault_periods",
     "throughput",
+    "downsample",
     "committed_series",
     "failing_focus",
     "Lane",
@@ -123,6 +124,29 @@ def throughput(
             continue
         out[(c.invoke.f, c.type)][c.completion.time // bucket_ns] += 1
     return {k: dict(v) for k, v in out.items()}
+
+
+def downsample(points: Sequence[tuple[float, float]], cap: int) -> list[tuple[float, float]]:
+    """At most about ``cap`` of time-ordered (x, y) points, keeping each stretch's envelope.
+
+    A plot of millions of points takes minutes to draw and shows no more than a few
+    thousand: the points are cut into ``cap // 3`` runs of equal count and each run
+    keeps its first, lowest and highest point, so spikes (the slow ops of a fault
+    window) survive wherever they are.
+    """
+    n = len(points)
+    if n <= cap:
+        return list(points)
+    runs = max(1, cap // 3)
+    out: list[tuple[float, float]] = []
+    for r in range(runs):
+        chunk = points[r * n // runs : (r + 1) * n // runs]
+        if not chunk:
+            continue
+        keep = {0, min(range(len(chunk)), key=lambda i: chunk[i][1])}
+        keep.add(max(range(len(chunk)), key=lambda i: chunk[i][1]))
+        out.extend(chunk[i] for i in sorted(keep))
+    return out
 
 
 def committed_series(ops: Sequence[Op]) -> dict[str, list[tuple[int, int]]]:

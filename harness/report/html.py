@@ -24,6 +24,7 @@ from harness.report.data import (
     FaultPeriod,
     committed_series,
     completed_ops,
+    downsample,
     failing_focus,
     fault_periods,
     throughput,
@@ -44,6 +45,8 @@ FAULT_COLOURS = {
 }
 TYPE_COLOURS = {"ok": "#2a9d8f", "fail": "#e76f51", "info": "#f4a261"}
 NS = 1e9
+MAX_SCATTER = 30_000
+"""Latency points drawn per (f, type): beyond this the plot is downsampled (data.downsample)."""
 
 
 def _fault_colour(kind: str) -> str:
@@ -78,6 +81,7 @@ def _plots(
     _shade(ax, periods)
     fs = sorted({c.invoke.f for c in client})
     markers = dict(zip(fs, "o^sDvP*X", strict=False))
+    shown = total = 0
     for f in fs:
         for typ, colour in TYPE_COLOURS.items():
             pts = [
@@ -86,6 +90,9 @@ def _plots(
                 if c.invoke.f == f and c.type == typ and c.latency_ns is not None
             ]
             if pts:
+                total += len(pts)
+                pts = downsample(pts, MAX_SCATTER)
+                shown += len(pts)
                 xs, ys = zip(*pts, strict=True)
                 ax.scatter(
                     xs,
@@ -100,7 +107,10 @@ def _plots(
     ax.set_yscale("log")
     ax.set_xlabel("time (s)")
     ax.set_ylabel("latency (ms)")
-    ax.set_title("Latency by operation; shaded: faults in force")
+    title = "Latency by operation; shaded: faults in force"
+    if shown < total:
+        title += f" ({shown:,} of {total:,} ops drawn: each stretch's first, fastest, slowest)"
+    ax.set_title(title)
     ax.legend(loc="upper left", fontsize=7, ncol=4, markerscale=2)
     fig.tight_layout()
     fig.savefig(out / "latency.png", dpi=90)
@@ -132,7 +142,7 @@ def _plots(
         fig, ax = plt.subplots(figsize=(11, 3.5))
         _shade(ax, periods)
         for node in sorted(series):
-            steps = series[node]
+            steps = downsample(series[node], MAX_SCATTER)
             ax.step(
                 [t / NS for t, _ in steps], [c for _, c in steps], where="post", label=node, lw=1.2
             )

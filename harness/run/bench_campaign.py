@@ -307,6 +307,35 @@ def _ratios(ours: dict[str, Any], etcd: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
+def _median(xs: list[float]) -> float | None:
+    import statistics
+
+    return round(statistics.median(xs), 2) if xs else None
+
+
+def round_order(names: list[str], round_no: int) -> list[str]:
+    """Odd rounds run in reverse, so a load that drifts during a round favours no side."""
+    return list(reversed(names)) if round_no % 2 else list(names)
+
+
+def summarize_rounds(rounds: list[dict[str, Any]], workloads: tuple[str, ...]) -> dict[str, Any]:
+    """Medians over rounds: each run's ok ops/s, and each round's ratio to its own etcd run."""
+    out: dict[str, Any] = {"ok_per_s": {}, "ratios_vs_etcd": {}}
+    names = sorted({n for r in rounds for n in r["runs"]})
+    for n in names:
+        out["ok_per_s"][n] = _median([r["runs"][n]["ok_per_s"] for r in rounds if n in r["runs"]])
+    for w in workloads:
+        per = [r["ratios_vs_etcd"][w] for r in rounds if w in r.get("ratios_vs_etcd", {})]
+        out["ratios_vs_etcd"][w] = {
+            "ok_per_s": _median([p["ok_per_s"] for p in per if p["ok_per_s"] is not None]),
+            "cpu_s_per_ok_op": _median(
+                [p["cpu_s_per_ok_op"] for p in per if p["cpu_s_per_ok_op"] is not None]
+            ),
+            "ok_per_s_per_round": [p["ok_per_s"] for p in per],
+        }
+    return out
+
+
 @click.command(name="campaign")
 @click.option("--lab", default="default", show_default=True, help="Lab to run on.")
 @click.option(
@@ -327,6 +356,13 @@ def _ratios(ours: dict[str, Any], etcd: dict[str, Any]) -> dict[str, Any]:
     help="Our workloads (repeatable); each is compared with --etcd-workload.",
 )
 @click.option("--etcd-workload", default="etcd-register", show_default=True)
+@click.option(
+    "--rounds",
+    type=click.IntRange(min=1),
+    default=1,
+    show_default=True,
+    help="Repeat etcd and ours this many times, alternating the order; report medians.",
+)
 @click.option("--skip-etcd", is_flag=True, help="Only our node (no baseline, no ratios).")
 @click.option("--no-check", is_flag=True, help="Skip the checker (faster; no verdicts).")
 @click.option(
@@ -351,6 +387,7 @@ def bench_campaign(
     concurrency: int,
     workloads: tuple[str, ...],
     etcd_workload: str,
+    rounds: int,
     skip_etcd: bool,
     no_check: bool,
     db_options: tuple[str, ...],
@@ -376,6 +413,7 @@ def bench_campaign(
         "nodes": len(hosts),
         "seconds": seconds,
         "concurrency": concurrency,
+        "rounds": rounds,
         "rate": 0,
         "nemesis": "none",
         "cpus": os.cpu_count(),
@@ -397,17 +435,24 @@ def bench_campaign(
                 db_options=db_options,
             )
 
-        runs: dict[str, Any] = {}
-        if not skip_etcd:
-            runs["etcd"] = measure("etcd", etcd_workload)
-        for w in workloads:
-            runs[w] = measure("dledger", w, opts)
-        if store_root is None:
-            for r in runs.values():
-                r.pop("store", None)
-    out["runs"] = runs
-    if "etcd" in runs:
-        out["ratios_vs_etcd"] = {w: _ratios(runs[w], runs["etcd"]) for w in workloads}
+        names = ([] if skip_etcd else ["etcd"]) + list(workloads)
+        done: list[dict[str, Any]] = []
+        for r in range(rounds):
+            runs: dict[str, Any] = {}
+            for n in round_order(names, r):
+                runs[n] = (
+                    measure("etcd", etcd_workload) if n == "etcd" else measure("dledger", n, opts)
+                )
+                if store_root is None:
+                    runs[n].pop("store", None)
+            one: dict[str, Any] = {"runs": {n: runs[n] for n in names}}
+            if "etcd" in runs:
+                one["ratios_vs_etcd"] = {w: _ratios(runs[w], runs["etcd"]) for w in workloads}
+            done.append(one)
+    out.update(done[0])
+    if rounds > 1:
+        out["rounds_detail"] = done
+        out["median"] = summarize_rounds(done, workloads)
     out["wall_seconds"] = round(time.monotonic() - t0, 1)
     text = json.dumps(out, indent=2)
     if output:

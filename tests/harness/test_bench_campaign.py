@@ -61,3 +61,36 @@ def test_figures_count_the_load_phase_only(tmp_path: Path) -> None:
     assert figs["latency_ms"]["append"] == {"n": 9, "p50": 10.0, "p99": 10.0}
     assert figs["latency_ms"]["read"]["n"] == 1 and "sample" not in figs["latency_ms"]
     assert figs["window_ns"] == (1000 * MS, 1910 * MS)
+
+
+def test_rounds_alternate_order_and_report_median_ratios():
+    from harness.run.bench_campaign import round_order, summarize_rounds
+
+    names = ["etcd", "register", "append"]
+    assert round_order(names, 0) == names
+    assert round_order(names, 1) == ["append", "register", "etcd"]
+
+    def one(etcd, reg, ratio):
+        return {
+            "runs": {"etcd": {"ok_per_s": etcd}, "register": {"ok_per_s": reg}},
+            "ratios_vs_etcd": {"register": {"ok_per_s": ratio, "cpu_s_per_ok_op": 0.5}},
+        }
+
+    s = summarize_rounds(
+        [one(400, 800, 2.0), one(500, 500, 1.0), one(300, 900, 3.0)], ("register",)
+    )
+    assert s["ok_per_s"] == {"etcd": 400, "register": 800}
+    assert s["ratios_vs_etcd"]["register"]["ok_per_s"] == 2.0
+    assert s["ratios_vs_etcd"]["register"]["ok_per_s_per_round"] == [2.0, 1.0, 3.0]
+    assert s["ratios_vs_etcd"]["register"]["cpu_s_per_ok_op"] == 0.5
+
+
+def test_soak_growth_per_million_is_the_least_squares_slope():
+    from harness.run.bench_soak import growth_per_million
+
+    flat = [(x / 10, 50.0 + (0.5 if x % 2 else -0.5)) for x in range(20)]
+    assert abs(growth_per_million(flat)) < 0.2
+    leaking = [(x / 10, 50.0 + 30 * x / 10) for x in range(20)]
+    assert abs(growth_per_million(leaking) - 30.0) < 1e-9
+    assert growth_per_million([(1.0, 5.0)]) is None
+    assert growth_per_million([(1.0, 5.0), (1.0, 9.0)]) is None

@@ -130,3 +130,17 @@ def test_write_report_renders_a_page_with_plots(tmp_path):
     for png in ("latency.png", "throughput.png", "committed.png"):
         assert (tmp_path / png).stat().st_size > 1000
         assert png in page
+
+
+def test_downsample_bounds_points_and_keeps_every_stretch_extremes():
+    from harness.report.data import downsample
+
+    pts = [(float(i), 1.0 + (i % 7)) for i in range(100_000)]
+    pts[54_321] = (54_321.0, 5_000.0)  # one slow op in the middle
+    pts[77_777] = (77_777.0, 0.01)  # one very fast one
+    out = downsample(pts, 3_000)
+    assert len(out) <= 3_000
+    assert (54_321.0, 5_000.0) in out and (77_777.0, 0.01) in out
+    assert [x for x, _ in out] == sorted(x for x, _ in out)
+    assert out[0] == pts[0]
+    assert downsample(pts[:10], 3_000) == pts[:10]

@@ -334,8 +334,9 @@ def test_killed_node_append_info_read_fail(cluster, ctx):
     appends = AppendClient().open(ctx, victim)
     sampler = SamplerClient().open(ctx, victim)
     try:
-        # open connections to the victim first, as a running worker would have
-        assert appends.invoke(ctx, inv("append", {"payload": "k-0"}, node=victim)).type == "ok"
+        # open connections to the victim first, as a running worker would have (a read:
+        # a followed redirect of a write would send the next writes straight to the leader)
+        assert appends.invoke(ctx, inv("read", {"from": 0, "to": 0}, node=victim)).type == "ok"
         assert sampler.invoke(ctx, inv("sample", node=victim, process=1_000_001)).type == "ok"
         cluster.kill(victim)
         a = appends.invoke(ctx, inv("append", {"payload": "k-1"}, node=victim))
@@ -362,3 +363,31 @@ def test_killed_node_append_info_read_fail(cluster, ctx):
             cl.close(ctx)
     assert [o.type for o in h if o.node == victim and o.type != "invoke"] == ["fail"] * 3
     assert {o.node for o in h if o.type == "ok"} == set(cluster.nodes) - {victim}
+
+
+def test_writes_follow_the_leader_hint_reads_ask_their_node(cluster, ctx):
+    for n in cluster.nodes:  # an earlier test may have killed one: two must stay up here
+        if not cluster.is_running(n):
+            cluster.start(n)
+    cluster.wait_ready()
+    leader, follower = leader_and_follower(cluster)
+    # a follower just restarted may not know the leader yet (then it redirects nowhere)
+    cluster.wait_until(
+        lambda: (cluster.status(follower) or {}).get("leader") == leader,
+        20,
+        "follower knows leader",
+    )
+    c = AppendClient().open(ctx, follower)
+    try:
+        first = c.invoke(ctx, inv("append", {"payload": "h-0"}, node=follower))
+        assert (first.type, first.node) == ("ok", leader)  # redirected once
+        cluster.kill(follower)
+        # the hint: the next write goes straight to the leader, the dead follower unasked
+        second = c.invoke(ctx, inv("append", {"payload": "h-1"}, node=follower))
+        assert (second.type, second.node) == ("ok", leader)
+        # a read still asks the node it names, which is down
+        r = c.invoke(ctx, inv("read", {"from": 0, "to": 0}, node=follower))
+        assert r.type == "fail" and r.node == follower
+    finally:
+        c.close(ctx)
+        cluster.start(follower)

@@ -131,6 +131,39 @@ def test_append_follows_one_redirect_and_names_the_answering_node(ctx):
     assert fc.calls[-1][1]["body"] == "0-0"
 
 
+def test_writes_go_straight_to_the_leader_a_redirect_named_reads_do_not(ctx):
+    state = {"leader": 7002, "answer": "SUCCESS"}
+
+    def h(addr, msg):
+        if addr[1] != state["leader"]:
+            return redirect(None, f"127.0.0.1:{state['leader']}")
+        if msg["type"] == "append":
+            return {"code": state["answer"], "index": 1, "term": 1}
+        return {"code": "SUCCESS", "entries": [], "committed": -1}
+
+    fc = FakeCluster(h)
+    c = AppendClient(connector=fc.connector).open(ctx, "n1")
+
+    def ports(f, value):
+        fc.calls.clear()
+        done = c.invoke(ctx, inv(f, value))
+        return done, [a[1] for a, _ in fc.calls]
+
+    assert ports("append", {"payload": "a"})[1] == [7001, 7002]
+    done, asked = ports("append", {"payload": "b"})
+    assert asked == [7002] and (done.type, done.node) == ("ok", "n2")
+    assert ports("read", {"from": 0, "to": 1})[1] == [7001, 7002]  # reads ask their node
+    state["leader"] = 7003  # the hinted leader redirects: followed once, hint moves
+    done, asked = ports("append", {"payload": "c"})
+    assert asked == [7002, 7003] and done.node == "n3"
+    assert ports("append", {"payload": "d"})[1] == [7003]
+    state["answer"] = "WAIT_QUORUM_ACK_TIMEOUT"  # anything but SUCCESS forgets the hint
+    done, asked = ports("append", {"payload": "e"})
+    assert asked == [7003] and done.type == "info"
+    state["answer"] = "SUCCESS"
+    assert ports("append", {"payload": "f"})[1] == [7001, 7003]
+
+
 def test_redirect_without_leader_or_twice_is_fail(ctx):
     fc = FakeCluster(lambda addr, msg: redirect(None))
     c = AppendClient(connector=fc.connector).open(ctx, "n1")
