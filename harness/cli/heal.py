@@ -27,6 +27,7 @@ def heal(
     nodes_file: str | None,
     vagrant: str | None,
     docker: bool,
+    vm: bool,
     insecure: bool,
     dry_run: bool,
     as_json: bool,
@@ -35,7 +36,7 @@ def heal(
     from harness.inventory.resolve import resolve_hosts
 
     hosts = resolve_hosts(
-        lab=lab, nodes_file=nodes_file, vagrant=vagrant, docker=docker, insecure=insecure
+        lab=lab, nodes_file=nodes_file, vagrant=vagrant, docker=docker, insecure=insecure, vm=vm
     )
     if dry_run:
         found = scan_hosts(hosts)

@@ -13,9 +13,9 @@ F = TypeVar("F", bound=Callable[..., Any])
 
 
 def inventory_options(lab_help: str) -> Callable[[F], F]:
-    """``--lab``, ``--nodes-file``, ``--vagrant``, ``--docker``, ``--insecure-no-host-key-check``.
+    """``--lab``, ``--nodes-file``, ``--vagrant``, ``--docker``, ``--vm``, ``--insecure-no-host-key-check``.
 
-    The command receives them as ``lab``, ``nodes_file``, ``vagrant``, ``docker``
+    The command receives them as ``lab``, ``nodes_file``, ``vagrant``, ``docker``, ``vm``
     and ``insecure``, ready for :func:`harness.inventory.resolve.resolve_hosts`.
     """
     options = [
@@ -36,6 +36,11 @@ def inventory_options(lab_help: str) -> Callable[[F], F]:
             "--docker",
             is_flag=True,
             help="Containers of `splitbrain lab up --driver docker` (name them with --lab).",
+        ),
+        click.option(
+            "--vm",
+            is_flag=True,
+            help="Guests of `splitbrain lab up --driver vm` (name them with --lab).",
         ),
         click.option(
             "--insecure-no-host-key-check",

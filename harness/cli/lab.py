@@ -2,10 +2,15 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import click
 
 from harness.core.errors import ConfigError, LabError
 from harness.inventory.lab import DEFAULT_STATE_ROOT, Lab
+
+if TYPE_CHECKING:
+    from harness.inventory.vm import VmLab
 
 __all__ = ["lab"]
 
@@ -17,11 +22,12 @@ _name_opt = click.option(
 )
 _driver_opt = click.option(
     "--driver",
-    type=click.Choice(["netns", "docker"]),
+    type=click.Choice(["netns", "docker", "vm"]),
     default="netns",
     show_default=True,
     help="netns: namespace hosts with their own sshd; docker: containers "
-    "(a private dockerd is started if none runs).",
+    "(a private dockerd is started if none runs); vm: qemu guests with their own "
+    "kernel (real clocks, netem, power loss).",
 )
 _root_opt = click.option(
     "--state-root",
@@ -60,11 +66,26 @@ def lab() -> None:
     help="Seconds to wait for every sshd to answer.",
 )
 @_driver_opt
+@click.option(
+    "--memory",
+    default=None,
+    type=click.IntRange(128, 8192),
+    help="vm: MiB of RAM per guest.  [default: 512]",
+)
 @_root_opt
 def up(
-    nodes: int | None, name: str, subnet: str | None, timeout: float, driver: str, state_root: str
+    nodes: int | None,
+    name: str,
+    subnet: str | None,
+    timeout: float,
+    driver: str,
+    memory: int | None,
+    state_root: str,
 ) -> None:
     """Build or repair the lab; returns once every host answers SSH."""
+    if driver == "vm":
+        _vm_up(name, nodes, subnet, memory, timeout)
+        return
     if driver == "docker":
         from harness.inventory.docker import DockerLab
 
@@ -95,6 +116,9 @@ def up(
 @_root_opt
 def status(name: str, driver: str, state_root: str) -> None:
     """Show each host's address, namespace, sshd and whether SSH answers."""
+    if driver == "vm":
+        _vm_status(name)
+        return
     if driver == "docker":
         from harness.inventory.docker import DockerLab
 
@@ -138,6 +162,9 @@ def down(name: str, driver: str, stop_engine: bool, state_root: str) -> None:
 
     Kills every process in its hosts, deletes namespaces, interfaces, cgroups and files.
     """
+    if driver == "vm":
+        _vm_down(name)
+        return
     if driver == "docker":
         from harness.inventory.docker import DockerLab
 
@@ -155,6 +182,83 @@ def down(name: str, driver: str, stop_engine: bool, state_root: str) -> None:
 
     down_lab(lab_)
     click.echo(f"lab {name!r} is down")
+
+
+def _vm_lab(name: str, nodes: int, subnet: str, memory: int) -> VmLab:
+    from harness.inventory.vm import VmLab
+
+    try:
+        return VmLab(name=name, nodes=nodes, subnet=subnet, memory_mib=memory)
+    except ConfigError as e:
+        raise click.BadParameter(str(e).split(": ", 1)[-1], param_hint=f"--{e.field}") from None
+
+
+def _vm_up(
+    name: str, nodes: int | None, subnet: str | None, memory: int | None, timeout: float
+) -> None:
+    from harness.inventory.vm import DEFAULT_MEMORY_MIB, VmLab
+
+    try:
+        old: VmLab | None = VmLab.load(name)
+    except (LabError, ConfigError):
+        old = None
+    vl = _vm_lab(
+        name,
+        nodes if nodes is not None else old.nodes if old else 3,
+        subnet if subnet is not None else old.subnet if old else "127.91.0",
+        memory if memory is not None else old.memory_mib if old else DEFAULT_MEMORY_MIB,
+    )
+    # Booting under TCG is slow: never wait less than the default SSH budget of a VM.
+    hosts = vl.up(timeout=max(timeout, 240.0))
+    for h in hosts:
+        click.echo(f"{h.name}\t{h.address}")
+    click.echo(
+        f"VM lab {name!r} is up ({vl.record().accel}): {len(hosts)} guests; "
+        f"use `splitbrain run --vm --lab {name}`"
+    )
+
+
+def _vm_status(name: str) -> None:
+    from harness.inventory.vm import VmLab
+
+    vl = VmLab.load(name)
+    click.echo(f"accelerator: {vl.record().accel}")
+    rows = vl.status()
+    click.echo(f"{'host':<6} {'address':<16} {'qemu pid':<9} {'RSS MiB':<8} {'state':<8} ssh ok")
+    for r in rows:
+        pid = str(r["pid"]) if r["pid"] else "-"
+        rss = str(r["rss_mib"]) if r["rss_mib"] is not None else "-"
+        click.echo(
+            f"{r['host']:<6} {r['address']:<16} {pid:<9} {rss:<8} {r['state']:<8} {_yn(r['ssh_ok'])}"
+        )
+    for r in rows:
+        if r.get("ssh_error"):
+            click.echo(f"  {r['host']}: {r['ssh_error']}")
+    healthy = sum(1 for r in rows if r["ssh_ok"])
+    click.echo(f"{healthy}/{len(rows)} guests answer SSH")
+    strays = vl.leftovers()
+    for s in strays:
+        click.echo(f"  stray: {s}")
+    from harness.run.cleanup import status_leftovers
+
+    status_leftovers(vl, [r["host"] for r in rows if r["ssh_ok"]])
+    if healthy < len(rows) or strays:
+        raise LabError(
+            f"VM lab {name!r}: {len(rows) - healthy} of {len(rows)} guests do not answer SSH"
+            f"{', ' + str(len(strays)) + ' stray resources' if strays else ''}; "
+            f"`splitbrain lab up --driver vm --name {name}` repairs it"
+        )
+
+
+def _vm_down(name: str) -> None:
+    from harness.inventory.vm import VmLab
+
+    try:
+        vl = VmLab.load(name)
+    except (LabError, ConfigError):  # no record: sweep what the name alone identifies
+        vl = VmLab(name=name)
+    vl.down()
+    click.echo(f"VM lab {name!r} is down")
 
 
 def _make(name: str, nodes: int, subnet: str, state_root: str) -> Lab:

@@ -197,6 +197,7 @@ def run(
     nodes_file: str | None,
     vagrant: str | None,
     docker: bool,
+    vm: bool,
     insecure: bool,
     no_progress: bool,
     junit_path: str | None,
@@ -221,7 +222,7 @@ def run(
 
         check_bug(bug)
     hosts = resolve_hosts(
-        lab=lab, nodes_file=nodes_file, vagrant=vagrant, docker=docker, insecure=insecure
+        lab=lab, nodes_file=nodes_file, vagrant=vagrant, docker=docker, insecure=insecure, vm=vm
     )
     if node_count is not None:
         if node_count > len(hosts):

@@ -13,16 +13,27 @@ from dataclasses import replace
 from harness.core.errors import ConfigError, LabError
 from harness.core.remote import Host
 
-__all__ = ["resolve_hosts", "lab_hosts"]
+__all__ = ["resolve_hosts", "lab_hosts", "vm_lab_hosts"]
 
 
 def resolve_hosts(
-    *, lab: str | None, nodes_file: str | None, vagrant: str | None, docker: bool, insecure: bool
+    *,
+    lab: str | None,
+    nodes_file: str | None,
+    vagrant: str | None,
+    docker: bool,
+    insecure: bool,
+    vm: bool = False,
 ) -> list[Host]:
     """Exactly one inventory to a host list (the lab when none is named)."""
     chosen = [
         n
-        for n, v in (("--nodes-file", nodes_file), ("--vagrant", vagrant), ("--docker", docker))
+        for n, v in (
+            ("--nodes-file", nodes_file),
+            ("--vagrant", vagrant),
+            ("--docker", docker),
+            ("--vm", vm),
+        )
         if v
     ]
     if len(chosen) > 1:
@@ -46,11 +57,20 @@ def resolve_hosts(
 
         # --lab names the docker lab too; the docker driver's default lab is "docker".
         hosts = docker_lab.docker_hosts(lab if lab and lab != "default" else "docker")
+    elif vm:
+        hosts = vm_lab_hosts(lab if lab and lab != "default" else "vm")
     else:
         hosts = lab_hosts(lab or "default")
     if insecure:
         hosts = [replace(h, verify_host_key=False, extras=dict(h.extras)) for h in hosts]
     return hosts
+
+
+def vm_lab_hosts(name: str) -> list[Host]:
+    """The guests of a VM lab; each Host carries its :class:`~harness.core.machine.Machine`."""
+    from harness.inventory.vm import vm_hosts
+
+    return vm_hosts(name)
 
 
 def lab_hosts(name: str) -> list[Host]:

@@ -27,7 +27,7 @@ import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from harness.control.memory import MemoryRemote
 from harness.core.db import HasFootprint
@@ -623,8 +623,16 @@ def down_lab(lab: Lab) -> None:
             log.info("removed %s", d)
 
 
+class _LabLike(Protocol):
+    """What ``lab status`` needs of a lab, whichever driver made it."""
+
+    name: str
+
+    def hosts(self) -> list[Host]: ...
+
+
 def status_leftovers(
-    lab: Lab, reachable: Sequence[str], echo: Callable[[str], Any] | None = None
+    lab: _LabLike, reachable: Sequence[str], echo: Callable[[str], Any] | None = None
 ) -> None:
     """``lab status``: print each host's leftovers; :class:`DirtyClusterError` if any.
 
