@@ -175,7 +175,6 @@ def test_power_cuts_several_guests_journaled_first_then_boots_and_restarts(tmp_p
         cmds = [c.cmd for c in ctx.remotes[n].commands]  # type: ignore[attr-defined]
         stale = f"rm -f /var/lib/splitbrain/run/t/{n}/node.pid; true"
         assert stale in cmds, cmds  # a pid from before the boot names another process now
-        assert ctx.remotes[n].closed  # type: ignore[attr-defined]
     assert nem.invoke(ctx, op("stop-power")).value["nodes"] == []  # idempotent
 
 
