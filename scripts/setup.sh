@@ -8,11 +8,21 @@ cd "$(dirname "$0")/.."
 OS_PACKAGES=(openssh-server openssh-client iptables iproute2 faketime tini util-linux procps
              openjdk-17-jre-headless libnetfilter-queue-dev python3-venv python3-dev gcc
              etcd-server etcd-client redis-server)
-# Only the test suite needs these: a real browser for the results page, vagrant to
-# validate the Vagrantfile, ZooKeeper and jq for the plugin examples.
-if [ "${1:-}" = "--with-test-tools" ]; then
-  OS_PACKAGES+=(chromium chromium-driver vagrant docker.io debootstrap zookeeper jq perl)
-fi
+# The VM lab (`splitbrain lab up --driver vm`): qemu, qcow2 tools, and debootstrap and
+# mkfs.ext4 to build the guests' Debian image here (the guest kernel comes from the image).
+VM_PACKAGES=(qemu-system-x86 qemu-utils debootstrap e2fsprogs openssh-client)
+for arg in "$@"; do
+  case "$arg" in
+    # Only the test suite needs these: a real browser for the results page, vagrant to
+    # validate the Vagrantfile, ZooKeeper and jq for the plugin examples, and the VM
+    # lab's tools for its tests.
+    --with-test-tools)
+      OS_PACKAGES+=(chromium chromium-driver vagrant docker.io debootstrap zookeeper jq perl
+                    "${VM_PACKAGES[@]}") ;;
+    --with-vm) OS_PACKAGES+=("${VM_PACKAGES[@]}") ;;
+    *) echo "setup: unknown option $arg (use --with-test-tools and/or --with-vm)" >&2; exit 2 ;;
+  esac
+done
 
 missing=()
 for p in "${OS_PACKAGES[@]}"; do

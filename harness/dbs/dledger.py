@@ -51,6 +51,18 @@ lab. Off, time.time() is still faked (clock faults unchanged) and hand-offs take
 their normal ~0.2 ms. Without the preload the variable is ignored."""
 
 
+EMULATED_TIMING = {"leader_timeout": 300.0, "heartbeat_ms": 300, "election_timeout_ms": 3000}
+"""Defaults when any host's CPU is emulated (``Host.extras["cpu"] == "emulated"``, a VM
+lab guest under TCG): the node runs ~20x slower there, so starting it can take a
+minute on a loaded machine and the usual 200/1000 ms heartbeat and election
+timeouts elect a new leader every few seconds. Explicit options still win."""
+
+
+def emulated(ctx: RunContext) -> bool:
+    """Whether any host of the run declares a software-emulated CPU."""
+    return any(h.extras.get("cpu") == "emulated" for h in ctx.hosts.values())
+
+
 def node_ports(
     addresses: dict[str, str], peer_port: int, client_port: int
 ) -> dict[str, tuple[int, int]]:
@@ -136,7 +148,7 @@ class DLedgerDB(PidfileDaemonDB):
         heartbeat_ms: int | None = None,
         election_timeout_ms: int | None = None,
         read_mode: str | None = None,
-        leader_timeout: float = 30.0,
+        leader_timeout: float | None = None,
         leave_running: bool = False,
         bug: str | None = None,
         extra_args: str = "",
@@ -159,6 +171,12 @@ class DLedgerDB(PidfileDaemonDB):
         self._python: dict[str, str] = {}
         self._cmd: dict[str, str] = {}
         self._lock = threading.Lock()
+
+    def leader_wait(self, ctx: RunContext) -> float:
+        """Seconds to wait for a leader: the option, else 30 (300 on emulated CPUs)."""
+        if self.leader_timeout is not None:
+            return self.leader_timeout
+        return float(EMULATED_TIMING["leader_timeout"]) if emulated(ctx) else 30.0
 
     # layout -----------------------------------------------------------------
     def _paths(self, ctx: RunContext, node: str) -> dict[str, str]:
@@ -250,10 +268,14 @@ class DLedgerDB(PidfileDaemonDB):
             "--client-port",
             str(ports[node][1]),
         ]
-        if self.heartbeat_ms:
-            args += ["--heartbeat-ms", str(self.heartbeat_ms)]
-        if self.election_timeout_ms:
-            args += ["--election-timeout-ms", str(self.election_timeout_ms)]
+        heartbeat, election = self.heartbeat_ms, self.election_timeout_ms
+        if emulated(ctx):
+            heartbeat = heartbeat or int(EMULATED_TIMING["heartbeat_ms"])
+            election = election or int(EMULATED_TIMING["election_timeout_ms"])
+        if heartbeat:
+            args += ["--heartbeat-ms", str(heartbeat)]
+        if election:
+            args += ["--election-timeout-ms", str(election)]
         if self.read_mode:
             args += ["--read-mode", self.read_mode]
         bug = self.bug if self.bug is not None else ctx.spec.bug
@@ -293,7 +315,8 @@ class DLedgerDB(PidfileDaemonDB):
         host, port = self.client_addrs(ctx)[node]
         remote = ctx.remotes[node]
         pid = self._paths(ctx, node)["pid"]
-        deadline = time.monotonic() + self.leader_timeout
+        wait = self.leader_wait(ctx)
+        deadline = time.monotonic() + wait
         last: dict[str, Any] | None = None
         while time.monotonic() < deadline:
             st = _fetch_status(host, port, 1.0)
@@ -318,7 +341,7 @@ class DLedgerDB(PidfileDaemonDB):
                 )
             time.sleep(0.2)
         raise RemoteError(
-            f"no leader known after {self.leader_timeout:g} s (last status: {last})",
+            f"no leader known after {wait:g} s (last status: {last})",
             host=remote.host.name,
         )
 
@@ -331,7 +354,8 @@ class DLedgerDB(PidfileDaemonDB):
         settles (the run goes on; the log says so).
         """
         addrs = self.client_addrs(ctx)
-        deadline = time.monotonic() + self.leader_timeout
+        wait = self.leader_wait(ctx)
+        deadline = time.monotonic() + wait
         stable_since: float | None = None
         last: set[tuple[Any, Any] | None] | None = None
         while time.monotonic() < deadline:
@@ -358,7 +382,7 @@ class DLedgerDB(PidfileDaemonDB):
             time.sleep(0.1)
         log.warning(
             "nodes did not agree on one leader within %gs (last view: %s)",
-            self.leader_timeout,
+            wait,
             last,
         )
 

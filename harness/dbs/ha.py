@@ -82,7 +82,8 @@ class HADB(DLedgerDB):
         host, port = self.client_addrs(ctx)[node]
         pid = self._paths(ctx, node)["pid"]
         remote = ctx.remotes[node]
-        deadline = time.monotonic() + self.leader_timeout
+        wait = self.leader_wait(ctx)
+        deadline = time.monotonic() + wait
         while time.monotonic() < deadline:
             st = _fetch_status(host, port, 1.0)
             if st is not None and st.get("role") in ("master", "slave"):
@@ -97,7 +98,7 @@ class HADB(DLedgerDB):
             if st is None and not remote.daemon_running(pid):
                 raise RemoteError("node process exited during startup", host=remote.host.name)
             time.sleep(0.2)
-        raise RemoteError(f"no status after {self.leader_timeout:g} s", host=remote.host.name)
+        raise RemoteError(f"no status after {wait:g} s", host=remote.host.name)
 
     def statuses(self, ctx: RunContext, timeout: float = 2.0) -> dict[str, dict | None]:
         """Every node's status (None: not answering), asked in parallel."""
@@ -109,7 +110,8 @@ class HADB(DLedgerDB):
         m = self.initial_master(ctx)
         host, port = self.client_addrs(ctx)[m]
         want = len(ctx.nodes) - 1
-        deadline = time.monotonic() + self.leader_timeout
+        wait = self.leader_wait(ctx)
+        deadline = time.monotonic() + wait
         st: dict | None = None
         while time.monotonic() < deadline:
             st = _fetch_status(host, port, 1.0)
@@ -122,7 +124,7 @@ class HADB(DLedgerDB):
             "master %s did not see %d slaves within %gs (last status: %s)",
             m,
             want,
-            self.leader_timeout,
+            wait,
             st,
         )
 

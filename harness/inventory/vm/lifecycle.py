@@ -154,7 +154,7 @@ class VmLab:
             write_atomic(self.known_hosts, "\n".join(known) + "\n")
         log.info("VM lab %s (%s): started %s", self.name, accel, ", ".join(started) or "none")
         hosts = self.hosts()
-        self._wait_ssh(hosts, timeout)
+        self.wait_ssh(hosts, timeout)
         return hosts
 
     def _check_existing(self) -> None:
@@ -186,7 +186,7 @@ class VmLab:
         qemu.repair_overlay(g)
         qemu.launch(g, kernel=image.kernel, initrd=image.initrd, accel=accel)
 
-    def _wait_ssh(self, hosts: list[Host], timeout: float) -> None:
+    def wait_ssh(self, hosts: list[Host], timeout: float) -> None:
         deadline = time.monotonic() + timeout
         pending = {h.name: h for h in hosts}
         by_plan = {g.name: g for g in self.plan()}
@@ -243,6 +243,8 @@ class VmLab:
                     "state_dir": str(g.directory),
                     "python": "python3",
                     "accel": rec.accel,
+                    # Under TCG a guest runs ~20x slower: DBs lengthen their timeouts.
+                    "cpu": "emulated" if rec.accel == "tcg" else "native",
                     # A guest has its own kernel: no faketime file, no freezer cgroup.
                     "faketime_file": None,
                     "cgroup": None,
