@@ -54,8 +54,14 @@ def _env_prefix(env: dict[str, str] | None) -> str:
 class SSHRemote:
     """Control channel to one host over SSH (see module docstring for the rules)."""
 
+    EMULATED_CONNECT_TIMEOUT = 30.0
+    """A guest on an emulated CPU (VM lab under TCG) on a loaded machine can take
+    well over 5 s to send its banner and check a key: not a dead host."""
+
     def __init__(self, host: Host, *, connect_timeout: float = 5.0) -> None:
         self.host = host
+        if host.extras.get("cpu") == "emulated":
+            connect_timeout = max(connect_timeout, self.EMULATED_CONNECT_TIMEOUT)
         self.connect_timeout = connect_timeout
         self._client: paramiko.SSHClient | None = None
         self._lock = threading.Lock()
