@@ -121,9 +121,10 @@ class PowerNemesis:
     """``start-power`` cuts the power of the chosen guests; ``stop-power`` brings them all back.
 
     Values: ``{"nodes": [...]}`` (or a ``target``); the completion of
-    ``start-power`` lists ``cut``, that of ``stop-power`` the ``booted`` nodes,
-    the seconds each took to answer SSH (``boot_s``) and the ``restarted`` DB
-    nodes. The DB must be ``Killable``: its processes died with the guest.
+    ``start-power`` lists ``cut``, that of ``stop-power`` the booted ``nodes``,
+    the seconds each took to answer SSH (``boot_s``), the ``restarted`` DB
+    nodes and the seconds until the DB said it was ready again (``ready_s``, a
+    ``WaitsReady`` DB). The DB must be ``Killable``: its processes died with the guest.
     """
 
     def __init__(self, *, boot_timeout: float = BOOT_TIMEOUT_S) -> None:
@@ -186,7 +187,30 @@ class PowerNemesis:
 
     def _restore_all(self, ctx: RunContext, op: Op) -> Op:
         booted, boot_s, restarted, errors = self._restore(ctx, sorted(self.off))
-        return completion(op, {"nodes": booted, "boot_s": boot_s, "restarted": restarted}, errors)
+        value: dict[str, Any] = {"nodes": booted, "boot_s": boot_s, "restarted": restarted}
+        if restarted:
+            value["ready_s"] = self._wait_ready(ctx)
+        return completion(op, value, errors)
+
+    @staticmethod
+    def _wait_ready(ctx: RunContext) -> float | None:
+        """Seconds until the cluster serves again (None: the DB cannot say).
+
+        A node started on a freshly booted guest takes long to come up, and until
+        a leader re-commits what the quorum holds, final reads would find acked
+        entries only beyond every node's commit index: the power fault ends when
+        the cluster is back, not when the processes are.
+        """
+        from harness.core.db import WaitsReady
+
+        if not isinstance(ctx.db, WaitsReady):
+            return None
+        t0 = time.monotonic()
+        try:
+            ctx.db.wait_ready(ctx)
+        except Exception as e:  # noqa: BLE001 - the run goes on; the log says so
+            log.warning("cluster not ready after power-on: %s", e)
+        return round(time.monotonic() - t0, 2)
 
     def _restore(
         self, ctx: RunContext, nodes: list[str]

@@ -88,6 +88,10 @@ class FakeDB:
     def __init__(self) -> None:
         self.started: list[str] = []
         self.killed: list[str] = []
+        self.ready_waits = 0
+
+    def wait_ready(self, ctx: RunContext) -> None:
+        self.ready_waits += 1
 
     def setup(self, ctx: RunContext, node: str) -> None: ...
     def teardown(self, ctx: RunContext, node: str) -> None: ...
@@ -168,6 +172,7 @@ def test_power_cuts_several_guests_journaled_first_then_boots_and_restarts(tmp_p
     assert healed.error is None, healed.error
     assert healed.value["nodes"] == ["n1", "n3"] and healed.value["restarted"] == ["n1", "n3"]
     assert sorted(ctx.db.started) == ["n1", "n3"]  # type: ignore[attr-defined]
+    assert ctx.db.ready_waits == 1 and healed.value["ready_s"] >= 0  # type: ignore[attr-defined]
     assert kill.dead == set()
     for n in ("n1", "n3"):
         assert machine(ctx, n).calls == ["power_cut", "power_on"]
