@@ -19,6 +19,7 @@ import shutil
 import subprocess
 import sys
 import time
+import zlib
 from pathlib import Path
 
 import pytest
@@ -26,7 +27,9 @@ import pytest
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
 REPO = Path(__file__).resolve().parents[2]
-LAB, SUBNET = "vmft", "127.93.0"
+# A lab of its own, named and addressed per process like tests/harness/test_vm_lab.py's.
+LAB = f"vf{os.getpid() % 10000}"
+SUBNET = f"127.95.{zlib.crc32(str(os.getpid()).encode()) % 200 + 40}"
 
 # Until the VM lab boots its guests with clocksource=hpet: under TCG on a loaded
 # machine the kernel can calibrate the TSC against the PIT at a fraction of its
