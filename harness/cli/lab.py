@@ -270,3 +270,32 @@ def _make(name: str, nodes: int, subnet: str, state_root: str) -> Lab:
 
 def _yn(b: bool) -> str:
     return "yes" if b else "no"
+
+
+@lab.command("vagrant-prep")
+@click.option(
+    "--subnet",
+    default="127.91.1",
+    show_default=True,
+    help="First three octets of the Vagrant network's /24, inside 127.0.0.0/8.",
+)
+@click.option("--env", "as_env", is_flag=True, help="Print only `export` lines for the shell.")
+@click.option(
+    "--teardown", is_flag=True, help="Remove the network; stop libvirtd if this tool started it."
+)
+def vagrant_prep(subnet: str, as_env: bool, teardown: bool) -> None:
+    """Get `vagrant up --provider libvirt` ready: libvirtd, a 127.x network, the box, a key."""
+    from harness.inventory.vm import vagrant_box
+
+    if teardown:
+        vagrant_box.teardown()
+        click.echo("vagrant network removed")
+        return
+    env = vagrant_box.prepare(subnet)
+    if as_env:
+        for k, v in env.items():
+            click.echo(f"export {k}={v}")
+        return
+    for k, v in env.items():
+        click.echo(f"{k}={v}")
+    click.echo("ready: export these, then `vagrant up --provider libvirt` in the repository")

@@ -51,17 +51,20 @@ def _env_prefix(env: dict[str, str] | None) -> str:
     return "export " + " ".join(parts) + "; "
 
 
+EMULATED_CONNECT_TIMEOUT = 20.0
+"""Connect timeout for a host whose CPU is emulated (``Host.extras["cpu"] ==
+"emulated"``, a VM lab guest under TCG): its key exchange alone can take several
+seconds on a loaded machine, where 5 s fits every other host."""
+
+
 class SSHRemote:
     """Control channel to one host over SSH (see module docstring for the rules)."""
 
-    EMULATED_CONNECT_TIMEOUT = 30.0
-    """A guest on an emulated CPU (VM lab under TCG) on a loaded machine can take
-    well over 5 s to send its banner and check a key: not a dead host."""
-
-    def __init__(self, host: Host, *, connect_timeout: float = 5.0) -> None:
+    def __init__(self, host: Host, *, connect_timeout: float | None = None) -> None:
         self.host = host
-        if host.extras.get("cpu") == "emulated":
-            connect_timeout = max(connect_timeout, self.EMULATED_CONNECT_TIMEOUT)
+        if connect_timeout is None:
+            emulated = host.extras.get("cpu") == "emulated"
+            connect_timeout = EMULATED_CONNECT_TIMEOUT if emulated else 5.0
         self.connect_timeout = connect_timeout
         self._client: paramiko.SSHClient | None = None
         self._lock = threading.Lock()

@@ -75,6 +75,8 @@ class WaitsReady(Protocol):
 
         Called once, after every node's ``setup``, before the first op; raise to
         stop the run with a clear error instead of recording a warm-up as faults.
+        On hosts with an emulated CPU it is called again after the heal, before
+        the final reads (an error there is only logged).
         """
         ...
 

@@ -282,15 +282,17 @@ class Run:
 
     def recover(self) -> None:
         self._phase("recover")
-        time.sleep(self.opts.recovery_s)
         if isinstance(self.db, WaitsReady) and any(
             h.extras.get("cpu") == "emulated" for h in self.ctx.hosts.values()
         ):
-            # On emulated CPUs (VM lab under TCG) a node restarted by the final heal
-            # takes far longer than the recovery wait to start and re-elect; read
-            # before that and every node reports its old commit index, so entries it
-            # holds and acked look lost. Bounded by the DB's own leader timeout.
-            self.db.wait_ready(self.ctx)
+            # On emulated CPUs (VM guests under TCG) a node restarted by the heal takes
+            # tens of seconds to serve again; final reads from the one node still up
+            # would see a stale commit index and report acknowledged writes as lost.
+            try:
+                self.db.wait_ready(self.ctx)
+            except Exception as e:  # noqa: BLE001 - the final reads judge what is left
+                log.warning("cluster not ready again after the heal: %s", e)
+        time.sleep(self.opts.recovery_s)
 
     def final_reads(self) -> None:
         self.stop_extra_workers()

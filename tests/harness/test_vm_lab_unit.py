@@ -174,3 +174,15 @@ def test_reference_node_waits_longer_on_emulated_cpus():
     assert db.leader_wait(fast) == 30.0  # type: ignore[arg-type]
     assert db.leader_wait(slow) == EMULATED_TIMING["leader_timeout"]  # type: ignore[arg-type]
     assert DLedgerDB(leader_timeout=7).leader_wait(slow) == 7  # type: ignore[arg-type]
+
+
+def test_vagrant_network_is_isolated_and_in_the_loopback_range():
+    from harness.inventory.vm.vagrant_box import NETWORK_NAME, network_xml
+
+    xml = network_xml("127.91.1")
+    assert f"<name>{NETWORK_NAME}</name>" in xml
+    assert "address='127.91.1.1'" in xml
+    # No <forward> means no NAT (libvirt would add MASQUERADE rules), and no DHCP.
+    assert "<forward" not in xml and "<dhcp" not in xml
+    with pytest.raises(ConfigError):
+        network_xml("192.168.121")

@@ -11,6 +11,7 @@ timeout once). ``SPLITBRAIN_VM_ACCEL=tcg|kvm`` overrides it.
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import json
 import os
 import platform
@@ -26,9 +27,12 @@ BOOTED = "Run /sbin/splitbrain-init"  # also matches the kernel's "Run ... as in
 
 
 def _cache_key(kernel: Path) -> str:
+    """Host kernel, qemu binary and guest kernel *content* (images rebuilt for another
+    reason keep the same kernel, and need no new probe)."""
     qemu = shutil.which("qemu-system-x86_64") or ""
     stamp = int(Path(qemu).stat().st_mtime) if qemu else 0
-    return f"{platform.release()}|{qemu}:{stamp}|{kernel.resolve()}"
+    digest = hashlib.sha256(kernel.read_bytes()).hexdigest()[:16]
+    return f"{platform.release()}|{qemu}:{stamp}|{digest}"
 
 
 def choose_accel(kernel: Path, initrd: Path, cache: Path, *, probe_timeout: float = 40.0) -> str:

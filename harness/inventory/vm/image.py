@@ -49,9 +49,10 @@ GUEST_INIT = r"""#!/bin/sh
 # splitbrain guest init: just enough of a system to serve SSH, no init system.
 PATH=/usr/sbin:/usr/bin:/sbin:/bin
 export PATH
-mount -t proc proc /proc
-mount -t sysfs sysfs /sys
-mount -t devtmpfs devtmpfs /dev 2>/dev/null
+# The initramfs has moved /proc, /sys and /dev here already; mount what is missing.
+mountpoint -q /proc || mount -t proc proc /proc
+mountpoint -q /sys || mount -t sysfs sysfs /sys
+mountpoint -q /dev || mount -t devtmpfs devtmpfs /dev
 mkdir -p /dev/pts /dev/shm
 mount -t devpts devpts /dev/pts
 mount -t tmpfs tmpfs /dev/shm
@@ -61,13 +62,21 @@ for arg in $(cat /proc/cmdline); do
   case "$arg" in
     sb.name=*) SB_NAME=${arg#sb.name=} ;;
     sb.addr=*) SB_ADDR=${arg#sb.addr=} ;;
+    sb.key=*) SB_KEY=${arg#sb.key=} ;;
   esac
 done
 hostname "${SB_NAME:-guest}"
 echo "${SB_NAME:-guest}" > /etc/hostname
-for m in virtio_net virtio_rng sch_netem; do modprobe -q "$m"; done
+for m in virtio_net virtio_rng virtio_console sch_netem; do modprobe -q "$m"; done
 # The seed disk: this guest's host key and the lab's authorized key.
 if [ -b /dev/vdb ]; then tar -xf /dev/vdb -C / --no-same-owner 2>/dev/null; fi
+# Without a seed disk (a Vagrant box): the login key from the command line
+# ("TYPE:BASE64") and a host key made here.
+if [ -n "$SB_KEY" ]; then
+  mkdir -p /root/.ssh
+  echo "$SB_KEY" | tr ':' ' ' > /root/.ssh/authorized_keys
+fi
+[ -f /etc/ssh/ssh_host_ed25519_key ] || ssh-keygen -q -t ed25519 -N '' -f /etc/ssh/ssh_host_ed25519_key
 chmod 600 /etc/ssh/ssh_host_ed25519_key /root/.ssh/authorized_keys 2>/dev/null
 ip link set lo up
 # 127.x off the loopback interface needs route_localnet on both ends.
@@ -80,6 +89,13 @@ if [ -n "$SB_ADDR" ]; then
 fi
 mkdir -p /run/sshd /var/lib/splitbrain
 /usr/sbin/sshd -E /var/log/sshd.log
+# libvirt (Vagrant) learns the guest's address from its agent.
+# No udev here, so find the agent's port by its name in sysfs.
+for port in /sys/class/virtio-ports/*; do
+  if [ "$(cat "$port/name" 2>/dev/null)" = org.qemu.guest_agent.0 ]; then
+    qemu-ga --daemonize -m virtio-serial -p "/dev/${port##*/}"
+  fi
+done
 echo "splitbrain-guest-ready ${SB_NAME} ${SB_ADDR}" > /dev/console
 # tini as PID 1 reaps every orphan; the guest lives until its power is cut.
 exec /usr/bin/tini -s -- sleep infinity
@@ -119,11 +135,15 @@ class ImageConfig:
         "kmod",
         "procps",
         "tini",
+        "qemu-guest-agent",
     )
     disk_mib: int = 2048
     init: str = GUEST_INIT
     sshd_config: str = SSHD_CONFIG
     initramfs_modules: tuple[str, ...] = tuple(INITRAMFS_MODULES)
+    # udev's coldplug in the initramfs costs tens of seconds under TCG, and devtmpfs
+    # alone makes /dev/vda appear once the listed modules are loaded.
+    initramfs_udev: bool = False
     extra: dict[str, str] = field(default_factory=dict)
 
 
@@ -326,3 +346,6 @@ def _configure(rootfs: Path, config: ImageConfig) -> None:
     (conf / "initramfs.conf").write_text(text)
     for old in (rootfs / "boot").glob("initrd.img-*"):
         old.unlink()
+    if not config.initramfs_udev:
+        for hook in ("hooks/udev", "scripts/init-top/udev", "scripts/init-bottom/udev"):
+            (rootfs / "usr/share/initramfs-tools" / hook).unlink(missing_ok=True)

@@ -23,7 +23,7 @@ import psutil
 from harness.core.errors import ConfigError, LabError
 from harness.core.remote import Host
 from harness.inventory.lab import network as labnet
-from harness.inventory.lab.hosts import ssh_banner, ssh_login
+from harness.inventory.lab.hosts import ssh_banner
 from harness.inventory.lab.state import (
     DEFAULT_STATE_ROOT,
     NAME_RE,
@@ -197,7 +197,7 @@ class VmLab:
                         f"VM lab {self.name}: guest {name}'s qemu exited during boot; "
                         f"its console: {_tail(by_plan[name].console_log)}"
                     )
-                if ssh_banner(h.address, h.port, 2.0) and ssh_login(h)[0]:
+                if ssh_banner(h.address, h.port, 10.0) and ssh_login(h)[0]:
                     del pending[name]
             if not pending:
                 return
@@ -332,6 +332,20 @@ def vm_hosts(name: str, root: Path = VM_ROOT) -> list[Host]:
     """``splitbrain run --vm --lab NAME``: the guests of a VM lab that is up."""
     lab = VmLab.load(name, root)
     return lab.hosts()
+
+
+def ssh_login(host: Host) -> tuple[bool, str]:
+    """Whether the harness logs in with the lab's key and known_hosts (a real session),
+    with the patience an emulated guest needs."""
+    from harness.control.ssh import SSHRemote
+    from harness.core.errors import RemoteError
+
+    try:
+        with SSHRemote(host) as r:
+            r.run("true", timeout=30.0)
+        return True, ""
+    except RemoteError as e:
+        return False, str(e)
 
 
 def _require_root() -> None:
