@@ -41,7 +41,19 @@ __all__ = [
 
 log = logging.getLogger(__name__)
 
-KINDS = ("partition", "clock", "kill", "pause", "loss", "delay", "lull")
+KINDS = (
+    "partition",
+    "clock",
+    "kill",
+    "pause",
+    "loss",
+    "delay",
+    "duplicate",
+    "reorder",
+    "power",
+    "vm-pause",
+    "lull",
+)
 """Fault kinds with a period; ops are ``start-<kind>`` / ``stop-<kind>``."""
 
 T = TypeVar("T")

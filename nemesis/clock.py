@@ -8,10 +8,11 @@ under libfaketime reading that file on every call (``FAKETIME_NO_CACHE=1``,
 machine's kernel clock, so the real-clock backend refuses it outright: ``date
 -s`` there would move the harness's own clock.
 
-Hosts without a faketime file (VMs) get their real clock changed with ``date
--s`` after time sync is stopped, and reset with ``chronyc makestep``,
-``ntpdate`` or, failing both, the harness's clock. That path is written for
-VMs and cannot be exercised on the lab machine.
+Hosts with a kernel of their own (a VM lab's guests: ``Host.machine`` set; or
+remote machines without a faketime file) get their real clock stepped
+(:class:`RealClock`): time sync stopped, ``clock_settime`` by the guest's python3,
+and on reset stepped back and checked against the harness's clock, time sync
+restarted. A VM host always gets the real clock, even with a faketime file.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ import logging
 import math
 import shlex
 import time
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from harness.core.errors import NemesisError
@@ -46,6 +48,7 @@ __all__ = [
     "strobe_script",
     "FaketimeClock",
     "RealClock",
+    "measure_offset_ms",
     "ClockNemesis",
 ]
 
@@ -130,55 +133,128 @@ class FaketimeClock:
         self.set_offset(0.0)
 
 
-class RealClock:
-    """The host's real clock (VMs only): ``date -s`` with time sync stopped.
+SYNC_MARKER = "/run/splitbrain-timesync"
+"""On a guest: which time sync services the clock nemesis stopped (restarted on reset)."""
+STROBE_SCRIPT = "/tmp/splitbrain-strobe.py"
+RESET_TOLERANCE_MS = 20.0
+"""A reset leaves a real clock alone when it measures closer than this (or than the
+measurement's own uncertainty, half an SSH round trip) to the harness's clock."""
 
-    Untested here: the lab machine has no host with a clock of its own.
+_STOP_SYNC = (
+    f"m={SYNC_MARKER}; for s in chrony chronyd ntp ntpsec systemd-timesyncd; do "
+    'if systemctl is-active -q "$s" 2>/dev/null; then systemctl stop "$s" && echo "systemctl $s" >> $m; fi; '
+    "done; for p in /run/chrony/chronyd.pid /var/run/chronyd.pid /run/chronyd.pid; do "
+    'if [ -s "$p" ] && kill -0 "$(cat "$p")" 2>/dev/null; then kill "$(cat "$p")" && echo chronyd >> $m; fi; '
+    "done; true"
+)
+_START_SYNC = (
+    f"m={SYNC_MARKER}; if [ -f $m ]; then sort -u $m | while read how s; do "
+    'case "$how" in systemctl) systemctl start "$s";; chronyd) chronyd;; esac; done; '
+    "rm -f $m; fi; true"
+)
+
+_SHIFT_PY = (
+    "import sys, time; R = time.CLOCK_REALTIME; "
+    "time.clock_settime(R, time.clock_gettime(R) + float(sys.argv[1]) / 1000.0)"
+)
+
+_STROBE_PY = """\
+# splitbrain real-clock strobe: flip CLOCK_REALTIME by +delta / -delta, end where it began
+import signal, sys, time
+R = time.CLOCK_REALTIME
+delta, period, flips = float(sys.argv[1]) / 1000, float(sys.argv[2]) / 1000, int(sys.argv[3])
+SIGS = {signal.SIGTERM, signal.SIGINT}
+up = False
+def flip(d, state):
+    global up
+    signal.pthread_sigmask(signal.SIG_BLOCK, SIGS)  # the shift and the flag change together
+    time.clock_settime(R, time.clock_gettime(R) + d)
+    up = state
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, SIGS)
+def stop(*_):
+    if up:
+        flip(-delta, False)
+    sys.exit(0)
+signal.signal(signal.SIGTERM, stop)
+signal.signal(signal.SIGINT, stop)
+print("strobing", flush=True)
+for _ in range(flips):
+    flip(delta, True)
+    time.sleep(period)
+    flip(-delta, False)
+    time.sleep(period)
+"""
+
+
+def measure_offset_ms(
+    remote: Remote, *, tries: int = 3, now: Callable[[], float] = time.time
+) -> tuple[float, float]:
+    """(the host's clock minus ours, uncertainty), in ms, from the best of a few ``date`` calls.
+
+    The remote clock is read somewhere inside the round trip; the midpoint is the
+    estimate and half the round trip bounds its error, so the fastest try wins.
+    """
+    best: tuple[float, float] | None = None
+    for _ in range(max(1, tries)):
+        t0 = now()
+        r = remote.run("date +%s.%N", timeout=30)
+        t1 = now()
+        theirs = float(r.stdout.split()[-1])
+        est = (theirs - (t0 + t1) / 2.0) * 1000.0
+        unc = (t1 - t0) / 2.0 * 1000.0
+        if best is None or unc < best[1]:
+            best = (est, unc)
+    assert best is not None
+    return best
+
+
+class RealClock:
+    """The host's real clock: ``clock_settime`` with time sync stopped, as Jepsen does on VMs.
+
+    Only for hosts with a kernel of their own: a VM of the VM lab (``Host.machine``
+    set, whatever its address) or a remote machine. A host at a loopback address
+    without a machine is a namespace of this machine, and stepping its clock would
+    step the harness's own. Shifts are relative (``clock_gettime + delta`` in one
+    Python call on the host, no SSH latency in between); a reset steps back by
+    what was applied, then measures against the harness's clock and corrects any
+    rest (a strobe killed mid-flip, a journal replay that knows no offset), and
+    restarts the time sync services it stopped.
     """
 
     SYNC_SERVICES = "chrony chronyd ntp ntpsec systemd-timesyncd"
 
     def __init__(self, remote: Remote) -> None:
         host = remote.host
-        if host.address.startswith("127.") or host.address in ("localhost", "::1"):
+        loopback = host.address.startswith("127.") or host.address in ("localhost", "::1")
+        if loopback and host.machine is None:
             raise NemesisError(
                 f"{host.name}: refusing to change the real clock of a host at "
                 f"{host.address}: it shares this machine's clock (give it a faketime_file)"
             )
         self.remote = remote
         self.pidfile = "/tmp/splitbrain-strobe.pid"
+        self.python = str(host.extras.get("python") or "python3")
 
-    def _stop_sync(self) -> str:
-        return (
-            f"for s in {self.SYNC_SERVICES}; do systemctl stop $s 2>/dev/null "
-            f"|| service $s stop 2>/dev/null; done; true"
-        )
+    def _run(self, cmd: str, **kw: Any) -> Any:
+        return self.remote.run(cmd, sudo=_sudo(self.remote), timeout=30, **kw)
 
     def _shift_cmd(self, delta_ms: float) -> str:
-        d_ns = int(round(delta_ms * 1e6))
-        return (
-            "n=$(( $(date +%s%N) + (" + str(d_ns) + ") )); "
-            'date -s "@$(( n / 1000000000 )).$(printf %09d $(( n % 1000000000 )))" >/dev/null'
-        )
+        return f"{shlex.quote(self.python)} -c {shlex.quote(_SHIFT_PY)} {delta_ms!r}"
+
+    def shift(self, delta_ms: float) -> None:
+        """Step the clock by ``delta_ms`` (time sync stopped first, so it stays stepped)."""
+        self._run(f"{_STOP_SYNC}; {self._shift_cmd(delta_ms)}")
 
     def set_offset(self, offset_ms: float, current_ms: float) -> None:
-        self.remote.run(
-            f"{self._stop_sync()}; {self._shift_cmd(offset_ms - current_ms)}",
-            sudo=_sudo(self.remote),
-            timeout=30,
-        )
+        self.shift(offset_ms - current_ms)
 
     def strobe(self, base_ms: float, delta_ms: float, period_ms: float, duration_s: float) -> None:
+        """Flip between base and base+delta every ``period_ms`` for ``duration_s``, ending at base."""
         self.stop_strobe()
         flips = max(1, math.ceil(duration_s * 1000.0 / (2 * period_ms)))
-        p = f"{period_ms / 1000.0:.4f}"
-        loop = (
-            f"i=0; while [ $i -lt {flips} ]; do {self._shift_cmd(delta_ms)}; sleep {p}; "
-            f"{self._shift_cmd(-delta_ms)}; sleep {p}; i=$((i+1)); done"
-        )
-        self.remote.run(self._stop_sync(), sudo=_sudo(self.remote), timeout=30)
+        self._run(f"{_STOP_SYNC}; cat > {STROBE_SCRIPT}", stdin=_STROBE_PY)
         self.remote.start_daemon(
-            f"sh -c {shlex.quote(loop)}",
+            f"{shlex.quote(self.python)} {STROBE_SCRIPT} {delta_ms!r} {period_ms!r} {flips}",
             pidfile=self.pidfile,
             logfile="/tmp/splitbrain-strobe.log",
             **sudo_kw(self.remote),
@@ -188,24 +264,22 @@ class RealClock:
         if self.remote.daemon_running(self.pidfile, **sudo_kw(self.remote)):
             self.remote.stop_daemon(self.pidfile, timeout=3.0, **sudo_kw(self.remote))
 
-    def reset(self) -> None:
+    def reset(self, applied_ms: float | None = None) -> float:
+        """Undo every skew; returns the offset measured before the final correction (ms)."""
         self.stop_strobe()
-        server = self.remote.host.extras.get("ntp_server")
-        cmds = ["chronyc -a makestep >/dev/null 2>&1"]
-        if server:
-            cmds.insert(0, f"ntpdate -b {shlex.quote(str(server))} >/dev/null 2>&1")
-        r = self.remote.run(" || ".join(cmds), sudo=_sudo(self.remote), timeout=30, check=False)
-        if not r.ok:
-            # No time source reachable: fall back to the harness's clock (off by one SSH latency).
-            self.remote.run(
-                f"date -s @{time.time():.6f} >/dev/null", sudo=_sudo(self.remote), timeout=30
+        if applied_ms:
+            self._run(self._shift_cmd(-applied_ms))
+        off, unc = measure_offset_ms(self.remote)
+        if abs(off) > max(RESET_TOLERANCE_MS, unc):
+            log.info(
+                "%s: real clock %+.1f ms off (±%.1f): stepping it back",
+                self.remote.host.name,
+                off,
+                unc,
             )
-        self.remote.run(
-            f"for s in {self.SYNC_SERVICES}; do systemctl start $s 2>/dev/null; done; true",
-            sudo=_sudo(self.remote),
-            timeout=30,
-            check=False,
-        )
+            self._run(self._shift_cmd(-off))
+        self._run(_START_SYNC, check=False)
+        return off
 
 
 class ClockNemesis:
@@ -226,7 +300,10 @@ class ClockNemesis:
 
     def _clock(self, ctx: RunContext, node: str) -> FaketimeClock | RealClock:
         remote = remote_of(ctx, node)
-        path = ctx.hosts[node].extras.get("faketime_file") if node in ctx.hosts else None
+        host = ctx.hosts.get(node)
+        if host is not None and host.machine is not None:
+            return RealClock(remote)  # its own kernel: the real thing, as Jepsen does on VMs
+        path = host.extras.get("faketime_file") if host is not None else None
         if path:
             return FaketimeClock(remote, str(path))
         return RealClock(remote)
@@ -243,7 +320,7 @@ class ClockNemesis:
                 node,
                 "real-clock",
                 "clock",
-                {"strobe_pidfile": clock.pidfile, "ntp_server": None},
+                {"strobe_pidfile": clock.pidfile},
                 what,
             )
 
@@ -316,9 +393,12 @@ class ClockNemesis:
     def _reset_nodes(self, ctx: RunContext, nodes: list[str]) -> dict[str, str]:
         def one(node: str) -> None:
             clock = self._clock(ctx, node)
-            if isinstance(clock, RealClock) and node not in self.touched_real:
-                return
-            clock.reset()
+            if isinstance(clock, RealClock):
+                if node not in self.touched_real:
+                    return
+                clock.reset(self.offsets.get(node, 0.0))
+            else:
+                clock.reset()
             self.offsets[node] = 0.0
             self.touched_real.discard(node)
             journal.clear(

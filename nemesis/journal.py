@@ -61,6 +61,8 @@ log = logging.getLogger(__name__)
 
 VERSION = 1
 KINDS = (
+    "power",
+    "vm-pause",
     "freeze",
     "iptables-chain",
     "netem",
@@ -70,8 +72,8 @@ KINDS = (
     "sigstop",
     "db-node",
 )
-"""Entry kinds, in the order a replay undoes them: a frozen host first (nothing else can
-reach it), then the network (so restarted processes see their peers), clocks, stopped
+"""Entry kinds, in the order a replay undoes them: a guest powered off or paused by its
+hypervisor and a frozen host first (nothing else can reach them), then the network (so restarted processes see their peers), clocks, stopped
 processes, and last the cluster itself (stopped and wiped)."""
 
 

@@ -1,8 +1,10 @@
-"""Packet loss and delay, with tc netem where the kernel has it and iptables where not.
+"""Packet loss, delay, duplication and reordering, with tc netem where the kernel has it.
 
-Each host is probed once at setup: if ``tc qdisc add ... netem`` works, loss
-and delay become one netem qdisc on the interface towards the peers (egress,
-every destination, as Jepsen does). Otherwise (this lab's kernel has no
+Each host is probed once at setup: if ``tc qdisc add ... netem`` works, the
+active kinds become one netem qdisc on the interface towards the peers (egress,
+every destination, as Jepsen does). A VM (``Host.machine`` set: its own kernel)
+must have netem; a probe that fails there is an error, not a fallback.
+Duplication and reordering exist only as netem. Otherwise (this lab's kernel has no
 netem) both act on the host's INPUT from peer addresses only: loss is an
 ``iptables -m statistic`` DROP in chain ``SPLITBRAIN_LOSS``, delay an NFQUEUE
 rule in ``SPLITBRAIN_DELAY`` feeding :mod:`nemesis.delayer`, a daemon started
@@ -65,14 +67,35 @@ DELAYER_PID = "/tmp/splitbrain-delayer.pid"
 DELAYER_LOG = "/tmp/splitbrain-delayer.log"
 
 
-def netem_args(loss: float | None, delay: tuple[float, float] | None) -> str:
-    """The netem parameters for a loss probability and a (delay, jitter) in ms."""
+NETEM_ONLY = ("duplicate", "reorder")
+"""Kinds with no iptables fallback."""
+KNOWN = ("loss", "delay", *NETEM_ONLY)
+
+
+def netem_args(
+    loss: float | None,
+    delay: tuple[float, float] | None,
+    duplicate: float | None = None,
+    reorder: tuple[float, float] | None = None,
+) -> str:
+    """The netem parameters for the active kinds (probabilities in [0, 1], times in ms).
+
+    netem reorders by sending a fraction of packets at once while the rest wait
+    the delay, so reordering needs a delay: the delay fault's when both are
+    active, else the reorder fault's own ``(probability, delay_ms)``.
+    """
     parts = []
     if delay is not None:
         d, j = delay
         parts.append(f"delay {d:g}ms" + (f" {j:g}ms" if j else ""))
+    elif reorder is not None:
+        parts.append(f"delay {reorder[1]:g}ms")
+    if reorder is not None:
+        parts.append(f"reorder {reorder[0] * 100:g}%")
     if loss is not None:
         parts.append(f"loss {loss * 100:g}%")
+    if duplicate is not None:
+        parts.append(f"duplicate {duplicate * 100:g}%")
     return " ".join(parts)
 
 
@@ -105,22 +128,33 @@ class HostState:
     iface: str | None = None
     delay_ok: bool = False
     delay_problem: str = ""
+    netem_problem: str = ""
     loss: float | None = None
     delay: tuple[float, float] | None = None
+    duplicate: float | None = None
+    reorder: tuple[float, float] | None = None
     peers: list[str] = field(default_factory=list)
+
+    def active(self, kind: str) -> bool:
+        return getattr(self, kind) is not None
+
+    def clear(self, kind: str) -> None:
+        setattr(self, kind, None)
 
 
 class NetemNemesis:
-    """``start-loss``/``stop-loss`` and ``start-delay``/``stop-delay`` on chosen nodes.
+    """``start-<kind>``/``stop-<kind>`` for loss, delay, duplicate and reorder on chosen nodes.
 
-    Values: ``{"nodes": [...], "probability": p}``, ``{"nodes": [...],
-    "delay_ms": d, "jitter_ms": j}``; ``stop-*`` heals that kind everywhere.
+    Values: loss ``{"nodes": [...], "probability": p}``, delay ``{"nodes": [...],
+    "delay_ms": d, "jitter_ms": j}``, duplicate ``{"nodes": [...], "probability":
+    p}``, reorder ``{"nodes": [...], "probability": p, "delay_ms": d}``;
+    ``stop-*`` heals that kind everywhere.
     """
 
     def __init__(self, kinds: tuple[str, ...] = ("loss", "delay")) -> None:
-        bad = set(kinds) - {"loss", "delay"}
+        bad = set(kinds) - set(KNOWN)
         if bad:
-            raise ValueError(f"netem nemesis handles loss and delay, not {sorted(bad)}")
+            raise ValueError(f"netem nemesis handles {', '.join(KNOWN)}, not {sorted(bad)}")
         self.kinds = tuple(kinds)
         self.hosts: dict[str, HostState] = {}
 
@@ -149,6 +183,13 @@ class NetemNemesis:
             )
             if r.ok:
                 st.backend = "netem"
+            else:
+                st.netem_problem = (
+                    f"tc netem fails on {node} ({st.iface}): "
+                    f"{(r.stderr or r.stdout).strip()[:200] or 'exit ' + str(r.exit_status)}"
+                )
+        elif st.peers:
+            st.netem_problem = f"no route from {node} to its peer {st.peers[0]}"
         if st.backend == "netem":
             st.delay_ok = True
         elif "delay" in self.kinds:
@@ -171,6 +212,20 @@ class NetemNemesis:
                 + "; ".join(f"{n}: {e}" for n, e in sorted(errors.items()))
             )
         self.hosts = {n: r for n, r in results.items() if isinstance(r, HostState)}
+        for n in sorted(self.hosts):
+            st = self.hosts[n]
+            if st.backend == "netem":
+                continue
+            if ctx.hosts[n].machine is not None:
+                # A VM has its own kernel: falling back to iptables there would hide
+                # that the guest image lacks netem (sch_netem).
+                raise NemesisError(f"{st.netem_problem}; a VM's kernel must have sch_netem")
+            wanted = [k for k in self.kinds if k in NETEM_ONLY]
+            if wanted:
+                raise NemesisError(
+                    f"{', '.join(wanted)} need tc netem, which {n} lacks "
+                    f"({st.netem_problem or 'no netem'}); use a VM lab (--driver vm)"
+                )
         if "delay" in self.kinds:
             problems = [st.delay_problem for st in self.hosts.values() if not st.delay_ok]
             if problems:
@@ -188,7 +243,7 @@ class NetemNemesis:
 
     def _apply_netem(self, remote: Remote, st: HostState) -> None:
         dev = shlex.quote(st.iface or "")
-        args = netem_args(st.loss, st.delay)
+        args = netem_args(st.loss, st.delay, st.duplicate, st.reorder)
         if args:
             remote.run(
                 f"tc qdisc replace dev {dev} root netem {args}", sudo=sudo_for(remote), timeout=30
@@ -243,18 +298,21 @@ class NetemNemesis:
         remote = remote_of(ctx, node)
         st = self._state(ctx, node)
         entries = self._journal_entries(remote, st, kind)
-        active = (st.loss if kind == "loss" else st.delay) is not None
+        active = st.active(kind)
         for k, key, undo in entries if active else ():
             journal.note(ctx, node, k, key, undo, f"{kind} via {st.backend}")
         if st.backend == "netem":
             self._apply_netem(remote, st)
+        elif kind in NETEM_ONLY:
+            if active:
+                raise NemesisError(f"{kind} needs tc netem, which {node} lacks")
         elif kind == "loss":
             self._apply_loss(remote, st)
         else:
             if not st.delay_ok:
                 raise NemesisError(st.delay_problem or f"delay unsupported on {node}")
             self._apply_delay(remote, st)
-        if not active and (st.backend != "netem" or (st.loss is None and st.delay is None)):
+        if not active and (st.backend != "netem" or not any(st.active(k) for k in KNOWN)):
             for k, key, _undo in entries:
                 journal.clear(ctx, node, k, key)
 
@@ -263,6 +321,8 @@ class NetemNemesis:
         """The journal entries (nemesis/journal.py) that undo ``kind`` on this host."""
         if st.backend == "netem":
             return [("netem", st.iface or "", {"iface": st.iface})]
+        if kind in NETEM_ONLY:
+            return []
         ipt = iptables_cmd(remote)
         if kind == "loss":
             return [("iptables-chain", LOSS_CHAIN, {"chain": LOSS_CHAIN, "iptables": ipt})]
@@ -274,20 +334,13 @@ class NetemNemesis:
     def invoke(self, ctx: RunContext, op: Op) -> Op:
         start, _, kind = op.f.partition("-")
         if kind not in self.kinds or start not in ("start", "stop"):
-            raise NemesisError(f"loss/delay nemesis cannot handle {op.f!r}")
+            raise NemesisError(f"netem nemesis cannot handle {op.f!r}")
         if start == "stop":
-            active = [
-                n
-                for n, st in self.hosts.items()
-                if (st.loss if kind == "loss" else st.delay) is not None
-            ]
+            active = [n for n, st in self.hosts.items() if st.active(kind)]
 
             def heal(node: str) -> None:
                 st = self._state(ctx, node)
-                if kind == "loss":
-                    st.loss = None
-                else:
-                    st.delay = None
+                st.clear(kind)
                 self._push(ctx, node, kind)
 
             errors = host_errors(on_nodes(ctx.nodes, heal))
@@ -297,11 +350,16 @@ class NetemNemesis:
         if not nodes:
             return no_targets(op, value)
         value["nodes"] = nodes
-        if kind == "loss":
+        if kind in ("loss", "duplicate", "reorder"):
             p = float(value.get("probability", 0.2))
             if not 0.0 < p <= 1.0:
-                raise NemesisError(f"loss probability must be in (0, 1], got {p}")
+                raise NemesisError(f"{kind} probability must be in (0, 1], got {p}")
             value["probability"] = p
+            if kind == "reorder":
+                d = float(value.get("delay_ms", 20.0))
+                if d <= 0:
+                    raise NemesisError(f"reorder needs delay_ms > 0, got {d}")
+                value["delay_ms"] = d
         else:
             d, j = float(value.get("delay_ms", 50.0)), float(value.get("jitter_ms", 0.0))
             if d <= 0 or j < 0 or j > d:
@@ -312,8 +370,12 @@ class NetemNemesis:
 
         def apply(node: str) -> str:
             st = self._state(ctx, node)
-            if kind == "loss":
-                st.loss = value["probability"]
+            if kind in NETEM_ONLY and st.backend != "netem":
+                raise NemesisError(f"{kind} needs tc netem, which {node} lacks")
+            if kind in ("loss", "duplicate"):
+                setattr(st, kind, value["probability"])
+            elif kind == "reorder":
+                st.reorder = (value["probability"], value["delay_ms"])
             else:
                 st.delay = (value["delay_ms"], value["jitter_ms"])
             self._push(ctx, node, kind)
@@ -345,7 +407,8 @@ class NetemNemesis:
                     timeout=30,
                 )
             if st is not None:
-                st.loss, st.delay = None, None
+                for k in KNOWN:
+                    st.clear(k)
             if problems:
                 raise NemesisError("; ".join(problems))
             for k, key in (

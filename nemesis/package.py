@@ -26,11 +26,15 @@ from nemesis.failover import FailoverNemesis
 from nemesis.lull import LullNemesis
 from nemesis.net import PartitionNemesis
 from nemesis.netem import NetemNemesis
+from nemesis.power import PowerNemesis, VmPauseNemesis, machines_of
 from nemesis.process import HostFreezeNemesis, KillNemesis, PauseNemesis
 from nemesis.schedules import fault_op, heal_ops, scaled
 from nemesis.targets import TARGETS, resolve
 
 if TYPE_CHECKING:
+    from collections.abc import Iterable
+
+    from harness.core.remote import Host
     from harness.core.spec import RunContext
 
 __all__ = [
@@ -41,6 +45,7 @@ __all__ = [
     "NemesisPackage",
     "build_package",
     "parse_faults",
+    "check_hosts",
 ]
 
 PARTITION_SHAPES: dict[str, tuple[str, ...]] = {
@@ -60,14 +65,32 @@ FAULTS = (
     "freeze",
     "loss",
     "delay",
+    "duplicate",
+    "reorder",
+    "power",
+    "vm-pause",
     "failover",
     "lull",
 )
 """Fault names accepted by ``--nemesis``. ``freeze`` is a whole-host pause (lab freezer cgroup);
-``lull`` holds the clients' writes (reads go on)."""
+``lull`` holds the clients' writes (reads go on). ``power`` and ``vm-pause`` need VM
+hosts (``Host.machine``); ``duplicate`` and ``reorder`` need tc netem (VMs have it)."""
 
 DEFAULT_TARGETS = ("one", "minority", "majority", "all", "leader", "random")
-NODE_FAULTS = ("clock", "kill", "pause", "loss", "delay")
+NODE_FAULTS = (
+    "clock",
+    "kill",
+    "pause",
+    "loss",
+    "delay",
+    "duplicate",
+    "reorder",
+    "power",
+    "vm-pause",
+)
+MACHINE_FAULTS = ("power", "vm-pause")
+"""Kinds acted out by the hypervisor: only on hosts with a ``Host.machine``."""
+NET_KINDS = ("loss", "delay", "duplicate", "reorder")
 CLUSTER_FAULTS = ("failover", "lull")
 """Kinds with no node targets: an operator's failover, a lull in the clients' writes."""
 
@@ -76,6 +99,9 @@ STROBE_DELTA_MS = (10, 100, 1000)
 STROBE_PERIOD_MS = (2, 5, 10, 20)
 LOSS_P = (0.05, 0.1, 0.2, 0.4)
 DELAY_MS = (10, 50, 100, 250)
+DUPLICATE_P = (0.05, 0.2, 0.5)
+REORDER_P = (0.1, 0.25, 0.5)
+REORDER_DELAY_MS = (5, 20, 50)
 
 
 def parse_faults(faults: Sequence[str]) -> tuple[list[str], tuple[str, ...]]:
@@ -222,6 +248,11 @@ class Schedule:
         elif kind == "delay":
             d = self.rng.choice(DELAY_MS)
             value["delay_ms"], value["jitter_ms"] = d, d / 5
+        elif kind == "duplicate":
+            value["probability"] = self.rng.choice(DUPLICATE_P)
+        elif kind == "reorder":
+            value["probability"] = self.rng.choice(REORDER_P)
+            value["delay_ms"] = self.rng.choice(REORDER_DELAY_MS)
         return value
 
 
@@ -239,6 +270,19 @@ class _PackageNemesis(Compose):
                 f"{type(ctx.db).__name__} does not"
             )
         super().setup(ctx)
+
+
+def check_hosts(faults: Sequence[str], hosts: Iterable[Host]) -> None:
+    """Before a run: ConfigError naming the hosts a machine fault cannot act on.
+
+    ``power`` on hosts without a hypervisor must stop the run at once, not
+    leave a durability campaign that never cut the power to report VALID.
+    """
+    kinds, _ = parse_faults(faults)
+    hosts = list(hosts)
+    for kind in MACHINE_FAULTS:
+        if kind in kinds:
+            machines_of(hosts, kind)
 
 
 def _split(ts: Any) -> Any:
@@ -300,6 +344,12 @@ def build_package(
     tmap = _targets_for(targets, kinds)
     nemeses: list[Nemesis] = []
     kill = pause = None
+    power = None
+    if "vm-pause" in kinds:
+        nemeses.append(VmPauseNemesis())
+    if "power" in kinds:
+        power = PowerNemesis()
+        nemeses.append(power)
     if "partition" in kinds:
         nemeses.append(PartitionNemesis())
     if "clock" in kinds:
@@ -314,7 +364,9 @@ def build_package(
         nemeses.append(pause)
     if kill is not None and pause is not None:
         kill.paused_by = pause
-    net_kinds = tuple(k for k in ("loss", "delay") if k in kinds)
+    if power is not None:
+        power.killed_by, power.paused_by = kill, pause
+    net_kinds = tuple(k for k in NET_KINDS if k in kinds)
     if net_kinds:
         nemeses.append(NetemNemesis(net_kinds))
     if "failover" in kinds:

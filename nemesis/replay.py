@@ -38,9 +38,21 @@ def undo(remote: Remote | None, entry: Entry) -> None:
     """Undo one entry on its host; raises if the host could not be made healthy.
 
     ``remote`` may be None only for entries undone on this machine (``freeze``).
+    A guest's power and pause are undone through ``remote.host.machine``.
     """
     u = entry.undo
     kind = entry.kind
+    if kind in ("power", "vm-pause"):
+        from nemesis.power import restore
+
+        machine = remote.host.machine if remote is not None else None
+        if machine is None:
+            raise ValueError(
+                f"undoing {entry.describe()} needs the VM lab's hold on guest "
+                f"{u.get('machine', entry.host)} (run with the same --lab, or `splitbrain lab down`)"
+            )
+        restore(remote, machine)
+        return
     if kind == "freeze":
         from nemesis.process import _freeze_file
 

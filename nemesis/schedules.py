@@ -44,8 +44,23 @@ __all__ = [
     "leader_within",
 ]
 
-HEAL_ORDER = ("partition", "loss", "delay", "clock", "pause", "kill", "failover", "lull")
-"""Network first, so nodes that resume or restart can reach their peers at once."""
+HEAL_ORDER = (
+    "vm-pause",
+    "power",
+    "partition",
+    "loss",
+    "delay",
+    "duplicate",
+    "reorder",
+    "clock",
+    "pause",
+    "kill",
+    "failover",
+    "lull",
+)
+"""Whole guests first (nothing else reaches a guest that is off or paused; a reboot
+also drops its rules and qdiscs), then the network, so nodes that resume or
+restart can reach their peers at once."""
 
 POLL_S = 0.2
 """How soon a step that is not ready asks again (an election here takes 1-6 s)."""

@@ -20,6 +20,7 @@ BUGS: dict[str, str] = {
     "stale-read": "every node serves kv-read and get from its local state, with no read barrier and no redirect",
     "wallclock-lease": "leader serves local reads, and does not step down, while time.time() says its last quorum round is younger than E",
     "no-fsync": "log and term.json stay in a process buffer flushed every 1 s, after acks and votes",
+    "skip-fsync": "log, term.json and checkpoint are written to the OS at once but never fsynced (files nor directories), acked and voted as if durable: only a power cut loses them",
     "forget-vote": "votedFor is kept only in memory (term.json always says null)",
     "commit-regress": "committedIndex is assigned, not raised: followers take a lower leader value, a new leader resets to the checkpoint it recovered at startup",
     "lax-push-term": "follower takes COMPARE from anyone and COMMIT from any term >= its own, capping commit at ledgerEnd (DLedger 0.2)",
@@ -53,6 +54,7 @@ class Bugs:
     stale_read: bool = False
     wallclock_lease: bool = False
     no_fsync: bool = False
+    skip_fsync: bool = False
     forget_vote: bool = False
     commit_regress: bool = False
     lax_push_term: bool = False

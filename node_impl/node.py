@@ -68,10 +68,12 @@ class Node:
         self.others = [p for p in cfg.peers if p != self.id]
         cfg.data_dir.mkdir(parents=True, exist_ok=True)
         self.log = NodeLog(cfg.data_dir / "node.log")
-        self.store = LogStore(cfg.data_dir, fsync=not self.bugs.no_fsync)
-        self.term_store = TermStore(cfg.data_dir)
+        # seeded bug skip-fsync: every write reaches the OS on the correct path, no sync
+        sync = not self.bugs.skip_fsync
+        self.store = LogStore(cfg.data_dir, fsync=sync and not self.bugs.no_fsync)
+        self.term_store = TermStore(cfg.data_dir, fsync=sync)
         self.term, self.voted_for = self.term_store.load()
-        self.checkpoint = Checkpoint(cfg.data_dir)
+        self.checkpoint = Checkpoint(cfg.data_dir, fsync=sync)
         self.committed = min(self.checkpoint.load(), self.store.end_index)
         self._saved_commit = self.committed
         self._recovered_commit = self.committed  # what R3 recovery gave this incarnation

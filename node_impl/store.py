@@ -220,18 +220,46 @@ def _fsync_dir(path: Path) -> None:
         os.close(fd)
 
 
+def _make_dir(path: Path, *, fsync: bool) -> bool:
+    """``mkdir -p`` whose new entries survive a power cut; True if ``path`` was created.
+
+    Each directory created is made durable in its parent (fsync of the parent), so
+    files fsynced inside it later are reachable after a crash.
+    """
+    missing = []
+    p = path
+    while not p.exists():
+        missing.append(p)
+        if p.parent == p:
+            break
+        p = p.parent
+    path.mkdir(parents=True, exist_ok=True)
+    if fsync:
+        for d in reversed(missing):
+            _fsync_dir(d.parent)
+    return bool(missing)
+
+
 class LogStore:
     """Append-only entry log with recovery, truncation and group-commit flushes."""
 
     def __init__(self, data_dir: Path, *, fsync: bool = True) -> None:
         self.data_dir = Path(data_dir)
-        self.data_dir.mkdir(parents=True, exist_ok=True)
         self._fsync = fsync
+        new_dir = _make_dir(self.data_dir, fsync=fsync)
         self._lock = threading.RLock()
         self._data_path = self.data_dir / "data.log"
         self._index_path = self.data_dir / "index.idx"
+        created = new_dir or not self._data_path.exists() or not self._index_path.exists()
         self._dfd = os.open(self._data_path, os.O_RDWR | os.O_CREAT, 0o644)
         self._ifd = os.open(self._index_path, os.O_RDWR | os.O_CREAT, 0o644)
+        if created and fsync:
+            # fdatasync of a file does not make its directory entry durable: without
+            # this, a power cut right after the first acks may leave no data.log at all.
+            # The parent too: whoever made the data directory (the node, an installer's
+            # mkdir -p) may not have synced its entry.
+            _fsync_dir(self.data_dir)
+            _fsync_dir(self.data_dir.parent)
         self._closed = False
         # Per-index metadata for the whole log (there is no compaction).
         self._pos = array("q")
@@ -642,18 +670,25 @@ def _pwrite_all(fd: int, data: bytes | bytearray, offset: int) -> None:
 # -------------------------------------------------------------------- small state files
 
 
-def _atomic_write_json(path: Path, obj: dict) -> None:
-    """Temp file, fsync, rename, fsync the directory: a crash leaves the old or the new file."""
+def _atomic_write_json(path: Path, obj: dict, *, fsync: bool = True) -> None:
+    """Temp file, fsync, rename, fsync the directory: a crash leaves the old or the new file.
+
+    ``fsync`` False (seeded bug ``skip-fsync``) keeps the write and the rename, so a
+    killed process loses nothing, but a power cut may leave the old file, none, or
+    an empty one.
+    """
     tmp = path.with_name(path.name + ".tmp")
     data = json.dumps(obj).encode()
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
     try:
         _pwrite_all(fd, data, 0)
-        os.fsync(fd)
+        if fsync:
+            os.fsync(fd)
     finally:
         os.close(fd)
     os.replace(tmp, path)
-    _fsync_dir(path.parent)
+    if fsync:
+        _fsync_dir(path.parent)
 
 
 def _read_json(path: Path) -> dict | None:
@@ -673,9 +708,10 @@ def _read_json(path: Path) -> dict | None:
 class TermStore:
     """``term.json``: currentTerm and votedFor, replaced atomically (R1)."""
 
-    def __init__(self, data_dir: Path) -> None:
+    def __init__(self, data_dir: Path, *, fsync: bool = True) -> None:
         self.path = Path(data_dir) / "term.json"
-        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self.fsync = fsync
+        _make_dir(self.path.parent, fsync=fsync)
 
     def load(self) -> tuple[int, str | None]:
         obj = _read_json(self.path)
@@ -687,15 +723,16 @@ class TermStore:
         return term, voted
 
     def save(self, term: int, voted_for: str | None) -> None:
-        _atomic_write_json(self.path, {"term": term, "votedFor": voted_for})
+        _atomic_write_json(self.path, {"term": term, "votedFor": voted_for}, fsync=self.fsync)
 
 
 class Checkpoint:
     """``checkpoint.json``: the last committed index written (R3)."""
 
-    def __init__(self, data_dir: Path) -> None:
+    def __init__(self, data_dir: Path, *, fsync: bool = True) -> None:
         self.path = Path(data_dir) / "checkpoint.json"
-        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self.fsync = fsync
+        _make_dir(self.path.parent, fsync=fsync)
 
     def load(self) -> int:
         obj = _read_json(self.path)
@@ -707,4 +744,4 @@ class Checkpoint:
         return c
 
     def save(self, committed: int) -> None:
-        _atomic_write_json(self.path, {"committedIndex": committed})
+        _atomic_write_json(self.path, {"committedIndex": committed}, fsync=self.fsync)

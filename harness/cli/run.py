@@ -230,6 +230,9 @@ def run(
                 f"the inventory has only {len(hosts)} hosts", param_hint="--nodes"
             )
         hosts = hosts[:node_count]
+    from nemesis.package import check_hosts
+
+    check_hosts(faults, hosts)  # power on hosts with no hypervisor: exit 3 before anything runs
     test_name = name or "-".join([db, workload] + ([bug] if bug else []))
     base_seed = seed if seed is not None else random.SystemRandom().randrange(2**31)
     from harness.report.html import write_report

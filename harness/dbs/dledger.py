@@ -300,6 +300,10 @@ class DLedgerDB(PidfileDaemonDB):
             f"mkdir -p {shlex.quote(p['data'])}"
         )
         self._upload_code(remote, p["app"])
+        if remote.host.machine is not None:
+            # A guest's power may be cut: the installed code and the data directory
+            # must be on its disk, not in its page cache (the node syncs its own data).
+            remote.run("sync", timeout=120)
         python = self._choose_python(remote)
         self._python[node] = python
         self._cmd[node] = self._command(ctx, node, python)

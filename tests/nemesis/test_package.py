@@ -82,9 +82,13 @@ def test_parse_faults_merges_partition_shapes() -> None:
 def test_final_ops_heal_every_enabled_kind_network_first() -> None:
     pkg = build_package(list(FAULTS_NO_FREEZE), interval=1, rng=random.Random(0))
     assert [o.f for o in pkg.final_ops] == [
+        "stop-vm-pause",
+        "stop-power",
         "stop-partition",
         "stop-loss",
         "stop-delay",
+        "stop-duplicate",
+        "stop-reorder",
         "stop-clock",
         "stop-pause",
         "stop-kill",
@@ -94,7 +98,20 @@ def test_final_ops_heal_every_enabled_kind_network_first() -> None:
     assert all(o.process == "nemesis" and o.type == "invoke" for o in pkg.final_ops)
     assert pkg.nemesis.fs() == {
         f"{p}-{k}"
-        for k in ("partition", "clock", "kill", "pause", "loss", "delay", "failover", "lull")
+        for k in (
+            "partition",
+            "clock",
+            "kill",
+            "pause",
+            "loss",
+            "delay",
+            "duplicate",
+            "reorder",
+            "power",
+            "vm-pause",
+            "failover",
+            "lull",
+        )
         for p in ("start", "stop")
     }
     assert [o.f for o in build_package(["kill"], interval=1, rng=random.Random(0)).final_ops] == [
