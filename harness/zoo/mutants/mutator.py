@@ -249,12 +249,12 @@ def _node_edits(src: _Source, node: ast.AST) -> Iterator[tuple[str, ast.AST, int
     elif isinstance(node, ast.Call):
         args = node.args
         for i in range(len(args) - 1):
-            a, b = args[i], args[i + 1]
-            if isinstance(a, (ast.Starred, ast.Constant)) or isinstance(
-                b, (ast.Starred, ast.Constant)
+            x, y = args[i], args[i + 1]
+            if isinstance(x, (ast.Starred, ast.Constant)) or isinstance(
+                y, (ast.Starred, ast.Constant)
             ):
                 continue  # a literal in a variable's place is a type error, not a logic bug
-            (a0, a1), (b0, b1) = src.span(a), src.span(b)
+            (a0, a1), (b0, b1) = src.span(x), src.span(y)
             ta, tb = src.text(a0, a1), src.text(b0, b1)
             if ta != tb:
                 yield ("swap-args", node, a0, b1, tb + src.text(a1, b0) + ta)
@@ -313,11 +313,11 @@ def mutate_source(source: str, file: str, functions: Collection[str]) -> list[Mu
             _edits(src, defined[name]),
             key=lambda t: (OPERATORS.index(t[0]), t[2], t[3]),  # stable: walk order breaks ties
         )
-        for op, node, s, e, new in edits:
-            original = src.text(s, e)
-            if (s, e, new) in seen or original == new:
+        for op, node, s, end, new in edits:
+            original = src.text(s, end)
+            if (s, end, new) in seen or original == new:
                 continue
-            seen.add((s, e, new))
+            seen.add((s, end, new))
             # A seeded-bug switch anywhere in the mutated node, or in the edited span.
             if _PERSISTS.search(src.seg(node)) or _PERSISTS.search(original):
                 continue
@@ -333,7 +333,7 @@ def mutate_source(source: str, file: str, functions: Collection[str]) -> list[Mu
                     line=line,
                     col=col,
                     start=s,
-                    end=e,
+                    end=end,
                     original=original,
                     replacement=new,
                 )
