@@ -142,13 +142,21 @@ _CMP_FLIP: dict[type, tuple[str, str]] = {
 _PERSISTS = re.compile(r"bugs\.")
 
 
+_LOG_METHOD = re.compile(r"^_?log(_|$)")
+
+_TYPE_CALLS = frozenset({"isinstance", "issubclass", "getattr", "setattr", "hasattr"})
+"""Builtins whose arguments swapped are a TypeError at once, never a logic bug."""
+
+
 def _is_log_call(node: ast.AST) -> bool:
-    """``x.log.info(...)``, ``log.debug(...)``: a logging call."""
+    """``x.log.info(...)``, ``log.debug(...)``, ``self._log_role()``: a logging call."""
     if not isinstance(node, ast.Call) or not isinstance(node.func, ast.Attribute):
         return False
     owner = node.func.value
-    return (isinstance(owner, ast.Attribute) and owner.attr == "log") or (
-        isinstance(owner, ast.Name) and owner.id in ("log", "logger", "logging")
+    return (
+        (isinstance(owner, ast.Attribute) and owner.attr == "log")
+        or (isinstance(owner, ast.Name) and owner.id in ("log", "logger", "logging"))
+        or bool(_LOG_METHOD.match(node.func.attr))
     )
 
 
@@ -162,11 +170,17 @@ def _call_of(stmt: ast.stmt) -> ast.Call | None:
     return None
 
 
-def _drops_effect(stmt: ast.stmt) -> bool:
-    """Statements whose removal is a candidate bug: calls, state assignments, deletes."""
+def _drops_effect(stmt: ast.stmt, *, in_init: bool) -> bool:
+    """Statements whose removal is a candidate bug: calls, state assignments, deletes.
+
+    Not an assignment in ``__init__``: an attribute never set is an AttributeError
+    at the first use, a crash rather than a subtle bug.
+    """
     call = _call_of(stmt)
     if call is not None:
         return not _is_log_call(call)
+    if in_init:
+        return False
     if isinstance(stmt, ast.Assign):
         return all(isinstance(t, (ast.Attribute, ast.Subscript)) for t in stmt.targets)
     if isinstance(stmt, (ast.AugAssign, ast.AnnAssign)):
@@ -204,11 +218,13 @@ def _edits(src: _Source, fn: ast.AST) -> Iterator[tuple[str, ast.AST, int, int, 
             off = node.body if isinstance(node.test, ast.UnaryOp) else node.orelse
             stack.extend(reversed(off))
             continue
-        yield from _node_edits(src, node)
+        yield from _node_edits(src, node, in_init=getattr(fn, "name", "") == "__init__")
         stack.extend(reversed(list(ast.iter_child_nodes(node))))
 
 
-def _node_edits(src: _Source, node: ast.AST) -> Iterator[tuple[str, ast.AST, int, int, str]]:
+def _node_edits(
+    src: _Source, node: ast.AST, *, in_init: bool
+) -> Iterator[tuple[str, ast.AST, int, int, str]]:
     if isinstance(node, ast.Compare):
         prev: ast.expr = node.left
         for op, right in zip(node.ops, node.comparators, strict=True):
@@ -235,6 +251,8 @@ def _node_edits(src: _Source, node: ast.AST) -> Iterator[tuple[str, ast.AST, int
                 yield ("arith", node, a, a + 1, new)
     elif isinstance(node, ast.Constant) and type(node.value) is int:
         s, e = src.span(node)
+        if src.text(s, e).startswith(("0o", "0x")):
+            return  # file modes and masks: not counts or indexes
         yield ("const+1", node, s, e, str(node.value + 1))
         yield ("const-1", node, s, e, str(node.value - 1))
     elif isinstance(node, ast.BoolOp):
@@ -248,7 +266,8 @@ def _node_edits(src: _Source, node: ast.AST) -> Iterator[tuple[str, ast.AST, int
         yield ("not-drop", node, s, e, _operand(src, node.operand))
     elif isinstance(node, ast.Call):
         args = node.args
-        for i in range(len(args) - 1):
+        typed = isinstance(node.func, ast.Name) and node.func.id in _TYPE_CALLS
+        for i in range(0 if typed else len(args) - 1):
             x, y = args[i], args[i + 1]
             if isinstance(x, (ast.Starred, ast.Constant)) or isinstance(
                 y, (ast.Starred, ast.Constant)
@@ -265,7 +284,7 @@ def _node_edits(src: _Source, node: ast.AST) -> Iterator[tuple[str, ast.AST, int
         s, e = src.span(node.test)
         yield ("if-true", node.test, s, e, "True")
         yield ("if-false", node.test, s, e, "False")
-    if isinstance(node, ast.stmt) and _drops_effect(node):
+    if isinstance(node, ast.stmt) and _drops_effect(node, in_init=in_init):
         s, e = src.span(node)
         yield ("stmt-drop", node, s, e, "pass")
     if isinstance(node, ast.Return) and _is_check(node.value):

@@ -90,6 +90,11 @@ def unit_tests(tree_root: Path, *, timeout: float, python: str = sys.executable)
         os.killpg(proc.pid, signal.SIGKILL)
         proc.communicate()
         return StageResult(False, f"unit tests hung past {timeout:g} s", time.monotonic() - t0)
+    except BaseException:
+        # interrupted: the tests run in their own session, so end them here
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+        raise
     secs = time.monotonic() - t0
     if proc.returncode == 0:
         return StageResult(True, "unit tests pass", secs)
