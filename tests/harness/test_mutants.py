@@ -273,3 +273,42 @@ def test_unit_tests_kill_a_mutant_they_guard_and_pass_the_real_node(tmp_path: Pa
     pkg = write_tree(NODE_IMPL_DIR, m, tmp_path / "t")
     res = unit_tests(pkg.parent, timeout=900)
     assert not res.passed and "test_quorum" in res.detail, res
+
+
+KILLABLE = "PLACEHOLDER"
+"""A mutant the node's unit tests miss and the default campaign kills (found in the
+measured sample, docs/zoo.md)."""
+UNIT_KILLED = "voting.is_quorum.arith.1"
+"""``n // 2 - 1``: a quorum of one; tests/node_impl/test_voting.py catches it."""
+
+
+@pytest.mark.integration
+@pytest.mark.lab
+@pytest.mark.slow
+def test_mutants_end_to_end_on_the_lab_and_resume(lab, tmp_path: Path) -> None:
+    out, js = tmp_path / "mut", tmp_path / "m.json"
+    args = [
+        "--mutants", "--mutant", UNIT_KILLED, "--mutant", KILLABLE, "--time-limit", "45",
+        "--lab", lab.name, "--store", str(tmp_path / "store"), "--out", str(out),
+        "--seed", "16", "--json", str(js),
+    ]  # fmt: skip
+    res = CliRunner().invoke(zoo, args, standalone_mode=False)
+    assert res.exception is None, res.output
+    doc = json.loads(js.read_text())
+    got = {m["id"]: m for m in doc["mutants"]}
+    assert got[UNIT_KILLED]["outcome"] == KILLED_BY_UNIT, res.output
+    assert "test_voting" in got[UNIT_KILLED]["unit"]["detail"]
+    k = got[KILLABLE]
+    assert k["outcome"] == KILLED, res.output
+    assert k["smoke"]["passed"] and k["smoke"]["verdict"] is True
+    assert k["campaign"]["verdict"] is False and k["campaign"]["kinds"]
+    assert doc["score"] == 1.0 and doc["survivors"] == [] and res.return_value == 0
+    # the campaign ran the mutant tree, and test.json says so
+    test_json = json.loads((Path(k["campaign"]["store"]) / "test.json").read_text())
+    src = test_json["options"]["db"]["node_src"]
+    assert Path(src).parent.name == KILLABLE and Path(src, "__main__.py").exists()
+    assert "mutation score: 100% (1/1)" in res.stdout
+    # a second run on the same --out resumes: nothing runs again
+    again = CliRunner().invoke(zoo, args, standalone_mode=False)
+    assert again.exception is None and again.output.count("from an earlier run") == 2
+    assert len((out / "mutants.jsonl").read_text().splitlines()) == 2

@@ -113,6 +113,7 @@ def run_mutants(
     ``on_record(record, k, resumed)`` follows mutant k (1-based); ``resumed`` when
     the ledger already had it.
     """
+    out_dir = out_dir.resolve()  # the tree path goes into test.json and to the DB as is
     ledger = Ledger(out_dir / LEDGER_FILE)
     done = ledger.done(settings.to_json())
     records: list[MutantRecord] = []
