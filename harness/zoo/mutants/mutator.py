@@ -144,8 +144,8 @@ _PERSISTS = re.compile(r"bugs\.")
 
 _LOG_METHOD = re.compile(r"^_?log(_|$)")
 
-_TYPE_CALLS = frozenset({"isinstance", "issubclass", "getattr", "setattr", "hasattr"})
-"""Builtins whose arguments swapped are a TypeError at once, never a logic bug."""
+_NO_SWAP = frozenset({"isinstance", "issubclass", "getattr", "setattr", "hasattr", "min", "max"})
+"""Builtins whose arguments swapped are a TypeError at once, or the same call (min, max)."""
 
 
 def _is_log_call(node: ast.AST) -> bool:
@@ -266,8 +266,8 @@ def _node_edits(
         yield ("not-drop", node, s, e, _operand(src, node.operand))
     elif isinstance(node, ast.Call):
         args = node.args
-        typed = isinstance(node.func, ast.Name) and node.func.id in _TYPE_CALLS
-        for i in range(0 if typed else len(args) - 1):
+        fixed = isinstance(node.func, ast.Name) and node.func.id in _NO_SWAP
+        for i in range(0 if fixed else len(args) - 1):
             x, y = args[i], args[i + 1]
             if isinstance(x, (ast.Starred, ast.Constant)) or isinstance(
                 y, (ast.Starred, ast.Constant)
