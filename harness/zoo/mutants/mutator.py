@@ -139,7 +139,7 @@ _CMP_FLIP: dict[type, tuple[str, str]] = {
     ast.In: (r"\bin\b", "not in"),
 }
 
-_PERSISTS = re.compile(r"bugs\.")
+_SEEDED_BUG = re.compile(r"bugs\.")
 
 
 _LOG_METHOD = re.compile(r"^_?log(_|$)")
@@ -213,7 +213,7 @@ def _edits(src: _Source, fn: ast.AST) -> Iterator[tuple[str, ast.AST, int, int, 
             isinstance(node, ast.Expr) and node.value is not None and _is_log_call(node.value)
         ):
             continue
-        if isinstance(node, ast.If) and _PERSISTS.search(src.seg(node.test)):
+        if isinstance(node, ast.If) and _SEEDED_BUG.search(src.seg(node.test)):
             # A seeded-bug branch: only its bug-off side runs in the campaign.
             off = node.body if isinstance(node.test, ast.UnaryOp) else node.orelse
             stack.extend(reversed(off))
@@ -338,7 +338,7 @@ def mutate_source(source: str, file: str, functions: Collection[str]) -> list[Mu
                 continue
             seen.add((s, end, new))
             # A seeded-bug switch anywhere in the mutated node, or in the edited span.
-            if _PERSISTS.search(src.seg(node)) or _PERSISTS.search(original):
+            if _SEEDED_BUG.search(src.seg(node)) or _SEEDED_BUG.search(original):
                 continue
             counts[op] = counts.get(op, 0) + 1
             line = src.data.count(b"\n", 0, s) + 1
