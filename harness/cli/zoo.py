@@ -91,7 +91,7 @@ __all__ = ["zoo"]
     "--seed",
     type=int,
     default=None,
-    help="Base seed; run i uses seed+i.  [default: random, and printed]",
+    help="Base seed; run i uses seed+i.  [default: random, and printed; 0 with --mutants]",
 )
 @click.option(
     "--json",
@@ -99,6 +99,49 @@ __all__ = ["zoo"]
     type=click.Path(dir_okay=False),
     default=None,
     help="Write a JSON summary here (for CI).",
+)
+@click.option(
+    "--mutants",
+    is_flag=True,
+    help="Mutation testing instead: mutants of the node's safety-relevant code through the "
+    "unit tests, a fault-free run and the default DLedger campaign; print the mutation score "
+    "and each survivor's diff (docs/zoo.md, Mutation testing).",
+)
+@click.option(
+    "--mutant",
+    "mutant_ids",
+    multiple=True,
+    metavar="ID",
+    help="With --mutants: only this mutant (repeatable; ids from --list).",
+)
+@click.option(
+    "--sample",
+    type=click.IntRange(min=1),
+    default=None,
+    help="With --mutants: a random sample of N mutants, drawn from --seed.",
+)
+@click.option("--list", "list_only", is_flag=True, help="With --mutants: list mutants, run none.")
+@click.option(
+    "--out",
+    "out_dir",
+    default="store/mutants",
+    show_default=True,
+    type=click.Path(file_okay=False),
+    help="With --mutants: where mutant trees and mutants.jsonl go (a rerun resumes from it).",
+)
+@click.option(
+    "--smoke-time",
+    type=click.FloatRange(min=1.0),
+    default=10.0,
+    show_default=True,
+    help="With --mutants: seconds of the fault-free run.",
+)
+@click.option(
+    "--unit-timeout",
+    type=click.FloatRange(min=10.0),
+    default=600.0,
+    show_default=True,
+    help="With --mutants: seconds before the node's unit tests count as hung.",
 )
 def zoo(
     quick: bool,
@@ -110,6 +153,13 @@ def zoo(
     store_root: str,
     seed: int | None,
     json_path: str | None,
+    mutants: bool = False,
+    mutant_ids: tuple[str, ...] = (),
+    sample: int | None = None,
+    list_only: bool = False,
+    out_dir: str = "store/mutants",
+    smoke_time: float = 10.0,
+    unit_timeout: float = 600.0,
 ) -> int:
     """Run the default campaigns on the correct node and on every seeded bug; tabulate catches.
 
@@ -120,6 +170,30 @@ def zoo(
     """
     from harness.inventory.resolve import resolve_hosts
 
+    if mutants:
+        wrong = [n for n, v in (("--quick", quick), ("--runs", runs), ("--bugs", bugs),
+                                ("--profiles", profiles)) if v]  # fmt: skip
+        if wrong:
+            raise click.UsageError(f"{', '.join(wrong)} do not apply to --mutants")
+        from harness.cli.mutants import mutants_main
+
+        return mutants_main(
+            ids=mutant_ids,
+            sample=sample,
+            list_only=list_only,
+            time_limit=time_limit,
+            seed=seed if seed is not None else 0,
+            lab=lab,
+            store_root=store_root,
+            out_dir=out_dir,
+            json_path=json_path,
+            smoke_seconds=smoke_time,
+            unit_timeout=unit_timeout,
+        )
+    only_mutants = [n for n, v in (("--mutant", mutant_ids), ("--sample", sample),
+                                   ("--list", list_only)) if v]  # fmt: skip
+    if only_mutants:
+        raise click.UsageError(f"{', '.join(only_mutants)} only apply with --mutants")
     targets = select_targets(zoo_bugs(), bugs)
     n = runs if runs is not None else (1 if quick else 3)
     limit = time_limit if time_limit is not None else (QUICK_TIME_LIMIT if quick else None)

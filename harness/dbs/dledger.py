@@ -36,7 +36,7 @@ if TYPE_CHECKING:
     from harness.core.remote import Remote
     from harness.core.spec import RunContext
 
-__all__ = ["DLedgerDB", "NODE_IMPL_DIR", "node_ports", "check_bug"]
+__all__ = ["DLedgerDB", "NODE_IMPL_DIR", "node_ports", "check_bug", "node_source"]
 
 log = logging.getLogger(__name__)
 
@@ -73,6 +73,29 @@ def node_ports(
         step = 0 if unique else 10 * i
         out[node] = (peer_port + step, client_port + step)
     return out
+
+
+def node_source(node_src: str | None) -> Path:
+    """The node package to ship: ``node_impl`` itself, or the tree the ``node_src`` option names.
+
+    ``node_src`` is a directory holding a node package (its ``__main__.py``), e.g. a
+    mutant of ``node_impl`` (``splitbrain zoo --mutants``); it is shipped as
+    ``node_impl`` so the command line stays the same. Recorded in test.json with
+    the other db options, so a run says which code it tested.
+    """
+    if node_src is None:
+        return NODE_IMPL_DIR
+    p = Path(node_src)
+    if not p.is_absolute():
+        raise ConfigError(
+            f"db option node_src must be an absolute path, got {node_src!r}", field="node_src"
+        )
+    if not (p / "__main__.py").is_file():
+        raise ConfigError(
+            f"db option node_src={node_src}: not a node package (no __main__.py there)",
+            field="node_src",
+        )
+    return p
 
 
 def check_bug(bug: str) -> None:
@@ -153,6 +176,7 @@ class DLedgerDB(PidfileDaemonDB):
         bug: str | None = None,
         extra_args: str = "",
         primaries_wait: float = 3.0,
+        node_src: str | None = None,
     ) -> None:
         if not root.startswith("/"):
             raise ConfigError(f"db root must be an absolute path, got {root!r}", field="root")
@@ -168,6 +192,7 @@ class DLedgerDB(PidfileDaemonDB):
         self.primaries_wait = primaries_wait
         if bug:
             check_bug(bug)
+        self.node_src = node_source(node_src)
         self._python: dict[str, str] = {}
         self._cmd: dict[str, str] = {}
         self._lock = threading.Lock()
@@ -208,7 +233,7 @@ class DLedgerDB(PidfileDaemonDB):
         dest = f"{app}/node_impl"
         remote.run(f"rm -rf {shlex.quote(dest)} && mkdir -p {shlex.quote(app)}")
         if isinstance(remote, UploadsTrees):
-            remote.upload_tree(str(NODE_IMPL_DIR), dest)
+            remote.upload_tree(str(self.node_src), dest)
             return
         # A Remote without upload_tree: ship one tarball.
         import tarfile
@@ -217,7 +242,7 @@ class DLedgerDB(PidfileDaemonDB):
             tgz = Path(tmp) / "node_impl.tgz"
             with tarfile.open(tgz, "w:gz") as tf:
                 tf.add(
-                    NODE_IMPL_DIR,
+                    self.node_src,
                     arcname="node_impl",
                     filter=lambda ti: None if "__pycache__" in ti.name else ti,
                 )
