@@ -68,11 +68,13 @@ KINDS = (
     "faketime",
     "real-clock",
     "sigstop",
+    "upgrade",
     "db-node",
 )
 """Entry kinds, in the order a replay undoes them: a frozen host first (nothing else can
 reach it), then the network (so restarted processes see their peers), clocks, stopped
-processes, and last the cluster itself (stopped and wiped)."""
+processes, a node caught mid-switch by the rolling upgrade (stopped), and last the cluster
+itself (stopped and wiped)."""
 
 
 @dataclass

@@ -29,6 +29,7 @@ from nemesis.netem import NetemNemesis
 from nemesis.process import HostFreezeNemesis, KillNemesis, PauseNemesis
 from nemesis.schedules import fault_op, heal_ops, scaled
 from nemesis.targets import TARGETS, resolve
+from nemesis.upgrade import UpgradeNemesis
 
 if TYPE_CHECKING:
     from harness.core.spec import RunContext
@@ -62,14 +63,20 @@ FAULTS = (
     "delay",
     "failover",
     "lull",
+    "upgrade",
 )
 """Fault names accepted by ``--nemesis``. ``freeze`` is a whole-host pause (lab freezer cgroup);
-``lull`` holds the clients' writes (reads go on)."""
+``lull`` holds the clients' writes (reads go on); ``upgrade`` switches a mode-ha cluster to
+mode broker, one node per step (nemesis/upgrade.py)."""
 
 DEFAULT_TARGETS = ("one", "minority", "majority", "all", "leader", "random")
 NODE_FAULTS = ("clock", "kill", "pause", "loss", "delay")
-CLUSTER_FAULTS = ("failover", "lull")
-"""Kinds with no node targets: an operator's failover, a lull in the clients' writes."""
+CLUSTER_FAULTS = ("failover", "lull", "upgrade")
+"""Kinds with no node targets: an operator's failover, a lull in the clients' writes, the
+rolling upgrade (it picks its own next node)."""
+UPGRADE_SHARE = 0.5
+"""How often a start picks ``upgrade`` while it has steps left: the switch should
+happen under load, not all in the final heal."""
 
 BUMP_MS = (5, 50, 500, 5_000, 60_000, 300_000)
 STROBE_DELTA_MS = (10, 100, 1000)
@@ -91,9 +98,9 @@ def parse_faults(faults: Sequence[str]) -> tuple[list[str], tuple[str, ...]]:
             kind = name
         elif name == "freeze":
             kind = "pause"
-        elif (
-            name in CLUSTER_FAULTS
-        ):  # failover: mode ha (nemesis/failover.py); lull: nemesis/lull.py
+        elif name in CLUSTER_FAULTS:
+            # failover: mode ha (nemesis/failover.py); lull: nemesis/lull.py;
+            # upgrade: mode ha to broker (nemesis/upgrade.py)
             kind = name
         else:
             raise ConfigError(
@@ -160,6 +167,7 @@ class Schedule:
     overlap: int = 1
     active: list[str] = field(default_factory=list)
     emitted: int = field(default=0)
+    upgrades: int = field(default=0)
 
     def _wait(self) -> float:
         return scaled(self.rng, self.interval, 0.5, 1.5)
@@ -175,7 +183,16 @@ class Schedule:
         ):
             i = 0 if len(self.active) == 1 else self.rng.randrange(len(self.active))
             return wait, fault_op(f"stop-{self.active.pop(i)}")
-        kind = self.rng.choice(idle)
+        if (
+            "upgrade" in idle
+            and self.upgrades < len(ctx.nodes)
+            and self.rng.random() < UPGRADE_SHARE
+        ):
+            kind = "upgrade"
+        else:
+            kind = self.rng.choice(idle)
+        if kind == "upgrade":
+            self.upgrades += 1
         value = self._start_value(ctx, kind)
         self.active.append(kind)
         return wait, fault_op(f"start-{kind}", value)
@@ -183,7 +200,7 @@ class Schedule:
     def _start_value(self, ctx: Any, kind: str) -> dict[str, Any]:
         if kind == "failover":
             return {"target": "master"}
-        if kind == "lull":
+        if kind in ("lull", "upgrade"):
             return {}
         nodes = list(ctx.nodes)
         leader_ok = _has_primaries(ctx)
@@ -321,6 +338,8 @@ def build_package(
         nemeses.append(FailoverNemesis())
     if "lull" in kinds:
         nemeses.append(LullNemesis())
+    if "upgrade" in kinds:
+        nemeses.append(UpgradeNemesis())
     nemesis = _PackageNemesis(nemeses, needs_primaries=shapes == ("leader",))
     schedule = Schedule(
         kinds=tuple(kinds),
@@ -331,5 +350,8 @@ def build_package(
         max_ops=max_ops,
         overlap=overlap,
     )
-    final_ops = heal_ops(kinds)
+    # the final heal completes a rolling upgrade: every run ends on one mode
+    final_ops = [
+        fault_op(o.f, {"complete": True}) if o.f == "stop-upgrade" else o for o in heal_ops(kinds)
+    ]
     return NemesisPackage(nemesis=nemesis, schedule=schedule, final_ops=final_ops)

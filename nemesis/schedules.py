@@ -44,8 +44,19 @@ __all__ = [
     "leader_within",
 ]
 
-HEAL_ORDER = ("partition", "loss", "delay", "clock", "pause", "kill", "failover", "lull")
-"""Network first, so nodes that resume or restart can reach their peers at once."""
+HEAL_ORDER = (
+    "partition",
+    "loss",
+    "delay",
+    "clock",
+    "pause",
+    "kill",
+    "failover",
+    "lull",
+    "upgrade",
+)
+"""Network first, so nodes that resume or restart can reach their peers at once; the
+upgrade last, since its remaining steps need every node answering and caught up."""
 
 POLL_S = 0.2
 """How soon a step that is not ready asks again (an election here takes 1-6 s)."""
