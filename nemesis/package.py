@@ -74,7 +74,7 @@ NODE_FAULTS = ("clock", "kill", "pause", "loss", "delay")
 CLUSTER_FAULTS = ("failover", "lull", "upgrade")
 """Kinds with no node targets: an operator's failover, a lull in the clients' writes, the
 rolling upgrade (it picks its own next node)."""
-UPGRADE_SHARE = 0.5
+UPGRADE_SHARE = 0.75
 """How often a start picks ``upgrade`` while it has steps left: the switch should
 happen under load, not all in the final heal."""
 
