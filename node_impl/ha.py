@@ -523,6 +523,9 @@ class HANode:
             return NO_PERMISSION
         epoch = self.epoch
         entries = [self.store.append_leader(epoch, b) for b in bodies]
+        # RocketMQ writes into a mapped file: the page cache has it at once, so a
+        # killed master never comes back shorter than what its slaves were sent
+        self.store.hand_to_os()
         last = entries[-1]
         assert self._flush_wanted is not None
         self._flush_wanted.set()
