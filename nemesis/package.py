@@ -74,9 +74,11 @@ NODE_FAULTS = ("clock", "kill", "pause", "loss", "delay")
 CLUSTER_FAULTS = ("failover", "lull", "upgrade")
 """Kinds with no node targets: an operator's failover, a lull in the clients' writes, the
 rolling upgrade (it picks its own next node)."""
-UPGRADE_SHARE = 0.75
-"""How often a start picks ``upgrade`` while it has steps left: the switch should
-happen under load, not all in the final heal."""
+UPGRADE_FIRST = True
+"""A start picks ``upgrade`` whenever it is idle and has steps left (one per node):
+the switch should happen early and under load, leaving the rest of the run to the
+new mode's faults, rather than drift into the final heal. Other kinds still start
+while an upgrade step is active (``overlap`` > 1)."""
 
 BUMP_MS = (5, 50, 500, 5_000, 60_000, 300_000)
 STROBE_DELTA_MS = (10, 100, 1000)
@@ -183,11 +185,7 @@ class Schedule:
         ):
             i = 0 if len(self.active) == 1 else self.rng.randrange(len(self.active))
             return wait, fault_op(f"stop-{self.active.pop(i)}")
-        if (
-            "upgrade" in idle
-            and self.upgrades < len(ctx.nodes)
-            and self.rng.random() < UPGRADE_SHARE
-        ):
+        if UPGRADE_FIRST and "upgrade" in idle and self.upgrades < len(ctx.nodes):
             kind = "upgrade"
         else:
             kind = self.rng.choice(idle)
