@@ -62,6 +62,11 @@ class RollingUpgradeDB(HADB):
         self.switch_timeout = switch_timeout
         self.switched: set[str] = set()
 
+    def setup(self, ctx: RunContext, node: str) -> None:
+        with self._lock:  # a DB reused by a later test starts that test in mode ha again
+            self.switched.discard(node)
+        super().setup(ctx, node)
+
     def _bug_for(self, ctx: RunContext, node: str) -> str | None:
         """A broker bug only once the node is a broker, an ha bug only before."""
         bug = super()._bug_for(ctx, node)
