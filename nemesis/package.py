@@ -78,7 +78,8 @@ UPGRADE_FIRST = True
 """A start picks ``upgrade`` whenever it is idle and has steps left (one per node):
 the switch should happen early and under load, leaving the rest of the run to the
 new mode's faults, rather than drift into the final heal. Other kinds still start
-while an upgrade step is active (``overlap`` > 1)."""
+while an upgrade step is active (``overlap`` > 1); with one fault at a time, every
+other start is another kind, so partitions and kills land between the steps."""
 
 BUMP_MS = (5, 50, 500, 5_000, 60_000, 300_000)
 STROBE_DELTA_MS = (10, 100, 1000)
@@ -170,6 +171,7 @@ class Schedule:
     active: list[str] = field(default_factory=list)
     emitted: int = field(default=0)
     upgrades: int = field(default=0)
+    last_start: str | None = field(default=None)
 
     def _wait(self) -> float:
         return scaled(self.rng, self.interval, 0.5, 1.5)
@@ -185,12 +187,20 @@ class Schedule:
         ):
             i = 0 if len(self.active) == 1 else self.rng.randrange(len(self.active))
             return wait, fault_op(f"stop-{self.active.pop(i)}")
-        if UPGRADE_FIRST and "upgrade" in idle and self.upgrades < len(ctx.nodes):
+        if (
+            UPGRADE_FIRST
+            and "upgrade" in idle
+            and self.upgrades < len(ctx.nodes)
+            and (self.overlap > 1 or self.last_start != "upgrade")
+        ):
             kind = "upgrade"
+        elif self.overlap == 1 and self.last_start == "upgrade" and len(idle) > 1:
+            kind = self.rng.choice([k for k in idle if k != "upgrade"])
         else:
             kind = self.rng.choice(idle)
         if kind == "upgrade":
             self.upgrades += 1
+        self.last_start = kind
         value = self._start_value(ctx, kind)
         self.active.append(kind)
         return wait, fault_op(f"start-{kind}", value)

@@ -171,7 +171,9 @@ def test_upgrade_is_a_cluster_fault_first_until_each_node_had_a_step_completed_a
         "kill",
         "upgrade",
     ]
-    pkg = build_package(["partition", "kill", "upgrade"], interval=1, rng=random.Random(3))
+    pkg = build_package(
+        ["partition", "kill", "upgrade"], interval=1, rng=random.Random(3), overlap=2
+    )
     ctx = SimpleNamespace(nodes=list(NODES), db=None)
     starts = []
     for _ in range(60):
@@ -185,6 +187,18 @@ def test_upgrade_is_a_cluster_fault_first_until_each_node_had_a_step_completed_a
     assert ups[: len(NODES)] == list(range(len(NODES)))
     later = starts[ups[len(NODES) - 1] + 1 :]
     assert 0 < later.count("start-upgrade") < len(later) / 2
+    one = build_package(["partition", "kill", "upgrade"], interval=1, rng=random.Random(3))
+    seq = []
+    while len(seq) < 2 * len(NODES):
+        nxt = one.schedule.next(ctx)
+        assert nxt is not None
+        if nxt[1].f.startswith("start-"):
+            seq.append(nxt[1].f == "start-upgrade")
+    # one fault at a time: the steps alternate with other faults, which land between them
+    assert seq == [True, False] * len(NODES)
+    pkg = build_package(
+        ["partition", "kill", "upgrade"], interval=1, rng=random.Random(3), overlap=2
+    )
     final = pkg.final_ops[-1]
     assert final.f == "stop-upgrade" and final.value == {"complete": True}
 
