@@ -95,7 +95,17 @@ def test_final_ops_heal_every_enabled_kind_network_first() -> None:
     assert all(o.process == "nemesis" and o.type == "invoke" for o in pkg.final_ops)
     assert pkg.nemesis.fs() == {
         f"{p}-{k}"
-        for k in ("partition", "clock", "kill", "pause", "loss", "delay", "failover", "lull", "upgrade")
+        for k in (
+            "partition",
+            "clock",
+            "kill",
+            "pause",
+            "loss",
+            "delay",
+            "failover",
+            "lull",
+            "upgrade",
+        )
         for p in ("start", "stop")
     }
     assert [o.f for o in build_package(["kill"], interval=1, rng=random.Random(0)).final_ops] == [
