@@ -70,11 +70,13 @@ KINDS = (
     "faketime",
     "real-clock",
     "sigstop",
+    "upgrade",
     "db-node",
 )
 """Entry kinds, in the order a replay undoes them: a guest powered off or paused by its
-hypervisor and a frozen host first (nothing else can reach them), then the network (so restarted processes see their peers), clocks, stopped
-processes, and last the cluster itself (stopped and wiped)."""
+hypervisor and a frozen host first (nothing else can reach them), then the network (so
+restarted processes see their peers), clocks, stopped processes, a node caught mid-switch
+by the rolling upgrade (stopped), and last the cluster itself (stopped and wiped)."""
 
 
 @dataclass

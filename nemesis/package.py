@@ -30,6 +30,7 @@ from nemesis.power import PowerNemesis, VmPauseNemesis, machines_of
 from nemesis.process import HostFreezeNemesis, KillNemesis, PauseNemesis
 from nemesis.schedules import fault_op, heal_ops, scaled
 from nemesis.targets import TARGETS, resolve
+from nemesis.upgrade import UpgradeNemesis
 
 if TYPE_CHECKING:
     from collections.abc import Iterable
@@ -71,9 +72,11 @@ FAULTS = (
     "vm-pause",
     "failover",
     "lull",
+    "upgrade",
 )
 """Fault names accepted by ``--nemesis``. ``freeze`` is a whole-host pause (lab freezer cgroup);
-``lull`` holds the clients' writes (reads go on). ``power`` and ``vm-pause`` need VM
+``lull`` holds the clients' writes (reads go on); ``upgrade`` switches a mode-ha cluster to
+mode broker, one node per step (nemesis/upgrade.py). ``power`` and ``vm-pause`` need VM
 hosts (``Host.machine``); ``duplicate`` and ``reorder`` need tc netem (VMs have it)."""
 
 DEFAULT_TARGETS = ("one", "minority", "majority", "all", "leader", "random")
@@ -91,8 +94,15 @@ NODE_FAULTS = (
 MACHINE_FAULTS = ("power", "vm-pause")
 """Kinds acted out by the hypervisor: only on hosts with a ``Host.machine``."""
 NET_KINDS = ("loss", "delay", "duplicate", "reorder")
-CLUSTER_FAULTS = ("failover", "lull")
-"""Kinds with no node targets: an operator's failover, a lull in the clients' writes."""
+CLUSTER_FAULTS = ("failover", "lull", "upgrade")
+"""Kinds with no node targets: an operator's failover, a lull in the clients' writes, the
+rolling upgrade (it picks its own next node)."""
+UPGRADE_FIRST = True
+"""A start picks ``upgrade`` whenever it is idle and has steps left (one per node):
+the switch should happen early and under load, leaving the rest of the run to the
+new mode's faults, rather than drift into the final heal. Other kinds still start
+while an upgrade step is active (``overlap`` > 1); with one fault at a time, every
+other start is another kind, so partitions and kills land between the steps."""
 
 BUMP_MS = (5, 50, 500, 5_000, 60_000, 300_000)
 STROBE_DELTA_MS = (10, 100, 1000)
@@ -117,9 +127,9 @@ def parse_faults(faults: Sequence[str]) -> tuple[list[str], tuple[str, ...]]:
             kind = name
         elif name == "freeze":
             kind = "pause"
-        elif (
-            name in CLUSTER_FAULTS
-        ):  # failover: mode ha (nemesis/failover.py); lull: nemesis/lull.py
+        elif name in CLUSTER_FAULTS:
+            # failover: mode ha (nemesis/failover.py); lull: nemesis/lull.py;
+            # upgrade: mode ha to broker (nemesis/upgrade.py)
             kind = name
         else:
             raise ConfigError(
@@ -186,6 +196,8 @@ class Schedule:
     overlap: int = 1
     active: list[str] = field(default_factory=list)
     emitted: int = field(default=0)
+    upgrades: int = field(default=0)
+    last_start: str | None = field(default=None)
 
     def _wait(self) -> float:
         return scaled(self.rng, self.interval, 0.5, 1.5)
@@ -201,7 +213,20 @@ class Schedule:
         ):
             i = 0 if len(self.active) == 1 else self.rng.randrange(len(self.active))
             return wait, fault_op(f"stop-{self.active.pop(i)}")
-        kind = self.rng.choice(idle)
+        if (
+            UPGRADE_FIRST
+            and "upgrade" in idle
+            and self.upgrades < len(ctx.nodes)
+            and (self.overlap > 1 or self.last_start != "upgrade")
+        ):
+            kind = "upgrade"
+        elif self.overlap == 1 and self.last_start == "upgrade" and len(idle) > 1:
+            kind = self.rng.choice([k for k in idle if k != "upgrade"])
+        else:
+            kind = self.rng.choice(idle)
+        if kind == "upgrade":
+            self.upgrades += 1
+        self.last_start = kind
         value = self._start_value(ctx, kind)
         self.active.append(kind)
         return wait, fault_op(f"start-{kind}", value)
@@ -209,7 +234,7 @@ class Schedule:
     def _start_value(self, ctx: Any, kind: str) -> dict[str, Any]:
         if kind == "failover":
             return {"target": "master"}
-        if kind == "lull":
+        if kind in ("lull", "upgrade"):
             return {}
         nodes = list(ctx.nodes)
         leader_ok = _has_primaries(ctx)
@@ -373,6 +398,8 @@ def build_package(
         nemeses.append(FailoverNemesis())
     if "lull" in kinds:
         nemeses.append(LullNemesis())
+    if "upgrade" in kinds:
+        nemeses.append(UpgradeNemesis())
     nemesis = _PackageNemesis(nemeses, needs_primaries=shapes == ("leader",))
     schedule = Schedule(
         kinds=tuple(kinds),
@@ -383,5 +410,8 @@ def build_package(
         max_ops=max_ops,
         overlap=overlap,
     )
-    final_ops = heal_ops(kinds)
+    # the final heal completes a rolling upgrade: every run ends on one mode
+    final_ops = [
+        fault_op(o.f, {"complete": True}) if o.f == "stop-upgrade" else o for o in heal_ops(kinds)
+    ]
     return NemesisPackage(nemesis=nemesis, schedule=schedule, final_ops=final_ops)

@@ -96,6 +96,11 @@ def undo(remote: Remote | None, entry: Entry) -> None:
         kw = {"sudo": True} if sudo else {}
         for pf in u.get("pidfiles", []):
             remote.signal_daemon(str(pf), "CONT", **kw)
+    elif kind == "upgrade":
+        # a node caught between modes: its process stops here, and the run's db-node
+        # entry wipes it with the rest of the cluster (a test's cluster never outlives it)
+        for pf in u.get("pidfiles", []):
+            _stop_pidfile(remote, str(pf))
     elif kind == "db-node":
         for pf in u.get("pidfiles", []):
             _stop_pidfile(remote, str(pf))

@@ -57,10 +57,12 @@ HEAL_ORDER = (
     "kill",
     "failover",
     "lull",
+    "upgrade",
 )
 """Whole guests first (nothing else reaches a guest that is off or paused; a reboot
-also drops its rules and qdiscs), then the network, so nodes that resume or
-restart can reach their peers at once."""
+also drops its rules and qdiscs), then the network, so nodes that resume or restart can
+reach their peers at once; the upgrade last, since its remaining steps need every node
+answering and caught up."""
 
 POLL_S = 0.2
 """How soon a step that is not ready asks again (an election here takes 1-6 s)."""

@@ -117,15 +117,21 @@ def prepare_upgrade(data_dir: os.PathLike[str] | str, *, divided_from_start: boo
     if os.path.exists(meta):
         with open(meta, encoding="utf-8") as f:
             return int(json.load(f).get("dividedCommitlogOffset", 0))
+    # No broker.json yet: a first start, or one that died half-way through this
+    # function. Every step below is safe to redo, so a restart rolls the upgrade
+    # forward (the old commitlog is never moved back: docs/broker-mode.md B5b).
     divided = 0
+    legacy = os.path.join(d, LEGACY_DIR)
     data = os.path.join(d, "data.log")
-    if os.path.exists(data) and os.path.getsize(data) > 0:
-        legacy = os.path.join(d, LEGACY_DIR)
+    moved = os.path.exists(os.path.join(legacy, "data.log"))
+    if moved or (os.path.exists(data) and os.path.getsize(data) > 0):
         os.makedirs(legacy, exist_ok=True)
         for name in ("data.log", "index.idx"):
             src = os.path.join(d, name)
             if os.path.exists(src):
                 os.replace(src, os.path.join(legacy, name))
+        _fsync_dir(legacy)
+        _fsync_dir(d)
         with LogStore(Path(legacy)) as old:  # recovery cuts a torn tail: its end is the end
             divided = 0 if divided_from_start else old.data_length
         for name in ("checkpoint.json",):  # the old commit point says nothing about DLedger's log
@@ -138,6 +144,14 @@ def prepare_upgrade(data_dir: os.PathLike[str] | str, *, divided_from_start: boo
         os.fsync(f.fileno())
     os.replace(tmp, meta)
     return divided
+
+
+def _fsync_dir(path: str) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
 
 
 def phys_offset(e: Entry) -> int:

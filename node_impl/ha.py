@@ -37,6 +37,7 @@ from typing import Any
 from node_impl.api import Proposal, ReadView
 from node_impl.config import NodeConfig
 from node_impl.groupcommit import flush_on, group_commit
+from node_impl.ha_broker import NO_PERMISSION, HABroker
 from node_impl.nodelog import NodeLog
 from node_impl.server import LogAPI, listen, send_frame, serve_requests
 from node_impl.store import InconsistentState, LogStore, TermStore, parse_entries
@@ -109,6 +110,7 @@ class HANode:
         self._last_role: tuple | None = None
         self._slave_flush = asyncio.Event()
         self.api = LogAPI(self)
+        self.broker = HABroker(self)  # send/pull/consume offsets (node_impl/ha_broker.py)
 
     @property
     def leader_id(self) -> str:
@@ -507,6 +509,9 @@ class HANode:
             return await self.promote(msg.get("epoch"))
         if t == "ha-follow":
             return await self.follow(msg.get("master"), msg.get("epoch"))
+        fn = self.broker.handlers.get(t)
+        if fn is not None:
+            return await fn(msg)
         return await self.api.handle(msg)  # status, append, get
 
     def propose(self, bodies: list[bytes], kind: str) -> Proposal | str:
@@ -514,8 +519,13 @@ class HANode:
         reports an offset past the last entry (push2SlaveMaxOffset)."""
         if self.role != MASTER:
             return "NOT_LEADER"
+        if self.broker.sealed:  # read-only for the upgrade (ha-seal): nothing written
+            return NO_PERMISSION
         epoch = self.epoch
         entries = [self.store.append_leader(epoch, b) for b in bodies]
+        # RocketMQ writes into a mapped file: the page cache has it at once, so a
+        # killed master never comes back shorter than what its slaves were sent
+        self.store.hand_to_os()
         last = entries[-1]
         assert self._flush_wanted is not None
         self._flush_wanted.set()
@@ -571,4 +581,5 @@ class HANode:
             "push2SlaveMaxOffset": self.push2slave,
             "slaves": len(self.slaves),
             "haState": self.slave_state if self.role == SLAVE else None,
+            "sealed": self.broker.sealed,
         }

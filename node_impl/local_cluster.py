@@ -67,6 +67,8 @@ class LocalCluster:
         self.base_dir = Path(base_dir)
         self.bug = bug
         self.extra_args = tuple(extra_args)
+        self.node_args: dict[str, tuple[str, ...]] = {}
+        """Per node, arguments that replace ``extra_args`` (a node switched to another mode)."""
         self.host = host
         self.heartbeat_ms = heartbeat_ms
         self.election_timeout_ms = election_timeout_ms
@@ -122,7 +124,7 @@ class LocalCluster:
         ]
         if self.bug:
             cmd += ["--bug", self.bug]
-        return cmd + list(self.extra_args)
+        return cmd + list(self.node_args.get(node, self.extra_args))
 
     def _check(self, node: str) -> None:
         if node not in self.peer_ports:

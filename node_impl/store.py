@@ -450,6 +450,13 @@ class LogStore:
         if len(self._dbuf) >= _SPILL:
             self._spill()
 
+    def hand_to_os(self) -> None:
+        """Hand every buffered byte to the OS now, without fsync: a killed process then
+        loses nothing (a power cut still may). Mode ha's commitlog behaves so, as
+        RocketMQ's memory-mapped one does."""
+        with self._lock:
+            self._spill()
+
     def _spill(self) -> None:
         """Hand buffered bytes to the OS (no fsync). Caller holds the lock."""
         if self._dbuf:

@@ -38,8 +38,9 @@ if TYPE_CHECKING:
 __all__ = ["QueueClient", "QueueDrain", "QueueGen", "final_drains", "workload"]
 
 GROUP = "g0"
-NOTHING_WRITTEN = frozenset({"MASTER_NOT_READY"})
-"""Broker codes that refuse a send before it is written (the node's own fail codes aside)."""
+NOTHING_WRITTEN = frozenset({"MASTER_NOT_READY", "NO_PERMISSION"})
+"""Broker codes that refuse a send before it is written (the node's own fail codes aside):
+no master yet (mode broker), or a broker sealed read-only for the upgrade (mode ha)."""
 FINAL_CHUNK = 200
 
 

@@ -73,7 +73,9 @@ def parse_nemesis(text: str) -> tuple[str, ...]:
     "--nemesis",
     default=DEFAULT_NEMESIS,
     show_default=True,
-    help="Comma-separated faults (e.g. partition,kill,clock,pause); 'none' for none.",
+    help="Comma-separated faults (e.g. partition,kill,clock,pause); 'none' for none. "
+    "'upgrade' (with --db-option mode=broker) starts the cluster in mode ha and switches "
+    "it to mode broker one node at a time (docs/broker-mode.md B5b).",
 )
 @click.option(
     "--time-limit",
@@ -217,6 +219,9 @@ def run(
             raise click.BadParameter(f"{reserved!r} is reserved", param_hint="--workload-option")
     if leave_db_running:
         db_opts["leave_running"] = True
+    from harness.dbs.rolling import upgrade_options
+
+    db_opts = upgrade_options(db, faults, db_opts)
     if bug and db == "dledger":
         from harness.dbs.dledger import check_bug
 

@@ -22,6 +22,7 @@ __all__ = [
     "Addressable",
     "Address",
     "HasFootprint",
+    "Upgradable",
 ]
 
 
@@ -115,3 +116,23 @@ class HasFootprint(Protocol):
     def pidfiles(self, ctx: RunContext, node: str) -> list[str]: ...
 
     def ports(self, ctx: RunContext, node: str) -> list[int]: ...
+
+
+@runtime_checkable
+class Upgradable(Protocol):
+    """A DB whose nodes can be switched, in place and with their data, to a new mode.
+
+    The rolling ``upgrade`` fault (nemesis/upgrade.py) decides which node goes
+    next from ``statuses``; these are the operator's hands. ``seal`` makes the old
+    mode's writer read-only, so every node can reach one final old log;
+    ``switch`` stops a node cleanly and starts it in the new mode, from then on
+    for good (a kill's restart included), and answers the node's divided offset.
+    """
+
+    def statuses(self, ctx: RunContext) -> dict[str, dict | None]: ...
+
+    def upgraded(self, ctx: RunContext) -> frozenset[str]: ...
+
+    def seal(self, ctx: RunContext, node: str) -> None: ...
+
+    def switch(self, ctx: RunContext, node: str) -> int: ...

@@ -16,6 +16,11 @@ __all__ = ["dledger", "etcd", "redis", "null"]
 
 
 def dledger(options: Mapping[str, Any]) -> DB:
+    if options.get("mode") == "broker" and "upgrade_from" in options:
+        # starts in mode ha; the upgrade fault switches it (harness/dbs/rolling.py)
+        from harness.dbs.rolling import RollingUpgradeDB
+
+        return RollingUpgradeDB(**{k: v for k, v in options.items() if k != "mode"})
     if options.get("mode") == "broker":  # the DLedger node plus its broker layer
         from harness.dbs.dledger import DLedgerDB
 

@@ -303,7 +303,7 @@ class DLedgerDB(PidfileDaemonDB):
             args += ["--election-timeout-ms", str(election)]
         if self.read_mode:
             args += ["--read-mode", self.read_mode]
-        bug = self.bug if self.bug is not None else ctx.spec.bug
+        bug = self._bug_for(ctx, node)
         if bug:
             args += ["--bug", bug]
         cmd = " ".join(shlex.quote(a) for a in args)
@@ -311,6 +311,10 @@ class DLedgerDB(PidfileDaemonDB):
             cmd += " " + self.extra_args
         # PYTHONPATH set inline: an sshd may refuse environment variables from the client.
         return f"env PYTHONPATH={shlex.quote(p['app'])} {_NO_COND_FIX} {cmd}"
+
+    def _bug_for(self, ctx: RunContext, node: str) -> str | None:
+        """The ``--bug`` ``node`` starts with (a rolling upgrade runs two modes, each its own)."""
+        return self.bug if self.bug is not None else ctx.spec.bug
 
     def setup(self, ctx: RunContext, node: str) -> None:
         remote = ctx.remotes[node]

@@ -94,6 +94,7 @@ def test_final_ops_heal_every_enabled_kind_network_first() -> None:
         "stop-kill",
         "stop-failover",
         "stop-lull",
+        "stop-upgrade",
     ]
     assert all(o.process == "nemesis" and o.type == "invoke" for o in pkg.final_ops)
     assert pkg.nemesis.fs() == {
@@ -111,6 +112,7 @@ def test_final_ops_heal_every_enabled_kind_network_first() -> None:
             "vm-pause",
             "failover",
             "lull",
+            "upgrade",
         )
         for p in ("start", "stop")
     }
