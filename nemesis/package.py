@@ -220,10 +220,14 @@ class Schedule:
             and (self.overlap > 1 or self.last_start != "upgrade")
         ):
             kind = "upgrade"
-        elif self.overlap == 1 and self.last_start == "upgrade" and len(idle) > 1:
-            kind = self.rng.choice([k for k in idle if k != "upgrade"])
         else:
-            kind = self.rng.choice(idle)
+            # Once every node has had its step, further upgrade starts would do nothing
+            # but take turns from the faults the new mode must meet (the final heal
+            # completes any step that failed).
+            spent = self.upgrades >= len(ctx.nodes) or (
+                self.overlap == 1 and self.last_start == "upgrade"
+            )
+            kind = self.rng.choice([k for k in idle if k != "upgrade" or not spent] or idle)
         if kind == "upgrade":
             self.upgrades += 1
         self.last_start = kind
