@@ -52,8 +52,8 @@ def _env_prefix(env: dict[str, str] | None) -> str:
 
 
 EMULATED_CONNECT_TIMEOUT = 20.0
-"""Connect timeout for a host whose CPU is emulated (``Host.extras["cpu"] ==
-"emulated"``, a VM lab guest under TCG): its key exchange alone can take several
+"""Connect timeout for a host whose CPU is emulated (``Host.emulated_cpu``,
+a VM lab guest under TCG): its key exchange alone can take several
 seconds on a loaded machine, where 5 s fits every other host."""
 
 
@@ -63,7 +63,7 @@ class SSHRemote:
     def __init__(self, host: Host, *, connect_timeout: float | None = None) -> None:
         self.host = host
         if connect_timeout is None:
-            emulated = host.extras.get("cpu") == "emulated"
+            emulated = host.emulated_cpu
             connect_timeout = EMULATED_CONNECT_TIMEOUT if emulated else 5.0
         self.connect_timeout = connect_timeout
         self._client: paramiko.SSHClient | None = None

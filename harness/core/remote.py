@@ -37,6 +37,9 @@ class Host:
     verify_host_key: bool = True
     extras: dict[str, Any] = field(default_factory=dict, hash=False, compare=False)
     machine: Machine | None = field(default=None, hash=False, compare=False)
+    emulated_cpu: bool = False
+    """The host's CPU is emulated in software (a VM guest under qemu's TCG): everything
+    on it runs many times slower, so SSH, elections and recovery need more patience."""
 
 
 @dataclass(frozen=True)

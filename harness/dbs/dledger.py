@@ -52,7 +52,7 @@ their normal ~0.2 ms. Without the preload the variable is ignored."""
 
 
 EMULATED_TIMING = {"leader_timeout": 300.0, "heartbeat_ms": 300, "election_timeout_ms": 3000}
-"""Defaults when any host's CPU is emulated (``Host.extras["cpu"] == "emulated"``, a VM
+"""Defaults when any host's CPU is emulated (``Host.emulated_cpu``, a VM
 lab guest under TCG): the node runs ~20x slower there, so starting it can take a
 minute on a loaded machine and the usual 200/1000 ms heartbeat and election
 timeouts elect a new leader every few seconds. Explicit options still win."""
@@ -60,7 +60,7 @@ timeouts elect a new leader every few seconds. Explicit options still win."""
 
 def emulated(ctx: RunContext) -> bool:
     """Whether any host of the run declares a software-emulated CPU."""
-    return any(h.extras.get("cpu") == "emulated" for h in ctx.hosts.values())
+    return any(h.emulated_cpu for h in ctx.hosts.values())
 
 
 def node_ports(

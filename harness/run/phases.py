@@ -282,9 +282,7 @@ class Run:
 
     def recover(self) -> None:
         self._phase("recover")
-        if isinstance(self.db, WaitsReady) and any(
-            h.extras.get("cpu") == "emulated" for h in self.ctx.hosts.values()
-        ):
+        if isinstance(self.db, WaitsReady) and any(h.emulated_cpu for h in self.ctx.hosts.values()):
             # On emulated CPUs (VM guests under TCG) a node restarted by the heal takes
             # tens of seconds to serve again; final reads from the one node still up
             # would see a stale commit index and report acknowledged writes as lost.

@@ -149,7 +149,7 @@ def test_hosts_carry_a_machine_and_what_faults_need(tmp_path):
         assert h.machine.state() == "off"
         h.machine.suspend()  # idempotent on a guest that is off
         assert h.extras["faketime_file"] is None and h.extras["cgroup"] is None
-        assert h.extras["cpu"] == "emulated" and h.extras["driver"] == "vm"
+        assert h.emulated_cpu and h.extras["driver"] == "vm"
 
 
 def test_vm_is_one_inventory_among_others():
@@ -167,7 +167,7 @@ def test_reference_node_waits_longer_on_emulated_cpus():
 
     fast = SimpleNamespace(hosts={"n1": Host("n1", "127.91.7.11")})
     slow = SimpleNamespace(
-        hosts={"n1": Host("n1", "127.91.7.11", extras={"cpu": "emulated"}), "n2": Host("n2", "x")}
+        hosts={"n1": Host("n1", "127.91.7.11", emulated_cpu=True), "n2": Host("n2", "x")}
     )
     assert not emulated(fast) and emulated(slow)  # type: ignore[arg-type]
     db = DLedgerDB()

@@ -243,13 +243,13 @@ class VmLab:
                     "state_dir": str(g.directory),
                     "python": "python3",
                     "accel": rec.accel,
-                    # Under TCG a guest runs ~20x slower: DBs lengthen their timeouts.
-                    "cpu": "emulated" if rec.accel == "tcg" else "native",
                     # A guest has its own kernel: no faketime file, no freezer cgroup.
                     "faketime_file": None,
                     "cgroup": None,
                 },
                 machine=self.machine(g, image, rec.accel),
+                # Under TCG a guest runs ~20x slower: DBs lengthen their timeouts.
+                emulated_cpu=rec.accel == "tcg",
             )
             for g in self.plan()
         ]
