@@ -13,7 +13,10 @@ to be wrong, whatever the code is:
                   together (one variant drawn per use).
   stopped-leader  the leader SIGSTOPped long enough for a new one to be
                   elected and commit (but less than a client's timeout), then
-                  resumed: reads sticky clients queued on it are waiting.
+                  resumed: reads sticky clients queued on it are waiting. Half
+                  the time it is also cut off from its peers while it sleeps and
+                  wakes up alone (clients still reach it), so nothing from the
+                  new leader tells it first that it was deposed.
   rolling         every node in turn killed and restarted, a new leader each
                   time the leader goes.
   overlap         a partition, a kill and a pause overlapping, healed in a
@@ -33,11 +36,14 @@ from __future__ import annotations
 
 import random
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import nemesis.grudge as g
 from harness.core.errors import ConfigError
-from nemesis.schedules import Step, scaled, start, stop
+from nemesis.schedules import Step, leader_within, scaled, start, stop
+
+if TYPE_CHECKING:
+    from harness.core.spec import RunContext
 
 __all__ = ["MOTIFS", "MOTIF_KINDS", "motif_steps"]
 
@@ -104,9 +110,35 @@ def _stopped_leader(nodes: list[str], rng: random.Random, hold: float) -> list[S
     # 3-4 s at the default hold: long enough for an election and commits
     # elsewhere, shorter than the clients' 5 s timeout, so reads queued on the
     # frozen leader are still waiting for an answer when it wakes up.
+    gap = _gap(rng, hold)
+    if rng.random() < 0.5:
+        return [
+            start(gap, "pause", _leader("stopped-leader")),
+            stop(scaled(rng, hold, 1.2, 1.6), "pause"),
+        ]
+    # Alone: the new leader's heartbeats, queued in the sleeper's sockets, would
+    # otherwise depose it the moment it wakes, before it reads its clients'
+    # requests. The cut names the node paused (asked who leads *before* the
+    # pause: a sleeping node cannot answer, and whoever leads later is another).
+    memo: dict[str, str] = {}
+    deadlines: dict[str, float] = {}
+
+    def pause_leader(ctx: RunContext) -> dict[str, Any]:
+        lead = leader_within(ctx, rng, None, deadlines, "now")
+        memo["lead"] = lead if isinstance(lead, str) else rng.choice(nodes)
+        return {"target": "leader", "nodes": [memo["lead"]], "why": "stopped-leader-alone"}
+
+    def cut_sleeper(ctx: RunContext) -> dict[str, Any]:
+        lead = memo.get("lead") or rng.choice(nodes)
+        rest = [n for n in nodes if n != lead]
+        grudge = g.complete_grudge([[lead], rest])
+        return {"shape": "stopped-leader-cut", "grudge": g.grudge_to_json(grudge)}
+
     return [
-        start(_gap(rng, hold), "pause", _leader("stopped-leader")),
-        stop(scaled(rng, hold, 1.2, 1.6), "pause"),
+        start(gap, "pause", pause_leader),
+        start(scaled(rng, hold, 0.1, 0.2), "partition", cut_sleeper),
+        stop(scaled(rng, hold, 1.1, 1.4), "pause"),
+        stop(scaled(rng, hold, 0.6, 1.0), "partition"),
     ]
 
 

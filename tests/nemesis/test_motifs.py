@@ -22,6 +22,22 @@ class _Ctx:
     db = None
 
 
+class _LeaderDB:
+    def primaries(self, ctx: object) -> list[str]:
+        return ["n3"]
+
+
+class _LedCtx:
+    """n3 leads: what a builder sees when its step lands."""
+
+    nodes = NODES
+    db = _LeaderDB()
+
+
+def _value(s: Step) -> Any:
+    return s.value(_LedCtx()) if callable(s.value) else s.value  # type: ignore[arg-type]
+
+
 def _fs(steps: list[Step]) -> list[str]:
     return [s.f for s in steps]
 
@@ -43,17 +59,21 @@ def test_every_motif_heals_what_it_breaks_with_stock_fault_kinds(name: str, seed
         assert len(stops) >= len(starts), (name, fs)
     for s in steps:
         if s.f.startswith("start-"):
-            assert isinstance(s.value, dict)
+            v = _value(s)
+            assert isinstance(v, dict)
             if s.f != "start-partition":
-                assert s.value.get("target") == "leader" or set(s.value["nodes"]) <= set(NODES)
-            elif s.value["shape"] != "leader":
-                assert set(s.value["grudge"]) == set(NODES)
+                assert v.get("target") == "leader" or set(v["nodes"]) <= set(NODES)
+            elif v["shape"] != "leader":
+                assert set(v["grudge"]) == set(NODES)
 
 
 @pytest.mark.parametrize("name", MOTIFS)
 def test_motifs_replay_by_seed(name: str) -> None:
-    def run(seed: int) -> list[Step]:
-        return motif_steps(name, NODES, random.Random(seed), 2.5)
+    def run(seed: int) -> list[tuple[float, str, Any]]:
+        # builders are compared by what they build when they land
+        return [
+            (s.wait, s.f, _value(s)) for s in motif_steps(name, NODES, random.Random(seed), 2.5)
+        ]
 
     assert run(3) == run(3)
     assert any(run(3) != run(s) for s in range(4, 10))
@@ -87,11 +107,23 @@ def test_elections_variants_make_every_follower_time_out_together() -> None:
 
 
 def test_stopped_leader_outlasts_an_election_but_not_a_client_timeout() -> None:
+    variants = set()
     for seed in range(20):
         steps = motif_steps("stopped-leader", NODES, random.Random(seed), 2.5)
-        assert _fs(steps) == ["start-pause", "stop-pause"]
-        assert isinstance(steps[0].value, dict) and steps[0].value["target"] == "leader"
-        assert 2.0 < steps[1].wait < 5.0  # E is 1 s, the clients' timeout 5 s
+        fs = _fs(steps)
+        variants.add(len(fs))
+        paused = _value(steps[0])
+        assert paused["target"] == "leader"
+        asleep = sum(s.wait for s in steps[1 : fs.index("stop-pause") + 1])
+        assert 2.0 < asleep < 5.0  # E is 1 s, the clients' timeout 5 s
+        if fs == ["start-pause", "stop-pause"]:
+            continue
+        # alone: the sleeper (the leader when the pause landed) is cut off from every peer
+        assert fs == ["start-pause", "start-partition", "stop-pause", "stop-partition"]
+        assert paused["nodes"] == ["n3"]
+        grudge = _value(steps[1])["grudge"]
+        assert grudge["n3"] == ["n1", "n2", "n4", "n5"] and grudge["n1"] == ["n3"]
+    assert variants == {2, 4}
 
 
 def test_rolling_restarts_every_node_once_one_at_a_time() -> None:
