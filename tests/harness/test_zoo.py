@@ -380,9 +380,8 @@ def test_default_campaign_on_the_correct_node_is_valid_and_reads_the_past(
     assert len(final_set) == len(lab.hosts()), "one final kv-set read per node"
     faults = [o for o in ops if o["process"] == "nemesis" and o["type"] == "info"]
     whys = {str((o["value"] or {}).get("why")) for o in faults}
-    assert whys & {"restart-all", "rolling", "stopped-leader", "overlap"} or any(
-        str(w).startswith("elections") for w in whys
-    ), whys
+    motifs = ("restart-all", "elections", "stopped-leader", "rolling", "overlap")
+    assert any(w.startswith(motifs) for w in whys), whys  # the seed's deck deals a motif early
     # healed: the last fault op of every kind is a stop
     last: dict[str, str] = {}
     for o in faults:
