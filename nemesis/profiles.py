@@ -22,6 +22,10 @@ each a short script with seeded details, the same for every bug
   bridge   one node sees both halves (lax-push-term).
   figure8  Raft's Figure 8, staged (commit-old-term: see :func:`_figure8_steps`).
 
+The zoo's default campaign mixes these with the generic fault motifs of
+:mod:`nemesis.motifs` (:data:`SCRIPTS` names both), drawn as a seeded deck:
+every script once per deck, in a shuffled order, then a fresh shuffle.
+
 Profiles are data (:class:`~nemesis.schedules.Step` lists) and pure like every
 schedule: where a step must wait for an election, its builder answers
 :class:`~nemesis.schedules.Retry` and the runner asks again shortly.
@@ -36,15 +40,20 @@ from typing import TYPE_CHECKING, Any
 import nemesis.grudge as g
 from harness.core.errors import ConfigError
 from harness.core.nemesis import NemesisPackage
+from nemesis.motifs import MOTIFS, motif_steps
 from nemesis.package import build_package
 from nemesis.schedules import Retry, Step, StepSchedule, leader_within, scaled, start, stop
 
 if TYPE_CHECKING:
     from harness.core.spec import RunContext
 
-__all__ = ["PROFILES", "profile_steps", "ProfileSchedule", "build_profile_package"]
+__all__ = ["PROFILES", "SCRIPTS", "profile_steps", "ProfileSchedule", "build_profile_package"]
 
 PROFILES = ("lease", "rejoin", "crash", "lag", "bridge", "figure8")
+"""The per-bug profiles, each staged after studying one seeded bug."""
+
+SCRIPTS = PROFILES + MOTIFS
+"""Every fault script a campaign may name: the profiles, then the generic motifs."""
 
 
 def profile_steps(name: str, nodes: Sequence[str], rng: random.Random, hold: float) -> list[Step]:
@@ -54,6 +63,9 @@ def profile_steps(name: str, nodes: Sequence[str], rng: random.Random, hold: flo
     they land), so a seed replays the same script: the zoo's findings are
     reproduced by seed.
     """
+
+    if name in MOTIFS:
+        return motif_steps(name, nodes, rng, hold)
 
     def shape(kind: str) -> dict[str, Any]:
         return {"shape": kind, "grudge": g.grudge_to_json(g.build_shape(kind, list(nodes), rng))}
@@ -101,7 +113,7 @@ def profile_steps(name: str, nodes: Sequence[str], rng: random.Random, hold: flo
     if name == "figure8":
         return _figure8_steps(list(nodes), rng, hold, gap)
     raise ConfigError(
-        f"unknown fault profile {name!r} (known: {', '.join(PROFILES)})", field="profiles"
+        f"unknown fault profile {name!r} (known: {', '.join(SCRIPTS)})", field="profiles"
     )
 
 
@@ -255,24 +267,47 @@ def _figure8_steps(nodes: list[str], rng: random.Random, hold: float, gap: float
 
 
 class ProfileSchedule(StepSchedule):
-    """Cycles the profiles in order, forever; the runner stops it at the time limit.
+    """Plays the scripts forever; the runner stops it at the time limit.
 
+    In order, cycling; or with ``shuffle``, as a seeded deck: each pass plays
+    every script once in an order drawn from ``rng``, so a short run still
+    meets most scripts and no script comes twice before the others came once.
     Its choices come from the seeded rng and ``ctx.nodes`` only; ``leader``
     and the sides picked around the leader are resolved when the step lands.
     """
 
-    def __init__(self, profiles: Sequence[str], *, hold: float, rng: random.Random) -> None:
+    def __init__(
+        self,
+        profiles: Sequence[str],
+        *,
+        hold: float,
+        rng: random.Random,
+        shuffle: bool = False,
+    ) -> None:
         if not profiles:
             raise ConfigError("a zoo campaign needs at least one fault profile", field="profiles")
+        unknown = [p for p in profiles if p not in SCRIPTS]
+        if unknown:
+            raise ConfigError(
+                f"unknown fault profile(s) {', '.join(unknown)} (known: {', '.join(SCRIPTS)})",
+                field="profiles",
+            )
         super().__init__()
         self.profiles = list(profiles)
         self.hold = hold
         self.rng = rng
-        self.turn = 0
+        self.shuffle = shuffle
+        self.deck: list[str] = []
+        self.played: list[str] = []
+        """Every script's name in the order played (for tests and the log)."""
 
     def more(self, ctx: RunContext) -> list[Step]:
-        name = self.profiles[self.turn % len(self.profiles)]
-        self.turn += 1
+        if not self.deck:
+            self.deck = list(self.profiles)
+            if self.shuffle:
+                self.rng.shuffle(self.deck)
+        name = self.deck.pop(0)
+        self.played.append(name)
         return profile_steps(name, list(ctx.nodes), self.rng, self.hold)
 
 
@@ -282,17 +317,19 @@ def build_profile_package(
     *,
     interval: float,
     rng: random.Random,
+    shuffle: bool = False,
     **options: Any,
 ) -> NemesisPackage:
     """The stock nemeses and heal ops for ``faults``, driven by the profiles (``interval`` = hold).
 
-    Without profiles it is the stock package, options and all.
+    Without profiles it is the stock package, options and all. ``shuffle``
+    draws the scripts as a seeded deck (:class:`ProfileSchedule`).
     """
     base = build_package(list(faults), interval=interval, rng=rng, **options)
     if not profiles:
         return base
     return NemesisPackage(
         nemesis=base.nemesis,
-        schedule=ProfileSchedule(profiles, hold=interval, rng=rng),
+        schedule=ProfileSchedule(profiles, hold=interval, rng=rng, shuffle=shuffle),
         final_ops=base.final_ops,
     )

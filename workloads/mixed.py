@@ -2,7 +2,18 @@
 
 Ops keep their own workloads' shapes; the client tells them apart by ``key``:
 register ops carry one (``k0``...), log ops do not. Weights come from
-``mixed_weights`` ([append, register], default [1, 1]).
+``mixed_weights``: ``[append, register]`` (default [1, 1]), or with two more,
+``[append, register, archive, kv-set]``, the workloads that read the past:
+
+- ``archive`` (:mod:`workloads.archive`): keys ``a<n>`` written a few times,
+  then only read for the rest of the test;
+- ``kv-set`` (:mod:`workloads.kvset`): a set kept in the kv map, read back
+  after the heal starting at every node;
+- the registers' retired keys stay readable (``retired_reads``), as Jepsen's
+  ``independent`` keys do;
+- with ``sticky_ops`` > 0, a process sticks to the node that last answered
+  one of its kv ops for that many ops (:mod:`workloads.sticky`), so a frozen
+  leader wakes up to reads queued before it was deposed.
 """
 
 from __future__ import annotations
@@ -11,13 +22,16 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from harness.core.errors import ConfigError
-from harness.core.workload import Workload
+from harness.core.workload import Generator, Workload
 from workloads.append import DEFAULT_CHUNK, AppendGen, final_log_reads, handle_append
+from workloads.archive import ArchiveGen
 from workloads.dledger_client import DEFAULT_TIMEOUT, DLedgerClient, Session
-from workloads.generator import mix
+from workloads.generator import any_of, mix
+from workloads.kvset import KvSetGen, handle_kv_set, is_kv_set_op
 from workloads.options import opt_float, opt_int
 from workloads.register import handle_register, register_gen
 from workloads.sampler import handle_sample, maybe_sampler_workers
+from workloads.sticky import Sticky
 
 if TYPE_CHECKING:
     from harness.core.history import Op
@@ -34,6 +48,8 @@ class MixedClient(DLedgerClient):
             return handle_sample(self, session, op)
         if op.key is not None:
             return handle_register(self, session, op)
+        if is_kv_set_op(op):
+            return handle_kv_set(self, session, op)
         return handle_append(self, session, op)
 
 
@@ -41,38 +57,53 @@ def _weights(options: Mapping[str, Any]) -> list[float]:
     w = options.get("mixed_weights", [1, 1])
     if (
         not isinstance(w, (list, tuple))
-        or len(w) != 2
+        or len(w) not in (2, 4)
         or not all(isinstance(x, (int, float)) and not isinstance(x, bool) and x >= 0 for x in w)
         or sum(w) <= 0
     ):
         raise ConfigError(
-            f"must be [append, register] non-negative numbers, got {w!r}", field="mixed_weights"
+            "must be [append, register] or [append, register, archive, kv-set] "
+            f"non-negative numbers, got {w!r}",
+            field="mixed_weights",
         )
     return [float(x) for x in w]
 
 
 def workload(options: Mapping[str, Any]) -> Workload:
     chunk = opt_int(options, "read_chunk", DEFAULT_CHUNK, minimum=1)
-    gen = mix(
-        [
-            AppendGen(
-                read_fraction=opt_float(options, "read_fraction", 0.1, maximum=1.0), chunk=chunk
-            ),
-            register_gen(options),
-        ],
-        _weights(options),
+    weights = _weights(options)
+    append = AppendGen(
+        read_fraction=opt_float(options, "read_fraction", 0.1, maximum=1.0), chunk=chunk
     )
+    kv: Generator = register_gen(options)
+    final: Generator = final_log_reads(chunk=chunk)
+    checks = ["linearizable", "log-safety", "samples"]
+    gens: list[Generator] = [append]
+    if len(weights) == 4:
+        if weights[2] > 0:
+            kv = mix([kv, ArchiveGen()], weights[1:3])
+        kvset = KvSetGen()
+        final = any_of([final, kvset.final_reads()])
+        gens.append(kvset)
+        weights = [weights[0], weights[3], weights[1] + weights[2]]
+        checks.append("set")
+    sticky_ops = opt_int(options, "sticky_ops", 0, minimum=0)
+    if sticky_ops:
+        kv = Sticky(
+            kv, ops=sticky_ops, fraction=opt_float(options, "sticky_fraction", 0.5, maximum=1.0)
+        )
+    gen = mix([*gens, kv], weights)
     return Workload(
         name="mixed",
         client=MixedClient(
             timeout=opt_float(options, "client_timeout", DEFAULT_TIMEOUT, positive=True)
         ),
         generator=gen,
-        final_generator=final_log_reads(chunk=chunk),
+        final_generator=final,
         checker={
             "model": "cas-register",
             "independent": True,
-            "checks": ["linearizable", "log-safety", "samples"],
+            "checks": checks,
         },
         extra_workers=maybe_sampler_workers(options),
     )

@@ -10,7 +10,9 @@ History values (ARCHITECTURE §2), one register per ``key``:
 Keys are ``k0``, ``k1``, ...; ``keys`` of them are live at once, each gets
 ``ops_per_key`` ops and is then replaced by a fresh one, so every key's history
 stays small enough for a linearizability search. Values are small ints, so
-cas ops often succeed.
+cas ops often succeed. As Jepsen's ``independent``, a retired key is not
+forgotten: with ``retired_reads`` > 0, that fraction of ops reads one of the
+last retired keys, whose last write may be long past (a restart ago).
 """
 
 from __future__ import annotations
@@ -36,19 +38,36 @@ CHECKER = {"model": "cas-register", "independent": True, "checks": ["linearizabl
 class RegisterGen:
     """Random read/write/cas over a few live keys, each retired after a fixed count (reads in a lull)."""
 
-    def __init__(self, *, keys: int = 3, ops_per_key: int = 200, max_value: int = 5) -> None:
+    RETIRED_KEPT = 64
+    """How many retired keys stay readable (the oldest drop out)."""
+
+    def __init__(
+        self,
+        *,
+        keys: int = 3,
+        ops_per_key: int = 200,
+        max_value: int = 5,
+        retired_reads: float = 0.0,
+    ) -> None:
         if keys < 1 or ops_per_key < 1 or max_value < 1:
             raise ValueError("register: keys, ops_per_key and max_value must be positive")
+        if not 0.0 <= retired_reads < 1.0:
+            raise ValueError("register: retired_reads must be in [0, 1)")
+        self.retired_reads = retired_reads
+        self.retired: list[str] = []
         self.ops_per_key = ops_per_key
         self.max_value = max_value
         self.next_key = keys
         self.live: list[list[Any]] = [[f"k{i}", ops_per_key] for i in range(keys)]
 
     def op(self, ctx: GenContext) -> Op:
+        if self.retired and self.retired_reads and ctx.rng.random() < self.retired_reads:
+            return invoke(ctx, "read", None, key=ctx.rng.choice(self.retired))
         slot = self.live[ctx.rng.randrange(len(self.live))]
         key = slot[0]
         slot[1] -= 1
         if slot[1] <= 0:
+            self.retired = [*self.retired[-(self.RETIRED_KEPT - 1) :], key]
             slot[0], slot[1] = f"k{self.next_key}", self.ops_per_key
             self.next_key += 1
         f = "read" if ctx.lull else ctx.rng.choice(("read", "write", "cas"))
@@ -104,6 +123,7 @@ def register_gen(options: Mapping[str, Any]) -> RegisterGen:
         keys=opt_int(options, "keys", 3, minimum=1),
         ops_per_key=opt_int(options, "ops_per_key", 200, minimum=1),
         max_value=opt_int(options, "max_value", 5, minimum=1),
+        retired_reads=opt_float(options, "retired_reads", 0.0, maximum=0.99),
     )
 
 

@@ -32,8 +32,8 @@ from harness.zoo.summary import RunRecord, render_table, summarize, summary_json
 from harness.zoo.targets import (
     CAMPAIGNS,
     DEFAULT_CAMPAIGN,
-    PROFILES,
     QUICK_TIME_LIMIT,
+    SCRIPTS,
     describe_campaign,
     run_seeds,
     select_targets,
@@ -70,8 +70,8 @@ __all__ = ["zoo"]
     "--profiles",
     default=None,
     metavar="P,Q,...",
-    help=f"Only these fault profiles of the DLedger campaign, cycled in this order "
-    f"(known: {', '.join(PROFILES)}).  [default: all]",
+    help=f"Only these fault scripts (profiles and motifs) of the DLedger campaign, played in "
+    f"this order (known: {', '.join(SCRIPTS)}).  [default: all, drawn as a seeded deck]",
 )
 @click.option(
     "--lab",

@@ -17,7 +17,7 @@ from typing import Any
 from harness.core.errors import ConfigError
 from harness.core.nemesis import NemesisPackage
 from harness.core.spec import TestSpec
-from nemesis.profiles import PROFILES, build_profile_package
+from nemesis.profiles import PROFILES, SCRIPTS, build_profile_package
 
 __all__ = [
     "BROKER_CAMPAIGN",
@@ -29,6 +29,7 @@ __all__ = [
     "QUICK_TIME_LIMIT",
     "CORRECT",
     "PROFILES",
+    "SCRIPTS",
     "Target",
     "zoo_bugs",
     "bug_mode",
@@ -59,20 +60,23 @@ class Campaign:
     workload_options: tuple[tuple[str, Any], ...] = ()
     db_options: tuple[tuple[str, Any], ...] = ()
     nemesis_options: tuple[tuple[str, Any], ...] = ()
+    shuffle: bool = False
+    """Draw the profiles as a seeded deck (every one once per pass, shuffled), not in order."""
 
     def with_time_limit(self, seconds: float) -> Campaign:
         return replace(self, time_limit=seconds)
 
     def with_profiles(self, names: Sequence[str]) -> Campaign:
-        """Only these fault profiles (for tuning one, or reproducing a run); none known is an error."""
-        unknown = [n for n in names if n not in PROFILES]
+        """Only these fault scripts (profiles or motifs), played in this order (for tuning one,
+        or reproducing a run); an unknown name is an error."""
+        unknown = [n for n in names if n not in SCRIPTS]
         if unknown or not names:
             raise ConfigError(
                 f"unknown fault profile(s) {', '.join(unknown) or '(none given)'} "
-                f"(known: {', '.join(PROFILES)})",
+                f"(known: {', '.join(SCRIPTS)})",
                 field="profiles",
             )
-        return replace(self, profiles=tuple(names)) if self.profiles else self
+        return replace(self, profiles=tuple(names), shuffle=False) if self.profiles else self
 
     def to_json(self) -> dict[str, Any]:
         d = asdict(self)
@@ -84,13 +88,17 @@ class Campaign:
         return d
 
 
-# Mode dledger cycles the fault profiles of nemesis/profiles.py (docs/zoo.md
-# has the measurements), the same for every bug.
+# Mode dledger draws fault scripts as a seeded deck, the same for every bug:
+# the per-bug profiles of nemesis/profiles.py and the generic motifs of
+# nemesis/motifs.py (docs/zoo.md has the measurements).
 # "mixed" runs the append log and per-key registers at once, with the status
 # sampler, so log safety (I2-I4), linearizability (I7) and the sampled
 # invariants (I1, I5, I6) are checked in every run; reads served by followers
 # and isolated leaders expose stale-read. Two workers per node keep reads
-# flowing on an isolated leader while its writes hang.
+# flowing on an isolated leader while its writes hang. The workloads that
+# read the past ride along: archive keys written once and read for the rest of
+# the run, retired register keys still read, a set in the kv map read back
+# from every node, and clients that stick to the node that last answered.
 DEFAULT_CAMPAIGN = Campaign(
     workload="mixed",
     nemesis=(
@@ -102,12 +110,19 @@ DEFAULT_CAMPAIGN = Campaign(
         "clock",
         "lull",
     ),
-    profiles=PROFILES,
+    profiles=SCRIPTS,
     nemesis_interval=2.5,
-    time_limit=60.0,
+    time_limit=90.0,
     rate=60.0,
     concurrency=15,
-    workload_options=(("mixed_weights", (1, 2)), ("read_fraction", 0.25)),
+    workload_options=(
+        ("mixed_weights", (1, 2, 2, 0.25)),
+        ("read_fraction", 0.25),
+        ("ops_per_key", 100),
+        ("retired_reads", 0.1),
+        ("sticky_ops", 20),
+    ),
+    shuffle=True,
 )
 # Mode ha (RocketMQ master/slave) has no election, so its bugs need other
 # faults: the master cut off from every slave *while* the operator fails over.
@@ -225,7 +240,10 @@ def campaign_command(
     parts = ["splitbrain zoo", "--runs 1"]
     if c.time_limit != DEFAULT_CAMPAIGN.time_limit:
         parts.append(f"--time-limit {c.time_limit:g}")
-    if c.profiles and c.profiles != DEFAULT_CAMPAIGN.profiles:
+    if c.profiles and (c.profiles, c.shuffle) != (
+        DEFAULT_CAMPAIGN.profiles,
+        DEFAULT_CAMPAIGN.shuffle,
+    ):
         parts.append(f"--profiles {','.join(c.profiles)}")
     parts.append(f"--bugs {bug}" if bug else "--bugs none")
     if seed is not None:
@@ -240,9 +258,8 @@ def describe_campaign(c: Campaign) -> str:
     wl = "".join(f", {k}={v}" for k, v in c.workload_options)
     db = "".join(f", {k}={v}" for k, v in c.db_options)
     if c.profiles:
-        faults = (
-            f"fault profiles {','.join(c.profiles)} cycled (basic hold {c.nemesis_interval:g} s)"
-        )
+        how = "drawn as a seeded deck" if c.shuffle else "cycled"
+        faults = f"fault scripts {','.join(c.profiles)} {how} (basic hold {c.nemesis_interval:g} s)"
     else:
         opts = "".join(f", {k}={v}" for k, v in c.nemesis_options)
         faults = f"faults {','.join(c.nemesis)} (interval {c.nemesis_interval:g} s{opts})"
@@ -264,6 +281,7 @@ def build_zoo_package(c: Campaign, seed: int) -> NemesisPackage:
         c.profiles,
         interval=c.nemesis_interval,
         rng=random.Random(seed ^ 0x5EED),
+        shuffle=c.shuffle,
         **dict(c.nemesis_options),
     )
 
@@ -288,5 +306,6 @@ def zoo_spec(c: Campaign, nodes: Sequence[str], mode: str, bug: str | None, seed
             "db": dict(c.db_options),
             "nemesis": dict(c.nemesis_options),
             "zoo_profiles": list(c.profiles),
+            "zoo_shuffle": c.shuffle,
         },
     )

@@ -334,3 +334,56 @@ def test_profiles_option_narrows_the_campaign_and_the_repro_command_says_so() ->
         DEFAULT_CAMPAIGN.with_profiles(["nope"])
     res = CliRunner().invoke(zoo, ["--profiles", "nope", "--lab", "no-such-lab-here"])
     assert res.exit_code != 0 and "nope" in (res.output + str(res.exception))
+
+
+@pytest.mark.integration
+@pytest.mark.lab
+@pytest.mark.slow
+def test_default_campaign_on_the_correct_node_is_valid_and_reads_the_past(
+    lab, tmp_path: Path
+) -> None:
+    """The default campaign, shortened: motifs and profiles drawn from the deck, every
+    part of the workload in the history, every check VALID on the correct node."""
+    out = tmp_path / "zoo.json"
+    res = CliRunner().invoke(
+        zoo,
+        [
+            "--runs",
+            "1",
+            "--bugs",
+            "none",
+            "--time-limit",
+            "40",
+            "--lab",
+            lab.name,
+            "--store",
+            str(tmp_path / "store"),
+            "--seed",
+            "5",
+            "--json",
+            str(out),
+        ],
+        standalone_mode=False,
+    )
+    assert res.exception is None, res.output
+    doc = json.loads(out.read_text())
+    assert doc["false_alarms"] == 0 and doc["runs"][0]["valid"] is True, res.output
+    run = Path(doc["runs"][0]["store"])
+    results = json.loads((run / "results.json").read_text())
+    assert {"linearizable", "log-safety", "set"} <= set(results["checkers"]), results
+    ops = [json.loads(line) for line in (run / "history.jsonl").read_text().splitlines()]
+    ok = [o for o in ops if o["type"] == "ok" and o["process"] != "nemesis"]
+    assert any(o["f"] == "read" and (o["key"] or "").startswith("a") for o in ok)
+    final_set = [
+        o for o in ok if o["f"] == "read" and o["key"] is None and isinstance(o["value"], list)
+    ]
+    assert len(final_set) == len(lab.hosts()), "one final kv-set read per node"
+    faults = [o for o in ops if o["process"] == "nemesis" and o["type"] == "info"]
+    whys = {str((o["value"] or {}).get("why")) for o in faults}
+    motifs = ("restart-all", "elections", "stopped-leader", "rolling", "overlap")
+    assert any(w.startswith(motifs) for w in whys), whys  # the seed's deck deals a motif early
+    # healed: the last fault op of every kind is a stop
+    last: dict[str, str] = {}
+    for o in faults:
+        last[o["f"].split("-", 1)[1]] = o["f"]
+    assert all(f.startswith("stop-") for f in last.values()), last

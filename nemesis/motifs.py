@@ -1,0 +1,220 @@
+"""Fault motifs: generic, composable fault scripts, none built around one seeded bug.
+
+The per-bug profiles (:mod:`nemesis.profiles`) each stage what one known bug
+needs. A user's bugs are not on that list, so the zoo's default campaign also
+draws from motifs: short scripts of the situations where consensus code tends
+to be wrong, whatever the code is:
+
+  restart-all     every node killed, every node started at once: all state is
+                  rebuilt from disk, all timers start together.
+  elections       concurrent candidacies: every node paused past its election
+                  timeout and resumed at once; or the leader killed, or cut off
+                  from everyone at once, so every follower's timer runs out
+                  together (one variant drawn per use).
+  stopped-leader  the leader SIGSTOPped long enough for a new one to be
+                  elected and commit (but less than a client's timeout), then
+                  resumed: reads sticky clients queued on it are waiting. Half
+                  the time it is also cut off from its peers while it sleeps and
+                  wakes up alone (clients still reach it), so nothing from the
+                  new leader tells it first that it was deposed.
+  rolling         every node in turn killed and restarted, a new leader each
+                  time the leader goes.
+  overlap         a partition, a kill and a pause overlapping, healed in a
+                  random order.
+  clock-split     a partition, then clock jumps (forward or back) on some
+                  nodes while it holds, healed in a random order.
+
+Each motif is a pure function of the nodes, the seeded rng and the basic hold:
+plain :class:`~nemesis.schedules.Step` data, with ``leader`` left for the
+nemesis to resolve when the step lands. Every fault a motif starts, it stops.
+The fault kinds are the stock ones (partition, kill, pause, clock), so the
+history records them as any other fault, the journal notes them before they
+land, and the package's final ops heal them.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any
+
+import nemesis.grudge as g
+from harness.core.errors import ConfigError
+from nemesis.schedules import Step, leader_within, scaled, start, stop
+
+if TYPE_CHECKING:
+    from harness.core.spec import RunContext
+
+__all__ = ["MOTIFS", "MOTIF_KINDS", "motif_steps"]
+
+MOTIFS = ("restart-all", "elections", "stopped-leader", "rolling", "overlap", "clock-split")
+
+MOTIF_KINDS = frozenset({"partition", "kill", "pause", "clock"})
+"""The fault kinds motifs use: a campaign drawing motifs must enable all of them."""
+
+StepsFn = Callable[[list[str], random.Random, float], list[Step]]
+
+
+def _all(nodes: Sequence[str], why: str) -> dict[str, Any]:
+    return {"target": "all", "nodes": list(nodes), "why": why}
+
+
+def _leader(why: str) -> dict[str, Any]:
+    return {"target": "leader", "why": why}
+
+
+def _shape(kind: str, nodes: Sequence[str], rng: random.Random) -> dict[str, Any]:
+    return {"shape": kind, "grudge": g.grudge_to_json(g.build_shape(kind, list(nodes), rng))}
+
+
+def _gap(rng: random.Random, hold: float) -> float:
+    """The quiet before a motif: the cluster settles and reads see what the last one left."""
+    return scaled(rng, hold, 0.4, 0.8)
+
+
+def _restart_all(nodes: list[str], rng: random.Random, hold: float) -> list[Step]:
+    return [
+        start(_gap(rng, hold), "kill", _all(nodes, "restart-all")),
+        stop(scaled(rng, hold, 0.1, 0.3), "kill"),
+    ]
+
+
+def _elections(nodes: list[str], rng: random.Random, hold: float) -> list[Step]:
+    gap = _gap(rng, hold)
+    variant = rng.choice(("pause-all", "kill-leader", "cut-leader"))
+    if variant == "pause-all":
+        # Past every node's election timeout (E = 1 s, randomised up to 2E): on
+        # resume every node campaigns at once, in the same term.
+        return [
+            start(gap, "pause", _all(nodes, "elections-pause-all")),
+            stop(scaled(rng, hold, 0.9, 1.1), "pause"),
+        ]
+    if variant == "kill-leader":
+        # The followers heard the last heartbeat together; their timers run out together.
+        return [
+            start(gap, "kill", _leader("elections-kill-leader")),
+            stop(scaled(rng, hold, 0.6, 1.0), "kill"),
+        ]
+    # Cut off from everyone at once, then killed just as the followers' timers run
+    # out, and the network healed in the same breath: the old leader comes back
+    # into an election it can join.
+    return [
+        start(gap, "partition", {"shape": "leader"}),
+        start(scaled(rng, hold, 0.35, 0.5), "kill", _leader("elections-cut-leader")),
+        stop(0.0, "partition"),
+        stop(scaled(rng, hold, 0.3, 0.6), "kill"),
+    ]
+
+
+def _stopped_leader(nodes: list[str], rng: random.Random, hold: float) -> list[Step]:
+    # 3-4 s at the default hold: long enough for an election and commits
+    # elsewhere, shorter than the clients' 5 s timeout, so reads queued on the
+    # frozen leader are still waiting for an answer when it wakes up.
+    gap = _gap(rng, hold)
+    if rng.random() < 0.5:
+        return [
+            start(gap, "pause", _leader("stopped-leader")),
+            stop(scaled(rng, hold, 1.2, 1.6), "pause"),
+        ]
+    # Alone: the new leader's heartbeats, queued in the sleeper's sockets, would
+    # otherwise depose it the moment it wakes, before it reads its clients'
+    # requests. The cut names the node paused (asked who leads *before* the
+    # pause: a sleeping node cannot answer, and whoever leads later is another).
+    memo: dict[str, str] = {}
+    deadlines: dict[str, float] = {}
+
+    def pause_leader(ctx: RunContext) -> dict[str, Any]:
+        lead = leader_within(ctx, rng, None, deadlines, "now")
+        memo["lead"] = lead if isinstance(lead, str) else rng.choice(nodes)
+        return {"target": "leader", "nodes": [memo["lead"]], "why": "stopped-leader-alone"}
+
+    def cut_sleeper(ctx: RunContext) -> dict[str, Any]:
+        lead = memo.get("lead") or rng.choice(nodes)
+        rest = [n for n in nodes if n != lead]
+        grudge = g.complete_grudge([[lead], rest])
+        return {"shape": "stopped-leader-cut", "grudge": g.grudge_to_json(grudge)}
+
+    return [
+        start(gap, "pause", pause_leader),
+        start(scaled(rng, hold, 0.1, 0.2), "partition", cut_sleeper),
+        stop(scaled(rng, hold, 1.1, 1.4), "pause"),
+        stop(scaled(rng, hold, 0.6, 1.0), "partition"),
+    ]
+
+
+def _rolling(nodes: list[str], rng: random.Random, hold: float) -> list[Step]:
+    order = list(nodes)
+    rng.shuffle(order)
+    steps: list[Step] = []
+    for n in order:
+        steps += [
+            start(scaled(rng, hold, 0.3, 0.6), "kill", {"nodes": [n], "why": "rolling"}),
+            stop(scaled(rng, hold, 0.05, 0.2), "kill"),
+        ]
+    return steps
+
+
+def _overlap(nodes: list[str], rng: random.Random, hold: float) -> list[Step]:
+    shape = rng.choice(("majority", "halves", "bridge", "majorities-ring", "leader"))
+    part = {"shape": "leader"} if shape == "leader" else _shape(shape, nodes, rng)
+    killed, paused = rng.sample(nodes, 2)
+    faults = [
+        start(scaled(rng, hold, 0.2, 0.5), "kill", {"nodes": [killed], "why": "overlap"}),
+        start(scaled(rng, hold, 0.2, 0.5), "pause", {"nodes": [paused], "why": "overlap"}),
+    ]
+    rng.shuffle(faults)
+    heals = [stop(0.0, "partition"), stop(0.0, "kill"), stop(0.0, "pause")]
+    rng.shuffle(heals)
+    spaced = [s._replace(wait=scaled(rng, hold, 0.2, 0.5)) for s in heals]
+    return [
+        start(_gap(rng, hold), "partition", part),
+        *faults,
+        spaced[0]._replace(wait=scaled(rng, hold, 0.6, 1.0)),
+        *spaced[1:],
+    ]
+
+
+def _clock_split(nodes: list[str], rng: random.Random, hold: float) -> list[Step]:
+    shape = rng.choice(("majority", "leader", "halves"))
+    part = {"shape": "leader"} if shape == "leader" else _shape(shape, nodes, rng)
+    k = rng.randint(1, len(nodes))
+    skewed = sorted(rng.sample(nodes, k), key=nodes.index)
+    ms = rng.uniform(2.0, 20.0) * 1000 * rng.choice((-1, 1))
+    clock = {
+        "target": "all" if k == len(nodes) else "random",
+        "nodes": skewed,
+        "mode": "bump",
+        "offset_ms": round(ms),
+    }
+    heals = [stop(0.0, "partition"), stop(0.0, "clock")]
+    rng.shuffle(heals)
+    return [
+        start(_gap(rng, hold), "partition", part),
+        start(scaled(rng, hold, 0.1, 0.4), "clock", clock),
+        heals[0]._replace(wait=scaled(rng, hold, 0.8, 1.4)),
+        heals[1]._replace(wait=scaled(rng, hold, 0.1, 0.5)),
+    ]
+
+
+_BUILDERS: dict[str, StepsFn] = {
+    "restart-all": _restart_all,
+    "elections": _elections,
+    "stopped-leader": _stopped_leader,
+    "rolling": _rolling,
+    "overlap": _overlap,
+    "clock-split": _clock_split,
+}
+
+
+def motif_steps(name: str, nodes: Sequence[str], rng: random.Random, hold: float) -> list[Step]:
+    """One motif's steps: every rng draw happens here, in a fixed order, so a seed replays it."""
+    fn = _BUILDERS.get(name)
+    if fn is None:
+        raise ConfigError(
+            f"unknown fault motif {name!r} (known: {', '.join(MOTIFS)})", field="motifs"
+        )
+    if len(nodes) < 2:
+        raise ConfigError(
+            f"fault motif {name!r} needs at least 2 nodes, got {len(nodes)}", field="nodes"
+        )
+    return fn(list(nodes), rng, hold)

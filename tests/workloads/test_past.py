@@ -1,0 +1,158 @@
+"""Workloads that read the past: archive keys, retired keys, the kv set, sticky clients (no cluster)."""
+
+from __future__ import annotations
+
+import random
+from collections import Counter, defaultdict
+
+import pytest
+
+from checker.local import check_local, classify
+from harness.core.history import Op, validate_history
+from harness.core.workload import GenContext
+from workloads.archive import ArchiveGen
+from workloads.generator import simulate
+from workloads.kvset import KvSetGen, is_kv_set_op
+from workloads.mixed import workload as mixed_workload
+from workloads.register import RegisterGen
+from workloads.sticky import Sticky
+
+NODES = ["n1", "n2", "n3", "n4", "n5"]
+
+
+def _invokes(h: list[Op]) -> list[Op]:
+    return [o for o in h if o.type == "invoke"]
+
+
+def test_archive_keys_take_a_few_writes_then_only_reads_and_the_key_space_grows() -> None:
+    gen = ArchiveGen(fresh=2, writes_per_key=2)
+    h = _invokes(simulate(gen, 5, 3000, random.Random(1)))
+    writes = Counter(o.key for o in h if o.f == "write")
+    assert set(o.f for o in h) == {"read", "write"}
+    assert max(writes.values()) <= 2 and len(writes) > 100
+    values = [o.value for o in h if o.f == "write"]
+    assert len(values) == len(set(values))  # unique: a stale read is never a fresh one
+    last_write: dict[str, int] = {}
+    for i, o in enumerate(h):
+        if o.f == "write":
+            last_write[o.key] = i  # type: ignore[index]
+    # Most reads hit keys whose last write is far behind them.
+    gaps = [i - last_write[o.key] for i, o in enumerate(h) if o.f == "read" and o.key in last_write]  # type: ignore[index]
+    assert sum(g > 500 for g in gaps) > len(gaps) / 3
+
+
+def test_archive_reads_only_in_a_lull() -> None:
+    gen = ArchiveGen()
+    ctx = GenContext(time_ns=0, process=0, worker=0, node="n1", rng=random.Random(0), lull=True)
+    assert {gen.op(ctx).f for _ in range(200)} == {"read"}
+
+
+def test_register_keys_retire_and_retired_keys_are_still_read() -> None:
+    gen = RegisterGen(keys=3, ops_per_key=20, retired_reads=0.2)
+    h = _invokes(simulate(gen, 5, 3000, random.Random(2)))
+    by_key: dict[str, list[int]] = defaultdict(list)
+    for i, o in enumerate(h):
+        by_key[o.key].append(i)  # type: ignore[index]
+    changes = {k for k, ix in by_key.items() for i in ix if h[i].f != "read"}
+    # Each key's bounded share of ops (writes, cas and live reads) is at most ops_per_key...
+    for k in changes:
+        live = [i for i in by_key[k] if h[i].f != "read"]
+        assert len(live) <= 20
+    # ... and after its last write or cas, some keys are read much later (retired reads).
+    late = 0
+    for k in changes:
+        last_change = max(i for i in by_key[k] if h[i].f != "read")
+        late += sum(1 for i in by_key[k] if i > last_change + 200)
+    assert late > 100
+    assert RegisterGen(keys=3, ops_per_key=20).retired_reads == 0.0
+
+
+def test_sticky_processes_keep_the_node_that_answered_for_n_ops_then_let_go() -> None:
+    class Reads:
+        def op(self, ctx: GenContext) -> Op:
+            return Op(type="invoke", process=ctx.process, f="read", key="k", node=ctx.node)
+
+        def update(self, ctx: GenContext, event: Op) -> None:
+            pass
+
+    gen = Sticky(Reads(), ops=3, fraction=1.0)
+    rng = random.Random(0)
+
+    def ctx(p: int = 7) -> GenContext:
+        return GenContext(time_ns=0, process=p, worker=0, node="n1", rng=rng, nodes=NODES)
+
+    first = gen.op(ctx())
+    assert first.node == "n1"
+    # redirected: the leader n4 answered, so the client keeps asking n4 even when it fails
+    gen.update(ctx(), first.complete("ok", 1).replace(node="n4"))
+    nodes = []
+    for _ in range(4):
+        o = gen.op(ctx())
+        nodes.append(o.node)
+        gen.update(ctx(), o.complete("fail", None, error="NOT_LEADER").replace(node="n2"))
+    assert nodes == ["n4", "n4", "n4", "n1"]
+    # an info ends the process; its stickiness goes with it
+    o = gen.op(ctx(8))
+    gen.update(ctx(8), o.complete("ok", 1).replace(node="n5"))
+    o = gen.op(ctx(8))
+    assert o.node == "n5"
+    gen.update(ctx(8), o.complete("info", None))
+    assert gen.op(ctx(8)).node == "n1"
+    # completions of processes that are not ours do not make anyone stick
+    gen.update(ctx(9), Op(type="ok", process=9, f="read", node="n3"))
+    assert gen.op(ctx(9)).node == "n1"
+
+
+def test_kv_set_adds_each_element_once_and_final_reads_start_at_every_node() -> None:
+    gen = KvSetGen()
+    h = _invokes(simulate(gen, 3, 50, random.Random(0)))
+    assert [o.value for o in h] == list(range(50)) and {o.f for o in h} == {"add"}
+    final = _invokes(simulate(gen.final_reads(), 2, 100, random.Random(0), nodes=NODES))
+    assert sorted(o.node for o in final) == NODES  # type: ignore[type-var]
+    assert all(o.f == "read" and o.value == 50 and o.key is None for o in final)
+    assert all(is_kv_set_op(o) for o in final + h)
+
+
+def test_mixed_with_four_weights_runs_every_part_and_its_final_phase_reads_every_node() -> None:
+    w = mixed_workload(
+        {"mixed_weights": [1, 2, 2, 0.5], "sticky_ops": 5, "retired_reads": 0.1, "ops_per_key": 30}
+    )
+    h = simulate(w.generator, 10, 3000, random.Random(3), nodes=NODES)
+    inv = _invokes(h)
+    kinds = Counter(
+        "set" if is_kv_set_op(o) else (o.key[0] if o.key else "log")  # type: ignore[index]
+        for o in inv
+    )
+    assert kinds["set"] > 50 and kinds["a"] > 300 and kinds["k"] > 300 and kinds["log"] > 200
+    final = _invokes(simulate(w.final_generator, 10, 10_000, random.Random(3), nodes=NODES))  # type: ignore[arg-type]
+    set_reads = [o for o in final if is_kv_set_op(o)]
+    assert sorted(o.node for o in set_reads) == NODES  # type: ignore[type-var]
+    log_nodes = {o.node for o in final if not is_kv_set_op(o)}
+    assert log_nodes == set(NODES)
+    assert "set" in w.checker["checks"]
+    with pytest.raises(Exception, match="archive, kv-set"):
+        mixed_workload({"mixed_weights": [1, 2, 3]})
+
+
+def test_a_kv_set_history_is_judged_by_the_set_checker_beside_the_registers() -> None:
+    def op(i: int, typ: str, p: int, f: str, v: object, key: str | None = None) -> Op:
+        return Op(index=i, time=i, type=typ, process=p, f=f, value=v, key=key, node="n1")
+
+    h = [
+        op(0, "invoke", 0, "add", 0),
+        op(1, "ok", 0, "add", 0),
+        op(2, "invoke", 1, "write", 3, "a0"),
+        op(3, "ok", 1, "write", 3, "a0"),
+        op(4, "invoke", 0, "add", 1),
+        op(5, "ok", 0, "add", 1),
+        op(6, "invoke", 1, "read", None, "a0"),
+        op(7, "ok", 1, "read", 3, "a0"),
+        op(8, "invoke", 0, "read", 2),
+        op(9, "ok", 0, "read", [1]),  # element 0 was lost
+    ]
+    validate_history(h)
+    groups = classify(h)
+    assert {o.f for o in groups["set"]} == {"add", "read"} and len(groups["register"]) == 4
+    res = check_local(h, model="cas-register")
+    assert res["checkers"]["set"]["valid"] is False
+    assert res["checkers"]["linearizable"]["valid"] is True

@@ -1,0 +1,100 @@
+"""A grow-only set kept in the kv map: one key per element, read back from every node.
+
+``add e`` writes key ``s<e>`` = e; a ``read`` reads the keys of every element
+added so far (its invoke value ``n``: elements ``0 .. n-1`` had been tried
+when it was asked) and answers the sorted list of those found. Unlike the log
+set (:mod:`workloads.sets`) this goes through the kv state machine, so an
+element added long before a restart is only there if the map was rebuilt
+right. The final reads, after the heal, start one at each node (each
+``kv-read`` follows a redirect once, as the client always does); the set
+checker (:mod:`checker.sets`) judges the last of them for lost adds and all
+of them for unexpected elements.
+
+History: ``add`` invoke e, ok e; ``read`` invoke n, ok the sorted list.
+"""
+
+from __future__ import annotations
+
+import functools
+from typing import TYPE_CHECKING, Any
+
+from harness.core.workload import PENDING
+from workloads.dledger_client import DLedgerClient, Result, Session, finish
+from workloads.generator import each_node, invoke, once
+
+if TYPE_CHECKING:
+    from harness.core.history import Op
+    from harness.core.workload import GenContext, Generator
+
+__all__ = ["KvSetGen", "element_key", "final_kv_set_reads", "handle_kv_set", "is_kv_set_op"]
+
+
+def element_key(e: int) -> str:
+    return f"s{e}"
+
+
+def is_kv_set_op(op: Op) -> bool:
+    """A kv-set op: an add, or a read whose value is the element count (no key, not a log read)."""
+    return op.f == "add" or (op.f == "read" and op.key is None and isinstance(op.value, int))
+
+
+class KvSetGen:
+    """Adds of 0, 1, 2, ... through the kv map (each element once per test); reads are final only."""
+
+    def __init__(self) -> None:
+        self.n = 0
+
+    def op(self, ctx: GenContext) -> Any:
+        if ctx.lull:
+            return PENDING  # nothing to read mid-run: the other generators serve the lull
+        e = self.n
+        self.n += 1
+        return invoke(ctx, "add", e)
+
+    def update(self, ctx: GenContext, event: Op) -> None:
+        pass
+
+    def final_reads(self) -> Generator:
+        """One read of every element tried, starting at each node, all nodes side by side."""
+        gen = self
+
+        def factory(node: str) -> Generator:
+            return once(lambda ctx: invoke(ctx, "read", gen.n, node=node))
+
+        return each_node(factory)
+
+
+def final_kv_set_reads(gen: KvSetGen) -> Generator:
+    return gen.final_reads()
+
+
+def _kv_read(c: Any, *, key: str) -> dict[str, Any]:
+    """One element's read (a named function: a lambda in a loop would capture late)."""
+    reply: dict[str, Any] = c.kv_read(key)
+    return reply
+
+
+def _read_elements(session: Session, node: str, n: int) -> tuple[Result, list[Any] | None]:
+    found: list[Any] = []
+    res = Result(node, reply={"code": "SUCCESS"})
+    for e in range(n):
+        res = session.call(node, functools.partial(_kv_read, key=element_key(e)))
+        if res.reply is None or res.code != "SUCCESS":
+            return res, None
+        if res.reply.get("found"):
+            found.append(res.reply.get("value"))
+    return res, sorted(found)
+
+
+def handle_kv_set(client: DLedgerClient, session: Session, op: Op) -> Op:
+    node = client.target(op)
+    if op.f == "add":
+        element = op.value
+        res = session.call(node, lambda c: c.kv_write(element_key(element), element))
+        return finish(op, res, read=False)
+    if op.f == "read":
+        res, elements = _read_elements(session, node, int(op.value))
+        if elements is None:
+            return finish(op, res, read=True)
+        return finish(op, res, read=True, ok_value=lambda r: elements)
+    raise ValueError(f"kv set cannot do {op.f!r}")
