@@ -72,6 +72,14 @@ def lab() -> None:
     type=click.IntRange(128, 8192),
     help="vm: MiB of RAM per guest.  [default: 512]",
 )
+@click.option(
+    "--package",
+    "packages",
+    multiple=True,
+    metavar="NAME",
+    help="vm: a Debian package to add to the guests' image, e.g. etcd-server "
+    "(repeatable; guests reach no mirror).  [default: the existing lab's]",
+)
 @_root_opt
 def up(
     nodes: int | None,
@@ -80,11 +88,12 @@ def up(
     timeout: float,
     driver: str,
     memory: int | None,
+    packages: tuple[str, ...],
     state_root: str,
 ) -> None:
     """Build or repair the lab; returns once every host answers SSH."""
     if driver == "vm":
-        _vm_up(name, nodes, subnet, memory, timeout)
+        _vm_up(name, nodes, subnet, memory, packages, timeout)
         return
     if driver == "docker":
         from harness.inventory.docker import DockerLab
@@ -184,17 +193,24 @@ def down(name: str, driver: str, stop_engine: bool, state_root: str) -> None:
     click.echo(f"lab {name!r} is down")
 
 
-def _vm_lab(name: str, nodes: int, subnet: str, memory: int) -> VmLab:
+def _vm_lab(
+    name: str, nodes: int, subnet: str, memory: int, packages: tuple[str, ...] = ()
+) -> VmLab:
     from harness.inventory.vm import VmLab
 
     try:
-        return VmLab(name=name, nodes=nodes, subnet=subnet, memory_mib=memory)
+        return VmLab(name=name, nodes=nodes, subnet=subnet, memory_mib=memory, packages=packages)
     except ConfigError as e:
         raise click.BadParameter(str(e).split(": ", 1)[-1], param_hint=f"--{e.field}") from None
 
 
 def _vm_up(
-    name: str, nodes: int | None, subnet: str | None, memory: int | None, timeout: float
+    name: str,
+    nodes: int | None,
+    subnet: str | None,
+    memory: int | None,
+    packages: tuple[str, ...],
+    timeout: float,
 ) -> None:
     from harness.inventory.vm import DEFAULT_MEMORY_MIB, VmLab
 
@@ -207,6 +223,7 @@ def _vm_up(
         nodes if nodes is not None else old.nodes if old else 3,
         subnet if subnet is not None else old.subnet if old else "127.91.0",
         memory if memory is not None else old.memory_mib if old else DEFAULT_MEMORY_MIB,
+        packages if packages else old.packages if old else (),
     )
     # Booting under TCG is slow: never wait less than the default SSH budget of a VM.
     hosts = vl.up(timeout=max(timeout, 240.0))

@@ -13,7 +13,7 @@ import pytest
 from harness.core.errors import ConfigError, LabError
 from harness.inventory.vm import network as vmnet
 from harness.inventory.vm import qemu
-from harness.inventory.vm.image import DEFAULT_IMAGE, config_hash, debian_mirror
+from harness.inventory.vm.image import DEFAULT_IMAGE, config_hash, debian_mirror, with_packages
 from harness.inventory.vm.lifecycle import VmLab
 from harness.inventory.vm.state import VmLabRecord, read_record, write_record
 
@@ -88,6 +88,8 @@ def test_qemu_command_line(tmp_path):
     append = arg("-append")
     assert "sb.name=n2" in append and "sb.addr=127.91.7.12/24" in append
     assert "init=/sbin/splitbrain-init" in append
+    # the guest keeps time on the HPET: a TSC calibrated under TCG can run 6x fast
+    assert "clocksource=hpet" in append and "tsc=reliable" not in append
     kvm = qemu.qemu_command(g, kernel=Path("/k"), initrd=Path("/i"), accel="kvm", daemonize=False)
     assert kvm[kvm.index("-accel") + 1] == "kvm" and "-daemonize" not in kvm
     with pytest.raises(ValueError):
@@ -135,6 +137,27 @@ def test_lab_record_round_trip_and_damage(tmp_path):
     with pytest.raises(ConfigError) as e:
         read_record(tmp_path / "unit")
     assert e.value.field == "accel"
+
+
+def test_extra_packages_make_another_image_and_are_recorded(tmp_path):
+    etcd = with_packages(("etcd-server", "etcd-client"))
+    assert {"etcd-server", "etcd-client"} <= set(etcd.packages)
+    assert config_hash(etcd) != config_hash(DEFAULT_IMAGE)
+    assert with_packages(("etcd-client", "etcd-server")) == etcd  # order does not matter
+    assert with_packages(("python3",)) == DEFAULT_IMAGE  # already in the recipe
+    with pytest.raises(ConfigError, match="not a Debian package") as e:
+        with_packages(("etcd;reboot",))
+    assert e.value.field == "package"
+    rec = VmLabRecord("unit", "127.91.7", 3, 512, "sbvbr", "abc", "/img", "tcg")
+    rec = dataclasses.replace(rec, packages=("etcd-server",))
+    write_record(tmp_path / "unit", rec)
+    assert read_record(tmp_path / "unit") == rec
+    raw = json.loads((tmp_path / "unit" / "lab.json").read_text())
+    raw["packages"] = "etcd-server"
+    (tmp_path / "unit" / "lab.json").write_text(json.dumps(raw))
+    with pytest.raises(ConfigError) as e:
+        read_record(tmp_path / "unit")
+    assert e.value.field == "packages"
 
 
 def test_hosts_carry_a_machine_and_what_faults_need(tmp_path):

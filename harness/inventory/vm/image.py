@@ -22,10 +22,10 @@ import re
 import shutil
 import subprocess
 from collections.abc import Iterator
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
-from harness.core.errors import LabError
+from harness.core.errors import ConfigError, LabError
 
 __all__ = [
     "VM_ROOT",
@@ -148,6 +148,20 @@ class ImageConfig:
 
 
 DEFAULT_IMAGE = ImageConfig()
+
+PACKAGE_RE = re.compile(r"^[a-z0-9][a-z0-9+.-]+$")
+"""Debian policy's package names (and nothing a shell or debootstrap would misread)."""
+
+
+def with_packages(extra: tuple[str, ...], base: ImageConfig = DEFAULT_IMAGE) -> ImageConfig:
+    """``base`` plus Debian packages a system under test needs on the guests (etcd,
+    ZooKeeper...): guests reach no mirror, so whatever they run must be in the image,
+    and a different set is a different cached image."""
+    for p in extra:
+        if not PACKAGE_RE.match(p):
+            raise ConfigError(f"{p!r} is not a Debian package name", field="package")
+    added = tuple(sorted(set(extra) - set(base.packages)))
+    return replace(base, packages=base.packages + added) if added else base
 
 
 def config_hash(config: ImageConfig) -> str:

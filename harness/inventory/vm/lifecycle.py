@@ -35,7 +35,13 @@ from harness.inventory.lab.state import (
 from harness.inventory.vm import network as vmnet
 from harness.inventory.vm import qemu
 from harness.inventory.vm.accel import choose_accel
-from harness.inventory.vm.image import VM_ROOT, BaseImage, ensure_image, require_tools
+from harness.inventory.vm.image import (
+    VM_ROOT,
+    BaseImage,
+    ensure_image,
+    require_tools,
+    with_packages,
+)
 from harness.inventory.vm.qmp import QmpMachine
 from harness.inventory.vm.state import VmLabRecord, read_record, write_record
 
@@ -55,6 +61,8 @@ class VmLab:
     subnet: str = "127.91.0"
     memory_mib: int = DEFAULT_MEMORY_MIB
     root: Path = VM_ROOT
+    packages: tuple[str, ...] = ()
+    """Debian packages added to the guests' image (``lab up --package``)."""
 
     def __post_init__(self) -> None:
         if not NAME_RE.match(self.name):
@@ -105,7 +113,12 @@ class VmLab:
     def load(cls, name: str, root: Path = VM_ROOT) -> VmLab:
         rec = read_record(root / "labs" / name)
         return cls(
-            name=name, nodes=rec.nodes, subnet=rec.subnet, memory_mib=rec.memory_mib, root=root
+            name=name,
+            nodes=rec.nodes,
+            subnet=rec.subnet,
+            memory_mib=rec.memory_mib,
+            root=root,
+            packages=rec.packages,
         )
 
     def record(self) -> VmLabRecord:
@@ -117,7 +130,7 @@ class VmLab:
         """Build or repair the lab; returns once every guest answers SSH (verified key)."""
         _require_root()
         require_tools(["qemu-system-x86_64", "qemu-img"])
-        image = ensure_image(root=self.root)
+        image = ensure_image(with_packages(self.packages), root=self.root)
         accel = choose_accel(image.kernel, image.initrd, self.root / "accel.json")
         with locked(self.root / "labs"):
             self._check_existing()
@@ -134,6 +147,7 @@ class VmLab:
                     image_key=image.key,
                     image_dir=str(image.directory),
                     accel=accel,
+                    packages=self.packages,
                 ),
             )
             vmnet.ensure_network(self.name, self.subnet)

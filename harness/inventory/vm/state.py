@@ -29,6 +29,7 @@ class VmLabRecord:
     image_dir: str
     accel: str
     driver: str = "vm"
+    packages: tuple[str, ...] = ()
 
 
 def write_record(lab_dir: Path, record: VmLabRecord) -> None:
@@ -53,9 +54,16 @@ def read_record(lab_dir: Path) -> VmLabRecord:
         raise ConfigError("not a JSON object", path=path)
     fields = VmLabRecord.__dataclass_fields__
     for key in fields:
-        if key not in raw and key != "driver":
+        if key not in raw and key not in ("driver", "packages"):
             raise ConfigError("missing", path=path, field=key)
     try:
-        return VmLabRecord(**{k: raw[k] for k in fields if k in raw})
+        values = {k: raw[k] for k in fields if k in raw}
+        if "packages" in values:
+            if not isinstance(values["packages"], list) or not all(
+                isinstance(p, str) for p in values["packages"]
+            ):
+                raise ConfigError("not a list of package names", path=path, field="packages")
+            values["packages"] = tuple(values["packages"])
+        return VmLabRecord(**values)
     except TypeError as e:
         raise ConfigError(str(e), path=path) from None
