@@ -80,6 +80,11 @@ __all__ = ["zoo"]
     help="Embedded lab to run on (`splitbrain lab up --name NAME`).",
 )
 @click.option(
+    "--vm",
+    is_flag=True,
+    help="--lab names a VM lab (`splitbrain lab up --driver vm`): real clocks, netem, power.",
+)
+@click.option(
     "--store",
     "store_root",
     default="store",
@@ -150,6 +155,7 @@ def zoo(
     time_limit: float | None,
     profiles: str | None,
     lab: str,
+    vm: bool,
     store_root: str,
     seed: int | None,
     json_path: str | None,
@@ -177,6 +183,8 @@ def zoo(
             raise click.UsageError(f"{', '.join(wrong)} do not apply to --mutants")
         from harness.cli.mutants import mutants_main
 
+        if vm:
+            raise click.UsageError("--mutants runs on the namespace lab, not with --vm")
         return mutants_main(
             ids=mutant_ids,
             sample=sample,
@@ -208,7 +216,9 @@ def zoo(
     campaign = campaigns["dledger"]
     if json_path is not None and Path(json_path).is_dir():
         raise click.BadParameter(f"{json_path} is a directory", param_hint="--json")
-    hosts = resolve_hosts(lab=lab, nodes_file=None, vagrant=None, docker=False, insecure=False)
+    hosts = resolve_hosts(
+        lab=lab, nodes_file=None, vagrant=None, docker=False, vm=vm, insecure=False
+    )
     base = seed if seed is not None else random.SystemRandom().randrange(2**31)
     seeds = run_seeds(base, n)
     total = len(targets) * n
