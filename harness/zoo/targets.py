@@ -21,6 +21,7 @@ from nemesis.profiles import PROFILES, SCRIPTS, build_profile_package
 
 __all__ = [
     "BROKER_CAMPAIGN",
+    "UPGRADE_CAMPAIGN",
     "Campaign",
     "DEFAULT_CAMPAIGN",
     "HA_CAMPAIGN",
@@ -153,6 +154,16 @@ HA_CAMPAIGN = Campaign(
 # broker-only run of 30 s had.
 BROKER_CAMPAIGN = Campaign(
     workload="queue",
+    nemesis=("partition", "kill"),
+    profiles=(),
+    nemesis_interval=3.0,
+    time_limit=40.0,
+    rate=60.0,
+    concurrency=6,
+    db_options=(("mode", "broker"),),
+)
+UPGRADE_CAMPAIGN = Campaign(
+    workload="queue",
     nemesis=("partition", "kill", "upgrade"),
     profiles=(),
     nemesis_interval=3.0,
@@ -162,10 +173,18 @@ BROKER_CAMPAIGN = Campaign(
     db_options=(("mode", "broker"), ("upgrade_from", "ha")),
     nemesis_options=(("overlap", 2),),
 )
-CAMPAIGNS = {"dledger": DEFAULT_CAMPAIGN, "ha": HA_CAMPAIGN, "broker": BROKER_CAMPAIGN}
+"""The broker reached the way operators reach it: a mode-ha group holding data, switched
+node by node under load. Measured apart from BROKER_CAMPAIGN because the switch takes a
+good part of a run: the broker's own bugs (a deposed master, an uncommitted tail at a
+restart) then meet too few leader kills, and escaped it (docs/zoo.md)."""
+CAMPAIGNS = {
+    "dledger": DEFAULT_CAMPAIGN,
+    "ha": HA_CAMPAIGN,
+    "broker": BROKER_CAMPAIGN,
+    "upgrade": UPGRADE_CAMPAIGN,
+}
 NO_CAMPAIGN_YET: frozenset[str] = frozenset()
-"""Seeded bugs no campaign can reach yet (none: ``broker-divided-from-start`` is met
-by the broker campaign's rolling ``upgrade`` fault)."""
+"""Seeded bugs no campaign can reach yet (none since the rolling ``upgrade`` fault)."""
 QUICK_TIME_LIMIT = 16.0
 
 
@@ -184,8 +203,11 @@ def zoo_bugs() -> list[str]:
 
 
 def bug_mode(bug: str) -> str:
-    """The node mode a seeded bug lives in (``node_impl.bugs`` names mode-ha bugs ``ha-*``,
-    mode-broker bugs ``broker-*``)."""
+    """The campaign a seeded bug meets: by the mode it lives in (``node_impl.bugs`` names
+    mode-ha bugs ``ha-*``, mode-broker bugs ``broker-*``), and ``upgrade`` for a broker
+    bug of the switch from mode ha (``broker-divided-*``)."""
+    if bug.startswith("broker-divided-"):
+        return "upgrade"
     if bug.startswith("broker-"):
         return "broker"
     return "ha" if bug.startswith("ha-") else "dledger"

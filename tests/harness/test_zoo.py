@@ -65,6 +65,7 @@ def test_bug_list_is_read_from_the_node_in_both_modes() -> None:
     bugs = zoo_bugs()
     assert bugs == [*BUGS, *HA_BUGS, *(b for b in BROKER_BUGS if b not in NO_CAMPAIGN_YET)]
     assert bug_mode("broker-stale-master") == "broker"
+    assert bug_mode("broker-divided-from-start") == "upgrade"
     assert bug_mode("stale-read") == "dledger" and bug_mode("ha-ack-on-send") == "ha"
 
 
