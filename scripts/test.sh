@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
-# Sets everything up, then runs the whole test suite (real sshd, real namespaces,
-# real PySpark). Extra arguments go to pytest.
+# Sets everything up, then runs the test suite (real sshd, real namespaces, real
+# PySpark). The default run leaves out tests marked slow (whole campaigns, VMs,
+# Spark clusters, soaks): `-m slow` runs just those, `-m ""` everything. Extra
+# arguments go to pytest.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh --with-test-tools

@@ -57,7 +57,8 @@ __all__ = ["zoo"]
     "--bugs",
     default=None,
     metavar="A,B,...",
-    help="Only these seeded bugs (the correct node always runs).  [default: all]",
+    help="Only these seeded bugs (with the correct node of each campaign they meet).  "
+    "[default: all]",
 )
 @click.option(
     "--time-limit",

@@ -220,8 +220,9 @@ def target_label(mode: str, bug: str | None) -> str:
 def select_targets(available: Sequence[str], requested: str | None) -> list[Target]:
     """Per mode, its correct node first, then its requested bugs (all when None), in list order.
 
-    Mode dledger always runs its correct node; mode ha runs only when one of its
-    bugs is chosen. ``requested`` is ``a,b,...``; ``none`` or ``correct`` alone
+    A mode runs only when one of its bugs is chosen (a false alarm is judged on the
+    campaigns the bugs met, not on one nobody asked for); with no bug at all, mode
+    dledger's correct node runs alone. ``requested`` is ``a,b,...``; ``none`` or ``correct`` alone
     runs only the correct node. An unknown name is a :class:`ConfigError` naming
     it and the known ones.
     """
@@ -245,7 +246,7 @@ def select_targets(available: Sequence[str], requested: str | None) -> list[Targ
     out: list[Target] = []
     for mode in CAMPAIGNS:
         mine = [b for b in chosen if bug_mode(b) == mode]
-        if mode == "dledger" or mine:
+        if mine or (mode == "dledger" and not chosen):
             out += [(mode, None), *((mode, b) for b in mine)]
     return out
 

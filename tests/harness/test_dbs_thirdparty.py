@@ -157,14 +157,26 @@ def _op(f: str, value: Any, node: str, key: str = "k") -> Op:
     return Op(type="invoke", process=0, f=f, value=value, key=key, node=node)
 
 
-def _until(pred: Callable[[], Any], timeout: float, what: str) -> Any:
+def _until(
+    pred: Callable[[], Any], timeout: float, what: str, explain: Callable[[], str] = str
+) -> Any:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         got = pred()
         if got:
             return got
         time.sleep(0.2)
-    raise AssertionError(f"timed out after {timeout} s waiting for {what}")
+    raise AssertionError(f"timed out after {timeout} s waiting for {what}\n{explain()}")
+
+
+def _log_tails(ctx: RunContext, db: Any, index: int, lines: int = 40) -> str:
+    """The ends of one log file per node, so a timed-out wait says what the DB was doing."""
+    out = []
+    for n in ctx.nodes:
+        path = db.log_files(ctx, n)[index]
+        got = ctx.remotes[n].run(f"tail -n {lines} {path}", check=False).stdout
+        out.append(f"--- {n}: {path}\n{got}")
+    return "\n".join(out)
 
 
 @pytest.mark.slow
@@ -233,7 +245,10 @@ def test_redis_fails_over_to_a_replica_and_rejoins_the_old_primary(running: RunC
     # retried after twice failover-timeout (12 s): 90 s allows several.
     db.kill(ctx, first)
     new = _until(
-        lambda: [p for p in db.primaries(ctx) if p != first], 90, "Sentinel to promote a replica"
+        lambda: [p for p in db.primaries(ctx) if p != first],
+        90,
+        "Sentinel to promote a replica",
+        explain=lambda: _log_tails(ctx, db, 1),
     )[0]
     ok = _until(
         lambda: (lambda o: o if o.type == "ok" else None)(c.invoke(ctx, _op("write", 5, first))),

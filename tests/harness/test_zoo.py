@@ -86,7 +86,7 @@ def test_select_targets_puts_each_modes_correct_node_first_and_keeps_list_order(
         ("dledger", "c"),
     ]
     assert select_targets(avail, "none") == [("dledger", None)]
-    assert select_targets(avail, "ha-y") == [("dledger", None), ("ha", None), ("ha", "ha-y")]
+    assert select_targets(avail, "ha-y") == [("ha", None), ("ha", "ha-y")]
     with pytest.raises(ConfigError, match="unknown bug 'zz'"):
         select_targets(avail, "a,zz")
     with pytest.raises(ConfigError, match="empty"):
