@@ -98,9 +98,27 @@ def _elections(nodes: list[str], rng: random.Random, hold: float) -> list[Step]:
     # Cut off from everyone at once, then killed just as the followers' timers run
     # out, and the network healed in the same breath: the old leader comes back
     # into an election it can join.
+    # The kill names the node cut off, not whoever leads when it lands: on a
+    # loaded machine the kill can land after the others elected a new leader,
+    # and killing that one would be another motif. The cut-off leader's tail of
+    # writes it could not commit is on its disk when it dies.
+    memo: dict[str, str] = {}
+    deadlines: dict[str, float] = {}
+
+    def cut_leader(ctx: RunContext) -> dict[str, Any]:
+        lead = leader_within(ctx, rng, None, deadlines, "now")
+        memo["lead"] = lead if isinstance(lead, str) else rng.choice(nodes)
+        rest = [n for n in nodes if n != memo["lead"]]
+        grudge = g.complete_grudge([[memo["lead"]], rest])
+        return {"shape": "leader", "isolated": memo["lead"], "grudge": g.grudge_to_json(grudge)}
+
+    def kill_cut_off(ctx: RunContext) -> dict[str, Any]:
+        lead = memo.get("lead") or rng.choice(nodes)
+        return {"target": "leader", "nodes": [lead], "why": "elections-cut-leader"}
+
     return [
-        start(gap, "partition", {"shape": "leader"}),
-        start(scaled(rng, hold, 0.35, 0.5), "kill", _leader("elections-cut-leader")),
+        start(gap, "partition", cut_leader),
+        start(scaled(rng, hold, 0.35, 0.5), "kill", kill_cut_off),
         stop(0.0, "partition"),
         stop(scaled(rng, hold, 0.3, 0.6), "kill"),
     ]

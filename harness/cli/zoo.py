@@ -71,8 +71,9 @@ __all__ = ["zoo"]
     "--profiles",
     default=None,
     metavar="P,Q,...",
-    help=f"Only these fault scripts (profiles and motifs) of the DLedger campaign, played in "
-    f"this order (known: {', '.join(SCRIPTS)}).  [default: all, drawn as a seeded deck]",
+    help=f"Only these fault scripts (profiles and motifs) of the DLedger and broker "
+    f"campaigns, played in this order (known: {', '.join(SCRIPTS)}).  "
+    "[default: all, drawn as a seeded deck]",
 )
 @click.option(
     "--lab",
@@ -214,7 +215,8 @@ def zoo(
     if profiles is not None:
         names = [p.strip() for p in profiles.split(",") if p.strip()]
         campaigns = {m: c.with_profiles(names) for m, c in campaigns.items()}
-    campaign = campaigns["dledger"]
+    # The summary's single "campaign" (kept for older readers) is the first one run.
+    campaign = next(iter(campaigns.values()))
     if json_path is not None and Path(json_path).is_dir():
         raise click.BadParameter(f"{json_path} is a directory", param_hint="--json")
     hosts = resolve_hosts(

@@ -17,6 +17,7 @@ from typing import Any
 from harness.core.errors import ConfigError
 from harness.core.nemesis import NemesisPackage
 from harness.core.spec import TestSpec
+from nemesis.motifs import MOTIFS
 from nemesis.profiles import PROFILES, SCRIPTS, build_profile_package
 
 __all__ = [
@@ -143,24 +144,29 @@ HA_CAMPAIGN = Campaign(
     nemesis_options=(("overlap", 2),),
 )
 # Mode broker (RocketMQ on DLedger, node_impl/broker.py) is checked as producers
-# and consumers see it: the queue workload with final drains of every node.
-# The cluster starts as a classic master/slave group holding data and the
-# rolling upgrade switches it, node by node, to the DLedger broker under load
-# (a divided offset taken from the wrong end puts new offsets on old ones);
-# then partitions depose masters (a broker that keeps acking loses those sends)
-# and kills restart brokers with uncommitted tails (consume queues rebuilt past
-# the commit index point at entries a new leader replaces). Two faults active at
-# once leave the DLedger part of the run as many partitions and kills as a
-# broker-only run of 30 s had.
+# and consumers see it: the queue workload with final drains of every node. Its
+# faults are the generic motifs of the DLedger campaign (none of them built for a
+# broker bug), drawn as a seeded deck: a leader cut off and killed while cut off
+# (``elections``) restarts with an uncommitted tail a new leader replaces (consume
+# queues rebuilt past the commit index point at replaced entries); a leader cut off
+# or stopped while clients still reach it is a deposed master that may keep acking.
 BROKER_CAMPAIGN = Campaign(
     workload="queue",
-    nemesis=("partition", "kill"),
-    profiles=(),
-    nemesis_interval=3.0,
-    time_limit=40.0,
+    nemesis=(
+        "partition-leader",
+        "partition-bridge",
+        "partition-majority",
+        "kill",
+        "pause",
+        "clock",
+    ),
+    profiles=MOTIFS,
+    nemesis_interval=2.5,
+    time_limit=60.0,
     rate=60.0,
     concurrency=6,
     db_options=(("mode", "broker"),),
+    shuffle=True,
 )
 UPGRADE_CAMPAIGN = Campaign(
     workload="queue",
