@@ -23,6 +23,9 @@ to be wrong, whatever the code is:
                   random order.
   clock-split     a partition, then clock jumps (forward or back) on some
                   nodes while it holds, healed in a random order.
+  deposed-crash   the leader cut off until the others elect and commit, killed
+                  and restarted while still cut off (it reloads a tail the new
+                  leader replaced), then healed.
 
 Each motif is a pure function of the nodes, the seeded rng and the basic hold:
 plain :class:`~nemesis.schedules.Step` data, with ``leader`` left for the
@@ -47,7 +50,15 @@ if TYPE_CHECKING:
 
 __all__ = ["MOTIFS", "MOTIF_KINDS", "motif_steps"]
 
-MOTIFS = ("restart-all", "elections", "stopped-leader", "rolling", "overlap", "clock-split")
+MOTIFS = (
+    "restart-all",
+    "elections",
+    "stopped-leader",
+    "rolling",
+    "overlap",
+    "clock-split",
+    "deposed-crash",
+)
 
 MOTIF_KINDS = frozenset({"partition", "kill", "pause", "clock"})
 """The fault kinds motifs use: a campaign drawing motifs must enable all of them."""
@@ -70,6 +81,40 @@ def _shape(kind: str, nodes: Sequence[str], rng: random.Random) -> dict[str, Any
 def _gap(rng: random.Random, hold: float) -> float:
     """The quiet before a motif: the cluster settles and reads see what the last one left."""
     return scaled(rng, hold, 0.4, 0.8)
+
+
+class _Remembered:
+    """The leader when a motif's first step lands, kept for its later steps.
+
+    Later steps name that node, not whoever leads when they land: on a loaded
+    machine a step can land after the others elected someone else, and hitting
+    the new leader would be another motif. With nobody leading, a seeded pick.
+    """
+
+    def __init__(self, nodes: list[str], rng: random.Random) -> None:
+        self.nodes, self.rng = nodes, rng
+        self.lead: str | None = None
+        self.deadlines: dict[str, float] = {}
+
+    def node(self, ctx: RunContext) -> str:
+        if self.lead is None:
+            got = leader_within(ctx, self.rng, None, self.deadlines, "now")
+            self.lead = got if isinstance(got, str) else self.rng.choice(self.nodes)
+        return self.lead
+
+    def target(self, why: str) -> Callable[[RunContext], dict[str, Any]]:
+        """A kill or pause of the remembered leader."""
+        return lambda ctx: {"target": "leader", "nodes": [self.node(ctx)], "why": why}
+
+    def cut(self, shape: str) -> Callable[[RunContext], dict[str, Any]]:
+        """A partition of the remembered leader from every peer (its clients still reach it)."""
+
+        def build(ctx: RunContext) -> dict[str, Any]:
+            lead = self.node(ctx)
+            grudge = g.complete_grudge([[lead], [n for n in self.nodes if n != lead]])
+            return {"shape": shape, "isolated": lead, "grudge": g.grudge_to_json(grudge)}
+
+        return build
 
 
 def _restart_all(nodes: list[str], rng: random.Random, hold: float) -> list[Step]:
@@ -96,29 +141,12 @@ def _elections(nodes: list[str], rng: random.Random, hold: float) -> list[Step]:
             stop(scaled(rng, hold, 0.6, 1.0), "kill"),
         ]
     # Cut off from everyone at once, then killed just as the followers' timers run
-    # out, and the network healed in the same breath: the old leader comes back
-    # into an election it can join.
-    # The kill names the node cut off, not whoever leads when it lands: on a
-    # loaded machine the kill can land after the others elected a new leader,
-    # and killing that one would be another motif. The cut-off leader's tail of
-    # writes it could not commit is on its disk when it dies.
-    memo: dict[str, str] = {}
-    deadlines: dict[str, float] = {}
-
-    def cut_leader(ctx: RunContext) -> dict[str, Any]:
-        lead = leader_within(ctx, rng, None, deadlines, "now")
-        memo["lead"] = lead if isinstance(lead, str) else rng.choice(nodes)
-        rest = [n for n in nodes if n != memo["lead"]]
-        grudge = g.complete_grudge([[memo["lead"]], rest])
-        return {"shape": "leader", "isolated": memo["lead"], "grudge": g.grudge_to_json(grudge)}
-
-    def kill_cut_off(ctx: RunContext) -> dict[str, Any]:
-        lead = memo.get("lead") or rng.choice(nodes)
-        return {"target": "leader", "nodes": [lead], "why": "elections-cut-leader"}
-
+    # out (the node cut off, whoever leads by then), and the network healed in the
+    # same breath: the old leader comes back into an election it can join.
+    cut = _Remembered(nodes, rng)
     return [
-        start(gap, "partition", cut_leader),
-        start(scaled(rng, hold, 0.35, 0.5), "kill", kill_cut_off),
+        start(gap, "partition", cut.cut("leader")),
+        start(scaled(rng, hold, 0.35, 0.5), "kill", cut.target("elections-cut-leader")),
         stop(0.0, "partition"),
         stop(scaled(rng, hold, 0.3, 0.6), "kill"),
     ]
@@ -138,25 +166,27 @@ def _stopped_leader(nodes: list[str], rng: random.Random, hold: float) -> list[S
     # otherwise depose it the moment it wakes, before it reads its clients'
     # requests. The cut names the node paused (asked who leads *before* the
     # pause: a sleeping node cannot answer, and whoever leads later is another).
-    memo: dict[str, str] = {}
-    deadlines: dict[str, float] = {}
-
-    def pause_leader(ctx: RunContext) -> dict[str, Any]:
-        lead = leader_within(ctx, rng, None, deadlines, "now")
-        memo["lead"] = lead if isinstance(lead, str) else rng.choice(nodes)
-        return {"target": "leader", "nodes": [memo["lead"]], "why": "stopped-leader-alone"}
-
-    def cut_sleeper(ctx: RunContext) -> dict[str, Any]:
-        lead = memo.get("lead") or rng.choice(nodes)
-        rest = [n for n in nodes if n != lead]
-        grudge = g.complete_grudge([[lead], rest])
-        return {"shape": "stopped-leader-cut", "grudge": g.grudge_to_json(grudge)}
-
+    sleeper = _Remembered(nodes, rng)
     return [
-        start(gap, "pause", pause_leader),
-        start(scaled(rng, hold, 0.1, 0.2), "partition", cut_sleeper),
+        start(gap, "pause", sleeper.target("stopped-leader-alone")),
+        start(scaled(rng, hold, 0.1, 0.2), "partition", sleeper.cut("stopped-leader-cut")),
         stop(scaled(rng, hold, 1.1, 1.4), "pause"),
         stop(scaled(rng, hold, 0.6, 1.0), "partition"),
+    ]
+
+
+def _deposed_crash(nodes: list[str], rng: random.Random, hold: float) -> list[Step]:
+    # The leader cut off long enough for the others to elect and commit, killed
+    # while still cut off, and started again before the cut heals: it reloads
+    # from its own disk a tail of writes it never committed and that the new
+    # leader has replaced, and keeps it (with whatever it derived from it:
+    # indexes, queues, a state machine) until it rejoins and is truncated.
+    cut = _Remembered(nodes, rng)
+    return [
+        start(_gap(rng, hold), "partition", cut.cut("leader")),
+        start(scaled(rng, hold, 1.0, 1.4), "kill", cut.target("deposed-crash")),
+        stop(scaled(rng, hold, 0.2, 0.4), "kill"),
+        stop(scaled(rng, hold, 0.5, 0.9), "partition"),
     ]
 
 
@@ -221,6 +251,7 @@ _BUILDERS: dict[str, StepsFn] = {
     "rolling": _rolling,
     "overlap": _overlap,
     "clock-split": _clock_split,
+    "deposed-crash": _deposed_crash,
 }
 
 

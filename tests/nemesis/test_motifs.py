@@ -142,6 +142,19 @@ def test_stopped_leader_outlasts_an_election_but_not_a_client_timeout() -> None:
     assert variants == {2, 4}
 
 
+def test_deposed_crash_kills_and_restarts_the_cut_off_leader_before_healing() -> None:
+    for seed in range(10):
+        steps = motif_steps("deposed-crash", NODES, random.Random(seed), 2.5)
+        assert _fs(steps) == ["start-partition", "start-kill", "stop-kill", "stop-partition"]
+        cut = _value(steps[0])
+        assert cut["isolated"] == "n3" and cut["grudge"]["n3"] == ["n1", "n2", "n4", "n5"]
+        # the kill names the node cut off though n1 leads by the time it lands
+        assert steps[1].value(_Led1Ctx())["nodes"] == ["n3"]  # type: ignore[operator]
+        # long enough for the others to elect (E = 1 s, up to 2E) and commit
+        assert steps[1].wait >= 2.5
+        assert steps[3].wait > 0  # restarted while still cut off
+
+
 def test_rolling_restarts_every_node_once_one_at_a_time() -> None:
     steps = motif_steps("rolling", NODES, random.Random(2), 2.5)
     assert _fs(steps) == ["start-kill", "stop-kill"] * len(NODES)
