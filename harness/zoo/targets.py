@@ -101,17 +101,18 @@ class Campaign:
 # read the past ride along: archive keys written once and read for the rest of
 # the run, retired register keys still read, a set in the kv map read back
 # from every node, and clients that stick to the node that last answered.
+SCRIPT_FAULTS = (
+    "partition-leader",
+    "partition-bridge",
+    "partition-majority",
+    "kill",
+    "pause",
+    "clock",
+)
+"""The fault kinds the motifs and profiles drive (profiles also hold writes: ``lull``)."""
 DEFAULT_CAMPAIGN = Campaign(
     workload="mixed",
-    nemesis=(
-        "partition-leader",
-        "partition-bridge",
-        "partition-majority",
-        "kill",
-        "pause",
-        "clock",
-        "lull",
-    ),
+    nemesis=(*SCRIPT_FAULTS, "lull"),
     profiles=SCRIPTS,
     nemesis_interval=2.5,
     time_limit=90.0,
@@ -147,19 +148,12 @@ HA_CAMPAIGN = Campaign(
 # and consumers see it: the queue workload with final drains of every node. Its
 # faults are the generic motifs of the DLedger campaign (none of them built for a
 # broker bug), drawn as a seeded deck: a leader cut off and killed while cut off
-# (``elections``) restarts with an uncommitted tail a new leader replaces (consume
+# (``deposed-crash``) restarts with an uncommitted tail a new leader replaces (consume
 # queues rebuilt past the commit index point at replaced entries); a leader cut off
 # or stopped while clients still reach it is a deposed master that may keep acking.
 BROKER_CAMPAIGN = Campaign(
     workload="queue",
-    nemesis=(
-        "partition-leader",
-        "partition-bridge",
-        "partition-majority",
-        "kill",
-        "pause",
-        "clock",
-    ),
+    nemesis=SCRIPT_FAULTS,
     profiles=MOTIFS,
     nemesis_interval=2.5,
     time_limit=60.0,

@@ -23,27 +23,24 @@ class _Ctx:
 
 
 class _LeaderDB:
+    def __init__(self, lead: str) -> None:
+        self.lead = lead
+
     def primaries(self, ctx: object) -> list[str]:
-        return ["n3"]
+        return [self.lead]
 
 
 class _LedCtx:
     """n3 leads: what a builder sees when its step lands."""
 
     nodes = NODES
-    db = _LeaderDB()
+    db = _LeaderDB("n3")
 
 
-class _Led1DB:
-    def primaries(self, ctx: object) -> list[str]:
-        return ["n1"]
-
-
-class _Led1Ctx:
+class _Led1Ctx(_LedCtx):
     """n1 leads: a new leader elected since an earlier step landed."""
 
-    nodes = NODES
-    db = _Led1DB()
+    db = _LeaderDB("n1")
 
 
 def _value(s: Step) -> Any:
