@@ -235,7 +235,7 @@ class Envelope:
         runs.append([1, p, p, p])
         if self._width == 1 and len(runs) <= self.cap:
             return
-        while len(runs) > max(1, self.cap // 3):
+        while len(self._runs) > max(1, self.cap // 3):
             self._merge()
 
     def _merge(self) -> None:
