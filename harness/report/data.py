@@ -11,6 +11,7 @@ import heapq
 import sys
 from collections import defaultdict
 from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -396,7 +397,7 @@ def failing_focus(
     return select_focus(req, done, window, max_ops=max_ops)
 
 
-def _touches(c: Completed, indexes: set[int]) -> bool:
+def _touches(c: Completed, indexes: AbstractSet[int]) -> bool:
     return c.invoke.index in indexes or (c.completion is not None and c.completion.index in indexes)
 
 
