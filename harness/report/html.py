@@ -5,7 +5,9 @@ verdict and each checker's result; latency over time per operation, ok/fail/info
 marked; throughput; the committed index of every node; fault periods shaded on
 every time axis, one colour per fault kind; and a timeline of the failing key or
 anomaly with the offending ops highlighted. Everything is computed by
-:mod:`harness.report.data`; this module only draws.
+:mod:`harness.report.data`; this module streams the history into it and draws.
+The history is never held whole: a run of tens of millions of records renders in
+the memory of a short one.
 """
 
 from __future__ import annotations
