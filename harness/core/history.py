@@ -590,7 +590,10 @@ def iter_parquet(
             continue
         try:
             batches = pf.iter_batches(
-                batch_size=batch, row_groups=[group], columns=list(PARQUET_COLUMNS)
+                batch_size=batch,
+                row_groups=[group],
+                columns=list(PARQUET_COLUMNS),
+                use_threads=False,  # no read-ahead: memory is one batch, however slow the consumer
             )
             for b in batches:
                 recs = b.to_pylist()
