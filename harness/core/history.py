@@ -36,6 +36,8 @@ __all__ = [
     "iter_jsonl",
     "read_jsonl",
     "read_history",
+    "iter_history",
+    "iter_parquet",
     "write_jsonl",
     "write_parquet",
     "jsonl_to_parquet",
@@ -547,7 +549,22 @@ def _write_rows(rows: Iterable[Row], path: str | os.PathLike[str], *, batch: int
 
 
 def read_parquet(path: str | os.PathLike[str]) -> list[Op]:
-    """Read a Parquet history; errors name the file and the 0-based record (row).
+    """Read a Parquet history; errors name the file and the 0-based record (row)."""
+    return list(iter_parquet(path))
+
+
+def iter_parquet(
+    path: str | os.PathLike[str],
+    *,
+    time_range: tuple[int, int] | None = None,
+    batch: int = 16_384,
+) -> Iterator[Op]:
+    """Yield the ops of a Parquet history a batch of rows at a time, so memory is bounded by
+    ``batch`` rather than by the file; errors name the file and the 0-based record (row).
+
+    With ``time_range=(lo, hi)`` only ops with ``lo <= time <= hi`` are yielded, and row
+    groups whose ``time`` statistics lie outside the range are not read at all: the
+    report's second pass reads just the window around the ops a checker names.
 
     pyarrow raises many types for a damaged file (ArrowInvalid, OSError,
     KeyError for a missing column, ...), and the text columns can hold anything
@@ -555,32 +572,74 @@ def read_parquet(path: str | os.PathLike[str]) -> list[Op]:
     """
     import pyarrow.parquet as pq
 
-    try:
-        rows = pq.read_table(str(path), columns=list(PARQUET_COLUMNS)).to_pylist()
-    except Exception as e:  # pyarrow has no single error type for "not a history"
+    def unreadable(e: Exception) -> HistoryError:
         msg = (str(e).strip().splitlines() or [type(e).__name__])[0][:200]
-        raise HistoryError(f"not a readable Parquet history ({msg})", path=path) from None
-    ops = []
-    for row, rec in enumerate(rows):
-        proc = rec["process"]
-        if proc != NEMESIS:
-            try:
-                rec["process"] = int(proc)
-            except (TypeError, ValueError):
-                raise HistoryError(
-                    f"record {row}: must be an integer or 'nemesis', got {_clip(proc)}",
-                    path=path,
-                    field="process",
-                ) from None
-        v = rec["value"]
-        if v is not None:
-            try:
-                rec["value"] = _json_line(v.encode("utf-8") if isinstance(v, str) else v)
-            except (ValueError, TypeError, AttributeError) as e:
-                why = str(e) if isinstance(e, ValueError) else f"must be JSON text, got {_clip(v)}"
-                raise HistoryError(f"record {row}: {why}", path=path, field="value") from None
-        ops.append(parse_op(rec, path=path, record=row))
-    return ops
+        return HistoryError(f"not a readable Parquet history ({msg})", path=path)
+
+    try:
+        pf = pq.ParquetFile(str(path))
+        meta = pf.metadata
+        time_col = pf.schema_arrow.get_field_index("time")
+    except Exception as e:  # pyarrow has no single error type for "not a history"
+        raise unreadable(e) from None
+    first = 0
+    for group in range(meta.num_row_groups):
+        rows_in_group = meta.row_group(group).num_rows
+        if time_range is not None and not _group_may_hold(meta, group, time_col, time_range):
+            first += rows_in_group
+            continue
+        try:
+            batches = pf.iter_batches(
+                batch_size=batch,
+                row_groups=[group],
+                columns=list(PARQUET_COLUMNS),
+                use_threads=False,  # no read-ahead: memory is one batch, however slow the consumer
+            )
+            for b in batches:
+                recs = b.to_pylist()
+                for pos, rec in enumerate(recs):
+                    if time_range is not None:
+                        t = rec["time"]
+                        if isinstance(t, int) and not time_range[0] <= t <= time_range[1]:
+                            continue
+                    yield _parquet_op(rec, path, first + pos)
+                first += len(recs)
+        except HistoryError:
+            raise
+        except Exception as e:  # as above: damage found while reading a row group
+            raise unreadable(e) from None
+
+
+def _group_may_hold(meta: Any, group: int, col: int, time_range: tuple[int, int]) -> bool:
+    """Whether a row group's ``time`` statistics overlap the range (True when unknown)."""
+    if col < 0:
+        return True
+    stats = meta.row_group(group).column(col).statistics
+    if stats is None or not stats.has_min_max:
+        return True
+    return bool(stats.min <= time_range[1] and stats.max >= time_range[0])
+
+
+def _parquet_op(rec: dict[str, Any], path: str | os.PathLike[str], row: int) -> Op:
+    """One Parquet row as an op: ``process`` back to an int, ``value`` decoded from JSON text."""
+    proc = rec["process"]
+    if proc != NEMESIS:
+        try:
+            rec["process"] = int(proc)
+        except (TypeError, ValueError):
+            raise HistoryError(
+                f"record {row}: must be an integer or 'nemesis', got {_clip(proc)}",
+                path=path,
+                field="process",
+            ) from None
+    v = rec["value"]
+    if v is not None:
+        try:
+            rec["value"] = _json_line(v.encode("utf-8") if isinstance(v, str) else v)
+        except (ValueError, TypeError, AttributeError) as e:
+            why = str(e) if isinstance(e, ValueError) else f"must be JSON text, got {_clip(v)}"
+            raise HistoryError(f"record {row}: {why}", path=path, field="value") from None
+    return parse_op(rec, path=path, record=row)
 
 
 def _clip(x: Any, n: int = 60) -> str:
@@ -590,22 +649,42 @@ def _clip(x: Any, n: int = 60) -> str:
 
 def read_history(path: str | os.PathLike[str]) -> list[Op]:
     """Read any supported history file, or the history of a store directory."""
+    return list(iter_history(path))
+
+
+def iter_history(
+    path: str | os.PathLike[str], *, time_range: tuple[int, int] | None = None
+) -> Iterator[Op]:
+    """Stream any supported history file, or the history of a store directory.
+
+    JSONL and Parquet are read a line or a batch at a time, so a caller that keeps only
+    a summary holds memory independent of the history's length; the foreign formats
+    (import only, small) are read whole. ``time_range=(lo, hi)`` keeps only ops with
+    ``lo <= time <= hi`` (Parquet skips whole row groups outside it).
+    """
     path = history_file(path)
     if not path.exists():
         raise HistoryError("no such file", path=path)
     suffix = path.suffix.lower()
-    if suffix == ".jsonl" or suffix == ".json":
-        return read_jsonl(path)
     if suffix == ".parquet":
-        return read_parquet(path)
-    if suffix not in (".edn", ".log", ".txt"):
+        yield from iter_parquet(path, time_range=time_range)
+        return
+    if suffix == ".jsonl" or suffix == ".json":
+        ops: Iterable[Op] = iter_jsonl(path)
+    elif suffix == ".edn":
+        ops = foreign.read_edn(path)
+    elif suffix in (".log", ".txt"):
+        ops = foreign.read_porcupine(path)
+    else:
         raise HistoryError(
             "unknown history format (expected .jsonl, .parquet, .edn, or a Porcupine .log/.txt)",
             path=path,
         )
-    if suffix == ".edn":
-        return foreign.read_edn(path)
-    return foreign.read_porcupine(path)
+    if time_range is None:
+        yield from ops
+        return
+    lo, hi = time_range
+    yield from (op for op in ops if lo <= op.time <= hi)
 
 
 def pair_ops(ops: Sequence[Op]) -> dict[int, int | None]:

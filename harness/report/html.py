@@ -5,7 +5,9 @@ verdict and each checker's result; latency over time per operation, ok/fail/info
 marked; throughput; the committed index of every node; fault periods shaded on
 every time axis, one colour per fault kind; and a timeline of the failing key or
 anomaly with the offending ops highlighted. Everything is computed by
-:mod:`harness.report.data`; this module only draws.
+:mod:`harness.report.data`; this module streams the history into it and draws.
+The history is never held whole: a run of tens of millions of records renders in
+the memory of a short one.
 """
 
 from __future__ import annotations
@@ -17,17 +19,18 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from harness.core.history import Op, read_history
+from harness.core.history import iter_history
 from harness.core.verdict import word as verdict_word
 from harness.report.data import (
-    Completed,
+    Digest,
     FaultPeriod,
-    committed_series,
-    completed_ops,
-    downsample,
-    failing_focus,
-    fault_periods,
-    throughput,
+    Focus,
+    FocusRequest,
+    digest,
+    focus_request,
+    focus_window,
+    pair_stream,
+    select_focus,
     timeline,
 )
 
@@ -45,8 +48,6 @@ FAULT_COLOURS = {
 }
 TYPE_COLOURS = {"ok": "#2a9d8f", "fail": "#e76f51", "info": "#f4a261"}
 NS = 1e9
-MAX_SCATTER = 30_000
-"""Latency points drawn per (f, type): beyond this the plot is downsampled (data.downsample)."""
 
 
 def _fault_colour(kind: str) -> str:
@@ -66,44 +67,38 @@ def _shade(ax: Any, periods: Sequence[FaultPeriod]) -> None:
         )
 
 
-def _plots(
-    out: Path, done: Sequence[Completed], periods: Sequence[FaultPeriod], ops: Sequence[Op]
-) -> list[tuple[str, str]]:
+def _plots(out: Path, d: Digest, periods: Sequence[FaultPeriod]) -> list[tuple[str, str]]:
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
     made: list[tuple[str, str]] = []
-    client = [c for c in done if c.invoke.f != "sample"]
 
     fig, ax = plt.subplots(figsize=(11, 4))
     _shade(ax, periods)
-    fs = sorted({c.invoke.f for c in client})
+    fs = sorted({f for f, _ in d.latency})
     markers = dict(zip(fs, "o^sDvP*X", strict=False))
     shown = total = 0
     for f in fs:
         for typ, colour in TYPE_COLOURS.items():
-            pts = [
-                (c.start / NS, c.latency_ns / 1e6)
-                for c in client
-                if c.invoke.f == f and c.type == typ and c.latency_ns is not None
-            ]
-            if pts:
-                total += len(pts)
-                pts = downsample(pts, MAX_SCATTER)
-                shown += len(pts)
-                xs, ys = zip(*pts, strict=True)
-                ax.scatter(
-                    xs,
-                    ys,
-                    s=6,
-                    c=colour,
-                    marker=markers.get(f, "o"),
-                    label=f"{f} {typ}",
-                    alpha=0.7,
-                    linewidths=0,
-                )
+            env = d.latency.get((f, typ))
+            if env is None or not env.n:
+                continue
+            total += env.n
+            pts = env.points()
+            shown += len(pts)
+            xs, ys = zip(*pts, strict=True)
+            ax.scatter(
+                xs,
+                ys,
+                s=6,
+                c=colour,
+                marker=markers.get(f, "o"),
+                label=f"{f} {typ}",
+                alpha=0.7,
+                linewidths=0,
+            )
     ax.set_yscale("log")
     ax.set_xlabel("time (s)")
     ax.set_ylabel("latency (ms)")
@@ -119,30 +114,29 @@ def _plots(
 
     fig, ax = plt.subplots(figsize=(11, 3.5))
     _shade(ax, periods)
-    for (f, typ), buckets in sorted(throughput(client).items()):
-        seconds = sorted(buckets)
+    for (f, typ), rates in d.throughput.rates().items():
         ax.plot(
-            seconds,
-            [buckets[x] for x in seconds],
+            [x for x, _ in rates],
+            [r for _, r in rates],
             label=f"{f} {typ}",
             lw=1.2,
             ls="-" if typ == "ok" else ":",
         )
     ax.set_xlabel("time (s)")
     ax.set_ylabel("completions / s")
-    ax.set_title("Throughput")
+    width_s = d.throughput.bucket_ns / NS
+    ax.set_title("Throughput" + (f" (mean over {width_s:g} s buckets)" if width_s > 1 else ""))
     ax.legend(loc="upper left", fontsize=7, ncol=4)
     fig.tight_layout()
     fig.savefig(out / "throughput.png", dpi=90)
     plt.close(fig)
     made.append(("throughput.png", "Throughput"))
 
-    series = committed_series(ops)
-    if series:
+    if d.committed:
         fig, ax = plt.subplots(figsize=(11, 3.5))
         _shade(ax, periods)
-        for node in sorted(series):
-            steps = downsample(series[node], MAX_SCATTER)
+        for node in sorted(d.committed):
+            steps = d.committed[node].points()
             ax.step(
                 [t / NS for t, _ in steps], [c for _, c in steps], where="post", label=node, lw=1.2
             )
@@ -161,8 +155,7 @@ def _esc(x: Any) -> str:
     return html.escape(x if isinstance(x, str) else json.dumps(x, default=str))
 
 
-def _timeline_html(ops: Sequence[Op], results: Mapping[str, Any]) -> str:
-    focus = failing_focus(ops, results)
+def _timeline_html(focus: Focus | None, periods: Sequence[FaultPeriod]) -> str:
     if focus is None:
         return ""
     lanes, t0, t1 = timeline(focus)
@@ -190,7 +183,7 @@ def _timeline_html(ops: Sequence[Op], results: Mapping[str, Any]) -> str:
             f'<div class="track">{"".join(bars)}</div></div>'
         )
     faults = []
-    for p in fault_periods(ops):
+    for p in periods:
         if p.end < t0 or p.start > t1:
             continue
         lo, hi = max(p.start, t0), min(p.end, t1)
@@ -240,17 +233,14 @@ def render_html(
     *,
     test: Mapping[str, Any],
     results: Mapping[str, Any],
-    ops: Sequence[Op],
+    digest: Digest,
+    focus: Focus | None,
     plots: Sequence[tuple[str, str]],
     files: Sequence[str] = (),
 ) -> str:
-    done = completed_ops(ops)
-    periods = fault_periods(ops)
+    periods = digest.periods()
     verdict = verdict_word(results.get("valid"))
-    counts: dict[str, int] = {}
-    for c in done:
-        if c.invoke.f != "sample":
-            counts[c.type] = counts.get(c.type, 0) + 1
+    counts = digest.counts
     parts = [
         f"<!doctype html><html><head><meta charset='utf-8'><title>splitbrain: "
         f"{_esc(test.get('name', 'run'))} {verdict}</title><style>{CSS}</style></head><body>",
@@ -308,7 +298,7 @@ def render_html(
     lin = (results.get("checkers") or {}).get("linearizable") or {}
     if isinstance(lin, Mapping) and lin.get("counterexample_text"):
         parts.append(f"<h2>Counterexample</h2><pre>{_esc(lin['counterexample_text'])}</pre>")
-    parts.append(_timeline_html(ops, results))
+    parts.append(_timeline_html(focus, periods))
     if periods:
         parts.append(
             "<h2>Faults</h2><table><tr><th>kind</th><th>from (s)</th><th>to (s)</th>"
@@ -338,22 +328,43 @@ def render_html(
 
 
 def write_report(run_dir: str | Path) -> Path:
-    """Render ``report.html`` (and its PNGs) into a store directory; returns its path."""
+    """Render ``report.html`` (and its PNGs) into a store directory; returns its path.
+
+    The history is streamed, never held: one pass builds the :class:`Digest` (bounded
+    memory whatever the history's length), and a second pass reads only the records
+    of the failing key's window, widened by the longest latency seen so that every op
+    overlapping the window is paired whole.
+    """
     run = Path(run_dir).resolve()
-    ops = read_history(run)
     results: dict[str, Any] = {}
     if (run / "results.json").exists():
         results = json.loads((run / "results.json").read_text())
     test: dict[str, Any] = {}
     if (run / "test.json").exists():
         test = json.loads((run / "test.json").read_text())
-    done = completed_ops(ops)
-    plots = _plots(run, done, fault_periods(ops), ops)
+    req = focus_request(results)
+    d = digest(iter_history(run), focus=req)
+    focus = None if req is None else _focus(run, req, d)
+    periods = d.periods()
+    plots = _plots(run, d, periods)
     files = sorted(
         str(p.relative_to(run))
         for p in run.rglob("*")
         if p.is_file() and p.suffix not in (".png",) and p.name != "report.html"
     )
     out = run / "report.html"
-    out.write_text(render_html(test=test, results=results, ops=ops, plots=plots, files=files))
+    out.write_text(
+        render_html(test=test, results=results, digest=d, focus=focus, plots=plots, files=files)
+    )
     return out
+
+
+def _focus(run: Path, req: FocusRequest, d: Digest) -> Focus:
+    """The second pass: the records around the named ops only (all of them if none were found)."""
+    window = focus_window(d.hits)
+    if window is None and req.key is None:
+        return select_focus(req, (), None)
+    span = None
+    if window is not None:
+        span = (window[0] - d.max_latency_ns, window[1] + d.max_latency_ns)
+    return select_focus(req, pair_stream(iter_history(run, time_range=span)), window)

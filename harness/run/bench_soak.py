@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import json
 import os
-import resource
 import subprocess
 import sys
 import tempfile
@@ -136,25 +135,47 @@ def _run(
     return res.store_dir, res.results
 
 
+def _peak_rss_kib(pid: int) -> int | None:
+    """A live process's high-water resident set (``VmHWM``), None once it is gone."""
+    try:
+        with open(f"/proc/{pid}/status") as f:
+            for line in f:
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1])
+    except OSError:
+        return None
+    return None
+
+
 def _report(run_dir: Path) -> dict[str, Any]:
-    """``splitbrain report`` in a child: its wall time, peak RSS and output size."""
-    before = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
+    """``splitbrain report`` in a child: its wall time, peak RSS and output size.
+
+    The peak is the child's own ``VmHWM``, read while it runs: ``ru_maxrss`` of
+    children would count this process's resident set at the fork (the Parquet
+    conversion's, hundreds of MiB) as the report's.
+    """
     t0 = time.monotonic()
-    proc = subprocess.run(
-        [sys.executable, "-m", "harness.cli", "report", str(run_dir)],
-        capture_output=True,
-        text=True,
-        check=False,
-    )
-    wall = time.monotonic() - t0
-    peak_kib = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
+    with tempfile.TemporaryFile("w+") as err:  # a file, not a pipe: no one drains it meanwhile
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "harness.cli", "report", str(run_dir)],
+            stdout=subprocess.DEVNULL,
+            stderr=err,
+            text=True,
+        )
+        peak_kib = 0
+        while proc.poll() is None:
+            peak_kib = max(peak_kib, _peak_rss_kib(proc.pid) or 0)
+            time.sleep(0.05)
+        wall = time.monotonic() - t0
+        err.seek(0)
+        stderr = err.read()
     files = [p for p in run_dir.iterdir() if p.name == "report.html" or p.suffix == ".png"]
     return {
         "ok": proc.returncode == 0,
-        "error": None if proc.returncode == 0 else proc.stderr.strip()[-500:],
+        "error": None if proc.returncode == 0 else stderr.strip()[-500:],
         "seconds": round(wall, 1),
-        # ru_maxrss of children is the largest child so far: only ours here, if above before.
-        "peak_rss_mib": round(peak_kib / 1024, 1) if peak_kib > before else None,
+        # Sampled every 50 ms: a peak in the child's last moments may be missed.
+        "peak_rss_mib": round(peak_kib / 1024, 1) if peak_kib else None,
         "bytes": sum(p.stat().st_size for p in files),
     }
 

@@ -144,3 +144,149 @@ def test_downsample_bounds_points_and_keeps_every_stretch_extremes():
     assert [x for x, _ in out] == sorted(x for x, _ in out)
     assert out[0] == pts[0]
     assert downsample(pts[:10], 3_000) == pts[:10]
+
+
+def test_pair_stream_holds_only_open_ops_and_agrees_with_completed_ops():
+    from harness.report.data import pair_stream
+
+    ops = _hist()
+    streamed = list(pair_stream(iter(ops)))
+    # Completion order: p0's append, p1's info, p2's append, the sample, then the open read.
+    assert [c.invoke.index for c in streamed] == [0, 4, 6, 8, 12]
+    assert streamed[-1].completion is None
+    assert sorted(streamed, key=lambda c: c.start) == completed_ops(ops)
+
+
+def test_envelope_bounds_memory_and_keeps_first_and_extremes():
+    from harness.report.data import Envelope, downsample
+
+    pts = [(float(i), 1.0 + (i % 7)) for i in range(200_000)]
+    pts[123_456] = (123_456.0, 9_000.0)
+    pts[5] = (5.0, 0.001)
+    env = Envelope(3_000)
+    for x, y in pts:
+        env.add(x, y)
+        assert len(env._runs) <= 3_000  # never more than cap runs held at once
+    out = env.points()
+    assert env.n == 200_000 and len(out) <= 3_000
+    assert (123_456.0, 9_000.0) in out and (5.0, 0.001) in out and out[0] == pts[0]
+    assert [x for x, _ in out] == sorted(x for x, _ in out)
+    small = Envelope(3_000)
+    for x, y in pts[:3_000]:
+        small.add(x, y)
+    assert small.points() == downsample(pts[:3_000], 3_000) == pts[:3_000]
+
+
+def test_throughput_buckets_widen_and_keep_every_completion():
+    from harness.report.data import Throughput
+
+    acc = Throughput(max_buckets=100)
+    for s in range(1_000):  # 1,000 s, two completions a second
+        acc.add(("append", "ok"), s * S)
+        acc.add(("append", "ok"), s * S + S // 2)
+    per = acc.counts[("append", "ok")]
+    assert len(per) <= 100 and acc.bucket_ns == 16 * S
+    assert sum(per.values()) == 2_000
+    rates = acc.rates()[("append", "ok")]
+    assert rates[0] == (0.0, 2.0)  # still completions per second, whatever the width
+    short = Throughput(max_buckets=100)
+    short.add(("read", "ok"), int(2.5 * S))
+    assert short.counts == {("read", "ok"): {2: 1}} and short.bucket_ns == S
+
+
+def test_digest_matches_the_in_memory_figures():
+    from harness.report.data import digest, focus_request
+
+    ops = _hist()
+    results = {"valid": False, "anomalies": {"lost-ack": [{"indexes": [7]}]}}
+    d = digest(iter(ops), focus=focus_request(results))
+    assert d.records == len(ops) and d.end_time == ops[-1].time
+    assert d.counts == {"ok": 2, "info": 2}  # the open final read counts as info
+    assert d.throughput.counts == throughput(
+        c for c in completed_ops(ops) if c.invoke.f != "sample"
+    )
+    assert d.periods() == fault_periods(ops)
+    assert {n: e.points() for n, e in d.committed.items()} == {
+        n: [(float(t), float(c)) for t, c in v] for n, v in committed_series(ops).items()
+    }
+    assert [c.invoke.index for c in d.hits] == [6]
+    assert d.max_latency_ns == int(1.0 * S)  # p1's append, timed out
+    assert d.latency[("append", "info")].points() == [(1.5, 1000.0)]
+
+
+def test_focus_from_a_time_window_equals_the_focus_from_the_whole_history():
+    """The second pass reads only the window widened by the longest latency: same focus."""
+    from harness.report.data import digest, focus_request, focus_window, pair_stream, select_focus
+
+    ops = []
+    for i in range(2_000):  # 4 processes, 10 ms ops, one every 2.5 ms
+        p, t = i % 4, i * 2_500_000
+        ops.append(Op("invoke", p, "append", {"payload": str(i)}, time=t))
+        ops.append(Op("ok", p, "append", {"payload": str(i)}, time=t + 10_000_000))
+    ops.sort(key=lambda op: op.time)
+    ops = [op.replace(index=i) for i, op in enumerate(ops)]
+    named = [op.index for op in ops if op.type == "ok" and op.value["payload"] == "1000"]
+    results = {"valid": False, "anomalies": {"lost-ack": [{"indexes": named}]}}
+    whole = failing_focus(ops, results, max_ops=50)
+    req = focus_request(results)
+    assert req is not None and whole is not None
+    d = digest(iter(ops), focus=req)
+    window = focus_window(d.hits)
+    assert window is not None
+    lo, hi = window[0] - d.max_latency_ns, window[1] + d.max_latency_ns
+    part = [op for op in ops if lo <= op.time <= hi]
+    assert len(part) < len(ops) // 4
+    streamed = select_focus(req, pair_stream(part), window, max_ops=50)
+    assert streamed == whole
+    assert [
+        c.invoke.value["payload"]
+        for c in streamed.ops
+        if c.invoke.index in named or (c.completion and c.completion.index in named)
+    ] == ["1000"]
+
+
+def test_iter_history_time_range_on_parquet_skips_row_groups(tmp_path):
+    import pyarrow.parquet as pq
+
+    from harness.core.history import iter_history, read_history, write_parquet
+
+    ops = [
+        Op("invoke", i % 3, "read", None, key="k", time=i * 1_000, index=i) for i in range(1_000)
+    ]
+    write_parquet(ops, tmp_path / "h.parquet", batch=100)
+    assert pq.ParquetFile(tmp_path / "h.parquet").metadata.num_row_groups == 10
+    got = list(iter_history(tmp_path / "h.parquet", time_range=(250_000, 420_000)))
+    assert got == [op for op in ops if 250_000 <= op.time <= 420_000]
+    assert list(iter_history(tmp_path / "h.parquet")) == read_history(tmp_path / "h.parquet") == ops
+
+
+def test_write_report_from_parquet_focuses_on_the_failing_key(tmp_path):
+    from harness.core.history import write_parquet
+
+    ops = []
+    for i in range(300):
+        key = "k1" if i % 2 else "k2"
+        ops.append(Op("invoke", i % 5, "write", i, key=key, time=i * 10_000_000))
+        ops.append(Op("ok", i % 5, "write", i, key=key, time=i * 10_000_000 + 5_000_000))
+    ops = [op.replace(index=i) for i, op in enumerate(ops)]
+    write_parquet(ops, tmp_path / "history.parquet", batch=64)
+    (tmp_path / "results.json").write_text(
+        json.dumps(
+            {
+                "valid": False,
+                "checkers": {
+                    "linearizable": {
+                        "valid": False,
+                        "counterexample": {"key": "k1", "window": [301, 302, 303]},
+                    }
+                },
+            }
+        )
+    )
+    page = write_report(tmp_path).read_text()
+    assert "key k1: not linearizable" in page
+    # 301 is k2's: only k1's op at 302..303 is named.
+    assert page.count('class="bar ok hot"') == 1 and "write 151→151" in page
+    assert "write 150→150" not in page  # k2's ops stay out
+    assert "write 103→103" in page and "write 199→199" in page  # k1 within 0.5 s
+    assert "write 1→1<" not in page and "write 299→299" not in page  # far from the window
