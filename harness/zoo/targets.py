@@ -123,6 +123,10 @@ DEFAULT_CAMPAIGN = Campaign(
         ("ops_per_key", 100),
         ("retired_reads", 0.1),
         ("sticky_ops", 20),
+        # Below stopped-leader's 3-4 s pause: a sticky worker re-sends its read to
+        # the sleeper, and the last one, invoked after the new leader committed,
+        # is still waiting when it wakes.
+        ("read_timeout", 1.0),
     ),
     shuffle=True,
 )
@@ -275,6 +279,9 @@ def campaign_command(
     ):
         parts.append(f"--profiles {','.join(c.profiles)}")
     parts.append(f"--bugs {bug}" if bug else "--bugs none")
+    node_src = dict(c.db_options).get("node_src")
+    if node_src is not None:
+        parts.append(f"--node-src {node_src}")
     if seed is not None:
         parts.append(f"--seed {seed}")
     if lab:
