@@ -16,7 +16,7 @@ from workloads.generator import simulate
 from workloads.kvset import KvSetGen, is_kv_set_op
 from workloads.mixed import workload as mixed_workload
 from workloads.register import RegisterGen
-from workloads.sticky import Stint, Sticky, after_completion
+from workloads.sticky import Sticky, Stint, after_completion
 
 NODES = ["n1", "n2", "n3", "n4", "n5"]
 
