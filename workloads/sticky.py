@@ -19,9 +19,12 @@ rather than merely late:
   leader committed elsewhere: if the sleeper answers it from its stale state,
   that read is not linearizable. A single read queued at the start of the
   pause would be stale but legal (it may be ordered before the new writes).
-- stickiness belongs to the worker, not to its process: a write that ends
-  ``info`` (a timeout) gives the worker a fresh process, which, like a client
-  that reconnects, still asks the cached node.
+- a write whose fate is unknown (``info``: it timed out) is followed by a read
+  of its key, as a client checks whether its write took effect. That key is a
+  hot one, the kind the new leader's clients are writing meanwhile.
+- stickiness belongs to the worker, not to its process: an ``info`` gives the
+  worker a fresh process, which, like a client that reconnects, still asks the
+  cached node.
 """
 
 from __future__ import annotations
@@ -45,12 +48,12 @@ class Stint:
 
     node: str
     left: int
-    """Ops still to send there (a retry counts as one)."""
-    retry: Op | None = None
-    """A read that failed there, to send again before anything else."""
+    """Ops still to send there (a follow-up read counts as one)."""
+    read: str | None = None
+    """A key to read there before anything else (a read retried, a write checked)."""
 
 
-def after_completion(stint: Stint | None, event: Op, *, retry_reads: bool) -> Stint | None:
+def after_completion(stint: Stint | None, event: Op, *, follow_up: bool) -> Stint | None:
     """The worker's stint once ``event`` (a completion of one of our ops) is known.
 
     ``info`` keeps the stint: the worker's next process inherits it. The caller
@@ -58,8 +61,11 @@ def after_completion(stint: Stint | None, event: Op, *, retry_reads: bool) -> St
     """
     if stint is None or stint.left <= 0:
         return None
-    if retry_reads and event.type == "fail" and event.f == "read":
-        return Stint(stint.node, stint.left, retry=event)
+    if not follow_up or event.key is None:
+        return stint
+    failed_read = event.type == "fail" and event.f == "read"
+    if failed_read or event.type == "info":
+        return Stint(stint.node, stint.left, read=event.key)
     return stint
 
 
@@ -76,7 +82,7 @@ class Sticky:
         *,
         ops: int = 20,
         fraction: float = 0.5,
-        retry_reads: bool = True,
+        follow_up: bool = True,
         applies: Callable[[Op], bool] = _always,
     ) -> None:
         if ops < 1 or not 0.0 <= fraction <= 1.0:
@@ -84,7 +90,8 @@ class Sticky:
         self.gen = gen
         self.ops = ops
         self.fraction = fraction
-        self.retry_reads = retry_reads
+        self.follow_up = follow_up
+        """Re-send a failed read, and read the key of a write that ended ``info`` (on the node)."""
         self.applies = applies
         self.stints: dict[int, Stint] = {}
         """worker -> its stint"""
@@ -93,9 +100,8 @@ class Sticky:
 
     def op(self, ctx: GenContext) -> Any:
         st = self.stints.get(ctx.worker)
-        if st is not None and st.retry is not None:
-            r = st.retry
-            o: Any = invoke(ctx, r.f, None, key=r.key, node=st.node)
+        if st is not None and st.read is not None:
+            o: Any = invoke(ctx, "read", None, key=st.read, node=st.node)
         else:
             o = self.gen.op(ctx)
             if not isinstance(o, Op) or not self.applies(o):
@@ -115,7 +121,7 @@ class Sticky:
         if event.type == "invoke" or w not in self.mine:
             return
         self.mine.discard(w)
-        st = after_completion(self.stints.get(w), event, retry_reads=self.retry_reads)
+        st = after_completion(self.stints.get(w), event, follow_up=self.follow_up)
         if (
             st is None
             and event.type == "ok"

@@ -90,7 +90,7 @@ def _ctx(rng: random.Random, p: int = 7, worker: int = 0) -> GenContext:
 
 
 def test_sticky_workers_keep_the_node_that_answered_for_n_ops_then_let_go() -> None:
-    gen = Sticky(_Reads(), ops=3, fraction=1.0, retry_reads=False)
+    gen = Sticky(_Reads(), ops=3, fraction=1.0, follow_up=False)
     rng = random.Random(0)
 
     def ctx(p: int = 7) -> GenContext:
@@ -118,10 +118,13 @@ def test_a_worker_whose_op_ended_info_keeps_its_node_for_its_next_process() -> N
     gen.update(_ctx(rng, 7), o.complete("ok", 1).replace(node="n5"))
     o = gen.op(_ctx(rng, 7))
     assert o.node == "n5"
-    gen.update(_ctx(rng, 7), o.complete("info", None, error="TimeoutError").replace(node="n5"))
+    write = o.replace(f="write", value=3)  # a write to the stuck node times out
+    gen.update(_ctx(rng, 7), write.complete("info", 3, error="TimeoutError").replace(node="n5"))
     # the runner gives worker 0 a fresh process (7 + concurrency); like a client
     # that reconnects, it still asks the node it cached
-    assert gen.op(_ctx(rng, 22)).node == "n5"
+    # ... and first reads the key of that write, to learn whether it took effect
+    o = gen.op(_ctx(rng, 22))
+    assert (o.f, o.key, o.node, o.process) == ("read", "k", "n5", 22)
 
 
 def test_a_failed_read_is_sent_again_at_once_to_the_sticky_node_until_the_stint_ends() -> None:
@@ -149,12 +152,18 @@ def test_a_failed_read_is_sent_again_at_once_to_the_sticky_node_until_the_stint_
 def test_stint_after_completion_is_a_pure_step() -> None:
     st = Stint("n2", 3)
     read = Op(type="fail", process=1, f="read", key="k", value=None, node="n2")
-    write = Op(type="info", process=1, f="write", key="k", value=1, node="n2")
-    assert after_completion(st, read, retry_reads=True) == Stint("n2", 3, retry=read)
-    assert after_completion(st, read, retry_reads=False) == st
-    assert after_completion(st, write, retry_reads=True) == st
-    assert after_completion(None, read, retry_reads=True) is None
-    assert after_completion(Stint("n2", 0), read, retry_reads=True) is None
+    lost = Op(type="info", process=1, f="cas", key="k1", value=[1, 2], node="n2")
+    refused = Op(type="fail", process=1, f="write", key="k", value=1, node="n2")
+    append = Op(type="info", process=1, f="append", value=1, node="n2")
+    # a failed read is read again; a write of unknown fate is checked by reading its key
+    assert after_completion(st, read, follow_up=True) == Stint("n2", 3, read="k")
+    assert after_completion(st, lost, follow_up=True) == Stint("n2", 3, read="k1")
+    # a write that surely did not happen, or an op with no key, needs nothing
+    assert after_completion(st, refused, follow_up=True) == st
+    assert after_completion(st, append, follow_up=True) == st
+    assert after_completion(st, read, follow_up=False) == st
+    assert after_completion(None, read, follow_up=True) is None
+    assert after_completion(Stint("n2", 0), read, follow_up=True) is None
 
 
 def test_mixed_reads_time_out_after_read_timeout_and_writes_after_client_timeout() -> None:
