@@ -123,6 +123,10 @@ DEFAULT_CAMPAIGN = Campaign(
         ("ops_per_key", 100),
         ("retired_reads", 0.1),
         ("sticky_ops", 20),
+        # About two workers in three stuck at a time (a stint of 20 ops, then ~10
+        # free ones): the free ones find the new leader and write while the old
+        # one sleeps, the stuck ones read from the sleeper.
+        ("sticky_fraction", 0.1),
         # Both below stopped-leader's 3-4 s pause, as real clients' are: writes
         # trapped on the frozen leader give up and find the new one, which then
         # commits while the sleeper still sleeps; a sticky worker re-sends its read
