@@ -16,6 +16,7 @@ from workloads.generator import simulate
 from workloads.kvset import KvSetGen, is_kv_set_op
 from workloads.mixed import workload as mixed_workload
 from workloads.register import RegisterGen
+from workloads.register import workload as register_workload
 from workloads.sticky import Sticky, Stint, after_completion
 
 NODES = ["n1", "n2", "n3", "n4", "n5"]
@@ -172,6 +173,8 @@ def test_mixed_reads_time_out_after_read_timeout_and_writes_after_client_timeout
     assert mixed_workload({"client_timeout": 4.0}).client.read_timeout == 4.0  # type: ignore[attr-defined]
     with pytest.raises(ConfigError, match="positive"):
         mixed_workload({"read_timeout": 0})
+    r = register_workload({"read_timeout": 0.25})
+    assert (r.client.timeout, r.client.read_timeout) == (5.0, 0.25)  # type: ignore[attr-defined]
 
 
 def test_kv_set_adds_each_element_once_and_final_reads_start_at_every_node() -> None:
