@@ -154,8 +154,10 @@ def _elections(nodes: list[str], rng: random.Random, hold: float) -> list[Step]:
 
 def _stopped_leader(nodes: list[str], rng: random.Random, hold: float) -> list[Step]:
     # 3-4 s at the default hold: long enough for an election and commits
-    # elsewhere, shorter than the clients' 5 s timeout, so reads queued on the
-    # frozen leader are still waiting for an answer when it wakes up.
+    # elsewhere (the default campaign's writes give up after 2 s and find the new
+    # leader). Sticky clients keep re-sending their reads to the frozen leader
+    # (they give up after 0.5 s), so some, invoked after the new leader
+    # committed, are still waiting for an answer when it wakes up.
     gap = _gap(rng, hold)
     if rng.random() < 0.5:
         return [

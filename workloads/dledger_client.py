@@ -268,9 +268,15 @@ class DLedgerClient:
     read_fs: frozenset[str] = frozenset({"read"})
 
     def __init__(
-        self, *, timeout: float = DEFAULT_TIMEOUT, connector: Connector | None = None
+        self,
+        *,
+        timeout: float = DEFAULT_TIMEOUT,
+        read_timeout: float | None = None,
+        connector: Connector | None = None,
     ) -> None:
         self.timeout = timeout
+        self.read_timeout = read_timeout
+        """Seconds a kv read waits (None: ``timeout``); a read gives up without harm."""
         self.connector = connector
         self.node: str | None = None
         self._session: Session | None = None

@@ -11,9 +11,13 @@ register ops carry one (``k0``...), log ops do not. Weights come from
   after the heal starting at every node;
 - the registers' retired keys stay readable (``retired_reads``), as Jepsen's
   ``independent`` keys do;
-- with ``sticky_ops`` > 0, a process sticks to the node that last answered
-  one of its kv ops for that many ops (:mod:`workloads.sticky`), so a frozen
-  leader wakes up to reads queued before it was deposed.
+- with ``sticky_ops`` > 0, a worker sticks to the node that last answered
+  one of its kv ops for that many kv ops, retrying a failed read there at once
+  (:mod:`workloads.sticky`), so a frozen leader wakes up to reads queued while
+  it was deposed;
+- ``read_timeout`` (default ``client_timeout``) bounds a kv read: below a
+  pause's length, a sticky worker re-sends its read to the sleeper several
+  times, the last one after the new leader committed.
 """
 
 from __future__ import annotations
@@ -29,7 +33,7 @@ from workloads.dledger_client import DEFAULT_TIMEOUT, DLedgerClient, Session
 from workloads.generator import any_of, mix
 from workloads.kvset import KvSetGen, handle_kv_set, is_kv_set_op
 from workloads.options import opt_float, opt_int
-from workloads.register import handle_register, register_gen
+from workloads.register import handle_register, is_register_op, register_gen
 from workloads.sampler import handle_sample, maybe_sampler_workers
 from workloads.sticky import Sticky
 
@@ -46,7 +50,7 @@ class MixedClient(DLedgerClient):
     def handle(self, session: Session, ctx: RunContext, op: Op) -> Op:
         if op.f == "sample":
             return handle_sample(self, session, op)
-        if op.key is not None:
+        if is_register_op(op):
             return handle_register(self, session, op)
         if is_kv_set_op(op):
             return handle_kv_set(self, session, op)
@@ -87,16 +91,22 @@ def workload(options: Mapping[str, Any]) -> Workload:
         gens.append(kvset)
         weights = [weights[0], weights[3], weights[1] + weights[2]]
         checks.append("set")
+    gen: Generator = mix([*gens, kv], weights)
     sticky_ops = opt_int(options, "sticky_ops", 0, minimum=0)
     if sticky_ops:
-        kv = Sticky(
-            kv, ops=sticky_ops, fraction=opt_float(options, "sticky_fraction", 0.5, maximum=1.0)
+        # Around the whole mix, so a failed read is retried as the worker's very next op.
+        gen = Sticky(
+            gen,
+            ops=sticky_ops,
+            fraction=opt_float(options, "sticky_fraction", 0.5, maximum=1.0),
+            applies=is_register_op,
         )
-    gen = mix([*gens, kv], weights)
+    timeout = opt_float(options, "client_timeout", DEFAULT_TIMEOUT, positive=True)
     return Workload(
         name="mixed",
         client=MixedClient(
-            timeout=opt_float(options, "client_timeout", DEFAULT_TIMEOUT, positive=True)
+            timeout=timeout,
+            read_timeout=opt_float(options, "read_timeout", timeout, positive=True),
         ),
         generator=gen,
         final_generator=final,

@@ -30,7 +30,14 @@ if TYPE_CHECKING:
     from harness.core.history import Op
     from harness.core.spec import RunContext
 
-__all__ = ["RegisterGen", "RegisterClient", "handle_register", "workload", "CHECKER"]
+__all__ = [
+    "RegisterGen",
+    "RegisterClient",
+    "handle_register",
+    "is_register_op",
+    "workload",
+    "CHECKER",
+]
 
 CHECKER = {"model": "cas-register", "independent": True, "checks": ["linearizable", "samples"]}
 
@@ -86,13 +93,18 @@ class RegisterGen:
         pass
 
 
+def is_register_op(op: Op) -> bool:
+    """Ops on one key of the kv map (registers and archive keys) carry the key; others do not."""
+    return op.key is not None
+
+
 def handle_register(client: DLedgerClient, session: Session, op: Op) -> Op:
     key = op.key
     if key is None:
         raise ValueError(f"register op {op.f!r} has no key")
     node = client.target(op)
     if op.f == "read":
-        res = session.call(node, lambda c: c.kv_read(key))
+        res = session.call(node, lambda c: c.kv_read(key, client.read_timeout))
         return finish(
             op, res, read=True, ok_value=lambda r: r.get("value") if r.get("found") else None
         )
@@ -128,10 +140,12 @@ def register_gen(options: Mapping[str, Any]) -> RegisterGen:
 
 
 def workload(options: Mapping[str, Any]) -> Workload:
+    timeout = opt_float(options, "client_timeout", DEFAULT_TIMEOUT, positive=True)
     return Workload(
         name="register",
         client=RegisterClient(
-            timeout=opt_float(options, "client_timeout", DEFAULT_TIMEOUT, positive=True)
+            timeout=timeout,
+            read_timeout=opt_float(options, "read_timeout", timeout, positive=True),
         ),
         generator=register_gen(options),
         final_generator=None,

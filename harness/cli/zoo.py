@@ -28,6 +28,7 @@ from pathlib import Path
 import click
 
 from harness.zoo.campaign import progress_line, run_zoo
+from harness.zoo.mutants.plan import with_node_src
 from harness.zoo.summary import RunRecord, render_table, summarize, summary_json, zoo_exit_code
 from harness.zoo.targets import (
     CAMPAIGNS,
@@ -108,6 +109,13 @@ __all__ = ["zoo"]
     help="Write a JSON summary here (for CI).",
 )
 @click.option(
+    "--node-src",
+    type=click.Path(exists=True, file_okay=False, resolve_path=True),
+    default=None,
+    help="Ship this node package (a copy of node_impl, e.g. with a hand-made bug) to the "
+    "DLedger-mode runs instead of node_impl: its `node_src` db option.",
+)
+@click.option(
     "--mutants",
     is_flag=True,
     help="Mutation testing instead: mutants of the node's safety-relevant code through the "
@@ -161,6 +169,7 @@ def zoo(
     store_root: str,
     seed: int | None,
     json_path: str | None,
+    node_src: str | None = None,
     mutants: bool = False,
     mutant_ids: tuple[str, ...] = (),
     sample: int | None = None,
@@ -181,6 +190,8 @@ def zoo(
     if mutants:
         wrong = [n for n, v in (("--quick", quick), ("--runs", runs), ("--bugs", bugs),
                                 ("--profiles", profiles)) if v]  # fmt: skip
+        if node_src:
+            wrong.append("--node-src")
         if wrong:
             raise click.UsageError(f"{', '.join(wrong)} do not apply to --mutants")
         from harness.cli.mutants import mutants_main
@@ -215,6 +226,11 @@ def zoo(
     if profiles is not None:
         names = [p.strip() for p in profiles.split(",") if p.strip()]
         campaigns = {m: c.with_profiles(names) for m, c in campaigns.items()}
+    if node_src is not None:
+        campaigns = {
+            m: with_node_src(c, Path(node_src)) if m == "dledger" else c
+            for m, c in campaigns.items()
+        }
     # The summary's single "campaign" (kept for older readers) is the first one run.
     campaign = next(iter(campaigns.values()))
     if json_path is not None and Path(json_path).is_dir():

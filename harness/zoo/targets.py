@@ -124,6 +124,17 @@ DEFAULT_CAMPAIGN = Campaign(
         ("ops_per_key", 100),
         ("retired_reads", 0.1),
         ("sticky_ops", 20),
+        # About two workers in three stuck at a time (a stint of 20 ops, then ~10
+        # free ones): the free ones find the new leader and write while the old
+        # one sleeps, the stuck ones read from the sleeper.
+        ("sticky_fraction", 0.1),
+        # Both below stopped-leader's 3-4 s pause, as real clients' are: writes
+        # trapped on the frozen leader give up and find the new one, which then
+        # commits while the sleeper still sleeps; a sticky worker re-sends its read
+        # to the sleeper every 0.5 s, so the one still waiting when it wakes was
+        # invoked after those commits (docs/zoo.md, M3b).
+        ("client_timeout", 2.0),
+        ("read_timeout", 0.5),
     ),
     shuffle=True,
 )
@@ -269,6 +280,9 @@ def campaign_command(
     ):
         parts.append(f"--profiles {','.join(c.profiles)}")
     parts.append(f"--bugs {bug}" if bug else "--bugs none")
+    node_src = dict(c.db_options).get("node_src")
+    if node_src is not None:
+        parts.append(f"--node-src {node_src}")
     if seed is not None:
         parts.append(f"--seed {seed}")
     if lab:

@@ -224,6 +224,18 @@ def test_campaign_command_reproduces_one_run() -> None:
     assert "mixed" in text and ",".join(PROFILES) in text
 
 
+def test_node_src_ships_another_node_tree_and_the_repro_command_says_so(tmp_path: Path) -> None:
+    from harness.zoo.mutants.plan import with_node_src
+
+    c = with_node_src(DEFAULT_CAMPAIGN, tmp_path / "node_impl")
+    assert f"--node-src {tmp_path / 'node_impl'} " in campaign_command(c, seed=3)
+    assert "--node-src" not in campaign_command(DEFAULT_CAMPAIGN, seed=3)
+    res = CliRunner().invoke(zoo, ["--node-src", str(tmp_path / "nope"), "--lab", "no-such"])
+    assert res.exit_code != 0 and "nope" in res.output
+    res = CliRunner().invoke(zoo, ["--mutants", "--node-src", str(tmp_path), "--lab", "no-such"])
+    assert res.exit_code != 0 and "--node-src do not apply to --mutants" in res.output
+
+
 def test_cli_rejects_an_unknown_bug_before_touching_any_lab() -> None:
     res = CliRunner().invoke(
         zoo, ["--bugs", "no-such-bug", "--lab", "no-such-lab"], standalone_mode=False

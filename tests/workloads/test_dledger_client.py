@@ -42,7 +42,8 @@ class FakeConn:
     def kv_write(self, key, value):
         return self._call({"type": "kv-write", "key": key, "value": value})
 
-    def kv_read(self, key):
+    def kv_read(self, key, timeout=None):
+        self.cluster.read_timeouts.append(timeout)
         return self._call({"type": "kv-read", "key": key})
 
     def kv_cas(self, key, old, new):
@@ -59,6 +60,7 @@ class FakeCluster:
     def __init__(self, handler):
         self.handler = handler
         self.calls = []
+        self.read_timeouts = []
 
     def connector(self, host, port, timeout):
         return FakeConn(self, host, port)
@@ -293,6 +295,11 @@ def test_register_ops(ctx):
     assert (bad.type, bad.error, bad.value) == ("fail", "CAS_MISMATCH", [1, 2])
     good = c.invoke(ctx, inv("cas", [3, 4], key="k0"))
     assert (good.type, good.value) == ("ok", [3, 4])
+    # reads wait the connection's own timeout unless the client has a read timeout
+    assert fc.read_timeouts == [None, None]
+    quick = RegisterClient(timeout=2.0, read_timeout=0.5, connector=fc.connector).open(ctx, "n1")
+    assert quick.invoke(ctx, inv("read", key="k0")).value == 4
+    assert fc.read_timeouts == [None, None, 0.5]
 
 
 def test_set_read_pages_through_committed_log(ctx):

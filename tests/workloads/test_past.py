@@ -8,6 +8,7 @@ from collections import Counter, defaultdict
 import pytest
 
 from checker.local import check_local, classify
+from harness.core.errors import ConfigError
 from harness.core.history import Op, validate_history
 from harness.core.workload import GenContext
 from workloads.archive import ArchiveGen
@@ -15,7 +16,8 @@ from workloads.generator import simulate
 from workloads.kvset import KvSetGen, is_kv_set_op
 from workloads.mixed import workload as mixed_workload
 from workloads.register import RegisterGen
-from workloads.sticky import Sticky
+from workloads.register import workload as register_workload
+from workloads.sticky import Sticky, Stint, after_completion
 
 NODES = ["n1", "n2", "n3", "n4", "n5"]
 
@@ -67,19 +69,33 @@ def test_register_keys_retire_and_retired_keys_are_still_read() -> None:
     assert RegisterGen(keys=3, ops_per_key=20).retired_reads == 0.0
 
 
-def test_sticky_processes_keep_the_node_that_answered_for_n_ops_then_let_go() -> None:
-    class Reads:
-        def op(self, ctx: GenContext) -> Op:
-            return Op(type="invoke", process=ctx.process, f="read", key="k", node=ctx.node)
+class _Reads:
+    """Reads of key ``k`` on the worker's own node; keyless log appends every ``log_every``-th op."""
 
-        def update(self, ctx: GenContext, event: Op) -> None:
-            pass
+    def __init__(self, log_every: int = 0) -> None:
+        self.n = 0
+        self.log_every = log_every
 
-    gen = Sticky(Reads(), ops=3, fraction=1.0)
+    def op(self, ctx: GenContext) -> Op:
+        self.n += 1
+        if self.log_every and self.n % self.log_every == 0:
+            return Op(type="invoke", process=ctx.process, f="append", value=self.n, node=ctx.node)
+        return Op(type="invoke", process=ctx.process, f="read", key="k", node=ctx.node)
+
+    def update(self, ctx: GenContext, event: Op) -> None:
+        pass
+
+
+def _ctx(rng: random.Random, p: int = 7, worker: int = 0) -> GenContext:
+    return GenContext(time_ns=0, process=p, worker=worker, node="n1", rng=rng, nodes=NODES)
+
+
+def test_sticky_workers_keep_the_node_that_answered_for_n_ops_then_let_go() -> None:
+    gen = Sticky(_Reads(), ops=3, fraction=1.0, follow_up=False)
     rng = random.Random(0)
 
     def ctx(p: int = 7) -> GenContext:
-        return GenContext(time_ns=0, process=p, worker=0, node="n1", rng=rng, nodes=NODES)
+        return _ctx(rng, p)
 
     first = gen.op(ctx())
     assert first.node == "n1"
@@ -91,16 +107,74 @@ def test_sticky_processes_keep_the_node_that_answered_for_n_ops_then_let_go() ->
         nodes.append(o.node)
         gen.update(ctx(), o.complete("fail", None, error="NOT_LEADER").replace(node="n2"))
     assert nodes == ["n4", "n4", "n4", "n1"]
-    # an info ends the process; its stickiness goes with it
-    o = gen.op(ctx(8))
-    gen.update(ctx(8), o.complete("ok", 1).replace(node="n5"))
-    o = gen.op(ctx(8))
+    # completions of other workers' ops are not ours: nobody sticks to their node
+    gen.update(_ctx(rng, 9, worker=1), Op(type="ok", process=9, f="read", node="n3"))
+    assert gen.op(_ctx(rng, 9, worker=1)).node == "n1"
+
+
+def test_a_worker_whose_op_ended_info_keeps_its_node_for_its_next_process() -> None:
+    gen = Sticky(_Reads(), ops=5, fraction=1.0)
+    rng = random.Random(0)
+    o = gen.op(_ctx(rng, 7))
+    gen.update(_ctx(rng, 7), o.complete("ok", 1).replace(node="n5"))
+    o = gen.op(_ctx(rng, 7))
     assert o.node == "n5"
-    gen.update(ctx(8), o.complete("info", None))
-    assert gen.op(ctx(8)).node == "n1"
-    # completions of processes that are not ours do not make anyone stick
-    gen.update(ctx(9), Op(type="ok", process=9, f="read", node="n3"))
-    assert gen.op(ctx(9)).node == "n1"
+    write = o.replace(f="write", value=3)  # a write to the stuck node times out
+    gen.update(_ctx(rng, 7), write.complete("info", 3, error="TimeoutError").replace(node="n5"))
+    # the runner gives worker 0 a fresh process (7 + concurrency); like a client
+    # that reconnects, it still asks the node it cached
+    # ... and first reads the key of that write, to learn whether it took effect
+    o = gen.op(_ctx(rng, 22))
+    assert (o.f, o.key, o.node, o.process) == ("read", "k", "n5", 22)
+
+
+def test_a_failed_read_is_sent_again_at_once_to_the_sticky_node_until_the_stint_ends() -> None:
+    # every third op of the inner generator is a keyless append, which never sticks
+    gen = Sticky(_Reads(log_every=3), ops=4, fraction=1.0, applies=lambda op: op.key is not None)
+    rng = random.Random(0)
+    o = gen.op(_ctx(rng))
+    gen.update(_ctx(rng), o.complete("ok", 1).replace(node="n4"))
+    sent = []
+    for _ in range(5):
+        o = gen.op(_ctx(rng))
+        sent.append((o.f, o.key, o.node))
+        # the sleeper never answers in time: every read to it times out
+        gen.update(
+            _ctx(rng), o.complete("fail", None, error="TimeoutError: no reply").replace(node=o.node)
+        )
+    # four ops of the stint, all the same read of k re-sent to n4 (the inner
+    # generator is not asked meanwhile), then the worker lets go; the inner
+    # generator's next op, a keyless append, goes to the worker's own node
+    assert sent[:4] == [("read", "k", "n4")] * 4
+    assert sent[4] == ("append", None, "n1")
+    assert gen.gen.n == 3  # type: ignore[attr-defined]
+
+
+def test_stint_after_completion_is_a_pure_step() -> None:
+    st = Stint("n2", 3)
+    read = Op(type="fail", process=1, f="read", key="k", value=None, node="n2")
+    lost = Op(type="info", process=1, f="cas", key="k1", value=[1, 2], node="n2")
+    refused = Op(type="fail", process=1, f="write", key="k", value=1, node="n2")
+    append = Op(type="info", process=1, f="append", value=1, node="n2")
+    # a failed read is read again; a write of unknown fate is checked by reading its key
+    assert after_completion(st, read, follow_up=True) == Stint("n2", 3, read="k")
+    assert after_completion(st, lost, follow_up=True) == Stint("n2", 3, read="k1")
+    # a write that surely did not happen, or an op with no key, needs nothing
+    assert after_completion(st, refused, follow_up=True) == st
+    assert after_completion(st, append, follow_up=True) == st
+    assert after_completion(st, read, follow_up=False) == st
+    assert after_completion(None, read, follow_up=True) is None
+    assert after_completion(Stint("n2", 0), read, follow_up=True) is None
+
+
+def test_mixed_reads_time_out_after_read_timeout_and_writes_after_client_timeout() -> None:
+    w = mixed_workload({"client_timeout": 4.0, "read_timeout": 0.5})
+    assert (w.client.timeout, w.client.read_timeout) == (4.0, 0.5)  # type: ignore[attr-defined]
+    assert mixed_workload({"client_timeout": 4.0}).client.read_timeout == 4.0  # type: ignore[attr-defined]
+    with pytest.raises(ConfigError, match="positive"):
+        mixed_workload({"read_timeout": 0})
+    r = register_workload({"read_timeout": 0.25})
+    assert (r.client.timeout, r.client.read_timeout) == (5.0, 0.25)  # type: ignore[attr-defined]
 
 
 def test_kv_set_adds_each_element_once_and_final_reads_start_at_every_node() -> None:
