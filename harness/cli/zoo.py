@@ -38,6 +38,7 @@ from harness.zoo.targets import (
     describe_campaign,
     run_seeds,
     select_targets,
+    split_vm_targets,
     zoo_bugs,
 )
 
@@ -215,7 +216,15 @@ def zoo(
                                    ("--list", list_only)) if v]  # fmt: skip
     if only_mutants:
         raise click.UsageError(f"{', '.join(only_mutants)} only apply with --mutants")
-    targets = select_targets(zoo_bugs(), bugs)
+    targets, need_vm = split_vm_targets(select_targets(zoo_bugs(), bugs), vm)
+    if need_vm:
+        click.echo(
+            f"zoo: not run on this lab: {', '.join(need_vm)} (only a power cut exposes "
+            "it: `splitbrain zoo --vm` on a VM lab)",
+            err=True,
+        )
+    if not targets:
+        raise click.UsageError("nothing to run on this lab (see above)")
     n = runs if runs is not None else (1 if quick else 3)
     limit = time_limit if time_limit is not None else (QUICK_TIME_LIMIT if quick else None)
     campaigns = {

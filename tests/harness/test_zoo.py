@@ -23,6 +23,7 @@ from harness.zoo.summary import (
     zoo_exit_code,
 )
 from harness.zoo.targets import (
+    CAMPAIGNS,
     CORRECT,
     DEFAULT_CAMPAIGN,
     HA_CAMPAIGN,
@@ -33,6 +34,7 @@ from harness.zoo.targets import (
     describe_campaign,
     run_seeds,
     select_targets,
+    split_vm_targets,
     zoo_bugs,
 )
 
@@ -67,6 +69,16 @@ def test_bug_list_is_read_from_the_node_in_both_modes() -> None:
     assert bug_mode("broker-stale-master") == "broker"
     assert bug_mode("broker-divided-from-start") == "upgrade"
     assert bug_mode("stale-read") == "dledger" and bug_mode("ha-ack-on-send") == "ha"
+
+
+def test_power_only_bugs_meet_the_power_campaign_and_need_a_vm_lab() -> None:
+    assert bug_mode("skip-fsync") == "power" and "skip-fsync" in zoo_bugs()
+    targets = select_targets(["a", "skip-fsync"], None)
+    assert ("power", "skip-fsync") in targets and ("power", None) in targets
+    kept, left_out = split_vm_targets(targets, vm=False)
+    assert kept == [("dledger", None), ("dledger", "a")] and left_out == ["skip-fsync"]
+    assert split_vm_targets(targets, vm=True) == (targets, [])
+    assert CAMPAIGNS["power"].nemesis == ("power",)
 
 
 def test_select_targets_puts_each_modes_correct_node_first_and_keeps_list_order() -> None:
