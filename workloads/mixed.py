@@ -29,11 +29,11 @@ from harness.core.errors import ConfigError
 from harness.core.workload import Generator, Workload
 from workloads.append import DEFAULT_CHUNK, AppendGen, final_log_reads, handle_append
 from workloads.archive import ArchiveGen
-from workloads.dledger_client import DEFAULT_TIMEOUT, DLedgerClient, Session
+from workloads.dledger_client import DLedgerClient, Session
 from workloads.generator import any_of, mix
 from workloads.kvset import KvSetGen, handle_kv_set, is_kv_set_op
 from workloads.options import opt_float, opt_int
-from workloads.register import handle_register, is_register_op, register_gen
+from workloads.register import handle_register, is_register_op, kv_timeouts, register_gen
 from workloads.sampler import handle_sample, maybe_sampler_workers
 from workloads.sticky import Sticky
 
@@ -101,13 +101,10 @@ def workload(options: Mapping[str, Any]) -> Workload:
             fraction=opt_float(options, "sticky_fraction", 0.5, maximum=1.0),
             applies=is_register_op,
         )
-    timeout = opt_float(options, "client_timeout", DEFAULT_TIMEOUT, positive=True)
+    timeout, read_timeout = kv_timeouts(options)
     return Workload(
         name="mixed",
-        client=MixedClient(
-            timeout=timeout,
-            read_timeout=opt_float(options, "read_timeout", timeout, positive=True),
-        ),
+        client=MixedClient(timeout=timeout, read_timeout=read_timeout),
         generator=gen,
         final_generator=final,
         checker={

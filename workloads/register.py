@@ -35,6 +35,7 @@ __all__ = [
     "RegisterClient",
     "handle_register",
     "is_register_op",
+    "kv_timeouts",
     "workload",
     "CHECKER",
 ]
@@ -139,14 +140,17 @@ def register_gen(options: Mapping[str, Any]) -> RegisterGen:
     )
 
 
-def workload(options: Mapping[str, Any]) -> Workload:
+def kv_timeouts(options: Mapping[str, Any]) -> tuple[float, float]:
+    """``client_timeout`` (every op) and ``read_timeout`` (kv reads; by default the same)."""
     timeout = opt_float(options, "client_timeout", DEFAULT_TIMEOUT, positive=True)
+    return timeout, opt_float(options, "read_timeout", timeout, positive=True)
+
+
+def workload(options: Mapping[str, Any]) -> Workload:
+    timeout, read_timeout = kv_timeouts(options)
     return Workload(
         name="register",
-        client=RegisterClient(
-            timeout=timeout,
-            read_timeout=opt_float(options, "read_timeout", timeout, positive=True),
-        ),
+        client=RegisterClient(timeout=timeout, read_timeout=read_timeout),
         generator=register_gen(options),
         final_generator=None,
         checker=dict(CHECKER),

@@ -35,13 +35,21 @@ __all__ = ["RssSampler", "growth_per_million", "bench_soak"]
 MIB = 1 << 20
 
 
+def _status_kib(field: str, pid: int | str = "self") -> int | None:
+    """One ``kB`` field of ``/proc/PID/status`` (``VmRSS``, ``VmHWM``); None once it is gone."""
+    try:
+        with open(f"/proc/{pid}/status") as f:
+            for line in f:
+                if line.startswith(f"{field}:"):
+                    return int(line.split()[1])
+    except OSError:
+        return None
+    return None
+
+
 def rss_bytes() -> int:
     """This process's resident set size now."""
-    with open("/proc/self/status") as f:
-        for line in f:
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1]) * 1024
-    return 0
+    return (_status_kib("VmRSS") or 0) * 1024
 
 
 class RssSampler:
@@ -135,18 +143,6 @@ def _run(
     return res.store_dir, res.results
 
 
-def _peak_rss_kib(pid: int) -> int | None:
-    """A live process's high-water resident set (``VmHWM``), None once it is gone."""
-    try:
-        with open(f"/proc/{pid}/status") as f:
-            for line in f:
-                if line.startswith("VmHWM:"):
-                    return int(line.split()[1])
-    except OSError:
-        return None
-    return None
-
-
 def _report(run_dir: Path) -> dict[str, Any]:
     """``splitbrain report`` in a child: its wall time, peak RSS and output size.
 
@@ -164,7 +160,7 @@ def _report(run_dir: Path) -> dict[str, Any]:
         )
         peak_kib = 0
         while proc.poll() is None:
-            peak_kib = max(peak_kib, _peak_rss_kib(proc.pid) or 0)
+            peak_kib = max(peak_kib, _status_kib("VmHWM", proc.pid) or 0)
             time.sleep(0.05)
         wall = time.monotonic() - t0
         err.seek(0)

@@ -39,7 +39,6 @@ __all__ = [
     "select_targets",
     "split_vm_targets",
     "POWER_BUGS",
-    "VM_CAMPAIGNS",
     "run_seeds",
     "campaign_command",
     "describe_campaign",
@@ -67,6 +66,8 @@ class Campaign:
     nemesis_options: tuple[tuple[str, Any], ...] = ()
     shuffle: bool = False
     """Draw the profiles as a seeded deck (every one once per pass, shuffled), not in order."""
+    needs_vm: bool = False
+    """Its faults need VM hosts (``Host.machine``): it runs only with ``zoo --vm``."""
 
     def with_time_limit(self, seconds: float) -> Campaign:
         return replace(self, time_limit=seconds)
@@ -202,6 +203,7 @@ POWER_CAMPAIGN = Campaign(
     rate=20.0,
     concurrency=5,
     nemesis_options=(("power_targets", "all"),),
+    needs_vm=True,
 )
 CAMPAIGNS = {
     "dledger": DEFAULT_CAMPAIGN,
@@ -210,8 +212,6 @@ CAMPAIGNS = {
     "upgrade": UPGRADE_CAMPAIGN,
     "power": POWER_CAMPAIGN,
 }
-VM_CAMPAIGNS = frozenset({"power"})
-"""Campaigns whose faults need VM hosts (``Host.machine``): run only with ``zoo --vm``."""
 POWER_BUGS = frozenset({"skip-fsync"})
 """Seeded bugs only a power cut exposes (docs/vm-faults.md)."""
 NO_CAMPAIGN_YET: frozenset[str] = frozenset()
@@ -255,8 +255,8 @@ def split_vm_targets(targets: Sequence[Target], vm: bool) -> tuple[list[Target],
     """
     if vm:
         return list(targets), []
-    kept = [t for t in targets if t[0] not in VM_CAMPAIGNS]
-    return kept, [b for m, b in targets if m in VM_CAMPAIGNS and b is not None]
+    kept = [t for t in targets if not CAMPAIGNS[t[0]].needs_vm]
+    return kept, [b for m, b in targets if CAMPAIGNS[m].needs_vm and b is not None]
 
 
 def target_label(mode: str, bug: str | None) -> str:
