@@ -578,6 +578,9 @@ class HANode:
             "bug": self.cfg.bug_spec or None,
             "sync": self.cfg.ha_sync,
             "offset": self.store.data_length,
+            # what a SIGKILL cannot take back: "offset" counts bytes still in the
+            # process's write buffer
+            "durableOffset": self._durable_offset(),
             "push2SlaveMaxOffset": self.push2slave,
             "slaves": len(self.slaves),
             "haState": self.slave_state if self.role == SLAVE else None,
