@@ -143,17 +143,18 @@ def _run(
     return res.store_dir, res.results
 
 
-def _report(run_dir: Path) -> dict[str, Any]:
-    """``splitbrain report`` in a child: its wall time, peak RSS and output size.
+def _child(args: list[str], run_dir: Path) -> dict[str, Any]:
+    """``splitbrain ARGS RUN`` in a child: its exit code, wall time and peak RSS.
 
     The peak is the child's own ``VmHWM``, read while it runs: ``ru_maxrss`` of
     children would count this process's resident set at the fork (the Parquet
-    conversion's, hundreds of MiB) as the report's.
+    conversion's, hundreds of MiB) as the child's. A JVM the child starts (Spark)
+    is not counted: it is the child's child.
     """
     t0 = time.monotonic()
     with tempfile.TemporaryFile("w+") as err:  # a file, not a pipe: no one drains it meanwhile
         proc = subprocess.Popen(
-            [sys.executable, "-m", "harness.cli", "report", str(run_dir)],
+            [sys.executable, "-m", "harness.cli", *args, str(run_dir)],
             stdout=subprocess.DEVNULL,
             stderr=err,
             text=True,
@@ -165,14 +166,42 @@ def _report(run_dir: Path) -> dict[str, Any]:
         wall = time.monotonic() - t0
         err.seek(0)
         stderr = err.read()
-    files = [p for p in run_dir.iterdir() if p.name == "report.html" or p.suffix == ".png"]
     return {
-        "ok": proc.returncode == 0,
-        "error": None if proc.returncode == 0 else stderr.strip()[-500:],
+        "exit": proc.returncode,
+        "stderr_tail": stderr.strip()[-500:] or None,
         "seconds": round(wall, 1),
         # Sampled every 50 ms: a peak in the child's last moments may be missed.
         "peak_rss_mib": round(peak_kib / 1024, 1) if peak_kib else None,
+    }
+
+
+def _report(run_dir: Path) -> dict[str, Any]:
+    """``splitbrain report`` on the run: what it cost and how big the output is."""
+    got = _child(["report"], run_dir)
+    files = [p for p in run_dir.iterdir() if p.name == "report.html" or p.suffix == ".png"]
+    return {
+        "ok": got["exit"] == 0,
+        "error": None if got["exit"] == 0 else got["stderr_tail"],
+        "seconds": got["seconds"],
+        "peak_rss_mib": got["peak_rss_mib"],
         "bytes": sum(p.stat().st_size for p in files),
+    }
+
+
+def _check(run_dir: Path, engine: str) -> dict[str, Any]:
+    """``splitbrain check --engine E`` on the stored run: verdict, time, driver memory."""
+    got = _child(["check", "--engine", engine], run_dir)
+    results = run_dir / "results.json"
+    written = json.loads(results.read_text()) if results.exists() else {}
+    verdict = {0: "valid", 1: "invalid", 2: "unknown"}.get(got["exit"], "error")
+    return {
+        "engine": engine,
+        "engine_used": written.get("engine"),
+        "verdict": verdict,
+        "checker_seconds": written.get("elapsed_s"),
+        "error": got["stderr_tail"] if verdict == "error" else None,
+        "seconds": got["seconds"],
+        "driver_peak_rss_mib": got["peak_rss_mib"],
     }
 
 
@@ -183,6 +212,12 @@ def _report(run_dir: Path) -> dict[str, Any]:
     "--lab", default=None, help="Run the reference node on this lab (default: a null client)."
 )
 @click.option("--no-report", is_flag=True, help="Skip rendering the report.")
+@click.option(
+    "--check-engine",
+    type=click.Choice(["local", "spark", "auto"]),
+    default=None,
+    help="Also check the stored run (`splitbrain check --engine E`) and time it.",
+)
 @click.option("--store", "store_root", default=None, help="Keep the run here (default: temp).")
 @click.option(
     "--output", type=click.Path(dir_okay=False), default=None, help="Also write the JSON here."
@@ -192,6 +227,7 @@ def bench_soak(
     concurrency: int,
     lab: str | None,
     no_report: bool,
+    check_engine: str | None,
     store_root: str | None,
     output: str | None,
 ) -> None:
@@ -247,6 +283,8 @@ def bench_soak(
             "loadavg_before": [round(x, 2) for x in load_before],
             "loadavg_after": [round(x, 2) for x in os.getloadavg()],
         }
+        if check_engine is not None:
+            out["check"] = _check(run_dir, check_engine)
         if not no_report:
             out["report"] = _report(run_dir)
     text = json.dumps(out, indent=2)
