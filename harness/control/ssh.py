@@ -356,11 +356,6 @@ class SSHRemote:
                 )
                 select.select([chan], [], [], wait)
             status = chan.recv_exit_status()
-            if status == -1:  # paramiko's value for a channel closed without an exit status
-                raise RemoteError(
-                    f"the server closed the session running {cmd!r} without an exit status",
-                    host=name,
-                )
         except (paramiko.SSHException, OSError, EOFError) as e:
             lost: RemoteError | None = RemoteError(
                 f"connection lost while running {cmd!r}: {str(e) or type(e).__name__}", host=name
@@ -369,7 +364,16 @@ class SSHRemote:
                 reconnect and not retried and not out and not err and not chan.exit_status_ready()
             )
         else:
-            lost, retry = None, False
+            if status == -1:  # paramiko's value for a channel closed without an exit status
+                lost = RemoteError(
+                    f"the server closed the session running {cmd!r} without an exit status",
+                    host=name,
+                )
+                # The same session death as above, seen as a close (8 threads on one
+                # connection under load): retried by the same rule.
+                retry = reconnect and not retried and not out and not err
+            else:
+                lost, retry = None, False
         finally:
             chan.close()
         if lost is not None:
