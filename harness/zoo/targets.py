@@ -8,7 +8,6 @@ module only picks which ones a campaign cycles.
 
 from __future__ import annotations
 
-import importlib
 import random
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, replace
@@ -224,13 +223,11 @@ Target = tuple[str, "str | None"]
 
 
 def zoo_bugs() -> list[str]:
-    """The reference node's seeded bugs as it lists them now, both modes.
+    """The reference node's seeded bugs, both modes, in the node's own order."""
+    from node_impl.bugs import BROKER_BUGS, BUGS, HA_BUGS
 
-    Read at run time (another developer may be adding bugs), never a copy.
-    """
-    bugs = importlib.import_module("node_impl.bugs")
-    broker = [b for b in getattr(bugs, "BROKER_BUGS", {}) if b not in NO_CAMPAIGN_YET]
-    return [*getattr(bugs, "BUGS", {}), *getattr(bugs, "HA_BUGS", {}), *broker]
+    broker = [b for b in BROKER_BUGS if b not in NO_CAMPAIGN_YET]
+    return [*BUGS, *HA_BUGS, *broker]
 
 
 def bug_mode(bug: str) -> str:
