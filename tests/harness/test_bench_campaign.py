@@ -3,6 +3,7 @@ figures taken from a real history (no lab needed; the lab run is the benchmark).
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 import time
@@ -94,3 +95,21 @@ def test_soak_growth_per_million_is_the_least_squares_slope():
     assert abs(growth_per_million(leaking) - 30.0) < 1e-9
     assert growth_per_million([(1.0, 5.0)]) is None
     assert growth_per_million([(1.0, 5.0), (1.0, 9.0)]) is None
+
+
+def test_soak_checks_and_reports_the_stored_run(tmp_path):
+    """The whole soak path on the null client: run, Parquet, check in a child, report."""
+    from click.testing import CliRunner
+
+    from harness.run.bench_soak import bench_soak
+
+    out = tmp_path / "soak.json"
+    args = ["--seconds", "2", "--check-engine", "local", "--store", str(tmp_path / "s")]
+    r = CliRunner().invoke(bench_soak, [*args, "--output", str(out)])
+    assert r.exit_code == 0, r.output
+    d = json.loads(out.read_text())
+    assert d["records"] > 1000 and d["parquet_mib"] is not None
+    # the null client makes no final reads, so lost acks cannot be judged either way
+    assert d["check"]["verdict"] == "unknown", d["check"]
+    assert d["check"]["engine_used"] == "local" and d["check"]["checker_seconds"] >= 0
+    assert d["report"]["ok"] and d["report"]["bytes"] > 0, d["report"]
