@@ -27,7 +27,11 @@ specification, the code the reference. Conventions shared by all functions:
   completion whose value is a dict with ``"entries"``: ``[[index, term, payload],
   ...]`` and optionally ``"committed": c``. A read is named by the ``index`` of
   its **ok completion**. It is *final* when its invocation value is a dict with
-  ``"final": true``.
+  ``"final": true``; a final read whose ok value has an integer ``"end"`` (the
+  node's ledger end) *reaches the end* when its highest entry index is at least
+  ``end`` or it has no entries, and one without ``"end"`` always does. When no final
+  read reaches its end, lost-ack judges only acks at or below the highest committed
+  final observation.
 * **Committed observations** of a read: its entries with ``index <= c``, or all
   its entries when ``committed`` is absent/null. An entry with a null payload is a
   NOOP: it counts for :func:`divergent_committed` but is ignored by the payload
@@ -57,6 +61,7 @@ __all__ = [
     "divergent_committed",
     "lost_ack",
     "lost_ack_judgeable",
+    "lost_ack_unjudged",
     "failed_append_present",
     "duplicate_payload",
     "append_order",
@@ -165,6 +170,8 @@ class _Read:
     index: int  # the ok completion's history index
     final: bool
     committed: list[tuple[int, Any, Any]]  # (log index, term, payload) committed observations
+    # A final read that reached its node's end (see :func:`_reached_end`).
+    complete: bool = False
 
 
 def _log_reads(ops: Sequence[Op]) -> list[_Read]:
@@ -185,8 +192,45 @@ def _log_reads(ops: Sequence[Op]) -> list[_Read]:
             if c is None or (_is_int(c) and e[0] <= c):
                 obs.append((e[0], e[1], e[2]))
         final = isinstance(inv.value, dict) and inv.value.get("final") is True
-        reads.append(_Read(comp.index, final, obs))
+        reads.append(_Read(comp.index, final, obs, final and _reached_end(val)))
     return reads
+
+
+def _reached_end(val: dict) -> bool:
+    """Whether a final read's entries reach the node's ledger ``end`` it reports.
+
+    A final read without an integer ``end`` is taken as the whole log, as it always
+    was; with one, only the chunk holding the end (or an empty chunk past it) is.
+    """
+    end = val.get("end")
+    if not _is_int(end):
+        return True
+    idx = [e[0] for e in val["entries"] if isinstance(e, (list, tuple)) and e and _is_int(e[0])]
+    return not idx or max(idx) >= end
+
+
+def _final_reach(reads: Sequence[_Read]) -> int | None:
+    """How far lost-ack can judge: None when some final read reached its node's end
+    (every acked index), else the highest committed final observation.
+
+    Final reads walk each node's log in chunks from 0; a run whose final phase ran
+    out of time (a long soak: millions of entries) read only a prefix, and an ack
+    beyond it was not looked for, so it is not judged rather than called lost.
+    """
+    if any(r.complete for r in reads):
+        return None
+    return max((i for r in reads if r.final for i, _, _ in r.committed), default=-1)
+
+
+def lost_ack_unjudged(ops: Sequence[Op]) -> int:
+    """Ok appends :func:`lost_ack` leaves out: acked past the final reads' reach."""
+    reads = _log_reads(ops)
+    if not any(r.final for r in reads):
+        return 0
+    reach = _final_reach(reads)
+    if reach is None:
+        return 0
+    return sum(1 for a in _appends(ops) if a.type == "ok" and _is_int(a.index) and a.index > reach)
 
 
 @dataclass(frozen=True, slots=True)
@@ -408,9 +452,10 @@ def divergent_committed(ops: Sequence[Op]) -> list[dict[str, Any]]:
 
 
 def lost_ack_judgeable(ops: Sequence[Op]) -> bool:
-    """Whether :func:`lost_ack` can judge: there is a final read, or no ok append at all."""
+    """Whether :func:`lost_ack` judges every ok append: there is a final read and it
+    reached every acked index, or there is no ok append at all."""
     if any(r.final for r in _log_reads(ops)):
-        return True
+        return lost_ack_unjudged(ops) == 0
     return not any(a.type == "ok" for a in _appends(ops))
 
 
@@ -422,15 +467,19 @@ def lost_ack(ops: Sequence[Op]) -> list[dict[str, Any]]:
     observation at that log index equals ``(term, payload)``. ``found`` is the
     smallest (in value ordering) ``[term, payload]`` observed there, or null if no
     final read covered that index. Appends whose acked index is not an integer are
-    skipped. Returns ``[]`` when there is no final read: the caller must then
-    report "unknown" (see :func:`lost_ack_judgeable`), not valid. Example::
+    skipped, and so are those past the final reads' reach when no final read got to
+    its node's end (:func:`lost_ack_unjudged` counts them). Returns ``[]`` when there
+    is no final read: the caller must then report "unknown" (see
+    :func:`lost_ack_judgeable`), not valid. Example::
 
         {"payload", "index", "term", "found": [term, payload] | null,
          "indexes": [ok completion index]}
     """
     final: dict[int, dict[Any, tuple[Any, Any]]] = {}
     any_final = False
-    for r in _log_reads(ops):
+    reads = _log_reads(ops)
+    reach = _final_reach(reads)
+    for r in reads:
         if not r.final:
             continue
         any_final = True
@@ -440,7 +489,7 @@ def lost_ack(ops: Sequence[Op]) -> list[dict[str, Any]]:
         return []
     out = []
     for a in _appends(ops):
-        if a.type != "ok" or not _is_int(a.index):
+        if a.type != "ok" or not _is_int(a.index) or (reach is not None and a.index > reach):
             continue
         there = final.get(a.index)
         if there is not None and (_freeze(a.term), _freeze(a.payload)) in there:
@@ -584,7 +633,8 @@ def check_log_safety(ops: Sequence[Op], ha: dict[str, Any] | None = None) -> dic
     ``{"valid", "anomalies": {kind: [examples]} (non-empty kinds only),
     "notes": {kind: [examples]}, "unknown": [check names that could not judge],
     "stats": {...}}``. ``valid`` is False if any anomaly was found, else
-    ``"unknown"`` if lost-ack could not be judged (ok appends but no final read),
+    ``"unknown"`` if lost-ack could not judge every ok append (no final read, or
+    final reads cut short before some acked index: ``stats.lost_ack_unjudged``),
     else True.
 
     ``ha`` (classic master/slave, ``{"sync": bool}``): an async master's failover
@@ -614,6 +664,7 @@ def check_log_safety(ops: Sequence[Op], ha: dict[str, Any] | None = None) -> dic
         "reads": len(reads),
         "final_reads": sum(1 for r in reads if r.final),
         "committed_observations": sum(len(r.committed) for r in reads),
+        "lost_ack_unjudged": lost_ack_unjudged(ops),
     }
     if ha is not None:
         stats["loss_window"] = len(notes.get("loss-window", anomalies.get("lost-ack", [])))

@@ -54,7 +54,7 @@ def _ex(F: Any, kind: str, idx: Any, weight: Any = None, **fields: Any) -> Any:
 
 
 # Flags of observation rows (see LogSafety._observations).
-_OBS, _FIN, _FIRST, _ACK = 1, 2, 4, 8
+_OBS, _FIN, _FIRST, _ACK, _DONE = 1, 2, 4, 8, 16
 
 # Kinds whose first-pass rows are candidates ranked by their smallest history index;
 # the exact examples (all reads involved) come from a second pass over the candidates.
@@ -99,7 +99,7 @@ class LogSafety:
         rc = client.where(
             (col("f") == "read") & (col("type") == "ok") & col("v_entries").isNotNull()
         )
-        self.reads = rc.select(col("index").alias("r"), "v_committed", "v_entries").join(
+        self.reads = rc.select(col("index").alias("r"), "v_committed", "v_entries", "v_end").join(
             F.broadcast(valid), "r"
         )
 
@@ -140,6 +140,7 @@ class LogSafety:
                 F.min(F.when(has(_ACK), col("r"))).alias("min_ack"),
                 F.sum(has(_FIRST).cast("long")).alias("n_reads"),
                 F.sum(has(_FIRST | _FIN).cast("long")).alias("n_final_reads"),
+                F.sum(has(_DONE).cast("long")).alias("n_done"),
             )
         )
 
@@ -147,9 +148,17 @@ class LogSafety:
         """Committed observations, read markers and acks, by log index, flags in one small int
         (shuffled rows stay narrow: there are two or three of them per history record)."""
         c = col("v_committed")
+        ents, end = col("v_entries"), as_int(col("v_end"))
+        # checker.log_safety._reached_end: the chunk holding the node's end, or past it
+        reached = (
+            end.isNull()
+            | (F.size(ents) == 0)
+            | (F.array_max(F.transform(ents, lambda e: e["index"])) >= end)
+        )
         x = self.reads.select(
             "r",
             "final",
+            (col("final") & reached).alias("done"),
             (c.isNull() | (c == "null")).alias("all"),
             as_int(c).alias("ci"),
             F.posexplode_outer("v_entries").alias("pos", "e"),
@@ -160,6 +169,7 @@ class LogSafety:
             F.when(obs, _OBS).otherwise(0)
             + F.when(col("final"), _FIN).otherwise(0)
             + F.when(first, _FIRST).otherwise(0)
+            + F.when(first & col("done"), _DONE).otherwise(0)
         ).cast("tinyint")
         x = x.where(obs | first).select(
             F.when(obs, col("e.index")).alias("li"),
@@ -303,6 +313,24 @@ class LogSafety:
         x = g.where(F.col("k") > 1)
         return x.select(_ex(F, "divergent-committed", F.array("r0"), index=F.col("li")).alias("x"))
 
+    def _unseen(self) -> Any:
+        """Acked triples no final read shows, with the final reads' reach beside them
+        (checker.log_safety._final_reach): ``judged`` when some final read got to its
+        node's end or the ack is at or below the highest committed final observation."""
+        F, col = self.F, self.F.col
+        reach = self.D.agg(
+            F.max(F.when(col("n_fin") > 0, col("li"))).alias("reach"),
+            F.sum("n_done").alias("done"),
+        )
+        x = self.D.where((col("n_ack") > 0) & (col("n_fin") == 0)).crossJoin(F.broadcast(reach))
+        judged = (F.coalesce(col("done"), F.lit(0)) > 0) | (
+            col("li") <= F.coalesce(col("reach"), F.lit(-1))
+        )
+        return x.withColumn("judged", judged)
+
+    def _lost(self) -> Any:
+        return self._unseen().where(self.F.col("judged"))
+
     def lost_ack(self) -> Any:
         """Acked (index, term, payload) absent from every final read; ``found`` comes later.
 
@@ -310,7 +338,7 @@ class LogSafety:
         even without final reads; the driver drops it then (see ``run``).
         """
         F = self.F
-        x = self.D.where((F.col("n_ack") > 0) & (F.col("n_fin") == 0))
+        x = self._lost()
         return x.select(
             _ex(
                 F,
@@ -445,7 +473,10 @@ class LogSafety:
             F.sum("n_obs").alias("obs"),
             F.sum("n_reads").alias("reads"),
             F.sum("n_final_reads").alias("finals"),
-            F.count_if((col("n_ack") > 1) & (col("n_fin") == 0)).alias("lost_multi"),
+        )
+        lost = self._unseen().agg(
+            F.count_if(col("judged") & (col("n_ack") > 1)).alias("lost_multi"),
+            F.sum(F.when(~col("judged"), col("n_ack"))).alias("unjudged"),
         )
         z = F.lit(0)
         return [
@@ -457,9 +488,12 @@ class LogSafety:
             ),
             d.select(
                 _ex(
-                    F,
-                    "_d",
-                    F.array(*(F.coalesce(c, z) for c in ("obs", "reads", "finals", "lost_multi"))),
+                    F, "_d", F.array(*(F.coalesce(c, z) for c in ("obs", "reads", "finals")))
+                ).alias("x")
+            ),
+            lost.select(
+                _ex(
+                    F, "_lost", F.array(*(F.coalesce(c, z) for c in ("lost_multi", "unjudged")))
                 ).alias("x")
             ),
         ]
@@ -503,20 +537,22 @@ class LogSafety:
             totals[r["kind"]] = int(r["n"])
         st = {k: list(v[0]["idx"]) for k, v in by.items() if k.startswith("_")}
         ok, fail = st["_apps"]
-        n_obs, n_reads, n_final, lost_multi = st["_d"]
+        n_obs, n_reads, n_final = st["_d"]
+        lost_multi, unjudged = st["_lost"] if n_final else (0, 0)
         stats = {
             "samples": st["_samples"][0],
             "appends": {"ok": ok, "fail": fail, "info": self.append_invokes - ok - fail},
             "reads": n_reads,
             "final_reads": n_final,
             "committed_observations": n_obs,
+            "lost_ack_unjudged": unjudged,
         }
         if not n_final:
             by.pop("lost-ack", None)
         anomalies = {k: [_decode(k, r) for r in by[k]] for k in _CHECKS if k in by}
         notes = {k: [_decode(k, r) for r in by[k]] for k in _NOTES if k in by}
         self._finish(anomalies, multi_lost=bool(lost_multi), multi_failed="_failed_multi" in by)
-        unknown = [] if (n_final or not ok) else ["lost-ack"]
+        unknown = [] if ((n_final and not unjudged) or not ok) else ["lost-ack"]
         ha = self.ha
         if ha is not None and not ha.get("sync"):  # async master: a loss window by design
             for kind, note in (("lost-ack", "loss-window"), ("append-order", "loss-window-order")):
@@ -659,9 +695,7 @@ class LogSafety:
 
     def _all_lost(self) -> list[dict[str, Any]]:
         col = self.F.col
-        trip = self.D.where((col("n_ack") > 0) & (col("n_fin") == 0)).select(
-            "li", "term", "payload"
-        )
+        trip = self._lost().select("li", "term", "payload")
         acks = self.apps.where((col("type") == "ok") & col("li").isNotNull())
         x = acks.join(trip, ["li", "term", "payload"]).orderBy("comp").limit(self.cap)
         return [

@@ -36,6 +36,8 @@ class RunOptions:
     client_timeout: float | None = 10.0
     recovery_s: float = 3.0
     final_timeout_s: float = 60.0
+    """Final reads stop once this long passes with no op completed (and at the latest
+    this plus the test's time limit after they began)."""
     join_timeout_s: float = 15.0
     nemesis_join_timeout_s: float = 60.0
     leave_db_running: bool = False

@@ -301,7 +301,12 @@ class Run:
         nodes = self.node_list
         base = 1 + max([g.max_process() for g in self.groups], default=0)
         gen_lock = threading.Lock()
-        deadline = time.monotonic() + self.opts.final_timeout_s
+        # A stall limit, not a total: an hour-long run's log takes minutes to read back,
+        # and a final read cut short leaves acks unjudged. Still bounded, by the load's
+        # own length, so a generator that never ends cannot hold the run.
+        stall = self.opts.final_timeout_s
+        started = time.monotonic()
+        cap = started + stall + self.spec.time_limit
         finals = self._new_group("final")
         for i, node in enumerate(nodes):
             finals.add(
@@ -315,12 +320,22 @@ class Run:
                     interval=0.0,
                     process=base + i,
                     process_step=len(nodes),
-                    deadline=deadline,
+                    deadline=cap,
                     label="final",
                 )
             )
         finals.start()
-        while finals.alive() and time.monotonic() < deadline:
+        seen, progress_at = len(self.history), started
+        while finals.alive():
+            now = time.monotonic()
+            if len(self.history) != seen:
+                seen, progress_at = len(self.history), now
+            elif now - progress_at > stall:
+                log.warning("final reads: nothing completed for %g s; stopping them", stall)
+                break
+            if now > cap:
+                log.warning("final reads: still reading after %g s; stopping them", now - started)
+                break
             time.sleep(0.05)
         finals.join(self.opts.join_timeout_s, "final read did not finish in time")
         crashed = finals.errors()

@@ -164,6 +164,37 @@ def test_no_final_read_is_unknown(spark: Any) -> None:
     assert_same(local, _spark(ops))
 
 
+def test_final_reads_cut_short_are_judged_alike(spark: Any) -> None:
+    """Final reads that stopped before their node's end (the final phase ran out of
+    time) judge only the acks they reached; the rest are counted, not called lost."""
+    ops = list(generate(800, workload="append", seed=4))
+    first_final = next(
+        i for i, op in enumerate(ops) if isinstance(op.value, dict) and op.value.get("final")
+    )
+    inv = ops[first_final]
+    ops = ops[:first_final]
+    acked = sorted(
+        (op.value["index"], op.value["term"], op.value["payload"])
+        for op in ops
+        if op.f == "append" and op.type == "ok"
+    )
+    prefix = [list(e) for e in acked[: len(acked) // 2]]
+    del prefix[len(prefix) // 2]  # one ack inside the reach is lost
+    end = acked[-1][0]
+    value = {"from": 0, "to": prefix[-1][0], "final": True, "local": True}
+    ops.append(inv.replace(index=len(ops), value=value))
+    ops.append(
+        inv.replace(
+            index=len(ops), type="ok", value={"entries": prefix, "committed": end, "end": end}
+        )
+    )
+    local = check_local(ops)
+    ls = local["checkers"]["log-safety"]
+    assert local["valid"] is False and ls["stats"]["anomaly_counts"] == {"lost-ack": 1}
+    assert ls["stats"]["lost_ack_unjudged"] == len(acked) - len(acked) // 2
+    assert_same(local, _spark(ops))
+
+
 def test_malformed_history_is_rejected_alike(spark: Any) -> None:
     ops = list(generate(400, workload="append", seed=3))
     inv = next(i for i, op in enumerate(ops) if op.type == "invoke" and op.f == "append")

@@ -54,7 +54,13 @@ class H:
         return i, self.add(result, p, "append", v)
 
     def read(
-        self, p: int, entries: list[list[Any]], *, committed: int | None = None, final: bool = False
+        self,
+        p: int,
+        entries: list[list[Any]],
+        *,
+        committed: int | None = None,
+        final: bool = False,
+        end: int | None = None,
     ) -> int:
         inv = {"from": 0, "to": 100}
         if final:
@@ -63,6 +69,8 @@ class H:
         v: dict[str, Any] = {"entries": entries}
         if committed is not None:
             v["committed"] = committed
+        if end is not None:
+            v["end"] = end
         return self.add("ok", p, "read", v)
 
 
@@ -154,6 +162,33 @@ def test_lost_ack_missing_index_and_uncommitted() -> None:
     h.read(3, [[1, 1, "q"], [2, 1, "p1"]], committed=1, final=True)  # p1 present but not committed
     assert ls.lost_ack(h.ops)[0]["found"] is None
     assert ls.lost_ack(h.ops)[0]["indexes"] == [c]
+
+
+def test_final_reads_cut_short_judge_only_what_they_reached() -> None:
+    """A final phase that ran out of time (millions of entries) read a prefix of each
+    log: acks past it were never looked for, so they are unknown, not lost."""
+    h = H()
+    h.append(1, "p1", index=1)
+    _, c2 = h.append(2, "p2", index=2)
+    h.append(3, "p3", index=5)
+    h.append(4, "p4", index=6)
+    h.read(5, [[1, 1, "p1"], [2, 1, "x"], [3, 1, "q"]], final=True, end=9)  # chunk 1-3 of 9
+    assert ls.lost_ack(h.ops) == [
+        {"payload": "p2", "index": 2, "term": 1, "found": [1, "x"], "indexes": [c2]}
+    ]
+    assert ls.lost_ack_unjudged(h.ops) == 2
+    res = ls.check_log_safety(h.ops)
+    assert res["valid"] is False and res["stats"]["lost_ack_unjudged"] == 2
+    short = H()
+    short.append(1, "p1", index=1)
+    short.append(2, "p2", index=7)
+    short.read(3, [[1, 1, "p1"]], final=True, end=9)
+    res = ls.check_log_safety(short.ops)
+    assert res["valid"] == "unknown" and res["unknown"] == ["lost-ack"], res
+    # another node's read got to its end (a shorter log): p2 is judged, and lost
+    short.read(4, [[1, 1, "p1"], [2, 1, "y"]], final=True, end=2)
+    assert ls.lost_ack_unjudged(short.ops) == 0
+    assert [x["payload"] for x in ls.lost_ack(short.ops)] == ["p2"]
 
 
 def test_failed_append_present() -> None:
