@@ -18,7 +18,7 @@ import logging
 import os
 import threading
 import time as _time
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Container, Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import IO, Any
 
@@ -558,6 +558,7 @@ def iter_parquet(
     *,
     time_range: tuple[int, int] | None = None,
     batch: int = 16_384,
+    values_for: Container[str] | None = None,
 ) -> Iterator[Op]:
     """Yield the ops of a Parquet history a batch of rows at a time, so memory is bounded by
     ``batch`` rather than by the file; errors name the file and the 0-based record (row).
@@ -565,6 +566,11 @@ def iter_parquet(
     With ``time_range=(lo, hi)`` only ops with ``lo <= time <= hi`` are yielded, and row
     groups whose ``time`` statistics lie outside the range are not read at all: the
     report's second pass reads just the window around the ops a checker names.
+
+    With ``values_for``, only the nemesis's ops and ops whose ``f`` is in it have their
+    ``value`` decoded; the others carry ``None`` (and a damaged value there goes
+    unnoticed). Decoding is most of the cost of a row: the report's first pass needs
+    the samples' values and none of the log reads' thousand entries.
 
     pyarrow raises many types for a damaged file (ArrowInvalid, OSError,
     KeyError for a missing column, ...), and the text columns can hold anything
@@ -602,6 +608,12 @@ def iter_parquet(
                         t = rec["time"]
                         if isinstance(t, int) and not time_range[0] <= t <= time_range[1]:
                             continue
+                    if (
+                        values_for is not None
+                        and rec["process"] != NEMESIS
+                        and rec["f"] not in values_for
+                    ):
+                        rec["value"] = None
                     yield _parquet_op(rec, path, first + pos)
                 first += len(recs)
         except HistoryError:
@@ -653,21 +665,25 @@ def read_history(path: str | os.PathLike[str]) -> list[Op]:
 
 
 def iter_history(
-    path: str | os.PathLike[str], *, time_range: tuple[int, int] | None = None
+    path: str | os.PathLike[str],
+    *,
+    time_range: tuple[int, int] | None = None,
+    values_for: Container[str] | None = None,
 ) -> Iterator[Op]:
     """Stream any supported history file, or the history of a store directory.
 
     JSONL and Parquet are read a line or a batch at a time, so a caller that keeps only
     a summary holds memory independent of the history's length; the foreign formats
     (import only, small) are read whole. ``time_range=(lo, hi)`` keeps only ops with
-    ``lo <= time <= hi`` (Parquet skips whole row groups outside it).
+    ``lo <= time <= hi`` (Parquet skips whole row groups outside it). ``values_for``: see
+    :func:`iter_parquet` (Parquet only; other formats decode every value).
     """
     path = history_file(path)
     if not path.exists():
         raise HistoryError("no such file", path=path)
     suffix = path.suffix.lower()
     if suffix == ".parquet":
-        yield from iter_parquet(path, time_range=time_range)
+        yield from iter_parquet(path, time_range=time_range, values_for=values_for)
         return
     if suffix == ".jsonl" or suffix == ".json":
         ops: Iterable[Op] = iter_jsonl(path)

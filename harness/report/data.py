@@ -19,6 +19,7 @@ from harness.core.history import NEMESIS, Op
 
 __all__ = [
     "Completed",
+    "DIGEST_VALUES",
     "FaultPeriod",
     "completed_ops",
     "fault_periods",
@@ -447,6 +448,11 @@ class Digest:
 
     def periods(self) -> list[FaultPeriod]:
         return fault_periods(self.nemesis, end_time=self.end_time)
+
+
+DIGEST_VALUES = frozenset({"sample"})
+"""The client ops whose values :func:`digest` reads (the nemesis's it always does): a
+reader may leave the others undecoded (``iter_history(values_for=...)``)."""
 
 
 def digest(

@@ -22,6 +22,7 @@ from typing import Any
 from harness.core.history import iter_history
 from harness.core.verdict import word as verdict_word
 from harness.report.data import (
+    DIGEST_VALUES,
     Digest,
     FaultPeriod,
     Focus,
@@ -343,7 +344,7 @@ def write_report(run_dir: str | Path) -> Path:
     if (run / "test.json").exists():
         test = json.loads((run / "test.json").read_text())
     req = focus_request(results)
-    d = digest(iter_history(run), focus=req)
+    d = digest(iter_history(run, values_for=DIGEST_VALUES), focus=req)
     focus = None if req is None else _focus(run, req, d)
     periods = d.periods()
     plots = _plots(run, d, periods)

@@ -260,6 +260,20 @@ def test_iter_history_time_range_on_parquet_skips_row_groups(tmp_path):
     assert list(iter_history(tmp_path / "h.parquet")) == read_history(tmp_path / "h.parquet") == ops
 
 
+def test_iter_history_values_for_decodes_only_the_named_fs_and_the_nemesis(tmp_path):
+    from harness.core.history import NEMESIS, iter_history, write_parquet
+
+    ops = [
+        Op("ok", 1, "read", {"entries": [[0, 1, "a"]]}, time=1, index=0),
+        Op("ok", 2, "sample", {"committed": 3}, node="n1", time=2, index=1),
+        Op("info", NEMESIS, "start-partition", {"n1": ["n2"]}, time=3, index=2),
+    ]
+    write_parquet(ops, tmp_path / "h.parquet")
+    got = list(iter_history(tmp_path / "h.parquet", values_for={"sample"}))
+    assert [op.value for op in got] == [None, {"committed": 3}, {"n1": ["n2"]}]
+    assert [op.replace(value=None) for op in got] == [op.replace(value=None) for op in ops]
+
+
 def test_write_report_from_parquet_focuses_on_the_failing_key(tmp_path):
     from harness.core.history import write_parquet
 
