@@ -233,8 +233,9 @@ def test_freeze_stops_a_whole_host_and_thaws(nctx, listeners) -> None:
         assert udp_probe(nctx, b, a, n=20)["received"] == 0  # the echo process is frozen
         done = nem.invoke(nctx, inv("stop-pause"))
         assert done.value["nodes"] == [a]
-        # Thawed: it answers again (a probe or two may time out on a loaded machine).
-        assert udp_probe(nctx, b, a, n=20)["received"] >= 17
+        # Thawed: it answers again. Frozen gives 0; on a loaded machine (CI beside an
+        # hour-long soak) a few probes time out: 16 of 20 was seen.
+        assert udp_probe(nctx, b, a, n=20)["received"] >= 10
     finally:
         nem.teardown(nctx)
     assert not leftovers(nctx)
