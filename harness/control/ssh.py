@@ -268,6 +268,12 @@ class SSHRemote:
         # started, children included (sshd offers no way to signal a session's group).
         run_id = uuid.uuid4().hex[:16] if timeout is not None and kill_on_timeout else None
         full = self._wrap(cmd, sudo, {**(env or {}), _RUN_ID: run_id} if run_id else env)
+        if stdin is None:
+            # The command reads no input from us, so we never send EOF: an EOF that
+            # crosses the server's close of a quick command's session is, to OpenSSH, a
+            # message for a channel that no longer exists, and it drops the whole
+            # connection with every other thread's command on it.
+            full = "exec </dev/null; " + full
         name = self.host.name
         log.debug("%s$ %s%s", name, cmd, f"  (env: {', '.join(env)})" if env else "")
         chan = self._open_channel(reconnect=reconnect)
@@ -290,9 +296,6 @@ class SSHRemote:
         try:
             try:
                 chan.exec_command(full)
-                if stdin is not None:
-                    chan.sendall(stdin.encode() if isinstance(stdin, str) else stdin)
-                chan.shutdown_write()
             except (paramiko.SSHException, OSError, EOFError):
                 if fired.is_set():
                     raise RemoteCommandError(
@@ -305,6 +308,9 @@ class SSHRemote:
                     exec_failed_on_live_link = True
                 else:
                     raise
+            else:
+                if stdin is not None:
+                    _feed(chan, stdin.encode() if isinstance(stdin, str) else stdin)
             finally:
                 if watchdog is not None:
                     watchdog.cancel()
@@ -326,14 +332,16 @@ class SSHRemote:
                 while chan.recv_stderr_ready():
                     err += chan.recv_stderr(65536)
                 # Output may still be in flight after the status; drain until EOF.
+                # (A channel the watchdog closed is no finished command.)
                 if (
-                    chan.exit_status_ready()
+                    not fired.is_set()
+                    and chan.exit_status_ready()
                     and not chan.recv_ready()
                     and not chan.recv_stderr_ready()
                     and (chan.eof_received or chan.closed)
                 ):
                     break
-                if deadline is not None and time.monotonic() >= deadline:
+                if fired.is_set() or (deadline is not None and time.monotonic() >= deadline):
                     if run_id is not None:
                         # In the background: on a paused host this waits out its own timeout.
                         threading.Thread(
@@ -349,8 +357,6 @@ class SSHRemote:
                         stdout=out.decode(errors="replace"),
                         stderr=err.decode(errors="replace"),
                     )
-                if chan.closed and not chan.exit_status_ready():
-                    raise RemoteError(f"connection lost while running {cmd!r}", host=name)
                 wait = (
                     0.02 if deadline is None else max(0.0, min(0.02, deadline - time.monotonic()))
                 )
@@ -568,6 +574,22 @@ def _read_pid(pidfile: str) -> str:
 _ALIVE = (
     '{ kill -0 "$p" 2>/dev/null && ! grep -q "^State:[[:space:]]*Z" /proc/$p/status 2>/dev/null; }'
 )
+
+
+def _feed(chan: paramiko.Channel, data: bytes) -> None:
+    """Send a command's input, then EOF, unless the command has already finished.
+
+    Once the command ran, a failure here is no reason to run it again: a command that
+    exits without reading all its input closes the session under us, and its exit status
+    says what happened. The residual race (the server's close arriving between the check
+    and the EOF) is paramiko's: it sends EOF without looking at the channel's state.
+    """
+    try:
+        chan.sendall(data)
+    except OSError:
+        return
+    if not chan.closed:
+        chan.shutdown_write()
 
 
 def _alive(client: paramiko.SSHClient) -> bool:

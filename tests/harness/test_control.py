@@ -211,6 +211,25 @@ def test_threads_share_one_remote(remotes):
     assert len(seen) == 1, "one connection shared by every thread"
 
 
+def test_input_is_never_sent_after_the_command_finished(remotes, caplog):
+    """A command without input reads /dev/null, and one that stops reading early is not
+    run again: an EOF sent after the server closed the session makes OpenSSH drop the
+    whole connection, which once failed 8 threads' commands at once."""
+    r = remotes["n4"]
+    first = r._get()
+    with caplog.at_level(logging.INFO, logger="harness.control.ssh"):
+        assert r.run("cat; echo done").stdout == "done\n"
+        for _ in range(20):
+            assert r.run("true").exit_status == 0
+        marker = f"/tmp/sb-ran-{os.getpid()}"
+        r.run(f"rm -f {marker}")
+        res = r.run(f"echo x >> {marker}; head -c 1", stdin=b"y" * 4_000_000)
+        assert res.stdout == "y"
+        assert r.run(f"cat {marker}").stdout == "x\n", "run exactly once"
+    assert r._get() is first, "the connection survived"
+    assert "retrying" not in caplog.text and "reconnecting" not in caplog.text
+
+
 def test_partition_with_iptables(remotes, lab):
     hosts = {h.name: h for h in lab.hosts()}
     a, b = remotes["n1"], remotes["n2"]
