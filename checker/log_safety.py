@@ -451,11 +451,12 @@ def divergent_committed(ops: Sequence[Op]) -> list[dict[str, Any]]:
     return _by_indexes(out)
 
 
-def lost_ack_judgeable(ops: Sequence[Op]) -> bool:
+def lost_ack_judgeable(ops: Sequence[Op], unjudged: int | None = None) -> bool:
     """Whether :func:`lost_ack` judges every ok append: there is a final read and it
-    reached every acked index, or there is no ok append at all."""
+    reached every acked index, or there is no ok append at all. ``unjudged`` is
+    :func:`lost_ack_unjudged`'s answer when the caller has it already."""
     if any(r.final for r in _log_reads(ops)):
-        return lost_ack_unjudged(ops) == 0
+        return (lost_ack_unjudged(ops) if unjudged is None else unjudged) == 0
     return not any(a.type == "ok" for a in _appends(ops))
 
 
@@ -655,7 +656,8 @@ def check_log_safety(ops: Sequence[Op], ha: dict[str, Any] | None = None) -> dic
     restart = committed_regress_restart(ops)
     if restart:
         notes["committed-regress-restart"] = restart
-    unknown = [] if lost_ack_judgeable(ops) else ["lost-ack"]
+    unjudged = lost_ack_unjudged(ops)
+    unknown = [] if lost_ack_judgeable(ops, unjudged) else ["lost-ack"]
     apps = _appends(ops)
     reads = _log_reads(ops)
     stats = {
@@ -664,7 +666,7 @@ def check_log_safety(ops: Sequence[Op], ha: dict[str, Any] | None = None) -> dic
         "reads": len(reads),
         "final_reads": sum(1 for r in reads if r.final),
         "committed_observations": sum(len(r.committed) for r in reads),
-        "lost_ack_unjudged": lost_ack_unjudged(ops),
+        "lost_ack_unjudged": unjudged,
     }
     if ha is not None:
         stats["loss_window"] = len(notes.get("loss-window", anomalies.get("lost-ack", [])))
