@@ -61,7 +61,8 @@ class Remote(Protocol):
 
     ``run`` raises :class:`harness.core.errors.RemoteCommandError` (host, command,
     exit status, stderr tail) on a non-zero exit when ``check`` is true, and on
-    timeout always.
+    timeout always. ``stdin`` is the command's whole input; without it the command
+    reads an empty input (``/dev/null``), never a stream left open.
     """
 
     host: Host
