@@ -247,7 +247,8 @@ class RedisDB(PidfileDaemonDB):
         )
 
     def view(self, ctx: RunContext) -> dict[str, Any]:
-        """Each node's ROLE reply and each Sentinel's (primary address, peers seen)."""
+        """Each node's ROLE reply and each Sentinel's (primary address, peers seen,
+        replicas known)."""
         addrs, saddrs = self.client_addrs(ctx), self.sentinel_addrs(ctx)
         from workloads.redis import MASTER_NAME
 
@@ -260,6 +261,7 @@ class RedisDB(PidfileDaemonDB):
             return (
                 tuple(primary) if isinstance(primary, list) else None,
                 fields.get("num-other-sentinels"),
+                fields.get("num-slaves"),
             )
 
         return {
@@ -268,7 +270,12 @@ class RedisDB(PidfileDaemonDB):
         }
 
     def wait_ready(self, ctx: RunContext) -> None:
-        """Until one primary has every replica linked and all Sentinels know each other."""
+        """Until one primary has every replica linked and all Sentinels know each other
+        and every replica.
+
+        A Sentinel learns the replicas only from the primary's INFO (every 10 s); a
+        primary killed before that leaves it no replica to promote, and the run would
+        measure a setup race instead of the failover."""
         n = len(ctx.nodes)
         primary = self.client_addrs(ctx)[ctx.nodes[0]]
         deadline = time.monotonic() + self.ready_timeout
@@ -285,7 +292,10 @@ class RedisDB(PidfileDaemonDB):
                 for r in roles
             )
             sents_ok = all(
-                s[0] is not None and (s[0][0], int(s[0][1])) == primary and str(s[1]) == str(n - 1)
+                s[0] is not None
+                and (s[0][0], int(s[0][1])) == primary
+                and str(s[1]) == str(n - 1)
+                and str(s[2]) == str(n - 1)
                 for s in v["sentinels"].values()
             )
             if replicas_ok and sents_ok:

@@ -63,6 +63,11 @@ def test_nats_plugin_campaign_on_the_lab(lab, tmp_path):
             "kill,clock",
             "--nemesis-interval",
             "3",
+            # Unseeded, the schedule draws clock faults only in about one run in eight: this seed
+            # starts a kill 1.7 s in and a clock fault 9 s in (the schedule is a pure
+            # function of the seed).
+            "--seed",
+            "8",
             "--time-limit",
             "20",
             "--concurrency",
