@@ -252,7 +252,7 @@ class RedisDB(PidfileDaemonDB):
         addrs, saddrs = self.client_addrs(ctx), self.sentinel_addrs(ctx)
         from workloads.redis import MASTER_NAME
 
-        def sentinel(a: tuple[str, int]) -> tuple[Any, Any]:
+        def sentinel(a: tuple[str, int]) -> tuple[Any, Any, Any]:
             primary = _call(a, "SENTINEL", "get-master-addr-by-name", MASTER_NAME)
             info = _call(a, "SENTINEL", "master", MASTER_NAME)
             fields = (
