@@ -451,12 +451,11 @@ def divergent_committed(ops: Sequence[Op]) -> list[dict[str, Any]]:
     return _by_indexes(out)
 
 
-def lost_ack_judgeable(ops: Sequence[Op], unjudged: int | None = None) -> bool:
+def lost_ack_judgeable(ops: Sequence[Op]) -> bool:
     """Whether :func:`lost_ack` judges every ok append: there is a final read and it
-    reached every acked index, or there is no ok append at all. ``unjudged`` is
-    :func:`lost_ack_unjudged`'s answer when the caller has it already."""
+    reached every acked index, or there is no ok append at all."""
     if any(r.final for r in _log_reads(ops)):
-        return (lost_ack_unjudged(ops) if unjudged is None else unjudged) == 0
+        return lost_ack_unjudged(ops) == 0
     return not any(a.type == "ok" for a in _appends(ops))
 
 
@@ -656,8 +655,7 @@ def check_log_safety(ops: Sequence[Op], ha: dict[str, Any] | None = None) -> dic
     restart = committed_regress_restart(ops)
     if restart:
         notes["committed-regress-restart"] = restart
-    unjudged = lost_ack_unjudged(ops)
-    unknown = [] if lost_ack_judgeable(ops, unjudged) else ["lost-ack"]
+    unknown = [] if lost_ack_judgeable(ops) else ["lost-ack"]
     apps = _appends(ops)
     reads = _log_reads(ops)
     stats = {
@@ -666,7 +664,7 @@ def check_log_safety(ops: Sequence[Op], ha: dict[str, Any] | None = None) -> dic
         "reads": len(reads),
         "final_reads": sum(1 for r in reads if r.final),
         "committed_observations": sum(len(r.committed) for r in reads),
-        "lost_ack_unjudged": unjudged,
+        "lost_ack_unjudged": lost_ack_unjudged(ops),
     }
     if ha is not None:
         stats["loss_window"] = len(notes.get("loss-window", anomalies.get("lost-ack", [])))

@@ -37,7 +37,7 @@ if TYPE_CHECKING:
 __all__ = [
     "BOOT_TIMEOUT_S",
     "machines_of",
-    "wait_for_ssh",
+    "await_boot",
     "restore",
     "PowerNemesis",
     "VmPauseNemesis",
@@ -63,25 +63,29 @@ def machines_of(hosts: Iterable[Host], fault: str) -> dict[str, Machine]:
     return {h.name: h.machine for h in hosts if h.machine is not None}
 
 
-def wait_for_ssh(
+def await_boot(
     remote: Remote,
     timeout: float = BOOT_TIMEOUT_S,
     *,
     clock: Callable[[], float] = time.monotonic,
     sleep: Callable[[float], None] = time.sleep,
 ) -> float:
-    """Block until a command runs on the freshly booted host; returns the seconds waited.
+    """Block until a command runs on the freshly booted host, then set its clock;
+    returns the seconds waited for SSH.
 
     The connection from before the cut is dead: the rebooted guest answers it
     with a reset, and the remote dials afresh (a closed Remote stays closed, so
-    it is not closed here).
+    it is not closed here). The guest boots with its RTC's time, whole seconds (up
+    to a second behind, more under TCG), and a lab has no time server: left alone,
+    the next run's clean-start check can find a clock off by a second that no fault
+    touched and refuse to run, so it is stepped to the harness's, as NTP would at boot.
     """
     t0 = clock()
     last: Exception | None = None
     while True:
         try:
             remote.run("true", timeout=min(20.0, max(1.0, timeout)))
-            return clock() - t0
+            break
         except Exception as e:  # noqa: BLE001 - any failure means "not up yet"
             last = e
         if clock() - t0 >= timeout:
@@ -90,21 +94,14 @@ def wait_for_ssh(
                 host=remote.host.name,
             )
         sleep(1.0)
-
-
-def set_clock_after_boot(remote: Remote) -> None:
-    """Step a freshly booted guest's real clock to the harness's, as NTP would at boot.
-
-    A guest boots with its RTC's time, whole seconds (up to a second behind, more
-    under TCG), and a lab has no time server. Left alone, the next run's clean-start
-    check can find a clock off by a second that no fault touched, and refuse to run.
-    """
+    waited = clock() - t0
     from nemesis.clock import RealClock
 
     try:
         RealClock(remote).reset()
     except Exception as e:  # noqa: BLE001 - the boot succeeded; the check will say more
         log.warning("%s: could not set the clock after boot: %s", remote.host.name, e)
+    return waited
 
 
 def restore(
@@ -123,8 +120,7 @@ def restore(
         return "resumed"
     machine.power_on()
     if remote is not None:
-        wait_for_ssh(remote, boot_timeout)
-        set_clock_after_boot(remote)
+        await_boot(remote, boot_timeout)
     return "booted"
 
 
@@ -239,8 +235,7 @@ class PowerNemesis:
         def one(node: str) -> None:
             remote = ctx.remotes[node]
             machines[node].power_on()
-            boot_s[node] = round(wait_for_ssh(remote, self.boot_timeout), 2)
-            set_clock_after_boot(remote)
+            boot_s[node] = round(await_boot(remote, self.boot_timeout), 2)
             self.off.discard(node)
             journal.clear(ctx, node, "power", "machine")
             pidfiles = journal.db_pidfiles(ctx, node)
