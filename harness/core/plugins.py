@@ -1,7 +1,8 @@
-"""Finding DBs, workloads and models by name: Python entry points, for built-ins and plugins alike.
+"""Finding DBs, workloads, models, faults and checkers by name: Python entry points, for
+built-ins and plugins alike.
 
-Every name ``--db``, ``--workload`` and a checker's ``model`` accept is an entry
-point in one of three groups (:data:`GROUPS`). splitbrain declares its own in
+Every name ``--db``, ``--workload``, ``--nemesis`` and a checker's ``model`` accept, and
+every check a workload selects, is an entry point in one of the groups of :data:`GROUPS`. splitbrain declares its own in
 ``pyproject.toml`` exactly as a third-party package does, so a built-in has no
 code path a plugin cannot use: ``pip install my-plugin`` and its names appear in
 ``splitbrain run --help``, ``splitbrain plugins`` and every registry.
@@ -49,14 +50,21 @@ __all__ = [
     "describe",
     "with_argument",
     "refresh",
+    "OBJECT_KINDS",
 ]
 
 GROUPS: dict[str, str] = {
     "db": "splitbrain.dbs",
     "workload": "splitbrain.workloads",
     "model": "splitbrain.models",
+    "fault": "splitbrain.faults",
+    "checker": "splitbrain.checkers",
 }
 """Kind of plugin -> entry-point group."""
+
+OBJECT_KINDS = frozenset({"fault", "checker"})
+"""Kinds whose entry points name a registered object (a ``Fault``, a ``CheckerSpec``), not a
+factory: such an object is plain data plus functions, built once at import."""
 
 _OWN_DIST = "splitbrain"
 _CHECKOUT = Path(__file__).resolve().parents[2]
@@ -71,8 +79,9 @@ class Plugin:
     value: str
     origin: str
 
-    def load(self) -> Callable[..., Any]:
-        """Import the factory; every failure becomes one ConfigError line naming the plugin."""
+    def load(self) -> Any:
+        """Import the factory (or, for :data:`OBJECT_KINDS`, the registered object); every
+        failure becomes one ConfigError line naming the plugin."""
         module_name, _, attr = self.value.partition(":")
         try:
             obj: Any = importlib.import_module(module_name.strip())
@@ -91,7 +100,7 @@ class Plugin:
                     f"{self.origin}): module {module_name!r} has no {attr!r}",
                     field=self.kind,
                 ) from None
-        if not callable(obj):
+        if not callable(obj) and self.kind not in OBJECT_KINDS:
             raise ConfigError(
                 f"{self.kind} plugin {self.name!r} ({self.value}, from "
                 f"{self.origin}): {type(obj).__name__} is not callable",
