@@ -15,7 +15,8 @@ from collections.abc import Sequence
 from typing import Any
 
 from checker.models import UNKNOWN, Fail, Model
-from harness.core.history import NEMESIS, Op, pair_ops
+from harness.core.op import NEMESIS, Op
+from harness.core.paired import pair_positions
 
 __all__ = ["build_counterexample", "render_text"]
 
@@ -73,7 +74,9 @@ def build_counterexample(
     """
     by_index = {op.index: op for op in ops}
     client = [op for op in ops if op.process != NEMESIS]
-    completions = {client[i].index: client[c] for i, c in pair_ops(client).items() if c is not None}
+    completions = {
+        client[i].index: client[c] for i, c in pair_positions(client).items() if c is not None
+    }
     by_id = {e.id: e for e in entries}
     longest = info.get("longest") or []
     done = {oid for oid, _ in longest}

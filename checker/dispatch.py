@@ -8,14 +8,11 @@ of memory or patience. Both engines return the same shape and verdicts.
 
 from __future__ import annotations
 
-import os
-from collections.abc import Mapping, Sequence
-from pathlib import Path
+from collections.abc import Mapping
 from typing import Any
 
 from harness.core.errors import CheckerError
-from harness.core.history import Op, read_history
-from harness.core.layout import history_file
+from harness.core.source import HistorySource, history_path, read_paired
 
 __all__ = ["ENGINES", "AUTO_SPARK_OPS", "check_history", "estimate_ops", "choose_engine"]
 
@@ -24,11 +21,11 @@ AUTO_SPARK_OPS = 2_000_000
 _JSONL_BYTES_PER_OP = 120  # a typical record, to estimate size without reading the file
 
 
-def estimate_ops(source: Sequence[Op] | str | os.PathLike[str]) -> int:
+def estimate_ops(source: HistorySource) -> int:
     """Number of op records, exact for ops in memory and Parquet, estimated for text files."""
-    if not isinstance(source, (str, os.PathLike)):
-        return len(source)
-    path = history_file(Path(source))
+    path = history_path(source)
+    if path is None:
+        return len(source)  # type: ignore[arg-type]
     if not path.exists():
         return 0
     if path.suffix.lower() == ".parquet":
@@ -38,7 +35,7 @@ def estimate_ops(source: Sequence[Op] | str | os.PathLike[str]) -> int:
     return path.stat().st_size // _JSONL_BYTES_PER_OP
 
 
-def choose_engine(engine: str, source: Sequence[Op] | str | os.PathLike[str]) -> str:
+def choose_engine(engine: str, source: HistorySource) -> str:
     if engine not in ENGINES:
         raise CheckerError(f"unknown engine {engine!r} (known: {', '.join(ENGINES)})")
     if engine != "auto":
@@ -47,7 +44,7 @@ def choose_engine(engine: str, source: Sequence[Op] | str | os.PathLike[str]) ->
 
 
 def check_history(
-    source: Sequence[Op] | str | os.PathLike[str],
+    source: HistorySource,
     *,
     model: str | None = None,
     engine: str = "local",
@@ -57,10 +54,13 @@ def check_history(
 ) -> dict[str, Any]:
     """Check a history (ops, or a path to a history file or store directory).
 
-    Returns ``{"valid": True | False | "unknown", "checkers": {name: {...}},
-    "anomalies": {kind: [examples]}, "engine", ...}``. Raises
-    :class:`~harness.core.errors.HistoryError` for an unreadable history and
-    :class:`~harness.core.errors.CheckerError` for an unknown model or engine.
+    ``opts`` is the checker-options mapping (``checks``, ``model``, ``model_params``,
+    ``keys``, ``cap``, ``options``; :mod:`harness.core.checker`); ``model`` here wins
+    over ``opts["model"]``. Returns ``{"valid": True | False | "unknown", "checkers":
+    {name: {...}}, "anomalies": {kind: [examples]}, "engine", ...}``. Raises
+    :class:`~harness.core.errors.HistoryError` for an unreadable or malformed history,
+    :class:`~harness.core.errors.CheckerError` for an unknown model or engine and
+    :class:`~harness.core.errors.ConfigError` for an unknown check or checker option.
     """
     chosen = choose_engine(engine, source)
     if chosen == "spark":
@@ -72,10 +72,16 @@ def check_history(
             source, model=model, master=master, timeout=timeout, opts=dict(opts or {})
         )
     else:
-        from checker.local import check_local
+        from checker.local import check_local, check_local_columns
 
-        ops = read_history(source) if isinstance(source, (str, os.PathLike)) else source
-        res = check_local(ops, model=model, timeout=timeout, opts=opts)
+        path = history_path(source)
+        fast = None
+        if path is not None and path.suffix.lower() in (".parquet", ".jsonl") and path.exists():
+            # Typed columns (the Parquet's, or made from the JSONL), with no Op per
+            # record, when every checker that applies can read them (log histories);
+            # else ops, as always.
+            fast = check_local_columns(path, model=model, timeout=timeout, opts=opts)
+        res = fast or check_local(read_paired(source), model=model, timeout=timeout, opts=opts)
     if engine == "auto":
         res["engine_requested"] = "auto"
     return res

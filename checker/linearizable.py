@@ -36,12 +36,17 @@ from collections.abc import Callable, Generator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from checker.models import NOT_A_READ, UNKNOWN, Fail, Model, RegisterOps, freeze
-from checker.results import key_order
-from harness.core.history import NEMESIS, Op, pair_ops
+from checker.families import is_log, is_queue, is_set, lin_family
+from checker.models import NOT_A_READ, UNKNOWN, Fail, Model, RegisterOps, freeze, get_model
+from checker.results import AUTO_MODELS, key_order, shape_linearizable
+from harness.core.checker import CheckConfig, CheckerSpec, OpShape
+from harness.core.op import NEMESIS, Op
+from harness.core.paired import pair_positions
 
 __all__ = [
+    "LINEARIZABLE",
     "Entry",
+    "model_of",
     "make_entries",
     "search",
     "prepared_search",
@@ -84,7 +89,7 @@ def make_entries(ops: Sequence[Op], model: Model, *, keyed: bool = False) -> lis
     malformed history (double invoke, orphan completion).
     """
     client = [op for op in ops if op.process != NEMESIS]
-    pairs = pair_ops(client)
+    pairs = pair_positions(client)
     n = len(client)
     entries: list[Entry] = []
     pending = 0
@@ -500,7 +505,7 @@ def prepared_search(
         fast = _register_search(client, model, native)
         if fast is not None:
             return fast
-    pairs = pair_ops(client)
+    pairs = pair_positions(client)
     n_client = len(client)
     observe = model.fails == "observe"
     fs, pure_fn, read_state = model.fs, model.pure, model.read_state
@@ -1012,3 +1017,70 @@ def check_linearizable(
         "counterexample": cex,
         "steps": total,
     }
+
+
+# --------------------------------------------------------------------------- registration
+
+
+def _model_of(config: CheckConfig) -> Model:
+    """The model a part is checked against: the one named, or the family's own."""
+    name, params = model_of(config)
+    return get_model(name, **params)
+
+
+_NAMED: dict[tuple[str, str], tuple[str, frozenset[str]]] = {}
+
+
+def _named(config: CheckConfig) -> tuple[str, frozenset[str]]:
+    """(name, fs) of the named model; asked per op shape, so built once per settings."""
+    assert config.model is not None
+    key = (config.model, repr(sorted(dict(config.model_params).items())))
+    if key not in _NAMED:
+        m = _model_of(config)
+        _NAMED[key] = (m.name, frozenset(m.fs))
+    return _NAMED[key]
+
+
+def _claims(shape: OpShape, config: CheckConfig) -> str | None:
+    """By op family when no model is named (each family its own model and part: a register
+    history is ``linearizable``, a mixed one ``linearizable-cas-register`` and
+    ``linearizable-kv``, ...); a named model takes the ops of its fs from the family it
+    models (``append-log``: the log's, ``set``: the set's, any other: all but those and the
+    queue's)."""
+    if config.model is None:
+        family = lin_family(shape)
+        return None if family is None else AUTO_MODELS[family]
+    name, fs = _named(config)
+    if shape.f not in fs:
+        return None
+    if name == "append-log":
+        mine = is_log(shape)
+    elif name == "set":
+        mine = is_set(shape)
+    else:
+        mine = not (is_log(shape) or is_set(shape) or is_queue(shape))
+    return config.model if mine else None
+
+
+def _local(history: Sequence[Op], config: CheckConfig) -> dict[str, Any]:
+    m = _model_of(config)
+    res = check_linearizable(history, m, timeout=config.timeout, keys=config.keys)
+    return shape_linearizable(res, m)
+
+
+def model_of(config: CheckConfig) -> tuple[str, dict[str, Any]]:
+    """The model name and parameters a part is checked against."""
+    if config.model is not None:
+        return config.model, dict(config.model_params)
+    return config.part, {}
+
+
+LINEARIZABLE = CheckerSpec(
+    name="linearizable",
+    claims=_claims,
+    anomalies=("nonlinearizable",),
+    local=_local,
+    spark="checker.spark.linearizable:check_linearizable_registered",
+    doc="per-key linearizability against a model (Porcupine's search)",
+    examples="checker.planted:linearizable",
+)

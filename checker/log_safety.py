@@ -12,8 +12,8 @@ specification, the code the reference. Conventions shared by all functions:
 
 * **History order** is the op's ``index`` field (ops are sorted by it first).
 * **Pairing.** A client op's invocation is paired with the next record of the
-  same ``process`` (:func:`harness.core.history.pair_ops`); a malformed history raises
-  :class:`~harness.core.errors.HistoryError`.
+  same ``process`` (:class:`harness.core.paired.PairedHistory`, built once per
+  check); a malformed history raises :class:`~harness.core.errors.HistoryError`.
 * **Samples** are the records with ``f == "sample"`` and ``type == "ok"``; no
   pairing is needed. The sampled node is the record's ``node``; its ``value`` is
   ``{role, term, leader, begin, end, committed, incarnation}``. A sample whose
@@ -39,20 +39,34 @@ specification, the code the reference. Conventions shared by all functions:
   :func:`duplicate_payload`).
 * **Value ordering.** Where an example lists ``[term, payload]`` values, they are
   sorted by ``(term, json.dumps(payload, sort_keys=True))``.
+
+:func:`check_log_safety_columns` is the local engine's second implementation, over a
+Parquet history's columns (``LOG_SAFETY.columnar``); these functions stay the reference
+it is tested against (tests/checker/test_log_safety_fast.py). Like the Spark engine it
+compares terms and payloads as canonical JSON text, where these functions compare Python
+values: only values Python equates across JSON types (``1``, ``1.0`` and ``true``) differ.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeGuard
 
-from harness.core.history import Op, pair_ops
+from checker.families import is_log
+from harness.core.checker import ALL, CheckConfig, CheckerSpec, OpShape
+from harness.core.op import Op
+from harness.core.options import option
+from harness.core.paired import PairedHistory
 
 __all__ = [
-    "KINDS",
-    "NOTE_KINDS",
+    "ANOMALIES",
+    "NOTES",
+    "LOSS_WINDOW",
+    "LOG_SAFETY",
+    "HaOptions",
+    "LogSafetyOptions",
     "committed_regress",
     "committed_regress_restart",
     "committed_beyond_end",
@@ -66,21 +80,9 @@ __all__ = [
     "duplicate_payload",
     "append_order",
     "check_log_safety",
-    "is_log_safety_op",
+    "check_log_safety_columns",
+    "ha_of",
 ]
-
-KINDS = (
-    "committed-regress",
-    "committed-beyond-end",
-    "two-leaders-in-term",
-    "term-regress",
-    "divergent-committed",
-    "lost-ack",
-    "failed-append-present",
-    "duplicate-payload",
-    "append-order",
-)
-NOTE_KINDS = ("committed-regress-restart",)
 
 
 # --------------------------------------------------------------------------- helpers
@@ -109,19 +111,22 @@ def _value_key(tp: Any) -> tuple[Any, str]:
 
 
 class _Prepared(list):
-    """Sorted ops that remember their parsed samples, appends and reads.
+    """Sorted client ops that remember their pairs and parsed samples, appends and reads.
 
     :func:`check_log_safety` runs every anomaly function over one history;
     this spares each of them re-pairing it.
     """
 
+    paired: PairedHistory
     samples: list[Any]
     appends: list[Any]
     reads: list[Any]
 
 
 def _prepare(ops: Sequence[Op]) -> _Prepared:
-    prep = _Prepared(_sorted_ops(ops))
+    paired = PairedHistory.of(ops)
+    prep = _Prepared(paired)
+    prep.paired = paired
     prep.samples = _samples(prep)
     prep.appends = _appends(prep)
     prep.reads = _log_reads(prep)
@@ -142,10 +147,20 @@ def _by_indexes(examples: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 @dataclass(frozen=True, slots=True)
 class _Sample:
+    """An ok sample's fields the checks read; the integers are None when not integers."""
+
     index: int
     node: Any
-    incarnation: Any
-    value: dict[str, Any]
+    incarnation: Any  # hashable (frozen), for grouping
+    inc: Any  # as recorded, for examples
+    committed: int | None
+    end: int | None
+    term: int | None
+    leader: bool
+
+
+def _int_or_none(x: Any) -> int | None:
+    return x if _is_int(x) else None
 
 
 def _samples(ops: Sequence[Op]) -> list[_Sample]:
@@ -154,15 +169,26 @@ def _samples(ops: Sequence[Op]) -> list[_Sample]:
     out = []
     for op in _sorted_ops(ops):
         if op.f == "sample" and op.type == "ok" and isinstance(op.value, dict):
-            out.append(_Sample(op.index, op.node, _freeze(op.value.get("incarnation")), op.value))
+            v = op.value
+            inc = v.get("incarnation")
+            out.append(
+                _Sample(
+                    op.index,
+                    op.node,
+                    _freeze(inc),
+                    inc,
+                    _int_or_none(v.get("committed")),
+                    _int_or_none(v.get("end")),
+                    _int_or_none(v.get("term")),
+                    v.get("role") == "leader",
+                )
+            )
     return out
 
 
 def _pairs(ops: Sequence[Op], f: str) -> list[tuple[Op, Op | None]]:
-    ops = _sorted_ops(ops)
-    return [
-        (ops[i], None if c is None else ops[c]) for i, c in pair_ops(ops).items() if ops[i].f == f
-    ]
+    paired = ops.paired if isinstance(ops, _Prepared) else PairedHistory.of(ops)
+    return paired.pairs(f)
 
 
 @dataclass(frozen=True, slots=True)
@@ -284,8 +310,8 @@ def committed_regress(ops: Sequence[Op]) -> list[dict[str, Any]]:
     reported: set[tuple[Any, Any]] = set()
     out = []
     for s in _samples(ops):
-        c = s.value.get("committed")
-        if not _is_int(c):
+        c = s.committed
+        if c is None:
             continue
         k = (s.node, s.incarnation)
         prev = best.get(k)
@@ -296,7 +322,7 @@ def committed_regress(ops: Sequence[Op]) -> list[dict[str, Any]]:
             out.append(
                 {
                     "node": s.node,
-                    "incarnation": s.value.get("incarnation"),
+                    "incarnation": s.inc,
                     "from": prev[0],
                     "to": c,
                     "indexes": [prev[1], s.index],
@@ -319,20 +345,20 @@ def committed_regress_restart(ops: Sequence[Op]) -> list[dict[str, Any]]:
     last: dict[Any, _Sample] = {}
     out = []
     for s in _samples(ops):
-        c = s.value.get("committed")
-        if not _is_int(c):
+        c = s.committed
+        if c is None:
             continue
         prev = last.get(s.node)
         last[s.node] = s
         if prev is None or prev.incarnation == s.incarnation:
             continue
-        pc = prev.value.get("committed")
-        if _is_int(pc) and c < pc:
+        pc = prev.committed
+        if pc is not None and c < pc:
             out.append(
                 {
                     "node": s.node,
-                    "incarnation": s.value.get("incarnation"),
-                    "previous_incarnation": prev.value.get("incarnation"),
+                    "incarnation": s.inc,
+                    "previous_incarnation": prev.inc,
                     "from": pc,
                     "to": c,
                     "indexes": [prev.index, s.index],
@@ -350,12 +376,12 @@ def committed_beyond_end(ops: Sequence[Op]) -> list[dict[str, Any]]:
     """
     out = []
     for s in _samples(ops):
-        c, e = s.value.get("committed"), s.value.get("end")
-        if _is_int(c) and _is_int(e) and c > e:
+        c, e = s.committed, s.end
+        if c is not None and e is not None and c > e:
             out.append(
                 {
                     "node": s.node,
-                    "incarnation": s.value.get("incarnation"),
+                    "incarnation": s.inc,
                     "committed": c,
                     "end": e,
                     "indexes": [s.index],
@@ -375,8 +401,8 @@ def two_leaders_in_term(ops: Sequence[Op]) -> list[dict[str, Any]]:
     """
     first: dict[int, dict[Any, int]] = {}
     for s in _samples(ops):
-        t = s.value.get("term")
-        if s.value.get("role") == "leader" and _is_int(t):
+        t = s.term
+        if s.leader and t is not None:
             first.setdefault(t, {}).setdefault(s.node, s.index)
     out = []
     for t, nodes in first.items():
@@ -400,8 +426,8 @@ def term_regress(ops: Sequence[Op]) -> list[dict[str, Any]]:
     best: dict[Any, tuple[int, int]] = {}
     out = []
     for s in _samples(ops):
-        t = s.value.get("term")
-        if not _is_int(t):
+        t = s.term
+        if t is None:
             continue
         prev = best.get(s.node)
         if prev is None or t > prev[0]:
@@ -410,7 +436,7 @@ def term_regress(ops: Sequence[Op]) -> list[dict[str, Any]]:
             out.append(
                 {
                     "node": s.node,
-                    "incarnation": s.value.get("incarnation"),
+                    "incarnation": s.inc,
                     "from": prev[0],
                     "to": t,
                     "indexes": [prev[1], s.index],
@@ -618,13 +644,13 @@ _FUNCS = {
     "duplicate-payload": duplicate_payload,
     "append-order": append_order,
 }
+ANOMALIES = tuple(_FUNCS)
+"""Every anomaly kind, in the order results list them (the Spark engine's too)."""
 
+LOSS_WINDOW = (("lost-ack", "loss-window"), ("append-order", "loss-window-order"))
+"""Mode ha with an async master: these anomalies are measured as these notes instead."""
 
-def is_log_safety_op(op: Op) -> bool:
-    """Whether an op feeds this checker: appends, samples and keyless dict-valued reads."""
-    if op.f in ("append", "sample"):
-        return True
-    return op.f == "read" and op.key is None and isinstance(op.value, dict)
+NOTES = ("committed-regress-restart", *(note for _, note in LOSS_WINDOW))
 
 
 def check_log_safety(ops: Sequence[Op], ha: dict[str, Any] | None = None) -> dict[str, Any]:
@@ -642,20 +668,7 @@ def check_log_safety(ops: Sequence[Op], ha: dict[str, Any] | None = None) -> dic
     it causes are measured as the note ``loss-window`` instead of anomalies.
     """
     ops = _prepare(ops)
-    anomalies = {}
-    for kind, fn in _FUNCS.items():
-        ex = fn(ops)
-        if ex:
-            anomalies[kind] = ex
-    notes = {}
-    if ha is not None and not ha.get("sync"):  # mode ha, async master: a loss window
-        for kind, note in (("lost-ack", "loss-window"), ("append-order", "loss-window-order")):
-            if kind in anomalies:
-                notes[note] = anomalies.pop(kind)
-    restart = committed_regress_restart(ops)
-    if restart:
-        notes["committed-regress-restart"] = restart
-    unknown = [] if lost_ack_judgeable(ops) else ["lost-ack"]
+    found = {kind: fn(ops) for kind, fn in _FUNCS.items()}
     apps = _appends(ops)
     reads = _log_reads(ops)
     stats = {
@@ -666,6 +679,26 @@ def check_log_safety(ops: Sequence[Op], ha: dict[str, Any] | None = None) -> dic
         "committed_observations": sum(len(r.committed) for r in reads),
         "lost_ack_unjudged": lost_ack_unjudged(ops),
     }
+    return _result(found, committed_regress_restart(ops), stats, lost_ack_judgeable(ops), ha)
+
+
+def _result(
+    found: dict[str, list[dict[str, Any]]],
+    restart: list[dict[str, Any]],
+    stats: dict[str, Any],
+    judgeable: bool,
+    ha: dict[str, Any] | None,
+) -> dict[str, Any]:
+    """The result map from every anomaly function's examples (both local paths share it)."""
+    anomalies = {kind: ex for kind, ex in found.items() if ex}
+    notes = {}
+    if ha is not None and not ha.get("sync"):  # mode ha, async master: a loss window
+        for kind, note in LOSS_WINDOW:
+            if kind in anomalies:
+                notes[note] = anomalies.pop(kind)
+    if restart:
+        notes["committed-regress-restart"] = restart
+    unknown = [] if judgeable else ["lost-ack"]
     if ha is not None:
         stats["loss_window"] = len(notes.get("loss-window", anomalies.get("lost-ack", [])))
     valid: bool | str = False if anomalies else ("unknown" if unknown else True)
@@ -676,3 +709,433 @@ def check_log_safety(ops: Sequence[Op], ha: dict[str, Any] | None = None) -> dic
         "unknown": unknown,
         "stats": stats,
     }
+
+
+# --------------------------------------------------------------------------- columnar path
+#
+# The same checks over a Parquet history's columns (ColumnarHistory), for the local
+# engine: profiled on a 1M-record history, reading an Op per record (JSON-decoding every
+# value, a thousand entries per final read) and the per-observation Python loops of the
+# payload checks were nearly all of the time and memory. Here no Op is built; log
+# entries are streamed a Parquet batch at a time and reduced at once, by Arrow's hash
+# aggregation, to one row per distinct (log index, term, payload), so memory follows the
+# log's length, not the number of observations. Terms and payloads are compared as the
+# columns' canonical JSON text (as the Spark engine does) and decoded only for examples.
+# The sample checks and append bookkeeping are the functions above, fed from columns.
+
+_SENTINEL_NONE = -1  # committed-observation mode of a read: none (committed not an integer)
+_SENTINEL_ALL = 1  # all entries (committed absent or null)
+
+
+def _ints(arr: Any) -> list[int | None]:
+    """JSON texts to ints, None where a text is not an integer (``true``, ``1.5``, ``"1"``)."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    m = pc.fill_null(pc.match_substring_regex(arr, r"^-?[0-9]+$"), False)
+    txt = pc.if_else(m, arr, pa.scalar(None, pa.string()))
+    try:
+        ints: list[int | None] = pc.cast(txt, pa.int64()).to_pylist()
+        return ints
+    except (pa.ArrowInvalid, OverflowError):  # beyond int64: Python ints
+        return [None if x is None else int(x) for x in txt.to_pylist()]
+
+
+def _loads(x: str | None) -> Any:
+    return None if x is None else json.loads(x)
+
+
+def _incarnations(arr: Any) -> list[tuple[Any, Any]]:
+    """Each sample's incarnation as recorded and frozen, decoding each distinct text once
+    (a node has a handful)."""
+    import pyarrow.compute as pc
+
+    enc = pc.dictionary_encode(arr)
+    known = [(v, _freeze(v)) for v in map(_loads, enc.dictionary.to_pylist())]
+    none = (None, None)
+    return [none if i is None else known[i] for i in enc.indices.to_pylist()]
+
+
+class _ReadCols:
+    """The log reads of a columnar history: per read (ok completion, keyless, in history
+    order) its table position, history index, finality, committed mode and limit, end;
+    filled in by the first pass over the entries: whether it is a log read at all (has
+    ``entries``), its entry count and highest entry index."""
+
+    def __init__(self, h: Any, pos: Any, inv: Any) -> None:
+        import numpy as np
+        import pyarrow as pa
+
+        order = np.argsort(pos, kind="stable")
+        self.pos, inv = pos[order], inv[order]
+        take = pa.array(self.pos)
+        n = len(self.pos)
+        self.index = h.column("index").take(take).to_numpy()
+        fin = h.column("v_final").take(pa.array(inv))
+        self.final = np.array([x == "true" for x in fin.to_pylist()], dtype=bool)
+        ctext = h.column("v_committed").take(take).to_pylist()
+        cint = _ints(h.column("v_committed").take(take))
+        self.mode = np.zeros(n, np.int8)
+        self.limit = np.zeros(n, np.int64)
+        for i, (t, c) in enumerate(zip(ctext, cint, strict=True)):
+            if t is None or t == "null":
+                self.mode[i] = _SENTINEL_ALL
+            elif c is None or not -(2**63) <= c < 2**63:
+                self.mode[i] = _SENTINEL_NONE
+            else:
+                self.limit[i] = c
+        self.end = _ints(h.column("v_end").take(take))
+        self.is_read = np.zeros(n, bool)
+        self.n_entries = np.zeros(n, np.int64)
+        self.max_li = np.full(n, np.iinfo(np.int64).min, np.int64)
+
+    def observations(self, h: Any, *, first: bool) -> Iterator[Any]:
+        """Per Parquet batch, a table of committed observations ``(li, term, payload, r,
+        fin)``; on the ``first`` pass also fills ``is_read``/``n_entries``/``max_li``."""
+        import numpy as np
+        import pyarrow as pa
+        import pyarrow.compute as pc
+
+        for pos, ents in h.entries(self.pos):
+            k = np.searchsorted(self.pos, pos)
+            if first:
+                self.is_read[k] = ents.is_valid().to_numpy(zero_copy_only=False)
+                self.n_entries[k] = pc.fill_null(pc.list_value_length(ents), 0).to_numpy()
+            parent = pc.list_parent_indices(ents).to_numpy()
+            flat = pc.list_flatten(ents)
+            li = pc.fill_null(flat.field("index"), 0).to_numpy()
+            rid = k[parent]
+            if first and len(li):
+                np.maximum.at(self.max_li, rid, li)
+            mode = self.mode[rid]
+            keep = (mode == _SENTINEL_ALL) | ((mode == 0) & (li <= self.limit[rid]))
+            idx = np.flatnonzero(keep)
+            rk = rid[idx]
+            yield pa.table(
+                {
+                    "li": li[idx],
+                    "term": flat.field("term").take(pa.array(idx)),
+                    "payload": flat.field("payload").take(pa.array(idx)),
+                    "r": self.index[rk],
+                    "fin": self.final[rk].astype(np.int8),
+                }
+            )
+
+
+def _distinct(parts: list[Any]) -> Any:
+    """One row per distinct (li, term, payload): first reader and whether a final read
+    showed it."""
+    import pyarrow as pa
+
+    t = pa.concat_tables(parts)
+    g = t.group_by(["li", "term", "payload"]).aggregate([("r", "min"), ("fin", "max")])
+    return g.select(["li", "term", "payload", "r_min", "fin_max"]).rename_columns(
+        ["li", "term", "payload", "r", "fin"]
+    )
+
+
+def check_log_safety_columns(h: Any, ha: dict[str, Any] | None = None) -> dict[str, Any] | None:
+    """:func:`check_log_safety` over a :class:`~harness.core.parquet.ColumnarHistory`: the
+    same result map, with no Op per record and memory bounded by the log's distinct
+    (index, term, payload) triples rather than by its observations. None for the rare
+    history it cannot judge from columns (an acked index beyond int64)."""
+    import numpy as np
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    inv, comp = h.inv, h.comp
+    has = comp >= 0
+    cpos = np.where(has, comp, 0)
+
+    def eq(name: str, pos: Any, value: str) -> Any:
+        col = h.column(name).take(pa.array(pos))
+        return pc.fill_null(pc.equal(col, value), False).to_numpy(zero_copy_only=False)
+
+    f_inv = h.column("f").take(pa.array(inv))
+    ok = has & eq("type", cpos, "ok")
+
+    def is_f(name: str) -> Any:
+        return pc.fill_null(pc.equal(f_inv, name), False).to_numpy(zero_copy_only=False)
+
+    # samples: the functions above, over _Sample rows made from the typed columns
+    sp = np.sort(comp[is_f("sample") & ok & eq("v_kind", cpos, "object")])
+    take = pa.array(sp)
+    incs = _incarnations(h.column("v_incarnation").take(take))
+    leader = eq("v_role", sp, '"leader"').tolist()
+    prep = _Prepared()
+    prep.samples = [
+        _Sample(i, n, inc[1], inc[0], c, e, t, ld)
+        for i, n, inc, c, e, t, ld in zip(
+            h.column("index").take(take).to_pylist(),
+            h.column("node").take(take).to_pylist(),
+            incs,
+            _ints(h.column("v_committed").take(take)),
+            _ints(h.column("v_end").take(take)),
+            _ints(h.column("v_term").take(take)),
+            leader,
+            strict=True,
+        )
+    ]
+
+    # appends
+    am = is_f("append")
+    ai, ahas = inv[am], has[am]
+    acp = cpos[am]
+    a_ok, a_info = ok[am], ~ahas | eq("type", acp, "info")
+    a_fail = ahas & ~a_ok & ~a_info
+    idx_col = h.column("index")
+    a_inv_idx = idx_col.take(pa.array(ai)).to_numpy()
+    a_comp_idx = idx_col.take(pa.array(acp)).to_numpy()
+    p_inv = h.column("v_payload").take(pa.array(ai))
+    p_comp = h.column("v_payload").take(pa.array(acp))
+    oks = np.flatnonzero(a_ok)
+    acked = _ints(h.column("v_index").take(pa.array(acp[oks])))
+    li_ok = np.array([x is not None for x in acked], dtype=bool)
+    ack = oks[li_ok]
+    try:
+        ack_li = np.array([x for x in acked if x is not None], dtype=np.int64)
+    except OverflowError:  # an acked index beyond int64: the Op path judges it
+        return None
+    n_ok = len(oks)
+
+    # log reads: keyless ok reads; which of them hold entries, the first pass tells
+    rm = (
+        is_f("read")
+        & ok
+        & ~pc.is_valid(h.column("key").take(pa.array(inv))).to_numpy(zero_copy_only=False)
+    )
+    reads = _ReadCols(h, comp[rm], inv[rm])
+    parts: list[Any] = []
+    rows = n_obs = 0
+    final_reach = -1
+    for t in reads.observations(h, first=True):
+        n_obs += t.num_rows
+        fl = t["fin"].to_numpy() == 1
+        if fl.any():
+            final_reach = max(final_reach, int(t["li"].to_numpy()[fl].max()))
+        parts.append(_distinct([t]))
+        rows += parts[-1].num_rows
+        if len(parts) > 1 and rows > 1_000_000:
+            parts = [_distinct(parts)]
+            rows = parts[0].num_rows
+    schema = pa.schema(
+        [
+            ("li", pa.int64()),
+            ("term", pa.string()),
+            ("payload", pa.string()),
+            ("r", pa.int64()),
+            ("fin", pa.int8()),
+        ]
+    )
+    d = _distinct(parts) if parts else schema.empty_table()
+    is_read = reads.is_read
+    final = reads.final & is_read
+    complete = final & np.array(
+        [
+            e is None or n == 0 or m >= e
+            for e, n, m in zip(reads.end, reads.n_entries, reads.max_li, strict=True)
+        ],
+        dtype=bool,
+    )
+    n_final = int(final.sum())
+    reach = None if complete.any() else final_reach
+
+    found: dict[str, list[dict[str, Any]]] = {}
+    found["committed-regress"] = committed_regress(prep)
+    found["committed-beyond-end"] = committed_beyond_end(prep)
+    found["two-leaders-in-term"] = two_leaders_in_term(prep)
+    found["term-regress"] = term_regress(prep)
+
+    # divergent-committed and duplicate-payload: candidates from d, readers by a second pass
+    lis = d.group_by("li").aggregate([("term", "count")])
+    cand_li = lis.filter(pc.greater(lis["term_count"], 1))["li"]
+    nonnull = d.filter(pc.not_equal(d["payload"], "null"))
+    pays = nonnull.group_by("payload").aggregate([("li", "count_distinct")])
+    cand_pay = pays.filter(pc.greater(pays["li_count_distinct"], 1))["payload"]
+    readers_li: dict[int, set[int]] = {}
+    readers_pay: dict[str, set[int]] = {}
+    if len(cand_li) or len(cand_pay):
+        for t in reads.observations(h, first=False):
+            hit = pc.or_(pc.is_in(t["li"], cand_li), pc.is_in(t["payload"], cand_pay))
+            for row in t.filter(hit).select(["li", "payload", "r"]).to_pylist():
+                readers_li.setdefault(row["li"], set()).add(row["r"])
+                readers_pay.setdefault(row["payload"], set()).add(row["r"])
+    div = []
+    for row_li in cand_li.to_pylist():
+        at = d.filter(pc.equal(d["li"], row_li)).select(["term", "payload"]).to_pylist()
+        vals = [[_loads(v["term"]), _loads(v["payload"])] for v in at]
+        div.append(
+            {
+                "index": row_li,
+                "values": sorted(vals, key=_value_key),
+                "indexes": sorted(readers_li[row_li]),
+            }
+        )
+    found["divergent-committed"] = _by_indexes(div)
+
+    # lost-ack: acked triples that no final read shows, within the final reads' reach
+    lost: list[dict[str, Any]] = []
+    if n_final:
+        judged = np.ones(len(ack), bool) if reach is None else ack_li <= reach
+        j = ack[judged]
+        pay = pc.coalesce(p_comp.take(pa.array(j)), p_inv.take(pa.array(j)), pa.scalar("null"))
+        term = pc.coalesce(
+            h.column("v_term").take(pa.array(acp[j])), pa.scalar("null", pa.string())
+        )
+        acks = pa.table(
+            {
+                "li": pa.array(ack_li[judged]),
+                "term": term,
+                "payload": pay,
+                "comp": pa.array(a_comp_idx[j]),
+            }
+        )
+        fin = d.filter(pc.equal(d["fin"], 1)).select(["li", "term", "payload"])
+        missing = acks.join(fin, keys=["li", "term", "payload"], join_type="left anti")
+        if missing.num_rows:
+            at_li = fin.filter(pc.is_in(fin["li"], missing["li"])).to_pylist()
+            there: dict[int, list[list[Any]]] = {}
+            for v in at_li:
+                there.setdefault(v["li"], []).append([_loads(v["term"]), _loads(v["payload"])])
+            for m in missing.to_pylist():
+                at_m = there.get(m["li"])
+                lost.append(
+                    {
+                        "payload": _loads(m["payload"]),
+                        "index": m["li"],
+                        "term": _loads(m["term"]),
+                        "found": min(at_m, key=_value_key) if at_m else None,
+                        "indexes": [m["comp"]],
+                    }
+                )
+    found["lost-ack"] = _by_indexes(lost)
+
+    # failed-append-present: each failed payload's first committed reader, and where
+    fails = np.flatnonzero(a_fail)
+    fail_pay = p_inv.take(pa.array(fails))
+    fpm = pc.fill_null(pc.not_equal(fail_pay, "null"), False).to_numpy(zero_copy_only=False)
+    fails, fail_pay = fails[fpm], fail_pay.filter(pa.array(fpm))
+    first: dict[str, tuple[int, int]] = {}
+    for v in nonnull.filter(pc.is_in(nonnull["payload"], fail_pay)).to_pylist():
+        cur = first.get(v["payload"])
+        if cur is None or (v["r"], v["li"]) < cur:
+            first[v["payload"]] = (v["r"], v["li"])
+    failed = []
+    for n, p in zip(fails, fail_pay.to_pylist(), strict=True):
+        hit = first.get(p)
+        if hit is not None:
+            failed.append(
+                {
+                    "payload": _loads(p),
+                    "index": hit[1],
+                    "indexes": sorted([int(a_comp_idx[n]), hit[0]]),
+                }
+            )
+    found["failed-append-present"] = _by_indexes(failed)
+
+    dup = []
+    for p in cand_pay.to_pylist():
+        at_p = nonnull.filter(pc.equal(nonnull["payload"], p))["li"].to_pylist()
+        dup.append(
+            {
+                "payload": _loads(p),
+                "log_indexes": sorted(set(at_p)),
+                "indexes": sorted(readers_pay[p]),
+            }
+        )
+    found["duplicate-payload"] = _by_indexes(dup)
+    found["append-order"] = _append_order_columns(a_inv_idx[ack], a_comp_idx[ack], ack_li)
+    found = {kind: found[kind] for kind in _FUNCS}
+
+    unjudged = 0
+    if n_final and reach is not None:
+        unjudged = int((ack_li > reach).sum())
+    stats = {
+        "samples": len(prep.samples),
+        "appends": {"ok": n_ok, "fail": int(a_fail.sum()), "info": int(a_info.sum())},
+        "reads": int(is_read.sum()),
+        "final_reads": n_final,
+        "committed_observations": n_obs,
+        "lost_ack_unjudged": unjudged,
+    }
+    judgeable = unjudged == 0 if n_final else n_ok == 0
+    return _result(found, committed_regress_restart(prep), stats, judgeable, ha)
+
+
+def _append_order_columns(inv_idx: Any, comp_idx: Any, li: Any) -> list[dict[str, Any]]:
+    """:func:`append_order` as array passes: completions in history order with a running
+    maximum of their acked index (and where it was first reached); each append looks up
+    the maximum over the completions before its invocation."""
+    import numpy as np
+
+    if len(li) == 0:
+        return []
+    o = np.argsort(comp_idx, kind="stable")
+    cs, ls = comp_idx[o], li[o]
+    run = np.maximum.accumulate(ls)
+    new = np.ones(len(run), bool)
+    new[1:] = run[1:] > run[:-1]
+    first = np.maximum.accumulate(np.where(new, np.arange(len(run)), 0))
+    k = np.searchsorted(cs, inv_idx)
+    out = []
+    for b in np.flatnonzero(k > 0):
+        j = k[b] - 1
+        if li[b] <= run[j]:
+            out.append(
+                {
+                    "a_index": int(run[j]),
+                    "b_index": int(li[b]),
+                    "indexes": [int(cs[first[j]]), int(comp_idx[b])],
+                }
+            )
+    return _by_indexes(out)
+
+
+# --------------------------------------------------------------------------- registration
+
+
+@dataclass(frozen=True)
+class HaOptions:
+    """Mode ha (classic master/slave, docs/ha-mode.md)."""
+
+    sync: bool = option(False, "the master acks only what a slave holds (no loss window)")
+
+
+@dataclass(frozen=True)
+class LogSafetyOptions:
+    ha: HaOptions | None = option(
+        None,
+        "mode ha: {sync: bool}; with an async master, lost acks are the loss-window note",
+    )
+
+
+def _claims(shape: OpShape, config: CheckConfig) -> str | None:
+    return ALL if is_log(shape) else None
+
+
+def ha_of(config: CheckConfig) -> dict[str, Any] | None:
+    """The mode-ha setting of a check, as :func:`check_log_safety` takes it."""
+    ha = config.options.ha if config.options is not None else None
+    return None if ha is None else {"sync": ha.sync}
+
+
+def _local(history: PairedHistory, config: CheckConfig) -> dict[str, Any]:
+    return check_log_safety(history, ha=ha_of(config))
+
+
+def _columnar(history: Any, config: CheckConfig) -> dict[str, Any] | None:
+    return check_log_safety_columns(history, ha=ha_of(config))
+
+
+LOG_SAFETY = CheckerSpec(
+    name="log-safety",
+    claims=_claims,
+    anomalies=ANOMALIES,
+    notes=NOTES,
+    options=LogSafetyOptions,
+    local=_local,
+    columnar=_columnar,
+    spark="checker.spark.log_safety:check_log_safety_spark",
+    doc="DLedger log invariants over appends, log reads and samples",
+    examples="checker.planted:log_safety",
+)

@@ -2,7 +2,7 @@
 
 Pure, one function per anomaly, each returning examples that carry sorted
 history ``indexes`` (the shape of :mod:`checker.sets` and :mod:`checker.log_safety`).
-History values are the queue workload's (workloads/queue.py, ARCHITECTURE §3):
+History values are the queue workload's (workloads/queue.py, docs/architecture.md §3):
 
 * a **send** is a pair with ``f == "send"``; invoke ``{"topic", "queue", "body"}``,
   ok adds ``{"offset", "queue_offset"}``. Bodies are unique per attempt, so a body
@@ -22,13 +22,16 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from checker.families import QUEUE_FS, is_queue
 from checker.models import freeze
-from harness.core.history import Op, pair_ops
+from harness.core.checker import ALL, CheckConfig, CheckerSpec, OpShape
+from harness.core.op import Op
+from harness.core.paired import PairedHistory
 
 __all__ = [
+    "QUEUE",
     "QUEUE_FS",
     "check_queue",
-    "is_queue_op",
     "queue_ack_mismatch",
     "queue_divergence",
     "queue_duplicate",
@@ -40,12 +43,6 @@ __all__ = [
     "queue_phys_regress",
     "queue_unexpected",
 ]
-
-QUEUE_FS = frozenset({"send", "pull", "commit-offset"})
-
-
-def is_queue_op(op: Op) -> bool:
-    return op.f in QUEUE_FS
 
 
 @dataclass(frozen=True, slots=True)
@@ -62,23 +59,19 @@ class Seen:
     final: bool
 
 
-def _sorted(ops: Sequence[Op]) -> list[Op]:
-    return sorted(ops, key=lambda o: o.index)
+def _sorted(ops: Sequence[Op]) -> PairedHistory:
+    return PairedHistory.of(ops)
 
 
-def _sends(ops: list[Op]) -> list[tuple[Op, Op | None]]:
-    return [
-        (ops[i], None if c is None else ops[c])
-        for i, c in pair_ops(ops).items()
-        if ops[i].f == "send" and isinstance(ops[i].value, dict)
-    ]
+def _sends(ops: Sequence[Op]) -> list[tuple[Op, Op | None]]:
+    return [(i, c) for i, c in PairedHistory.of(ops).pairs("send") if isinstance(i.value, dict)]
 
 
-def _pulls(ops: list[Op]) -> list[Op]:
+def _pulls(ops: Sequence[Op]) -> list[Op]:
     return [op for op in ops if op.f == "pull" and op.type == "ok" and isinstance(op.value, dict)]
 
 
-def _seen(ops: list[Op]) -> list[Seen]:
+def _seen(ops: Sequence[Op]) -> list[Seen]:
     out = []
     for p in _pulls(ops):
         v = p.value
@@ -295,7 +288,7 @@ def queue_phys_regress(ops: Sequence[Op]) -> list[dict[str, Any]]:
     """Physical offsets must grow in real time: a send acked before another was invoked
     must have the lower offset (the log only grows)."""
     s = _sorted(ops)
-    inv_of = {s[c].index: s[i].index for i, c in pair_ops(s).items() if c is not None}
+    inv_of = {c.index: i.index for i, c in s.pairs() if c is not None}
     best: tuple[int, int] | None = None  # (offset, ok index) of the highest ack so far
     before: dict[int, tuple[int, int] | None] = {}
     out = []
@@ -405,3 +398,17 @@ def check_queue(ops: Sequence[Op]) -> dict[str, Any]:
     }
     valid: bool | str = False if anomalies else ("unknown" if unknown else True)
     return {"valid": valid, "anomalies": anomalies, "unknown": unknown, "stats": stats}
+
+
+def _claims(shape: OpShape, config: CheckConfig) -> str | None:
+    return ALL if is_queue(shape) else None
+
+
+QUEUE = CheckerSpec(
+    name="queue",
+    claims=_claims,
+    anomalies=tuple(kind for kind, _ in CHECKS),
+    local=lambda history, config: check_queue(history),
+    doc="the broker queue: acked sends survive, pulls agree by position (send/pull)",
+    examples="checker.planted:queue",
+)

@@ -2,7 +2,7 @@
 
 The local and Spark engines find anomalies in very different ways, but a user
 comparing their results.json files must not be able to tell which engine wrote
-them (ARCHITECTURE §3). Every rule about what a result looks like therefore
+them (docs/architecture.md §4). Every rule about what a result looks like therefore
 lives here, once: which checkers are named what, how a linearizability result
 and its counterexample are made JSON-safe and trimmed, how many examples are
 kept per kind (for anomalies and notes alike), and how per-checker results
@@ -12,7 +12,7 @@ compose into the one map with the worst verdict. The engines only compute.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from checker.models import Model
@@ -22,7 +22,6 @@ __all__ = [
     "CAP",
     "PREFIX_KEPT",
     "AUTO_MODELS",
-    "auto_linearizable",
     "jsonable_key",
     "key_order",
     "lin_example",
@@ -42,27 +41,11 @@ PREFIX_KEPT = 100
 those nearest the op that could not be placed)."""
 
 AUTO_MODELS = {"register": "cas-register", "kv": "kv", "txn": "multi-register", "mutex": "mutex"}
-"""The model each op group is checked against when none is named (ARCHITECTURE §2)."""
+"""The model each op family (:data:`checker.families.LIN_FAMILIES`) is checked against when
+none is named; the family is the linearizable checker's part, so its results are named
+``linearizable-<model>`` when a history has several."""
 
 _EXAMPLE_SECTIONS = ("anomalies", "notes")
-
-
-def auto_linearizable(groups: Iterable[str]) -> list[tuple[str, str, str]]:
-    """``(checker name, op group, model name)`` per group that gets a linearizability check.
-
-    The names are results.json keys, so both engines must derive them alike: a
-    lone checker is plain ``linearizable``, several are told apart by model.
-    """
-    have = set(groups)
-    present = [g for g in AUTO_MODELS if g in have]
-    return [
-        (
-            "linearizable" if len(present) == 1 else f"linearizable-{AUTO_MODELS[g]}",
-            g,
-            AUTO_MODELS[g],
-        )
-        for g in present
-    ]
 
 
 def jsonable_key(k: Any) -> Any:
@@ -149,7 +132,7 @@ def compose_results(
     cap: int = CAP,
     client_records: Callable[[], int],
 ) -> dict[str, Any]:
-    """The results.json map (ARCHITECTURE §3) from each checker's own result.
+    """The results.json map (docs/architecture.md §4) from each checker's own result.
 
     Each result is capped (:func:`cap_examples`); anomalies are gathered by kind
     across checkers; the verdict is the worst of theirs, and ``"unknown"`` with an

@@ -13,25 +13,24 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from checker.families import is_set
 from checker.models import freeze
-from harness.core.history import Op, pair_ops
+from harness.core.checker import ALL, CheckConfig, CheckerSpec, OpShape
+from harness.core.op import Op
+from harness.core.paired import PairedHistory
 
-__all__ = ["set_lost", "set_unexpected", "check_set", "is_set_op"]
-
-
-def _sorted(ops: Sequence[Op]) -> list[Op]:
-    return sorted(ops, key=lambda o: o.index)
+__all__ = ["SET", "set_lost", "set_unexpected", "check_set"]
 
 
-def _adds(ops: list[Op]) -> list[tuple[Op, Op | None]]:
-    return [
-        (ops[i], None if c is None else ops[c])
-        for i, c in pair_ops(ops).items()
-        if ops[i].f == "add"
-    ]
+def _sorted(ops: Sequence[Op]) -> PairedHistory:
+    return PairedHistory.of(ops)
 
 
-def _reads(ops: list[Op]) -> list[Op]:
+def _adds(ops: Sequence[Op]) -> list[tuple[Op, Op | None]]:
+    return PairedHistory.of(ops).pairs("add")
+
+
+def _reads(ops: Sequence[Op]) -> list[Op]:
     return [
         op
         for op in ops
@@ -77,8 +76,7 @@ def set_unexpected(ops: Sequence[Op]) -> list[dict[str, Any]]:
     return sorted(out, key=lambda e: e["indexes"])
 
 
-def is_set_op(op: Op) -> bool:
-    return op.f == "add"
+_CHECKS = (("set-lost", set_lost), ("set-unexpected", set_unexpected))
 
 
 def check_set(ops: Sequence[Op]) -> dict[str, Any]:
@@ -89,7 +87,7 @@ def check_set(ops: Sequence[Op]) -> dict[str, Any]:
     """
     s = _sorted(ops)
     anomalies = {}
-    for kind, fn in (("set-lost", set_lost), ("set-unexpected", set_unexpected)):
+    for kind, fn in _CHECKS:
         ex = fn(s)
         if ex:
             anomalies[kind] = ex
@@ -111,3 +109,18 @@ def check_set(ops: Sequence[Op]) -> dict[str, Any]:
     }
     valid: bool | str = False if anomalies else ("unknown" if unknown else True)
     return {"valid": valid, "anomalies": anomalies, "unknown": unknown, "stats": stats}
+
+
+def _claims(shape: OpShape, config: CheckConfig) -> str | None:
+    # A set model checks these ops for linearizability instead (checker.linearizable).
+    return ALL if is_set(shape) and config.model != "set" else None
+
+
+SET = CheckerSpec(
+    name="set",
+    claims=_claims,
+    anomalies=tuple(kind for kind, _ in _CHECKS),
+    local=lambda history, config: check_set(history),
+    doc="acked adds survive to the final read, nothing else appears (add/read)",
+    examples="checker.planted:sets",
+)

@@ -564,17 +564,15 @@ def write_history(path: str | Path, n_ops: int, *, batch: int = 200_000, **kw: A
         **kw,
     }
     _check_args(kw["workload"], kw["anomaly"], kw["nodes"], kw["concurrency"])
-    import pyarrow.parquet as pq
+    from harness.core.history import parquet_schema, parquet_writer
 
-    from harness.core.history import _parquet_schema
-
-    out = _ParquetBatch(_parquet_schema())
+    out = _ParquetBatch(parquet_schema())
     # The stream makes no reference cycles, and a batch holds hundreds of thousands of small
     # tuples that the collector would scan again and again (a fifth of the time).
     paused = gc.isenabled()
     gc.disable()
     try:
-        with pq.ParquetWriter(str(path), out.schema, compression="zstd") as w:
+        with parquet_writer(path) as w:
             for rec in _simulate(n_ops, **kw):
                 if out.add(rec) >= batch or out.entries >= 2_000_000:
                     w.write_table(out.table())
@@ -613,7 +611,7 @@ class _ParquetBatch:
         import pyarrow as pa
         import pyarrow.compute as pc
 
-        from harness.core.history import _entries_array
+        from harness.core.history import entries_column
 
         m = len(self.recs)
         typ, proc, f, key, val, node, err, fields = zip(*self.recs, strict=True)
@@ -648,7 +646,7 @@ class _ParquetBatch:
             payload = pc.coalesce(pc.take(pa.array(patches, pa.string()), k), payload)
         terms = pc.cast(pa.array(np.frombuffer(e_terms, np.int64)), pa.string())
         idx = pa.array(np.frombuffer(e_index, np.int64))
-        entries = _entries_array(offsets, [not t for t in is_text], idx, terms, payload)
+        entries = entries_column(offsets, [not t for t in is_text], idx, terms, payload)
         kind, *columns = zip(*fields, strict=True)
         text = pc.binary_join_element_wise(
             "[", pc.cast(idx, pa.string()), ",", terms, ",", payload, "]", ""

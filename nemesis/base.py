@@ -27,7 +27,6 @@ if TYPE_CHECKING:
 __all__ = [
     "Nemesis",
     "Compose",
-    "KINDS",
     "on_nodes",
     "host_errors",
     "remote_of",
@@ -37,24 +36,10 @@ __all__ = [
     "no_targets",
     "log_errors",
     "sudo_kw",
+    "stop_by_pidfile",
 ]
 
 log = logging.getLogger(__name__)
-
-KINDS = (
-    "partition",
-    "clock",
-    "kill",
-    "pause",
-    "loss",
-    "delay",
-    "duplicate",
-    "reorder",
-    "power",
-    "vm-pause",
-    "lull",
-)
-"""Fault kinds with a period; ops are ``start-<kind>`` / ``stop-<kind>``."""
 
 T = TypeVar("T")
 
@@ -62,6 +47,17 @@ T = TypeVar("T")
 def sudo_kw(remote: Remote) -> dict[str, Any]:
     """``sudo=True`` for daemon calls when the SSH user is not root (an SSHRemote extension)."""
     return {"sudo": True} if remote.host.user != "root" else {}
+
+
+def stop_by_pidfile(remote: Remote, pidfile: str) -> None:
+    """CONT (a stopped process never handles TERM), then TERM, then KILL, by pid file.
+
+    The undo of every journal entry that names a process: a fault daemon, a node caught
+    mid-upgrade, a DB node of a killed run.
+    """
+    kw = sudo_kw(remote)
+    remote.signal_daemon(pidfile, "CONT", **kw)
+    remote.stop_daemon(pidfile, timeout=5.0, **kw)
 
 
 def remote_of(ctx: RunContext, node: str) -> Remote:

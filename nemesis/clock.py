@@ -24,7 +24,9 @@ import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+from harness.core.db import runs_under_faketime
 from harness.core.errors import NemesisError
+from harness.core.fault import Draw, Fault, JournalKind, JournalRecord, Residue
 from nemesis import journal
 from nemesis.base import (
     completion,
@@ -36,10 +38,11 @@ from nemesis.base import (
     remote_of,
     sudo_kw,
 )
+from nemesis.targets import NodeFaultOptions, draw_target
 
 if TYPE_CHECKING:
     from harness.core.history import Op
-    from harness.core.remote import Remote
+    from harness.core.remote import Host, Remote
     from harness.core.spec import RunContext
 
 __all__ = [
@@ -50,6 +53,7 @@ __all__ = [
     "RealClock",
     "measure_offset_ms",
     "ClockNemesis",
+    "CLOCK",
 ]
 
 log = logging.getLogger(__name__)
@@ -136,6 +140,8 @@ class FaketimeClock:
 SYNC_MARKER = "/run/splitbrain-timesync"
 """On a guest: which time sync services the clock nemesis stopped (restarted on reset)."""
 STROBE_SCRIPT = "/tmp/splitbrain-strobe.py"
+STROBE_PID = "/tmp/splitbrain-strobe.pid"
+STROBE_LOG = "/tmp/splitbrain-strobe.log"
 RESET_TOLERANCE_MS = 20.0
 """A reset leaves a real clock alone when it measures closer than this (or than the
 measurement's own uncertainty, half an SSH round trip) to the harness's clock."""
@@ -232,7 +238,7 @@ class RealClock:
                 f"{host.address}: it shares this machine's clock (give it a faketime_file)"
             )
         self.remote = remote
-        self.pidfile = "/tmp/splitbrain-strobe.pid"
+        self.pidfile = STROBE_PID
         self.python = str(host.extras.get("python") or "python3")
 
     def _run(self, cmd: str, **kw: Any) -> Any:
@@ -256,7 +262,7 @@ class RealClock:
         self.remote.start_daemon(
             f"{shlex.quote(self.python)} {STROBE_SCRIPT} {delta_ms!r} {period_ms!r} {flips}",
             pidfile=self.pidfile,
-            logfile="/tmp/splitbrain-strobe.log",
+            logfile=STROBE_LOG,
             **sudo_kw(self.remote),
         )
 
@@ -308,6 +314,12 @@ class ClockNemesis:
             return FaketimeClock(remote, str(path))
         return RealClock(remote)
 
+    @staticmethod
+    def _faketime_only(ctx: RunContext, node: str) -> bool:
+        """Whether ``node``'s clock faults go through libfaketime (no kernel of its own)."""
+        host = ctx.hosts.get(node)
+        return host is not None and host.machine is None and bool(host.extras.get("faketime_file"))
+
     def _note(
         self, ctx: RunContext, node: str, clock: FaketimeClock | RealClock, what: str
     ) -> None:
@@ -325,6 +337,17 @@ class ClockNemesis:
             )
 
     def setup(self, ctx: RunContext) -> None:
+        blind = [n for n in ctx.nodes if self._faketime_only(ctx, n)]
+        if blind and not runs_under_faketime(ctx.db):
+            # A clock fault recorded as done that moved no clock the DB reads would let a
+            # clock campaign pass as VALID without ever testing clocks.
+            raise NemesisError(
+                f"clock faults cannot reach {type(ctx.db).__name__}: its processes do not run "
+                f"under libfaketime (runs_under_faketime = False) and hosts "
+                f"{', '.join(sorted(blind))} have no clock of their own (use VM hosts, or leave "
+                "out the clock fault)"
+            )
+
         def one(node: str) -> None:
             clock = self._clock(ctx, node)
             if isinstance(clock, FaketimeClock):
@@ -415,3 +438,83 @@ class ClockNemesis:
 
     def teardown(self, ctx: RunContext) -> None:
         log_errors("resetting clock", self._reset_nodes(ctx, list(ctx.nodes)))
+
+
+BUMP_MS = (5, 50, 500, 5_000, 60_000, 300_000)
+STROBE_DELTA_MS = (10, 100, 1000)
+STROBE_PERIOD_MS = (2, 5, 10, 20)
+
+
+def _draw_clock(d: Draw) -> dict[str, Any]:
+    """Targets, then a bump (two in three) of a jittered size and sign, or a strobe."""
+    value = draw_target(d, "clock")
+    mode = d.rng.choice(("bump", "bump", "strobe"))
+    value["mode"] = mode
+    if mode == "bump":
+        ms = d.rng.choice(BUMP_MS) * d.rng.uniform(0.5, 1.5)
+        value["offset_ms"] = round(ms if d.rng.random() < 0.5 else -ms)
+    else:
+        value["delta_ms"] = d.rng.choice(STROBE_DELTA_MS)
+        value["period_ms"] = d.rng.choice(STROBE_PERIOD_MS)
+        value["duration_s"] = round(d.interval, 3)
+    return value
+
+
+def _undo_faketime(remote: Remote | None, entry: JournalRecord) -> None:
+    if remote is None:
+        raise ValueError(f"undoing {entry.describe()} needs a connection to {entry.host}")
+    FaketimeClock(remote, str(entry.undo["file"])).reset()
+
+
+def _undo_real_clock(remote: Remote | None, entry: JournalRecord) -> None:
+    if remote is None:
+        raise ValueError(f"undoing {entry.describe()} needs a connection to {entry.host}")
+    clock = RealClock(remote)
+    if entry.undo.get("strobe_pidfile"):
+        clock.pidfile = str(entry.undo["strobe_pidfile"])
+    clock.reset()
+
+
+def _strobe_pidfiles(host: Host) -> list[str]:
+    ft = host.extras.get("faketime_file")
+    return [STROBE_PID, *([f"{ft}.strobe.pid"] if ft else [])]
+
+
+def _cure_clock(remote: Remote) -> None:
+    """A clock the scan found off: the faketime file back to +0, or the real clock stepped back."""
+    ft = remote.host.extras.get("faketime_file")
+    if ft and remote.host.machine is None:
+        FaketimeClock(remote, str(ft)).reset()
+    else:
+        RealClock(remote).reset()
+
+
+FAKETIME = JournalKind(
+    name="faketime",
+    rank=30,
+    undo=_undo_faketime,
+    doc="a host's libfaketime offset (and strobe daemon): back to +0",
+)
+REAL_CLOCK = JournalKind(
+    name="real-clock",
+    rank=31,
+    undo=_undo_real_clock,
+    doc="a guest's real clock: strobe stopped, stepped back to the harness's, time sync restarted",
+)
+
+CLOCK = Fault(
+    name="clock",
+    nemesis=lambda chosen: ClockNemesis(),
+    heal_rank=50,
+    draw=_draw_clock,
+    options=NodeFaultOptions,
+    journal=(FAKETIME, REAL_CLOCK),
+    residue=Residue(
+        pidfiles=_strobe_pidfiles,
+        markers=(".strobe.sh", "splitbrain-strobe"),
+        cures=("clock",),
+        cure=_cure_clock,
+    ),
+    colour="#f3a712",
+    doc="clock bumps and strobes: libfaketime on lab hosts, the real clock on VMs",
+)

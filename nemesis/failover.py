@@ -14,13 +14,14 @@ import logging
 from typing import TYPE_CHECKING, Any
 
 from harness.core.errors import NemesisError
+from harness.core.fault import Fault
 from nemesis.base import completion
 
 if TYPE_CHECKING:
     from harness.core.history import Op
     from harness.core.spec import RunContext
 
-__all__ = ["FailoverNemesis", "choose_new_master"]
+__all__ = ["FailoverNemesis", "choose_new_master", "FAILOVER"]
 
 log = logging.getLogger(__name__)
 
@@ -152,3 +153,14 @@ class FailoverNemesis:
         if self.rejoin:
             for n, err in sorted(self._rejoin(ctx, ctx.db)[1].items()):
                 log.error("rejoining old master %s failed: %s", n, err)
+
+
+FAILOVER = Fault(
+    name="failover",
+    nemesis=lambda chosen: FailoverNemesis(),
+    heal_rank=80,
+    draw=lambda d: {"target": "master"},
+    targets="cluster",
+    colour="#3a86ff",
+    doc="an operator's failover of a mode-ha cluster (the master's successor promoted)",
+)

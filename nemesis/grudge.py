@@ -31,6 +31,9 @@ __all__ = [
     "grudge_from_json",
     "is_symmetric",
     "visible",
+    "MIN_NODES",
+    "cuts",
+    "cuts_nothing",
 ]
 
 Grudge = Mapping[str, frozenset[str]]
@@ -175,3 +178,24 @@ def is_symmetric(grudge: Grudge) -> bool:
 def visible(grudge: Grudge, node: str) -> frozenset[str]:
     """The nodes ``node`` still hears from, itself included."""
     return frozenset(n for n in grudge if n not in grudge[node])
+
+
+MIN_NODES = {
+    "halves": 2,
+    "majority": 2,
+    "majorities-ring": 4,
+    "bridge": 3,
+    "random": 2,
+    "leader": 2,
+}
+"""The fewest nodes on which each shape cuts anything: on three nodes the majorities ring is
+complete (everyone sees everyone), on two a bridge joins both sides."""
+
+
+def cuts(shape: str, n: int) -> bool:
+    """Whether ``shape`` drops any packet on ``n`` nodes (a shape that cuts nothing is no fault)."""
+    return n >= MIN_NODES.get(shape, 2)
+
+
+def cuts_nothing(grudge: Grudge) -> bool:
+    return not any(grudge.values())

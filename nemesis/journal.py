@@ -22,8 +22,10 @@ for any other host), so the same host is found whatever inventory or subset of
 nodes a later command names.
 
 The nemeses only call :func:`note` and :func:`clear`; both do nothing unless the
-runner attached a journal to the context (``ctx.journal``), so pure unit tests
-with contexts of their own write nothing.
+runner set a journal on the context (``ctx.journal``, from :func:`run_journal`), so
+pure unit tests with contexts of their own write nothing. The entry kinds, their undo
+and their undo order belong to the faults that write them (``Fault.journal``, gathered
+by :mod:`nemesis.registry`).
 """
 
 from __future__ import annotations
@@ -49,9 +51,8 @@ __all__ = [
     "Entry",
     "HostJournal",
     "RunJournal",
-    "KINDS",
     "journal_dir",
-    "attach",
+    "run_journal",
     "note",
     "clear",
     "db_pidfiles",
@@ -60,23 +61,6 @@ __all__ = [
 log = logging.getLogger(__name__)
 
 VERSION = 1
-KINDS = (
-    "power",
-    "vm-pause",
-    "freeze",
-    "iptables-chain",
-    "netem",
-    "daemon",
-    "faketime",
-    "real-clock",
-    "sigstop",
-    "upgrade",
-    "db-node",
-)
-"""Entry kinds, in the order a replay undoes them: a guest powered off or paused by its
-hypervisor and a frozen host first (nothing else can reach them), then the network (so
-restarted processes see their peers), clocks, stopped processes, a node caught mid-switch
-by the rolling upgrade (stopped), and last the cluster itself (stopped and wiped)."""
 
 
 @dataclass
@@ -153,8 +137,11 @@ class HostJournal:
         self, kind: str, key: str, undo: Mapping[str, Any], what: str = "", run: str | None = None
     ) -> Entry:
         """Write (or overwrite) the entry durably; returns only once it is on disk."""
-        if kind not in KINDS:
-            raise ValueError(f"unknown journal kind {kind!r}; known: {', '.join(KINDS)}")
+        from nemesis import registry
+
+        kinds = registry.journal_kinds()
+        if kind not in kinds:
+            raise ValueError(f"unknown journal kind {kind!r}; known: {', '.join(kinds)}")
         entry = Entry(
             host=self.host.name,
             kind=kind,
@@ -190,7 +177,7 @@ class HostJournal:
         _fsync_dir(self.dir)
 
     def entries(self) -> list[Entry]:
-        """Every entry, in undo order (kinds as in :data:`KINDS`, then oldest first).
+        """Every entry, in undo order (each kind's registered rank, then oldest first).
 
         An unreadable file (it cannot be half-written: entries are renamed into
         place) is logged and skipped, never silently deleted.
@@ -220,8 +207,11 @@ class HostJournal:
                 )
             except (OSError, ValueError, KeyError, TypeError) as e:
                 log.error("%s: unreadable journal entry %s: %s", self.host.name, p, e)
-        rank = {k: i for i, k in enumerate(KINDS)}
-        out.sort(key=lambda e: (rank.get(e.kind, len(KINDS)), e.written_at))
+        from nemesis import registry
+
+        kinds = registry.journal_kinds()
+        last = max((k.rank for k in kinds.values()), default=0) + 1
+        out.sort(key=lambda e: (kinds[e.kind].rank if e.kind in kinds else last, e.written_at))
         return out
 
     def forget(self, entry: Entry) -> None:
@@ -253,11 +243,9 @@ class RunJournal:
             j.clear(kind, key)
 
 
-def attach(ctx: RunContext) -> RunJournal:
-    """Give the run its journal; from now on the nemeses write every fault to it."""
-    journal = RunJournal({n: ctx.hosts[n] for n in ctx.nodes if n in ctx.hosts}, ctx.store_dir)
-    ctx.journal = journal
-    return journal
+def run_journal(ctx: RunContext) -> RunJournal:
+    """The run's journal, one host journal per node; the runner sets it as ``ctx.journal``."""
+    return RunJournal({n: ctx.hosts[n] for n in ctx.nodes if n in ctx.hosts}, ctx.store_dir)
 
 
 def note(

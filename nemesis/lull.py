@@ -11,13 +11,14 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from harness.core.errors import NemesisError
+from harness.core.fault import Fault
 from nemesis.base import completion
 
 if TYPE_CHECKING:
     from harness.core.history import Op
     from harness.core.spec import RunContext
 
-__all__ = ["LullNemesis"]
+__all__ = ["LullNemesis", "LULL"]
 
 
 class LullNemesis:
@@ -38,3 +39,13 @@ class LullNemesis:
 
     def teardown(self, ctx: RunContext) -> None:
         ctx.writes.release()
+
+
+LULL = Fault(
+    name="lull",
+    nemesis=lambda chosen: LullNemesis(),
+    heal_rank=90,
+    targets="cluster",
+    colour="#adb5bd",
+    doc="the clients' writes held (reads go on): the cluster is quiet, not broken",
+)

@@ -27,6 +27,19 @@ to be wrong, whatever the code is:
                   and restarted while still cut off (it reloads a tail the new
                   leader replaced), then healed.
 
+For DBs that can change their membership (``Reconfigurable``) two more, in
+:data:`MEMBERSHIP_MOTIFS` (apart, so the stock deck and its seeds are unchanged;
+:func:`motifs_for` gives a DB's deck):
+
+  reconfig-partition  a partition (a minority cut off, drawn), then a membership
+                  change while it holds (a follower removed, or removed and added
+                  back wiped), the change healed, then the partition.
+  reconfig-race   the single-server change race of 2015 staged by the membership
+                  fault's ``race`` variant (docs/membership.md M3), then healed:
+                  an even voter set, a lagging voter, an old leader holding a
+                  change nobody else has, and a new leader asked for a change
+                  the moment it wins.
+
 Each motif is a pure function of the nodes, the seeded rng and the basic hold:
 plain :class:`~nemesis.schedules.Step` data, with ``leader`` left for the
 nemesis to resolve when the step lands. Every fault a motif starts, it stops.
@@ -48,7 +61,14 @@ from nemesis.schedules import Step, leader_within, scaled, start, stop
 if TYPE_CHECKING:
     from harness.core.spec import RunContext
 
-__all__ = ["MOTIFS", "MOTIF_KINDS", "motif_steps"]
+__all__ = [
+    "MOTIFS",
+    "MOTIF_KINDS",
+    "MEMBERSHIP_MOTIFS",
+    "MEMBERSHIP_MOTIF_KINDS",
+    "motif_steps",
+    "motifs_for",
+]
 
 MOTIFS = (
     "restart-all",
@@ -62,6 +82,12 @@ MOTIFS = (
 
 MOTIF_KINDS = frozenset({"partition", "kill", "pause", "clock"})
 """The fault kinds motifs use: a campaign drawing motifs must enable all of them."""
+
+MEMBERSHIP_MOTIFS = ("reconfig-partition", "reconfig-race")
+"""Motifs for a DB declaring ``Reconfigurable`` (harness/core/db.py) only."""
+
+MEMBERSHIP_MOTIF_KINDS = frozenset({"membership", "partition"})
+"""The fault kinds the membership motifs use (both must be enabled with them)."""
 
 StepsFn = Callable[[list[str], random.Random, float], list[Step]]
 
@@ -246,6 +272,32 @@ def _clock_split(nodes: list[str], rng: random.Random, hold: float) -> list[Step
     ]
 
 
+def _reconfig_partition(nodes: list[str], rng: random.Random, hold: float) -> list[Step]:
+    # The partition is drawn first so the change lands while it holds; the change's own
+    # side choice (whom to remove) comes from its seeded ranking of the nodes.
+    part = _shape("majority", nodes, rng)
+    order = list(nodes)
+    rng.shuffle(order)
+    variant = rng.choice(("remove-add", "remove-leader"))
+    change = {"variant": variant, "order": order, "hold": round(scaled(rng, hold, 0.4, 0.8), 3)}
+    return [
+        start(_gap(rng, hold), "partition", part),
+        start(scaled(rng, hold, 0.2, 0.4), "membership", change),
+        stop(scaled(rng, hold, 0.4, 0.8), "partition"),
+        stop(scaled(rng, hold, 0.2, 0.4), "membership"),
+    ]
+
+
+def _reconfig_race(nodes: list[str], rng: random.Random, hold: float) -> list[Step]:
+    order = list(nodes)
+    rng.shuffle(order)
+    race = {"variant": "race", "order": order, "hold": round(scaled(rng, hold, 0.6, 1.0), 3)}
+    return [
+        start(_gap(rng, hold), "membership", race),
+        stop(scaled(rng, hold, 0.3, 0.6), "membership"),
+    ]
+
+
 _BUILDERS: dict[str, StepsFn] = {
     "restart-all": _restart_all,
     "elections": _elections,
@@ -254,7 +306,18 @@ _BUILDERS: dict[str, StepsFn] = {
     "overlap": _overlap,
     "clock-split": _clock_split,
     "deposed-crash": _deposed_crash,
+    "reconfig-partition": _reconfig_partition,
+    "reconfig-race": _reconfig_race,
 }
+
+
+def motifs_for(db: object) -> tuple[str, ...]:
+    """The motif deck for ``db``: the stock motifs, plus the membership ones when it
+    declares ``Reconfigurable`` (a campaign drawing them must enable
+    :data:`MEMBERSHIP_MOTIF_KINDS` too)."""
+    from harness.core.db import Reconfigurable
+
+    return MOTIFS + (MEMBERSHIP_MOTIFS if isinstance(db, Reconfigurable) else ())
 
 
 def motif_steps(name: str, nodes: Sequence[str], rng: random.Random, hold: float) -> list[Step]:
@@ -262,7 +325,8 @@ def motif_steps(name: str, nodes: Sequence[str], rng: random.Random, hold: float
     fn = _BUILDERS.get(name)
     if fn is None:
         raise ConfigError(
-            f"unknown fault motif {name!r} (known: {', '.join(MOTIFS)})", field="motifs"
+            f"unknown fault motif {name!r} (known: {', '.join(MOTIFS + MEMBERSHIP_MOTIFS)})",
+            field="motifs",
         )
     if len(nodes) < 2:
         raise ConfigError(

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 import nemesis.grudge as g
 from harness.core.errors import NemesisError
+from harness.core.fault import Draw, Fault, JournalKind, JournalRecord, Selected
 from nemesis import journal
 from nemesis.base import completion, host_errors, leader_now, log_errors, on_nodes, remote_of
 
@@ -38,6 +39,8 @@ __all__ = [
     "remove",
     "chain_rules",
     "PartitionNemesis",
+    "IPTABLES_CHAIN",
+    "PARTITION",
 ]
 
 log = logging.getLogger(__name__)
@@ -162,13 +165,28 @@ class PartitionNemesis:
     leader and so is resolved here, through the DB's ``HasPrimaries``.
     """
 
-    def __init__(self) -> None:
+    def __init__(self, shapes: tuple[str, ...] = ()) -> None:
         self.active: dict[str, frozenset[str]] = {}
+        self.shapes = shapes
 
     def fs(self) -> set[str]:
         return {"start-partition", "stop-partition"}
 
+    def _check_shapes(self, ctx: RunContext) -> None:
+        """Refuse a run whose schedule could draw no shape (a schedule's shapes, if given)."""
+        if not self.shapes:
+            return
+        from harness.core.db import HasPrimaries
+
+        if self.shapes == ("leader",) and not isinstance(ctx.db, HasPrimaries):
+            raise NemesisError(
+                f"partition-leader needs a DB that reports its primaries; "
+                f"{type(ctx.db).__name__} does not"
+            )
+        PARTITION.check_usable(self.shapes, len(ctx.nodes))
+
     def setup(self, ctx: RunContext) -> None:
+        self._check_shapes(ctx)
         errors = heal(ctx, ctx.nodes)
         if errors:
             raise NemesisError(
@@ -204,6 +222,13 @@ class PartitionNemesis:
             grudge = g.build_shape(shape, ctx.nodes, ctx.rng)
         else:
             raise NemesisError(f"start-partition needs a 'grudge' or a 'shape', got {op.value!r}")
+        if isinstance(shape, str) and g.cuts_nothing(grudge):
+            # never recorded as a partition that was applied: nothing was cut
+            return completion(
+                op,
+                {"shape": shape, "grudge": {}},
+                {"cluster": f"shape {shape!r} cuts nothing on {len(ctx.nodes)} nodes"},
+            )
         errors = apply_grudge(ctx, grudge)
         self.active = dict(grudge)
         value["grudge"] = g.grudge_to_json(grudge)
@@ -212,3 +237,63 @@ class PartitionNemesis:
     def teardown(self, ctx: RunContext) -> None:
         log_errors("removing partition rules", remove(ctx, ctx.nodes))
         self.active = {}
+
+
+def _undo_chain(remote: Remote | None, entry: JournalRecord) -> None:
+    if remote is None:
+        raise ValueError(f"undoing {entry.describe()} needs a connection to {entry.host}")
+    u = entry.undo
+    remote.run(
+        remove_chain_script(str(u.get("iptables", "iptables -w 10")), str(u["chain"])),
+        sudo=sudo_for(remote),
+        timeout=30,
+    )
+
+
+IPTABLES_CHAIN = JournalKind(
+    name="iptables-chain",
+    rank=20,
+    undo=_undo_chain,
+    doc="a chain of ours jumped to from INPUT (partition, loss, delay): removed with its jumps",
+)
+
+
+def _draw_partition(d: Draw) -> dict[str, Any]:
+    """One of the selected shapes that can cut something here, and its grudge."""
+    shapes = [s for s in d.variants if (s != "leader" or d.leader_ok) and g.cuts(s, len(d.nodes))]
+    if not shapes:
+        if "leader" in d.variants and not d.leader_ok:
+            raise NemesisError("partition-leader needs a DB that reports its primaries")
+        PARTITION.check_usable(d.variants, len(d.nodes))
+        raise NemesisError(f"no partition shape to draw among {d.variants}")
+    shape = d.rng.choice(shapes)
+    if shape == "leader":
+        return {"shape": shape}
+    return {"shape": shape, "grudge": g.grudge_to_json(g.build_shape(shape, d.nodes, d.rng))}
+
+
+def _partition_nemesis(chosen: Mapping[str, Selected]) -> PartitionNemesis:
+    return PartitionNemesis(chosen["partition"].variants)
+
+
+PARTITION = Fault(
+    name="partition",
+    nemesis=_partition_nemesis,
+    heal_rank=30,
+    draw=_draw_partition,
+    variants=("halves", "majority", "majorities-ring", "bridge", "random", "leader"),
+    aliases={
+        "partition-halves": ("halves",),
+        "partition-majority": ("majority",),
+        "partition-ring": ("majorities-ring",),
+        "partition-bridge": ("bridge",),
+        "partition-leader": ("leader",),
+        "partition-random": ("random",),
+    },
+    usable=g.cuts,
+    targets="cluster",
+    journal=(IPTABLES_CHAIN,),
+    colour="#e4572e",
+    doc="iptables drops between groups of nodes (a grudge); the shape names the groups",
+)
+"""``partition``: the bare name draws any shape that cuts something on the run's nodes."""

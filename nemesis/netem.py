@@ -19,10 +19,12 @@ import os
 import re
 import shlex
 import sys
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from harness.core.errors import NemesisError
+from harness.core.fault import Draw, Fault, JournalKind, JournalRecord, Residue, Selected
 from nemesis import journal
 from nemesis.base import (
     completion,
@@ -32,19 +34,22 @@ from nemesis.base import (
     on_nodes,
     op_nodes,
     remote_of,
+    stop_by_pidfile,
     sudo_kw,
 )
 from nemesis.net import (
+    IPTABLES_CHAIN,
     ensure_chain_script,
     iptables_cmd,
     peer_address,
     remove_chain_script,
     sudo_for,
 )
+from nemesis.targets import NodeFaultOptions, draw_target
 
 if TYPE_CHECKING:
     from harness.core.history import Op
-    from harness.core.remote import Remote
+    from harness.core.remote import Host, Remote
     from harness.core.spec import RunContext
 
 __all__ = [
@@ -55,6 +60,10 @@ __all__ = [
     "loss_rules",
     "delay_rules",
     "NetemNemesis",
+    "LOSS",
+    "DELAY",
+    "DUPLICATE",
+    "REORDER",
 ]
 
 log = logging.getLogger(__name__)
@@ -423,3 +432,106 @@ class NetemNemesis:
 
     def teardown(self, ctx: RunContext) -> None:
         log_errors("clearing loss/delay", self._clear(ctx, list(ctx.nodes)))
+
+
+LOSS_P = (0.05, 0.1, 0.2, 0.4)
+DELAY_MS = (10, 50, 100, 250)
+DUPLICATE_P = (0.05, 0.2, 0.5)
+REORDER_P = (0.1, 0.25, 0.5)
+REORDER_DELAY_MS = (5, 20, 50)
+
+
+def _draw_loss(d: Draw) -> dict[str, Any]:
+    value = draw_target(d, "loss")
+    value["probability"] = d.rng.choice(LOSS_P)
+    return value
+
+
+def _draw_delay(d: Draw) -> dict[str, Any]:
+    value = draw_target(d, "delay")
+    ms = d.rng.choice(DELAY_MS)
+    value["delay_ms"], value["jitter_ms"] = ms, ms / 5
+    return value
+
+
+def _draw_duplicate(d: Draw) -> dict[str, Any]:
+    value = draw_target(d, "duplicate")
+    value["probability"] = d.rng.choice(DUPLICATE_P)
+    return value
+
+
+def _draw_reorder(d: Draw) -> dict[str, Any]:
+    value = draw_target(d, "reorder")
+    value["probability"] = d.rng.choice(REORDER_P)
+    value["delay_ms"] = d.rng.choice(REORDER_DELAY_MS)
+    return value
+
+
+def _undo_netem(remote: Remote | None, entry: JournalRecord) -> None:
+    if remote is None:
+        raise ValueError(f"undoing {entry.describe()} needs a connection to {entry.host}")
+    remote.run(
+        f"tc qdisc del dev {shlex.quote(str(entry.undo['iface']))} root 2>/dev/null; true",
+        sudo=sudo_for(remote),
+        timeout=30,
+    )
+
+
+def _undo_daemon(remote: Remote | None, entry: JournalRecord) -> None:
+    if remote is None:
+        raise ValueError(f"undoing {entry.describe()} needs a connection to {entry.host}")
+    stop_by_pidfile(remote, str(entry.undo["pidfile"]))
+
+
+def _delayer_pidfiles(host: Host) -> list[str]:
+    return [DELAYER_PID]
+
+
+QDISC = JournalKind(
+    name="netem",
+    rank=21,
+    undo=_undo_netem,
+    doc="a netem qdisc on the interface towards the peers: deleted",
+)
+DAEMON = JournalKind(
+    name="daemon",
+    rank=22,
+    undo=_undo_daemon,
+    doc="a fault's daemon on the host (the NFQUEUE delayer), by pid file: stopped",
+)
+_NET_JOURNAL = (IPTABLES_CHAIN, QDISC, DAEMON)
+_NET_RESIDUE = Residue(pidfiles=_delayer_pidfiles, markers=("splitbrain-delayer",))
+
+
+def _netem_nemesis(chosen: Mapping[str, Selected]) -> NetemNemesis:
+    return NetemNemesis(tuple(k for k in KNOWN if k in chosen))
+
+
+def _net_fault(name: str, rank: int, draw: Any, colour: str, doc: str, netem: bool) -> Fault:
+    return Fault(
+        name=name,
+        nemesis=_netem_nemesis,
+        group="netem",
+        heal_rank=rank,
+        draw=draw,
+        options=NodeFaultOptions,
+        needs=frozenset({"netem"}) if netem else frozenset(),
+        journal=_NET_JOURNAL,
+        residue=_NET_RESIDUE,
+        colour=colour,
+        doc=doc,
+    )
+
+
+LOSS = _net_fault(
+    "loss", 40, _draw_loss, "#669bbc", "packets dropped at random (netem, else iptables)", False
+)
+DELAY = _net_fault(
+    "delay", 41, _draw_delay, "#2a9d8f", "packets delayed (netem, else an NFQUEUE daemon)", False
+)
+DUPLICATE = _net_fault(
+    "duplicate", 42, _draw_duplicate, "#90be6d", "packets sent twice (tc netem only)", True
+)
+REORDER = _net_fault(
+    "reorder", 43, _draw_reorder, "#f9844a", "some packets skip the delay (tc netem only)", True
+)

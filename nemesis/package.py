@@ -3,10 +3,14 @@
 ``build_package(["partition", "kill"], interval=5, rng=...)`` gives the nemesis
 that can apply those faults, a :class:`Schedule` that alternates a random
 ``start-<kind>`` with its ``stop-<kind>``, and ``final_ops`` that heal every
-enabled kind before the final reads. The schedule is pure: its choices (fault,
-shape, grudge, nodes, parameters) come from the rng it was given and the node
-list, so the same seed gives the same faults; only ``leader`` stays symbolic,
-resolved by the nemesis against the live cluster.
+enabled kind before the final reads. Everything about a fault comes from its
+registered object (:mod:`nemesis.registry`): this module knows no fault by name
+except the rolling upgrade's place in the schedule.
+
+The schedule is pure: its choices (fault, shape, grudge, nodes, parameters) come
+from the rng it was given and the node list, so the same seed gives the same
+faults; only ``leader`` stays symbolic, resolved by the nemesis against the live
+cluster.
 """
 
 from __future__ import annotations
@@ -16,87 +20,33 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-import nemesis.grudge as g
-from harness.core.errors import ConfigError, NemesisError
+from harness.core.errors import ConfigError
+from harness.core.fault import Draw, Fault, Selected
 from harness.core.history import Op
 from harness.core.nemesis import Nemesis, NemesisPackage
+from harness.core.options import option, option_names, parse_options
+from nemesis import registry as reg
 from nemesis.base import Compose
-from nemesis.clock import ClockNemesis
-from nemesis.failover import FailoverNemesis
-from nemesis.lull import LullNemesis
-from nemesis.net import PartitionNemesis
-from nemesis.netem import NetemNemesis
-from nemesis.power import PowerNemesis, VmPauseNemesis, machines_of
-from nemesis.process import HostFreezeNemesis, KillNemesis, PauseNemesis
 from nemesis.schedules import fault_op, heal_ops, scaled
-from nemesis.targets import TARGETS, resolve
-from nemesis.upgrade import UpgradeNemesis
+from nemesis.targets import Target
 
 if TYPE_CHECKING:
     from collections.abc import Iterable
 
     from harness.core.remote import Host
-    from harness.core.spec import RunContext
 
 __all__ = [
-    "FAULTS",
-    "PARTITION_SHAPES",
-    "DEFAULT_TARGETS",
+    "PackageOptions",
     "Schedule",
     "NemesisPackage",
+    "Selection",
+    "select",
     "build_package",
     "parse_faults",
     "check_hosts",
+    "option_keys",
 ]
 
-PARTITION_SHAPES: dict[str, tuple[str, ...]] = {
-    "partition": ("halves", "majority", "majorities-ring", "bridge", "random", "leader"),
-    "partition-halves": ("halves",),
-    "partition-majority": ("majority",),
-    "partition-ring": ("majorities-ring",),
-    "partition-bridge": ("bridge",),
-    "partition-leader": ("leader",),
-    "partition-random": ("random",),
-}
-FAULTS = (
-    *PARTITION_SHAPES,
-    "clock",
-    "kill",
-    "pause",
-    "freeze",
-    "loss",
-    "delay",
-    "duplicate",
-    "reorder",
-    "power",
-    "vm-pause",
-    "failover",
-    "lull",
-    "upgrade",
-)
-"""Fault names accepted by ``--nemesis``. ``freeze`` is a whole-host pause (lab freezer cgroup);
-``lull`` holds the clients' writes (reads go on); ``upgrade`` switches a mode-ha cluster to
-mode broker, one node per step (nemesis/upgrade.py). ``power`` and ``vm-pause`` need VM
-hosts (``Host.machine``); ``duplicate`` and ``reorder`` need tc netem (VMs have it)."""
-
-DEFAULT_TARGETS = ("one", "minority", "majority", "all", "leader", "random")
-NODE_FAULTS = (
-    "clock",
-    "kill",
-    "pause",
-    "loss",
-    "delay",
-    "duplicate",
-    "reorder",
-    "power",
-    "vm-pause",
-)
-MACHINE_FAULTS = ("power", "vm-pause")
-"""Kinds acted out by the hypervisor: only on hosts with a ``Host.machine``."""
-NET_KINDS = ("loss", "delay", "duplicate", "reorder")
-CLUSTER_FAULTS = ("failover", "lull", "upgrade")
-"""Kinds with no node targets: an operator's failover, a lull in the clients' writes, the
-rolling upgrade (it picks its own next node)."""
 UPGRADE_FIRST = True
 """A start picks ``upgrade`` whenever it is idle and has steps left (one per node):
 the switch should happen early and under load, leaving the rest of the run to the
@@ -104,64 +54,102 @@ new mode's faults, rather than drift into the final heal. Other kinds still star
 while an upgrade step is active (``overlap`` > 1); with one fault at a time, every
 other start is another kind, so partitions and kills land between the steps."""
 
-BUMP_MS = (5, 50, 500, 5_000, 60_000, 300_000)
-STROBE_DELTA_MS = (10, 100, 1000)
-STROBE_PERIOD_MS = (2, 5, 10, 20)
-LOSS_P = (0.05, 0.1, 0.2, 0.4)
-DELAY_MS = (10, 50, 100, 250)
-DUPLICATE_P = (0.05, 0.2, 0.5)
-REORDER_P = (0.1, 0.25, 0.5)
-REORDER_DELAY_MS = (5, 20, 50)
+
+@dataclass(frozen=True)
+class PackageOptions:
+    """The ``--nemesis-option`` keys of the package itself (a fault's own are ``<name>_<key>``)."""
+
+    targets: tuple[Target, ...] | None = option(
+        None, "whom every node fault may hit (a fault's <name>_targets overrides it)"
+    )
+    max_ops: int | None = option(None, "stop the schedule after this many ops", minimum=0)
+    overlap: int = option(1, "how many fault kinds may be active at once", minimum=1)
+
+
+@dataclass(frozen=True)
+class Selection:
+    """The faults ``--nemesis`` names select: by op kind, in first-seen order, with variants."""
+
+    faults: dict[str, Fault]
+    variants: dict[str, tuple[str, ...]]
+
+    @property
+    def kinds(self) -> list[str]:
+        return list(self.faults)
+
+
+def select(names: Sequence[str]) -> Selection:
+    """The faults for ``--nemesis`` names; ConfigError for an unknown name or two of one kind."""
+    faults: dict[str, Fault] = {}
+    variants: dict[str, list[str]] = {}
+    for raw in names:
+        name = raw.strip()
+        f = reg.fault(name)
+        other = faults.get(f.kind)
+        if other is not None and other.name != f.name:
+            raise ConfigError(
+                f"nemesis faults {other.name!r} and {f.name!r} both apply "
+                f"start-{f.kind}; choose one",
+                field="nemesis",
+            )
+        faults[f.kind] = f
+        vs = variants.setdefault(f.kind, [])
+        vs += [v for v in f.selected_variants(name) if v not in vs]
+    return Selection(faults, {k: tuple(v) for k, v in variants.items()})
 
 
 def parse_faults(faults: Sequence[str]) -> tuple[list[str], tuple[str, ...]]:
-    """(kinds in first-seen order, partition shapes) for fault names; ConfigError on unknown names."""
-    kinds: list[str] = []
-    shapes: list[str] = []
-    for raw in faults:
-        name = raw.strip()
-        if name in PARTITION_SHAPES:
-            kind = "partition"
-            shapes += [s for s in PARTITION_SHAPES[name] if s not in shapes]
-        elif name in NODE_FAULTS:
-            kind = name
-        elif name == "freeze":
-            kind = "pause"
-        elif name in CLUSTER_FAULTS:
-            # failover: mode ha (nemesis/failover.py); lull: nemesis/lull.py;
-            # upgrade: mode ha to broker (nemesis/upgrade.py)
-            kind = name
-        else:
-            raise ConfigError(
-                f"unknown nemesis fault {name!r}; known: {', '.join(FAULTS)}", field="nemesis"
-            )
-        if kind not in kinds:
-            kinds.append(kind)
-    return kinds, tuple(shapes)
+    """(op kinds in first-seen order, partition shapes): the selection in brief."""
+    sel = select(faults)
+    return sel.kinds, sel.variants.get("partition", ())
 
 
-def _targets_for(
-    targets: Sequence[str] | Mapping[str, Sequence[str]] | None, kinds: Sequence[str]
-) -> dict[str, tuple[str, ...]]:
-    out: dict[str, tuple[str, ...]] = {}
-    for kind in kinds:
-        if kind == "partition" or kind in CLUSTER_FAULTS:
+def option_keys() -> list[str]:
+    """Every ``--nemesis-option`` key: the package's, then ``<fault>_<key>`` per fault."""
+    keys = option_names(PackageOptions)
+    for f in reg.faults().values():
+        if f.options is not None:
+            keys += [f"{f.name}_{k}" for k in option_names(f.options)]
+    return keys
+
+
+def _fault_options(
+    sel: Selection, package_targets: Any, raw: Mapping[str, Any]
+) -> dict[str, Selected]:
+    """Each selected fault's options, parsed against its schema, and its variants."""
+    per: dict[str, dict[str, Any]] = {}
+    for key, value in raw.items():
+        if key in option_names(PackageOptions):
             continue
-        if targets is None:
-            ts: Sequence[str] = DEFAULT_TARGETS
-        elif isinstance(targets, Mapping):
-            ts = targets.get(kind, DEFAULT_TARGETS)
+        for f in reg.faults().values():
+            # `--nemesis-option` keys reach us with `-` turned into `_` (as every role's
+            # do), so `lose-unfsynced_targets` arrives as `lose_unfsynced_targets`.
+            prefixes = {f"{f.name}_", f"{f.name.replace('-', '_')}_"}
+            prefix = next((p for p in prefixes if key.startswith(p)), None)
+            if prefix is not None and f.options is not None:
+                field_name = key[len(prefix) :]
+                if field_name in option_names(f.options):
+                    per.setdefault(f.name, {})[field_name] = value
+                    break
         else:
-            ts = targets
-        if isinstance(ts, str):
-            ts = [ts]
-        bad = [t for t in ts if t not in TARGETS]
-        if bad or not ts:
             raise ConfigError(
-                f"unknown nemesis target(s) {bad or ts!r} for {kind}; known: {', '.join(TARGETS)}",
-                field="targets",
+                f"unknown nemesis option {key!r}; known: {', '.join(option_keys())}",
+                field=key,
             )
-        out[kind] = tuple(ts)
+    out: dict[str, Selected] = {}
+    for kind, f in sel.faults.items():
+        opts: Any = None
+        if f.options is not None:
+            raw_f: dict[str, Any] = {}
+            if (
+                package_targets is not None
+                and f.targets == "node"
+                and "targets" in option_names(f.options)
+            ):
+                raw_f["targets"] = package_targets
+            raw_f.update(per.get(f.name, {}))
+            opts = parse_options(f.options, raw_f, role=f"fault {f.name}")
+        out[kind] = Selected(options=opts, variants=sel.variants.get(kind, ()))
     return out
 
 
@@ -184,12 +172,13 @@ class Schedule:
     ``next(ctx)`` only reads ``ctx.nodes`` and whether ``ctx.db`` reports
     primaries, so it can be driven in a unit test with a tiny stand-in context.
     ``max_ops`` bounds the schedule (None: endless; the runner stops at its
-    time limit and applies ``final_ops``).
+    time limit and applies ``final_ops``). Each start's value is the fault's own
+    ``draw`` (:class:`harness.core.fault.Fault`).
     """
 
     kinds: tuple[str, ...]
-    shapes: tuple[str, ...]
-    targets: dict[str, tuple[str, ...]]
+    faults: dict[str, Fault]
+    selected: dict[str, Selected]
     interval: float
     rng: random.Random
     max_ops: int | None = None
@@ -198,6 +187,15 @@ class Schedule:
     emitted: int = field(default=0)
     upgrades: int = field(default=0)
     last_start: str | None = field(default=None)
+
+    @property
+    def targets(self) -> dict[str, tuple[str, ...]]:
+        """Whom each node fault may hit."""
+        return {
+            k: tuple(s.options.targets)
+            for k, s in self.selected.items()
+            if self.faults[k].targets == "node" and hasattr(s.options, "targets")
+        }
 
     def _wait(self) -> float:
         return scaled(self.rng, self.interval, 0.5, 1.5)
@@ -236,69 +234,21 @@ class Schedule:
         return wait, fault_op(f"start-{kind}", value)
 
     def _start_value(self, ctx: Any, kind: str) -> dict[str, Any]:
-        if kind == "failover":
-            return {"target": "master"}
-        if kind in ("lull", "upgrade"):
-            return {}
-        nodes = list(ctx.nodes)
-        leader_ok = _has_primaries(ctx)
-        if kind == "partition":
-            shapes = [s for s in self.shapes if s != "leader" or leader_ok]
-            if not shapes:
-                raise NemesisError("partition-leader needs a DB that reports its primaries")
-            shape = self.rng.choice(shapes)
-            if shape == "leader":
-                return {"shape": shape}
-            return {
-                "shape": shape,
-                "grudge": g.grudge_to_json(g.build_shape(shape, nodes, self.rng)),
-            }
-        targets = [t for t in self.targets[kind] if t != "leader" or leader_ok]
-        if not targets:
-            raise NemesisError(
-                f"{kind}: the only target is 'leader' and the DB does not report primaries"
-            )
-        target = self.rng.choice(targets)
-        value: dict[str, Any] = {"target": target}
-        if target != "leader":
-            value["nodes"] = resolve(target, nodes, self.rng)
-        if kind == "clock":
-            mode = self.rng.choice(("bump", "bump", "strobe"))
-            value["mode"] = mode
-            if mode == "bump":
-                ms = self.rng.choice(BUMP_MS) * self.rng.uniform(0.5, 1.5)
-                value["offset_ms"] = round(ms if self.rng.random() < 0.5 else -ms)
-            else:
-                value["delta_ms"] = self.rng.choice(STROBE_DELTA_MS)
-                value["period_ms"] = self.rng.choice(STROBE_PERIOD_MS)
-                value["duration_s"] = round(self.interval, 3)
-        elif kind == "loss":
-            value["probability"] = self.rng.choice(LOSS_P)
-        elif kind == "delay":
-            d = self.rng.choice(DELAY_MS)
-            value["delay_ms"], value["jitter_ms"] = d, d / 5
-        elif kind == "duplicate":
-            value["probability"] = self.rng.choice(DUPLICATE_P)
-        elif kind == "reorder":
-            value["probability"] = self.rng.choice(REORDER_P)
-            value["delay_ms"] = self.rng.choice(REORDER_DELAY_MS)
-        return value
+        f, sel = self.faults[kind], self.selected[kind]
+        draw = Draw(
+            rng=self.rng,
+            nodes=list(ctx.nodes),
+            leader_ok=_has_primaries(ctx),
+            interval=self.interval,
+            options=sel.options,
+            variants=sel.variants,
+            targets=tuple(getattr(sel.options, "targets", ())),
+        )
+        return f.draw(draw)
 
 
 class _PackageNemesis(Compose):
-    """The composed nemesis, checking up front what the schedule will need from the DB."""
-
-    def __init__(self, nemeses: Sequence[Nemesis], needs_primaries: bool) -> None:
-        super().__init__(nemeses)
-        self.needs_primaries = needs_primaries
-
-    def setup(self, ctx: RunContext) -> None:
-        if self.needs_primaries and not _has_primaries(ctx):
-            raise NemesisError(
-                f"partition-leader needs a DB that reports its primaries; "
-                f"{type(ctx.db).__name__} does not"
-            )
-        super().setup(ctx)
+    """The composed nemesis; each fault's own nemesis checks at setup what it needs."""
 
 
 def check_hosts(faults: Sequence[str], hosts: Iterable[Host]) -> None:
@@ -307,15 +257,16 @@ def check_hosts(faults: Sequence[str], hosts: Iterable[Host]) -> None:
     ``power`` on hosts without a hypervisor must stop the run at once, not
     leave a durability campaign that never cut the power to report VALID.
     """
-    kinds, _ = parse_faults(faults)
     hosts = list(hosts)
-    for kind in MACHINE_FAULTS:
-        if kind in kinds:
-            machines_of(hosts, kind)
-
-
-def _split(ts: Any) -> Any:
-    return [t.strip() for t in ts.split(",") if t.strip()] if isinstance(ts, str) else ts
+    missing = sorted(h.name for h in hosts if h.machine is None)
+    for f in select(faults).faults.values():
+        if "machine" in f.needs and missing:
+            raise ConfigError(
+                f"nemesis fault {f.name!r} needs hosts that are virtual machines of a VM lab "
+                f"(`splitbrain lab up --driver vm`); these have no hypervisor to act on: "
+                f"{', '.join(missing)}",
+                field="nemesis",
+            )
 
 
 def build_package(
@@ -323,99 +274,76 @@ def build_package(
     *,
     interval: float,
     rng: random.Random,
-    targets: str | Sequence[str] | Mapping[str, Sequence[str]] | None = None,
-    max_ops: int | None = None,
-    overlap: int = 1,
     **options: Any,
 ) -> NemesisPackage:
     """The nemesis, schedule and healing ops for ``--nemesis`` fault names.
 
-    ``targets`` applies to every node fault ("one,leader" or a list), or maps a
-    kind to its targets; ``<kind>_targets`` options (``kill_targets=leader``,
-    from ``--nemesis-option``) override it for one kind. ``overlap`` is how
-    many fault kinds may be active at once (see :class:`Schedule`).
+    ``options`` are the ``--nemesis-option`` keys: the package's (:class:`PackageOptions`:
+    ``targets`` for every node fault, ``max_ops``, ``overlap``) and each fault's own as
+    ``<name>_<key>`` (``kill_targets=leader``), checked against the fault's schema; a
+    ``targets`` mapping (kind to targets) is the same as per-fault keys.
     """
-    per_kind = {f"{k}_targets": k for k in NODE_FAULTS}
-    unknown = sorted(set(options) - set(per_kind))
-    if unknown:
-        raise ConfigError(
-            f"unknown nemesis option(s) {', '.join(unknown)}; known: targets, max_ops, "
-            "overlap, " + ", ".join(per_kind),
-            field="nemesis",
-        )
-    if isinstance(overlap, bool) or not isinstance(overlap, int) or overlap < 1:
-        raise ConfigError(
-            f"overlap must be a positive integer (faults active at once), got {overlap!r}",
-            field="nemesis",
-        )
-    targets = _split(targets)
-    if any(k in options for k in per_kind):
-        base = (
-            dict(targets)
-            if isinstance(targets, Mapping)
-            else {k: targets for k in NODE_FAULTS if targets is not None}
-        )
-        targets = {**base, **{per_kind[k]: _split(v) for k, v in options.items()}}
-    if max_ops is not None and (not isinstance(max_ops, int) or max_ops < 0):
-        raise ConfigError(
-            f"max_ops must be a non-negative integer, got {max_ops!r}", field="nemesis"
-        )
     if not interval > 0:
         raise ConfigError(
             f"nemesis interval must be positive, got {interval}", field="nemesis_interval"
         )
-    kinds, shapes = parse_faults(faults)
-    names = {f.strip() for f in faults}
-    if {"pause", "freeze"} <= names:
+    raw = dict(options)
+    targets = raw.get("targets")
+    if isinstance(targets, Mapping):
+        del raw["targets"]
+        for k, v in targets.items():
+            raw.setdefault(f"{k}_targets", v)
+    if isinstance(raw.get("overlap"), bool):
         raise ConfigError(
-            "nemesis faults 'pause' and 'freeze' both pause nodes; choose one", field="nemesis"
+            f"nemesis option 'overlap' must be an integer, got {raw['overlap']!r}", field="overlap"
         )
-    tmap = _targets_for(targets, kinds)
+    sel = select(faults)
+    selected = _fault_options(sel, raw.get("targets"), raw)
+    pkg = parse_options(
+        PackageOptions,
+        {k: v for k, v in raw.items() if k in option_names(PackageOptions)},
+        role="nemesis",
+    )
+    groups: dict[str, dict[str, Selected]] = {}
+    factories: dict[str, Fault] = {}
+    for f in sorted(sel.faults.values(), key=lambda f: (f.heal_rank or 0, f.name)):
+        groups.setdefault(f.group, {})[f.kind] = selected[f.kind]
+        factories.setdefault(f.group, f)
+    built: dict[str, Nemesis] = {}
     nemeses: list[Nemesis] = []
-    kill = pause = None
-    power = None
-    if "vm-pause" in kinds:
-        nemeses.append(VmPauseNemesis())
-    if "power" in kinds:
-        power = PowerNemesis()
-        nemeses.append(power)
-    if "partition" in kinds:
-        nemeses.append(PartitionNemesis())
-    if "clock" in kinds:
-        nemeses.append(ClockNemesis())
-    if "kill" in kinds:
-        kill = KillNemesis()
-        nemeses.append(kill)
-    if "freeze" in names:
-        nemeses.append(HostFreezeNemesis())
-    elif "pause" in kinds:
-        pause = PauseNemesis()
-        nemeses.append(pause)
-    if kill is not None and pause is not None:
-        kill.paused_by = pause
-    if power is not None:
-        power.killed_by, power.paused_by = kill, pause
-    net_kinds = tuple(k for k in NET_KINDS if k in kinds)
-    if net_kinds:
-        nemeses.append(NetemNemesis(net_kinds))
-    if "failover" in kinds:
-        nemeses.append(FailoverNemesis())
-    if "lull" in kinds:
-        nemeses.append(LullNemesis())
-    if "upgrade" in kinds:
-        nemeses.append(UpgradeNemesis())
-    nemesis = _PackageNemesis(nemeses, needs_primaries=shapes == ("leader",))
+    for group, chosen in groups.items():
+        f = factories[group]
+        nem = f.nemesis(chosen)
+        handled = nem.fs()
+        missing = [k for k in chosen if f"stop-{k}" not in handled]
+        if missing:
+            raise ConfigError(
+                f"fault {f.name!r} (from {f.package}): its nemesis does not handle "
+                f"{', '.join(f'stop-{k}' for k in missing)}: no heal",
+                field="nemesis",
+            )
+        nemeses.append(nem)
+        for k in chosen:
+            built[k] = nem
+    for kind, f in sel.faults.items():
+        if f.link is not None:
+            f.link(built[kind], built)
     schedule = Schedule(
-        kinds=tuple(kinds),
-        shapes=shapes,
-        targets=tmap,
+        kinds=tuple(sel.kinds),
+        faults=dict(sel.faults),
+        selected=selected,
         interval=interval,
         rng=rng,
-        max_ops=max_ops,
-        overlap=overlap,
+        max_ops=pkg.max_ops,
+        overlap=pkg.overlap,
     )
-    # the final heal completes a rolling upgrade: every run ends on one mode
-    final_ops = [
-        fault_op(o.f, {"complete": True}) if o.f == "stop-upgrade" else o for o in heal_ops(kinds)
-    ]
-    return NemesisPackage(nemesis=nemesis, schedule=schedule, final_ops=final_ops)
+    return NemesisPackage(
+        nemesis=_PackageNemesis(nemeses), schedule=schedule, final_ops=heal_ops(sel.kinds)
+    )
+
+
+def __getattr__(name: str) -> Any:
+    """``FAULTS``: the ``--nemesis`` names, derived from the registry when first asked."""
+    if name == "FAULTS":
+        return reg.registry().names
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

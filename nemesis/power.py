@@ -20,12 +20,14 @@ from __future__ import annotations
 import logging
 import shlex
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from harness.core.errors import ConfigError, NemesisError, RemoteError
+from harness.core.fault import Fault, JournalKind, JournalRecord, Residue
 from nemesis import journal
 from nemesis.base import completion, host_errors, log_errors, no_targets, on_nodes, op_nodes
+from nemesis.targets import NodeFaultOptions, draw_target
 
 if TYPE_CHECKING:
     from harness.core.history import Op
@@ -41,6 +43,9 @@ __all__ = [
     "restore",
     "PowerNemesis",
     "VmPauseNemesis",
+    "POWER",
+    "VM_PAUSE",
+    "machine_down",
 ]
 
 log = logging.getLogger(__name__)
@@ -313,3 +318,85 @@ class VmPauseNemesis:
     def teardown(self, ctx: RunContext) -> None:
         if self.paused:
             log_errors("resuming guest", self._resume(ctx, sorted(self.paused)))
+
+
+def _undo_machine(remote: Remote | None, entry: JournalRecord) -> None:
+    """Power on or resume the guest through its hypervisor (the one way to reach it)."""
+    machine = remote.host.machine if remote is not None else None
+    if machine is None or remote is None:
+        raise ValueError(
+            f"undoing {entry.describe()} needs the VM lab's hold on guest "
+            f"{entry.undo.get('machine', entry.host)} (run with the same --lab, or "
+            "`splitbrain lab down`)"
+        )
+    restore(remote, machine)
+
+
+def machine_down(host: Host) -> str | None:
+    """A guest its hypervisor holds off or paused (asked locally: SSH cannot reach it)."""
+    if host.machine is None:
+        return None
+    try:
+        state = host.machine.state()
+    except Exception as e:  # noqa: BLE001 - reported as the leftover
+        return f"guest state unknown: {e}"
+    return None if state == "running" else f"guest is {state}"
+
+
+def _wake(host: Host, remote: Remote | None) -> None:
+    if host.machine is not None and machine_down(host) is not None:
+        how = restore(remote, host.machine)
+        log.warning("%s: guest was not running: %s", host.name, how)
+
+
+_GUEST = Residue(kind="machine", local=machine_down, cure_local=_wake)
+"""A guest left off or paused, journaled or not: seen and cured from this machine."""
+
+POWER_OFF = JournalKind(
+    name="power",
+    rank=10,
+    undo=_undo_machine,
+    doc="a guest powered off by its hypervisor: booted, clock set, stale pid files removed",
+)
+GUEST_PAUSED = JournalKind(
+    name="vm-pause",
+    rank=11,
+    undo=_undo_machine,
+    doc="a guest stopped by its hypervisor: resumed",
+)
+
+
+def _link_power(nem: PowerNemesis, built: Mapping[str, object]) -> None:
+    """A power cut ends a kill (the node restarts with its guest) and a pause (its processes are gone)."""
+    from nemesis.process import KillNemesis, PauseNemesis
+
+    kill, pause = built.get("kill"), built.get("pause")
+    nem.killed_by = kill if isinstance(kill, KillNemesis) else None
+    nem.paused_by = pause if isinstance(pause, PauseNemesis) else None
+
+
+POWER = Fault(
+    name="power",
+    nemesis=lambda chosen: PowerNemesis(),
+    heal_rank=20,
+    draw=lambda d: draw_target(d, "power"),
+    options=NodeFaultOptions,
+    needs=frozenset({"machine"}),
+    link=_link_power,
+    journal=(POWER_OFF,),
+    residue=_GUEST,
+    colour="#6d597a",
+    doc="the guest's power cut (its page cache lost); VM hosts only",
+)
+VM_PAUSE = Fault(
+    name="vm-pause",
+    nemesis=lambda chosen: VmPauseNemesis(),
+    heal_rank=10,
+    draw=lambda d: draw_target(d, "vm-pause"),
+    options=NodeFaultOptions,
+    needs=frozenset({"machine"}),
+    journal=(GUEST_PAUSED,),
+    residue=_GUEST,
+    colour="#b56576",
+    doc="the whole guest stopped by its hypervisor; VM hosts only",
+)

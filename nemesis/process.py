@@ -14,14 +14,28 @@ import os
 from typing import TYPE_CHECKING, Any
 
 from harness.core.errors import NemesisError
+from harness.core.fault import Fault, JournalKind, JournalRecord, Residue
 from nemesis import journal
 from nemesis.base import completion, host_errors, log_errors, no_targets, on_nodes, op_nodes
+from nemesis.targets import NodeFaultOptions, draw_target
 
 if TYPE_CHECKING:
+    from collections.abc import Mapping
+
     from harness.core.history import Op
+    from harness.core.remote import Host, Remote
     from harness.core.spec import RunContext
 
-__all__ = ["KillNemesis", "PauseNemesis", "HostFreezeNemesis"]
+__all__ = [
+    "KillNemesis",
+    "PauseNemesis",
+    "HostFreezeNemesis",
+    "KILL",
+    "PAUSE",
+    "FREEZE",
+    "frozen",
+    "thaw",
+]
 
 log = logging.getLogger(__name__)
 
@@ -154,7 +168,7 @@ class PauseNemesis:
             log_errors("resuming paused node", self._resume(ctx)[1])
 
 
-def _freeze_file(cgroup: str) -> tuple[str, str, str]:
+def freeze_file(cgroup: str) -> tuple[str, str, str]:
     """(control file, frozen value, thawed value) for a cgroup v2 or v1 freezer directory."""
     if os.path.exists(os.path.join(cgroup, "cgroup.freeze")):
         return os.path.join(cgroup, "cgroup.freeze"), "1", "0"
@@ -183,7 +197,7 @@ class HostFreezeNemesis:
         return str(cg)
 
     def _write(self, ctx: RunContext, node: str, frozen: bool) -> None:
-        path, on, off = _freeze_file(self._cgroup(ctx, node))
+        path, on, off = freeze_file(self._cgroup(ctx, node))
         with open(path, "w") as fh:
             fh.write(on if frozen else off)
 
@@ -223,3 +237,98 @@ class HostFreezeNemesis:
 
     def teardown(self, ctx: RunContext) -> None:
         log_errors("thawing host", self.teardown_nodes(ctx, list(ctx.nodes)))
+
+
+def frozen(host: Host) -> str | None:
+    """Whether ``host``'s freezer cgroup (on this machine) is frozen: a description, or None."""
+    cg = host.extras.get("cgroup")
+    if not cg or not os.path.isdir(str(cg)):
+        return None
+    for fname, on in (("cgroup.freeze", "1"), ("freezer.state", "FROZEN")):
+        try:
+            with open(os.path.join(str(cg), fname)) as fh:
+                if fh.read().strip() == on:
+                    return f"cgroup {cg} is frozen"
+        except OSError:
+            continue
+    return None
+
+
+def thaw(cgroup: str) -> None:
+    """Thaw a freezer cgroup of this machine (absent: nothing to do)."""
+    if os.path.isdir(cgroup):
+        path, _on, off = freeze_file(cgroup)
+        with open(path, "w") as fh:
+            fh.write(off)
+
+
+def _thaw_host(host: Host, remote: Remote | None) -> None:
+    if frozen(host) is not None:
+        thaw(str(host.extras["cgroup"]))
+
+
+def _undo_freeze(remote: Remote | None, entry: JournalRecord) -> None:
+    thaw(str(entry.undo["cgroup"]))
+
+
+def _undo_sigstop(remote: Remote | None, entry: JournalRecord) -> None:
+    if remote is None:
+        raise ValueError(f"undoing {entry.describe()} needs a connection to {entry.host}")
+    kw = {"sudo": True} if remote.host.user != "root" else {}
+    for pf in entry.undo.get("pidfiles", []):
+        remote.signal_daemon(str(pf), "CONT", **kw)
+
+
+FROZEN = JournalKind(
+    name="freeze",
+    rank=12,
+    undo=_undo_freeze,
+    local=True,
+    doc="a lab host's freezer cgroup, on this machine: thawed",
+)
+SIGSTOPPED = JournalKind(
+    name="sigstop",
+    rank=40,
+    undo=_undo_sigstop,
+    doc="the DB's processes stopped with SIGSTOP: sent SIGCONT by pid file",
+)
+
+
+def _link_kill(nem: KillNemesis, built: Mapping[str, object]) -> None:
+    """A kill ends a pause of the same node (the stopped process is gone)."""
+    pause = built.get("pause")
+    nem.paused_by = pause if isinstance(pause, PauseNemesis) else None
+
+
+KILL = Fault(
+    name="kill",
+    nemesis=lambda chosen: KillNemesis(),
+    heal_rank=70,
+    draw=lambda d: draw_target(d, "kill"),
+    options=NodeFaultOptions,
+    link=_link_kill,
+    colour="#8e44ad",
+    doc="SIGKILL to the DB's processes (Killable), restarted on heal",
+)
+PAUSE = Fault(
+    name="pause",
+    nemesis=lambda chosen: PauseNemesis(),
+    heal_rank=60,
+    draw=lambda d: draw_target(d, "pause"),
+    options=NodeFaultOptions,
+    journal=(SIGSTOPPED,),
+    colour="#29335c",
+    doc="SIGSTOP to the DB's processes (Pausable), SIGCONT on heal",
+)
+FREEZE = Fault(
+    name="freeze",
+    kind="pause",
+    nemesis=lambda chosen: HostFreezeNemesis(),
+    heal_rank=60,
+    draw=lambda d: draw_target(d, "pause"),
+    options=NodeFaultOptions,
+    journal=(FROZEN,),
+    residue=Residue(kind="frozen", local=frozen, cure_local=_thaw_host),
+    colour="#29335c",
+    doc="a whole lab host paused through its freezer cgroup (sshd too); records start-pause",
+)

@@ -21,6 +21,9 @@ each a short script with seeded details, the same for every bug
            entries in flight are commit-old-term's chance.
   bridge   one node sees both halves (lax-push-term).
   figure8  Raft's Figure 8, staged (commit-old-term: see :func:`_figure8_steps`).
+  disk     power lost with un-fsynced writes, a torn last write, a flipped bit and a
+           rolled-back term file (skip-fsync, trust-torn-tail, skip-crc,
+           trust-term-file: see :func:`nemesis.disk.disk_steps`).
 
 The zoo's default campaign mixes these with the generic fault motifs of
 :mod:`nemesis.motifs` (:data:`SCRIPTS` names both), drawn as a seeded deck:
@@ -40,6 +43,7 @@ from typing import TYPE_CHECKING, Any
 import nemesis.grudge as g
 from harness.core.errors import ConfigError
 from harness.core.nemesis import NemesisPackage
+from nemesis.disk import disk_steps
 from nemesis.motifs import MOTIFS, motif_steps
 from nemesis.package import build_package
 from nemesis.schedules import Retry, Step, StepSchedule, leader_within, scaled, start, stop
@@ -49,7 +53,7 @@ if TYPE_CHECKING:
 
 __all__ = ["PROFILES", "SCRIPTS", "profile_steps", "ProfileSchedule", "build_profile_package"]
 
-PROFILES = ("lease", "rejoin", "crash", "lag", "bridge", "figure8")
+PROFILES = ("lease", "rejoin", "crash", "lag", "bridge", "figure8", "disk")
 """The per-bug profiles, each staged after studying one seeded bug."""
 
 SCRIPTS = PROFILES + MOTIFS
@@ -112,6 +116,8 @@ def profile_steps(name: str, nodes: Sequence[str], rng: random.Random, hold: flo
         return _rejoin_steps(list(nodes), rng, hold, gap)
     if name == "figure8":
         return _figure8_steps(list(nodes), rng, hold, gap)
+    if name == "disk":
+        return disk_steps(list(nodes), rng, hold, gap)
     raise ConfigError(
         f"unknown fault profile {name!r} (known: {', '.join(SCRIPTS)})", field="profiles"
     )

@@ -29,7 +29,6 @@ if TYPE_CHECKING:
     from harness.core.spec import RunContext
 
 __all__ = [
-    "HEAL_ORDER",
     "POLL_S",
     "Retry",
     "Builder",
@@ -43,26 +42,6 @@ __all__ = [
     "now_s",
     "leader_within",
 ]
-
-HEAL_ORDER = (
-    "vm-pause",
-    "power",
-    "partition",
-    "loss",
-    "delay",
-    "duplicate",
-    "reorder",
-    "clock",
-    "pause",
-    "kill",
-    "failover",
-    "lull",
-    "upgrade",
-)
-"""Whole guests first (nothing else reaches a guest that is off or paused; a reboot
-also drops its rules and qdiscs), then the network, so nodes that resume or restart can
-reach their peers at once; the upgrade last, since its remaining steps need every node
-answering and caught up."""
 
 POLL_S = 0.2
 """How soon a step that is not ready asks again (an election here takes 1-6 s)."""
@@ -109,9 +88,28 @@ def scaled(rng: random.Random, base: float, lo: float, hi: float) -> float:
 
 
 def heal_ops(kinds: Iterable[str]) -> list[Op]:
-    """``stop-<kind>`` for every kind, in :data:`HEAL_ORDER`: what ends every run's faults."""
+    """``stop-<kind>`` for every kind, in the registry's heal order: what ends every run's faults.
+
+    The order is the faults' ``heal_rank`` (nemesis/registry.py): whole guests first (nothing
+    else reaches a guest that is off or paused), then the network, so nodes that resume or
+    restart reach their peers at once; the rolling upgrade last. A kind no fault registers
+    is a NemesisError, never dropped: a fault left out of the final heal outlives the run.
+    """
+    from nemesis import registry
+
     enabled = set(kinds)
-    return [fault_op(f"stop-{k}") for k in HEAL_ORDER if k in enabled]
+    reg = registry.registry()
+    order = reg.heal_order
+    unknown = sorted(enabled - set(order))
+    if unknown:
+        raise NemesisError(
+            f"no registered fault heals {', '.join(unknown)}; known kinds: {', '.join(order)}"
+        )
+    values: dict[str, Any] = {}
+    for f in reg.faults.values():
+        if f.heal_value is not None:
+            values[f.kind] = dict(f.heal_value)
+    return [fault_op(f"stop-{k}", values.get(k)) for k in order if k in enabled]
 
 
 def now_s(ctx: RunContext) -> float:

@@ -9,8 +9,22 @@ from __future__ import annotations
 
 import random
 from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any, Literal
 
-__all__ = ["TARGETS", "NODE_TARGETS", "resolve", "resolve_leader"]
+from harness.core.errors import ConfigError, NemesisError
+from harness.core.fault import Draw
+from harness.core.options import option
+
+__all__ = [
+    "TARGETS",
+    "NODE_TARGETS",
+    "DEFAULT_TARGETS",
+    "NodeFaultOptions",
+    "resolve",
+    "resolve_leader",
+    "draw_target",
+]
 
 TARGETS = ("one", "minority", "majority", "all", "random", "leader")
 NODE_TARGETS = ("one", "minority", "majority", "all", "random")
@@ -50,3 +64,41 @@ def resolve_leader(primaries: Sequence[str], nodes: Sequence[str], rng: random.R
     """One of the current primaries (several may believe they lead); empty if none is known."""
     known = [p for p in primaries if p in nodes]
     return [rng.choice(sorted(known))] if known else []
+
+
+DEFAULT_TARGETS = ("one", "minority", "majority", "all", "leader", "random")
+"""Whom a node fault may hit when no ``targets`` option says otherwise (in draw order)."""
+
+Target = Literal["one", "minority", "majority", "all", "random", "leader"]
+
+
+@dataclass(frozen=True)
+class NodeFaultOptions:
+    """The ``--nemesis-option`` keys of a fault aimed at nodes (``kill_targets=leader``)."""
+
+    targets: tuple[Target, ...] = option(DEFAULT_TARGETS, "whom the fault may hit")
+
+    def __post_init__(self) -> None:
+        if not self.targets:
+            raise ConfigError(
+                f"a node fault needs at least one target; known: {', '.join(TARGETS)}",
+                field="targets",
+            )
+
+
+def draw_target(d: Draw, kind: str) -> dict[str, Any]:
+    """``{"target": t, "nodes": [...]}`` for a node fault, ``leader`` left symbolic.
+
+    Two draws from ``d.rng`` (the target, then the nodes), the order every seeded
+    schedule since the first has used.
+    """
+    targets = [t for t in d.targets if t != "leader" or d.leader_ok]
+    if not targets:
+        raise NemesisError(
+            f"{kind}: the only target is 'leader' and the DB does not report primaries"
+        )
+    target = d.rng.choice(targets)
+    value: dict[str, Any] = {"target": target}
+    if target != "leader":
+        value["nodes"] = resolve(target, d.nodes, d.rng)
+    return value

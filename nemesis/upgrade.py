@@ -30,16 +30,18 @@ from typing import TYPE_CHECKING, Any
 
 from harness.core.db import Upgradable
 from harness.core.errors import NemesisError
+from harness.core.fault import Fault, JournalKind, JournalRecord
 from nemesis import journal
-from nemesis.base import completion
+from nemesis.base import completion, stop_by_pidfile
 
 if TYPE_CHECKING:
     from collections.abc import Mapping, Sequence
 
     from harness.core.history import Op
+    from harness.core.remote import Remote
     from harness.core.spec import RunContext
 
-__all__ = ["UpgradeNemesis", "Step", "next_step", "WAIT_S", "POLL_S"]
+__all__ = ["UpgradeNemesis", "Step", "next_step", "WAIT_S", "POLL_S", "UPGRADE"]
 
 log = logging.getLogger(__name__)
 
@@ -198,3 +200,31 @@ class UpgradeNemesis:
         if isinstance(db, Upgradable):
             for n in db.upgraded(ctx):
                 journal.clear(ctx, n, "upgrade", "db")
+
+
+def _undo_upgrade(remote: Remote | None, entry: JournalRecord) -> None:
+    """A node caught between modes: its process stops here, and the run's db-node entry
+    wipes it with the rest of the cluster (a test's cluster never outlives it)."""
+    if remote is None:
+        raise ValueError(f"undoing {entry.describe()} needs a connection to {entry.host}")
+    for pf in entry.undo.get("pidfiles", []):
+        stop_by_pidfile(remote, str(pf))
+
+
+SWITCHING = JournalKind(
+    name="upgrade",
+    rank=50,
+    undo=_undo_upgrade,
+    doc="a node caught mid-switch by the rolling upgrade: stopped",
+)
+
+UPGRADE = Fault(
+    name="upgrade",
+    nemesis=lambda chosen: UpgradeNemesis(),
+    heal_rank=100,
+    targets="cluster",
+    journal=(SWITCHING,),
+    heal_value={"complete": True},
+    colour="#2b9348",
+    doc="the rolling upgrade of a mode-ha cluster to mode broker, one node per step",
+)

@@ -25,6 +25,14 @@ BUGS: dict[str, str] = {
     "commit-regress": "committedIndex is assigned, not raised: followers take a lower leader value, a new leader resets to the checkpoint it recovered at startup",
     "lax-push-term": "follower takes COMPARE from anyone and COMMIT from any term >= its own, capping commit at ledgerEnd (DLedger 0.2)",
     "ok-on-term-change": "pending client ops complete with SUCCESS on step-down or quorum-ack timeout",
+    "skip-crc": "recovery and local reads do not verify entry CRCs (DLedger's scan): a flipped bit in data.log is kept and served",
+    "trust-torn-tail": "recovery keeps a torn last record of data.log (zero-padded to its header's size, CRCs re-stamped) instead of cutting it",
+    "trust-term-file": "startup takes term.json as it is even when the log holds a later term (a rolled-back term file): the node may vote twice in a term",
+    # membership and leadership transfer (docs/membership.md M11)
+    "reconfig-before-term-commit": "a new leader starts a membership change before it has committed an entry of its own term (the 2015 single-server bug)",
+    "config-on-commit": "a node applies a configuration only once the entry is committed, not as soon as it is in its log",
+    "removed-node-votes": "members grant votes to any node they ever knew, removed ones included, and a removed node keeps campaigning",
+    "transfer-skip-catchup": "leadership transfer tells the target to campaign at once, without first bringing its log up to date",
 }
 
 # Mode `ha` bugs (node_impl/ha.py); only valid with --mode ha (config.py checks).
@@ -59,6 +67,14 @@ class Bugs:
     commit_regress: bool = False
     lax_push_term: bool = False
     ok_on_term_change: bool = False
+    skip_crc: bool = False
+    trust_torn_tail: bool = False
+    trust_term_file: bool = False
+    # membership and leadership transfer
+    reconfig_before_term_commit: bool = False
+    config_on_commit: bool = False
+    removed_node_votes: bool = False
+    transfer_skip_catchup: bool = False
     # mode ha
     ha_ok_on_timeout: bool = False
     ha_ack_on_send: bool = False

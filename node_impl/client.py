@@ -39,6 +39,9 @@ FAIL_CODES = frozenset(
         "UNSUPPORTED",
         "INDEX_OUT_OF_RANGE",
         "NOT_COMMITTED",
+        # membership (docs/membership.md): refused before anything was appended
+        "LEADER_TRANSFERRING",
+        "CONFIG_CHANGE_PENDING",
     }
 )
 INFO_CODES = frozenset(
@@ -76,6 +79,13 @@ def _get_msg(index: int | None, frm: int | None, to: int | None, local: bool) ->
         if frm is None or to is None:
             raise ValueError("get needs index, or both frm and to")
         msg["from"], msg["to"] = frm, to
+    return msg
+
+
+def _transfer_msg(target: str, timeout_ms: int | None) -> dict[str, Any]:
+    msg: dict[str, Any] = {"type": "transfer-leader", "id": target}
+    if timeout_ms is not None:
+        msg["timeout_ms"] = timeout_ms
     return msg
 
 
@@ -162,6 +172,26 @@ class NodeClient:
 
     def status(self, timeout: float | None = None) -> dict:
         return self.call({"type": "status"}, timeout)
+
+    # membership (docs/membership.md M10): changes go to the leader (others redirect)
+    # and are answered once the config entry commits, so allow them a few seconds.
+
+    def members(self, timeout: float | None = None) -> dict:
+        """This node's view: voters, learners ({id: peer addr}), configIndex, pending."""
+        return self.call({"type": "members"}, timeout)
+
+    def add_member(self, node_id: str, addr: str, timeout: float | None = None) -> dict:
+        """Add ``node_id`` (peer address ``addr``) as a learner; promoted once caught up."""
+        return self.call({"type": "add-member", "id": node_id, "addr": addr}, timeout)
+
+    def remove_member(self, node_id: str, timeout: float | None = None) -> dict:
+        return self.call({"type": "remove-member", "id": node_id}, timeout)
+
+    def transfer_leader(
+        self, target: str, timeout_ms: int | None = None, timeout: float | None = None
+    ) -> dict:
+        """Hand leadership to ``target``; ``timeout_ms`` bounds the write pause."""
+        return self.call(_transfer_msg(target, timeout_ms), timeout)
 
     def close(self) -> None:
         s, self._sock = self._sock, None
@@ -284,6 +314,20 @@ class AsyncNodeClient:
 
     async def status(self, timeout: float | None = None) -> dict:
         return await self.call({"type": "status"}, timeout)
+
+    async def members(self, timeout: float | None = None) -> dict:
+        return await self.call({"type": "members"}, timeout)
+
+    async def add_member(self, node_id: str, addr: str, timeout: float | None = None) -> dict:
+        return await self.call({"type": "add-member", "id": node_id, "addr": addr}, timeout)
+
+    async def remove_member(self, node_id: str, timeout: float | None = None) -> dict:
+        return await self.call({"type": "remove-member", "id": node_id}, timeout)
+
+    async def transfer_leader(
+        self, target: str, timeout_ms: int | None = None, timeout: float | None = None
+    ) -> dict:
+        return await self.call(_transfer_msg(target, timeout_ms), timeout)
 
     async def close(self) -> None:
         task, self._reader_task = self._reader_task, None

@@ -35,6 +35,7 @@ class NodeConfig:
     ha_master: str | None = None
     ha_sync: bool = False
     ha_slave_timeout_ms: int = 3000
+    join: bool = False  # docs/membership.md M6: start as a learner of an existing cluster
 
     @property
     def n(self) -> int:
@@ -108,6 +109,13 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--ha-slave-timeout-ms", type=int, default=3000)
     p.add_argument("--bug", default="")
     p.add_argument("--bind-host", default=None)
+    # docs/membership.md M6: a node added to a running cluster starts with --join and
+    # --peers = the current configuration plus itself; it is a learner until promoted.
+    p.add_argument(
+        "--join",
+        action="store_true",
+        help="join a running cluster as a learner (docs/membership.md M6)",
+    )
     return p
 
 
@@ -131,6 +139,10 @@ def parse_args(argv: list[str]) -> NodeConfig:
     broker_named = [b for b in bugs.names if b.startswith("broker-")]
     if a.mode != "broker" and broker_named:  # mode broker: node_impl/broker.py
         raise ConfigError(f"--bug: bug {broker_named[0]!r} belongs to --mode broker")
+    if a.join and a.mode == "ha":
+        raise ConfigError("--join belongs to --mode dledger or broker")
+    if a.join and len(peers) < 2:
+        raise ConfigError("--join needs --peers naming the cluster's members and this node")
     if a.mode == "ha":
         other = [b for b in bugs.names if not b.startswith("ha-")]
         if other:
@@ -161,4 +173,5 @@ def parse_args(argv: list[str]) -> NodeConfig:
         ha_master=a.ha_master,
         ha_sync=a.ha_sync,
         ha_slave_timeout_ms=a.ha_slave_timeout_ms,
+        join=a.join,
     )

@@ -95,15 +95,19 @@ class Elector:
     async def heartbeat_round(self, term: int) -> RoundResult:
         """Send one heartbeat to every peer; end at a quorum of SUCCESS or after H."""
         node = self.node
-        res = RoundResult(max_term=term)
+        # membership M5: learners get heartbeats too, but only voters' answers count
+        voters = node.voters
+        n = len(voters)
+        res = RoundResult(success=int(node.id in voters), max_term=term)
         loop = asyncio.get_running_loop()
         done = loop.create_future()
         h = node.cfg.heartbeat_s
-        outstanding = len(node.others)
-        if is_quorum(res.success, node.n) or outstanding == 0:
+        targets = list(node.others)
+        outstanding = len(targets)
+        if is_quorum(res.success, n) or outstanding == 0:
             return res
 
-        def on_reply(r: dict | None) -> None:
+        def on_reply(pid: str, r: dict | None) -> None:
             nonlocal outstanding
             outstanding -= 1
             if r is not None:
@@ -111,21 +115,22 @@ class Elector:
                 if isinstance(rterm, int):
                     res.max_term = max(res.max_term, rterm)
                 if code == "SUCCESS":
-                    res.success += 1
+                    res.success += pid in voters
                 elif code == "TERM_NOT_READY":
-                    res.not_ready += 1
+                    res.not_ready += pid in voters
                 elif code == "INCONSISTENT_LEADER":
                     res.inconsistent_leader = True
-            if not done.done() and (is_quorum(res.success, node.n) or outstanding == 0):
+            if not done.done() and (is_quorum(res.success, n) or outstanding == 0):
                 done.set_result(None)
 
         async def one(pid: str) -> None:
-            r = await node.links[pid].request(self._heartbeat_msg(term), h)
-            on_reply(r)
+            link = node.links.get(pid)
+            r = None if link is None else await link.request(self._heartbeat_msg(term), h)
+            on_reply(pid, r)
 
         # Peers still connecting keep their (H-bounded) request after the round ends:
         # cancelling it would starve a reconnecting peer of heartbeats.
-        for p in node.others:
+        for p in targets:
             node.spawn(one(p))
         with contextlib.suppress(asyncio.TimeoutError):
             await asyncio.wait_for(asyncio.shield(done), h)
@@ -207,6 +212,14 @@ class Elector:
 
     async def _maintain_candidate(self) -> None:
         node = self.node
+        if node.id not in node.voters and not node.bugs.removed_node_votes:
+            # membership M6-M7: a learner, or a node removed from the configuration in
+            # force, never campaigns (seeded bug removed-node-votes: it does); it still
+            # adopts a higher term it has seen, so the leader's heartbeats can reach it
+            if self.need_increase and node.known_max_term > node.term:
+                node.adopt_term(node.known_max_term)
+            self.need_increase = False
+            return
         now = time.monotonic()
         if now < self.next_vote_at and not self.need_increase:
             return
@@ -256,7 +269,9 @@ class Elector:
         done = loop.create_future()
         accepted = 1 if own["result"] == "ACCEPT" else 0
         not_ready = 1 if own["result"] == "REJECT_TERM_NOT_READY" else 0
-        outstanding = len(node.others)
+        electorate = [p for p in node.voters if p != node.id]  # membership M5
+        n = len(node.voters)
+        outstanding = len(electorate)
 
         def on_reply(r: dict | None) -> None:
             nonlocal outstanding, accepted, not_ready
@@ -278,22 +293,23 @@ class Elector:
                 decided = (
                     res == "REJECT_ALREADY_HAS_LEADER"
                     or rterm > term
-                    or is_quorum(accepted + not_ready, node.n)
+                    or is_quorum(accepted + not_ready, n)
                 )
-            if not done.done() and (decided or is_quorum(accepted, node.n) or outstanding == 0):
+            if not done.done() and (decided or is_quorum(accepted, n) or outstanding == 0):
                 done.set_result(None)
 
         async def one(pid: str) -> None:
-            on_reply(await node.links[pid].request(dict(req), node.cfg.election_s))
+            link = node.links.get(pid)
+            on_reply(None if link is None else await link.request(dict(req), node.cfg.election_s))
 
-        for p in node.others:
+        for p in electorate:
             node.spawn(one(p))
-        if not node.others:
+        if not electorate:
             done.set_result(None)
         with contextlib.suppress(asyncio.TimeoutError):
             await asyncio.wait_for(asyncio.shield(done), node.cfg.election_s)
         tally = list(replies)  # a snapshot: later replies must not change this round
-        tally += [None] * (node.n - len(tally))  # peers that never answered are not valid
+        tally += [None] * (n - len(tally))  # peers that never answered are not valid
         return tally
 
     # ------------------------------------------------------------------ handlers
@@ -319,9 +335,12 @@ class Elector:
                 "result": "REJECT_UNKNOWN_LEADER",
             }
         req = VoteRequest(term, cand, end_index, end_term)
+        # membership M7: only voters of the configuration in force may be elected (seeded
+        # bug removed-node-votes: any node this one ever knew, removed ones included)
+        electorate = frozenset(node.known_ids) if node.bugs.removed_node_votes else node.voters
         state = VoterState(
             node.id,
-            node.peer_ids,
+            electorate,
             node.term,
             node.voted_for,
             node.leader_id,
@@ -356,7 +375,10 @@ class Elector:
                 "code": "BAD_REQUEST",
                 "term": node.term,
             }
-        d = decide_heartbeat(node.id, node.peer_ids, node.term, node.leader_id, term, leader)
+        # any node a configuration ever named may lead (a leader removing itself leads
+        # until the change commits, and a learner must follow the leader)
+        known = frozenset(node.known_ids)
+        d = decide_heartbeat(node.id, known, node.term, node.leader_id, term, leader)
         addr = msg.get("client_addr") if isinstance(msg.get("client_addr"), str) else None
         if d.follow:
             node.become_follower(leader, addr)

@@ -211,6 +211,16 @@ class EntryHandler:
             return
         if p.req.get("kind") == "COMPARE":
             ok = store.begin_index <= e.index <= store.end_index and store.get(e.index).same_as(e)
+            if ok and not n.bugs.no_fsync and e.index > store.durable_end:
+                # R2 holds for COMPARE too: the leader counts a SUCCESS as this node
+                # holding the entry, so it must be durable, not only written. (Found by
+                # the lazy fs: a follower whose flush failed still matched at compare,
+                # the leader committed, and a power cut lost the acked entry.)
+                try:
+                    store.flush()
+                except OSError as exc:
+                    n.log.info("compare-flush-failed", index=e.index, error=exc)
+                ok = e.index <= store.durable_end
             if ok:
                 self.match_index = e.index
                 self._take_commit(p.req.get("commitIndex"))
@@ -235,6 +245,7 @@ class EntryHandler:
             n.log.info("truncate-refused", index=e.index, error=exc)
             self._reply(p, "INCONSISTENT_STATE", e.index)
             return
+        n.note_truncated(e)  # a config entry cut away is no longer in force (membership M2)
         if first_removed is not None:
             n.log.info(
                 "truncated",
@@ -293,6 +304,7 @@ class EntryHandler:
                             break
                     else:
                         store.append_follower(e)
+                        n.note_appended(e)  # a config takes effect once logged (membership M2)
             except InconsistentState as exc:
                 n.log.info("append-refused", index=p.first, error=exc)
                 ok = False

@@ -471,7 +471,11 @@ class HANode:
         self._set_slave_state("connecting")
         self._log_role()
         self.log.info("ha-follow", master=master, epoch=self.epoch)
-        deadline = time.monotonic() + 2.0
+        # The operator's answer should say whether the new master took us (or refused us as
+        # ahead of it); 2 s was not always enough for the handshake on a loaded 2-core
+        # machine, and the answer then said SUCCESS, connected false. Below the 5 s an
+        # operator's client waits.
+        deadline = time.monotonic() + 4.0
         while self.slave_state == "connecting" and time.monotonic() < deadline:
             await self.slave_state_signal.wait(deadline - time.monotonic())
         if self.slave_state == "refused":

@@ -67,6 +67,13 @@ def entry_view(e: Entry) -> list:
         return [e.index, e.term, "kv", obj]
     if op == "read":
         return [e.index, e.term, "read", obj]
+    if op == "config":  # docs/membership.md: a configuration entry
+        return [
+            e.index,
+            e.term,
+            "config",
+            {"voters": obj.get("voters"), "learners": obj.get("learners")},
+        ]
     return [e.index, e.term, "append", None]
 
 

@@ -76,6 +76,8 @@ class LocalCluster:
         ports = free_ports(2 * n, host)
         self.peer_ports = dict(zip(self.nodes, ports[:n], strict=True))
         self.client_ports = dict(zip(self.nodes, ports[n:], strict=True))
+        self.node_peers: dict[str, str] = {}
+        """Per node, a frozen ``--peers`` (set by :meth:`add_node`, so restarts keep them)."""
         self.procs: dict[str, subprocess.Popen] = {}
         self._logs: dict[str, Any] = {}
         self._status_clients: dict[str, NodeClient] = {}
@@ -112,7 +114,7 @@ class LocalCluster:
             "--id",
             node,
             "--peers",
-            self.peers_arg,
+            self.node_peers.get(node, self.peers_arg),
             "--data-dir",
             str(self.data_dir(node)),
             "--client-port",
@@ -125,6 +127,32 @@ class LocalCluster:
         if self.bug:
             cmd += ["--bug", self.bug]
         return cmd + list(self.node_args.get(node, self.extra_args))
+
+    def add_node(self, node: str, *, members: Iterable[str] | None = None) -> None:
+        """A fresh node with an empty data dir that joins the running cluster (not started).
+
+        It starts with ``--join`` and ``--peers`` = ``members`` (default: every node so
+        far) plus itself: the recipe of docs/membership.md M6. The existing nodes keep
+        the ``--peers`` they were started with.
+        """
+        if node in self.peer_ports:
+            raise ValueError(f"node {node!r} already exists")
+        for n in self.nodes:
+            self.node_peers.setdefault(n, self.peers_arg)
+        peer, client = free_ports(2, self.host)
+        self.peer_ports[node], self.client_ports[node] = peer, client
+        known = list(self.nodes if members is None else members)
+        self.nodes.append(node)
+        self.n = len(self.nodes)
+        self.node_peers[node] = ",".join(
+            f"{n}={self.host}:{self.peer_ports[n]}" for n in (*known, node)
+        )
+        self.node_args[node] = (*self.extra_args, "--join")
+        self.data_dir(node).mkdir(parents=True, exist_ok=True)
+
+    def peer_addr_str(self, node: str) -> str:
+        host, port = self.peer_addr(node)
+        return f"{host}:{port}"
 
     def _check(self, node: str) -> None:
         if node not in self.peer_ports:

@@ -24,19 +24,42 @@ from node_impl.election import Elector
 from node_impl.follower import EntryHandler
 from node_impl.groupcommit import group_commit
 from node_impl.kv import KV, decode, is_plain_append
+from node_impl.membership import (
+    CONFIG_PREFIX,
+    Config,
+    ConfigError,
+    add_learner,
+    caught_up,
+    change_precondition,
+    config_in_force,
+    decode_config,
+    encode_config,
+    remove,
+    voter_quorum_index,
+)
 from node_impl.nodelog import NodeLog
 from node_impl.peers import PeerLink
-from node_impl.quorum import next_committed, quorum_index
+from node_impl.quorum import next_committed
 from node_impl.replication import EntryDispatcher
 from node_impl.server import Servers
-from node_impl.store import MAGIC_NOOP, Checkpoint, InconsistentState, LogStore, TermStore
+from node_impl.store import (
+    MAGIC_NOOP,
+    Checkpoint,
+    Entry,
+    InconsistentState,
+    LogStore,
+    TermStore,
+    reconcile_term,
+)
 from node_impl.wakeup import Signal, cancel_all
 
-__all__ = ["Node", "PendingOp", "LEADER", "FOLLOWER", "CANDIDATE"]
+__all__ = ["Node", "PendingOp", "Transfer", "LEADER", "FOLLOWER", "CANDIDATE"]
 
 LEADER, FOLLOWER, CANDIDATE = "leader", "follower", "candidate"
 
 MAX_PENDING_OPS = 10000  # §7.6 back-pressure
+CATCHUP_MAX_LAG = 64  # docs/membership.md M4: a learner this close, holding all committed
+REMOVED_GRACE_E = 2.0  # M7: keep replicating to a removed node for up to 2E after commit
 MAX_WAIT_ACK_S = 2.5  # §7.5 maxWaitAckTimeMs
 CHECKPOINT_EVERY_S = 1.0  # R3
 
@@ -63,16 +86,24 @@ class Node:
         self.cfg = cfg
         self.bugs = cfg.bugs
         self.id = cfg.node_id
-        self.n = cfg.n
-        self.peer_ids = frozenset(cfg.peers)
-        self.others = [p for p in cfg.peers if p != self.id]
         cfg.data_dir.mkdir(parents=True, exist_ok=True)
         self.log = NodeLog(cfg.data_dir / "node.log")
         # seeded bug skip-fsync: every write reaches the OS on the correct path, no sync
         sync = not self.bugs.skip_fsync
-        self.store = LogStore(cfg.data_dir, fsync=sync and not self.bugs.no_fsync)
+        self.store = LogStore(
+            cfg.data_dir,
+            fsync=sync and not self.bugs.no_fsync,
+            verify_crc=not self.bugs.skip_crc,
+            trust_torn_tail=self.bugs.trust_torn_tail,
+        )
         self.term_store = TermStore(cfg.data_dir, fsync=sync)
         self.term, self.voted_for = self.term_store.load()
+        if not self.bugs.trust_term_file:  # seeded bug trust-term-file: no check
+            term, voted = reconcile_term(self.term, self.voted_for, self.store.end_term)
+            if term != self.term:
+                self.log.info("term-file-behind-log", term=self.term, log_term=term)
+                self.term, self.voted_for = term, voted
+                self._save_term_now()
         self.checkpoint = Checkpoint(cfg.data_dir, fsync=sync)
         self.committed = min(self.checkpoint.load(), self.store.end_index)
         self._saved_commit = self.committed
@@ -98,13 +129,27 @@ class Node:
         self._tasks: list[asyncio.Task] = []
         self._pool: ThreadPoolExecutor | None = None
         self._aux_pool: ThreadPoolExecutor | None = None
-        own_host = cfg.peers[self.id][0]
-        self.links = {
-            p: PeerLink(self.id, p, *cfg.peers[p], local_host=own_host) for p in self.others
-        }
         self.elector = Elector(self)
         self.handler = EntryHandler(self)
-        self.dispatchers = {p: EntryDispatcher(self, p, self.links[p]) for p in self.others}
+        # ---- membership (docs/membership.md)
+        startup = {p: f"{h}:{port}" for p, (h, port) in cfg.peers.items()}
+        if cfg.join:  # M6: a joining node is a learner of the configuration it was given
+            self.startup_config = Config.of(
+                {p: a for p, a in startup.items() if p != self.id}, {self.id: startup[self.id]}
+            )
+        else:
+            self.startup_config = Config.of(startup)
+        self.config_history: list[tuple[int, Config]] = self._scan_configs()
+        self.config_index, self.config = -1, self.startup_config
+        self.known_ids: set[str] = set(cfg.peers)  # every id any config named (heartbeats)
+        self.transfer: Transfer | None = None
+        self._removed_since: dict[str, float] = {}  # peer -> when its removal was seen committed
+        self._peer_tasks: dict[str, asyncio.Task] = {}
+        self.links: dict[str, PeerLink] = {}
+        self.dispatchers: dict[str, EntryDispatcher] = {}
+        self.others: list[str] = []
+        self.voters: frozenset[str] = frozenset()
+        self._refresh_config()
         self.servers: Servers | None = None
 
     # ------------------------------------------------------------------ lifecycle
@@ -135,14 +180,15 @@ class Node:
             loop.create_task(self._flush_loop()),
             loop.create_task(self._apply_loop()),
             loop.create_task(self._maintenance_loop()),
-        ] + [loop.create_task(d.run()) for d in self.dispatchers.values()]
+        ]
+        self._peer_tasks = {p: loop.create_task(d.run()) for p, d in self.dispatchers.items()}
 
     async def stop(self) -> None:
         """Clean shutdown: stop serving, write the checkpoint, close the store."""
         self.stopping = True
         if self.servers is not None:
             await self.servers.stop()
-        await cancel_all(self._tasks)
+        await cancel_all(self._tasks + list(self._peer_tasks.values()))
         for link in self.links.values():
             link.close()
         self._fail_pending("TERM_CHANGED")
@@ -196,6 +242,14 @@ class Node:
         self.persist_term()
         self._log_role()
 
+    def adopt_term(self, term: int) -> None:
+        """A non-voter's only term change: take a higher term it has seen (membership M6)."""
+        if term > self.term:
+            self.term = term
+            self.voted_for = None
+            self.persist_term()
+            self._log_role()
+
     def grant_vote(self, candidate: str) -> None:
         self.voted_for = candidate
         self.persist_term()
@@ -231,8 +285,10 @@ class Node:
         self.role = LEADER
         self.leader_id = self.id
         self.leader_addr = self.cfg.client_addr
+        self._sync_peers()
         self.marks = {p: -1 for p in self.others}
         self.handler.reset()
+        self.transfer = None
         if self.bugs.commit_regress:
             # seeded bug: a new leader restarts its commit index from the checkpoint
             self.set_committed(min(self._recovered_commit, self.store.end_index))
@@ -277,6 +333,8 @@ class Node:
             return "NOT_LEADER"
         if len(self.pending) >= MAX_PENDING_OPS:
             return "LEADER_PENDING_FULL"
+        if self.transfer is not None:
+            return "LEADER_TRANSFERRING"  # M9: no writes while handing leadership over
         term = self.term
         indexes = [self.store.append_leader(term, b).index for b in bodies]
         fut = asyncio.get_running_loop().create_future()
@@ -331,7 +389,9 @@ class Node:
             return
         marks = dict(self.marks)
         marks[self.id] = self.own_mark()
-        qi = quorum_index(marks, self.n)
+        # M5: a majority of the voters of the configuration in force; learners and a
+        # leader that is removing itself hold entries but do not count
+        qi = voter_quorum_index(marks, self.voters)
         new = next_committed(
             self.committed,
             qi,
@@ -360,7 +420,10 @@ class Node:
             )
         if value == self.committed:
             return
+        old = self.committed
         self.committed = value
+        if self.last_config_index() > old:
+            self._refresh_config()  # a change committed (M7, M8; bug config-on-commit)
         assert self._apply_wanted is not None
         self._apply_wanted.set()
         self.commit_signal.notify()
@@ -404,6 +467,7 @@ class Node:
             while self.applied < min(self.committed, self.store.end_index):
                 self._apply_to_committed(limit=2048)
                 self.apply_signal.notify()
+                self._step_down_if_removed()
                 await asyncio.sleep(0)
 
     async def wait_applied(self, index: int, timeout: float) -> bool:
@@ -469,6 +533,11 @@ class Node:
             await asyncio.sleep(0.05)
             now = time.monotonic()
             self._expire_pending(now)
+            if self.role == LEADER:
+                self._step_down_if_removed()
+                self._promote_learners()
+                if self._removed_since or self.config_index > self.committed:
+                    self._sync_peers()  # M7: stop replicating to removed nodes in time
             if now >= next_ckpt:
                 next_ckpt = now + CHECKPOINT_EVERY_S
                 if self.bugs.no_fsync:
@@ -497,6 +566,295 @@ class Node:
             else:
                 op.complete("WAIT_QUORUM_ACK_TIMEOUT")
 
+    # ------------------------------------------------------------------ membership
+
+    def _scan_configs(self) -> list[tuple[int, Config]]:
+        """M2 recovery: every config entry in the log, read once at startup."""
+        out: list[tuple[int, Config]] = []
+        store, lo = self.store, 0
+        while lo <= store.end_index:
+            hi = min(store.end_index, lo + 4095)
+            for e in store.entries(lo, hi):
+                if e.body.startswith(CONFIG_PREFIX):
+                    c = decode_config(e.body)
+                    if c is not None:
+                        out.append((e.index, c))
+            lo = hi + 1
+        return out
+
+    @property
+    def n(self) -> int:
+        """The number of voters in the configuration in force (quorums are over them)."""
+        return len(self.voters)
+
+    @property
+    def peer_ids(self) -> frozenset[str]:
+        return self.voters
+
+    def last_config_index(self) -> int:
+        """Index of the last config entry in the log, in force or not (-1: none)."""
+        return self.config_history[-1][0] if self.config_history else -1
+
+    def note_appended(self, e: Entry) -> None:
+        """Follower hook after each appended entry: a config takes effect once logged (M2)."""
+        if not e.body.startswith(CONFIG_PREFIX):
+            return
+        c = decode_config(e.body)
+        if c is None:
+            return
+        self.config_history = [x for x in self.config_history if x[0] < e.index]
+        self.config_history.append((e.index, c))
+        self._refresh_config()
+
+    def note_truncated(self, e: Entry) -> None:
+        """Follower hook after TRUNCATE(e): e is now the last entry; any config entry cut
+        away stops being in force and the previous one applies again (M2)."""
+        before = len(self.config_history)
+        self.config_history = [x for x in self.config_history if x[0] < e.index]
+        c = decode_config(e.body) if e.body.startswith(CONFIG_PREFIX) else None
+        if c is not None:
+            self.config_history.append((e.index, c))
+        if c is not None or len(self.config_history) != before:
+            self._refresh_config()
+
+    def _refresh_config(self) -> None:
+        """Recompute the configuration in force, the voters and the replication set."""
+        idx, cfg = config_in_force(
+            self.config_history,
+            self.startup_config,
+            self.store.end_index,
+            self.committed,
+            on_commit=self.bugs.config_on_commit,  # seeded bug: only committed configs count
+        )
+        if (idx, cfg) != (self.config_index, self.config):
+            self.log.info("config", index=idx, **cfg.to_dict())
+        self.config_index, self.config = idx, cfg
+        self.voters = cfg.voter_ids
+        self.known_ids |= cfg.members
+        self._sync_peers()
+
+    def _replication_set(self) -> dict[str, str]:
+        """Peers that get heartbeats and pushes: the members of the config in force, plus
+        (M7) members it removed, until they hold the entry that removes them (at most
+        2E after the removal commits), so a removed node learns it and goes quiet."""
+        out = {p: a for p, a in (*self.config.voters, *self.config.learners) if p != self.id}
+        if self.config_index >= 0:
+            _, prev = config_in_force(
+                self.config_history, self.startup_config, self.config_index - 1, self.committed
+            )
+            now = time.monotonic()
+            for p, a in (*prev.voters, *prev.learners):
+                if p == self.id or p in out:
+                    continue
+                if self.config_index <= self.committed:
+                    since = self._removed_since.setdefault(p, now)
+                    done = self.marks.get(p, -1) >= self.config_index or self.role != LEADER
+                    if done or now - since > REMOVED_GRACE_E * self.cfg.election_s:
+                        continue
+                out[p] = a
+        self._removed_since = {p: t for p, t in self._removed_since.items() if p in out}
+        return out
+
+    def _sync_peers(self) -> None:
+        """Open links and start dispatchers for new peers; stop those no longer wanted."""
+        want = self._replication_set()
+        own_host = self.cfg.peers[self.id][0]
+        running = self._flush_wanted is not None and not self.stopping
+        for p in list(self.links):
+            link = self.links[p]
+            if p in want and want[p] == f"{link.host}:{link.port}":
+                continue
+            task = self._peer_tasks.pop(p, None)
+            if task is not None:
+                task.cancel()
+            link.close()
+            del self.links[p]
+            del self.dispatchers[p]
+            self.marks.pop(p, None)
+        for p, addr in want.items():
+            if p in self.links:
+                continue
+            host, _, port = addr.rpartition(":")
+            link = PeerLink(self.id, p, host, int(port), local_host=own_host)
+            d = EntryDispatcher(self, p, link)
+            self.links[p], self.dispatchers[p] = link, d
+            if self.role == LEADER:
+                self.marks.setdefault(p, -1)
+            if running:
+                self._peer_tasks[p] = asyncio.get_running_loop().create_task(d.run())
+                d.wake()
+        self.others = list(want)
+
+    def members_view(self) -> dict:
+        """The ``members`` reply body (and ``status``'s ``config``)."""
+        last = self.last_config_index()
+        return {
+            "voters": dict(self.config.voters),
+            "learners": dict(self.config.learners),
+            "configIndex": self.config_index,
+            "pending": last > self.committed,
+            "transferring": None if self.transfer is None else self.transfer.target,
+        }
+
+    def propose_config(self, new: Config) -> PendingOp | str:
+        """Append one configuration entry (M3 preconditions); completes once it commits."""
+        if self.role != LEADER:
+            return "NOT_LEADER"
+        why = change_precondition(
+            committed=self.committed,
+            ready_index=self.ready_index,
+            config_index=self.last_config_index(),
+            transferring=self.transfer is not None,
+            skip_term_commit=self.bugs.reconfig_before_term_commit,  # seeded bug
+        )
+        if why is not None:
+            return why
+        e = self.store.append_leader(self.term, encode_config(new))
+        self.config_history.append((e.index, new))
+        self._refresh_config()  # M2: in force at once, on the leader too
+        fut = asyncio.get_running_loop().create_future()
+        op = PendingOp(e.index, e.index, self.term, fut, time.monotonic(), "config", [e.index])
+        self.pending[e.index] = op
+        self.log.info("config-proposed", index=e.index, term=self.term, **new.to_dict())
+        self.wake_replication()
+        return op
+
+    def add_member(self, node: str, addr: str) -> PendingOp | str:
+        """M6: a new node joins as a learner; :meth:`_promote_learners` makes it a voter."""
+        if self.role != LEADER:
+            return "NOT_LEADER"
+        try:
+            return self.propose_config(add_learner(self.config, node, addr))
+        except ConfigError as e:
+            return f"UNSUPPORTED:{e}"
+
+    def remove_member(self, node: str) -> PendingOp | str:
+        if self.role != LEADER:
+            return "NOT_LEADER"
+        try:
+            return self.propose_config(remove(self.config, node))
+        except ConfigError as e:
+            return f"UNSUPPORTED:{e}"
+
+    def _promote_learners(self) -> None:
+        """M4: the leader promotes a caught-up learner, one change at a time."""
+        if self.role != LEADER or not self.config.learners or self.transfer is not None:
+            return
+        for p, _ in self.config.learners:
+            if caught_up(
+                self.marks.get(p, -1), self.committed, self.store.end_index, CATCHUP_MAX_LAG
+            ):
+                new = Config((*self.config.voters, (p, self.config.addr(p) or "")), ())
+                new = Config(new.voters, tuple(x for x in self.config.learners if x[0] != p))
+                r = self.propose_config(new)
+                if not isinstance(r, str):
+                    self.log.info("promote", peer=p, index=r.last, mark=self.marks.get(p, -1))
+                return
+
+    def _step_down_if_removed(self) -> None:
+        """M8: a leader outside the committed configuration steps down (after applying it,
+        so the remove-member reply goes out first) and hands over to its best voter."""
+        if (
+            self.role != LEADER
+            or self.id in self.voters
+            or self.config_index > self.committed
+            or self.applied < self.config_index
+        ):
+            return
+        best = max(self.voters, key=lambda p: self.marks.get(p, -1), default=None)
+        self.log.info("removed-step-down", term=self.term, config=self.config_index, next=best)
+        term = self.term
+        if best is not None and self.marks.get(best, -1) >= self.store.end_index:
+            link = self.links.get(best)
+            if link is not None:
+                fut = link.send({"type": "timeout-now", "term": term, "leader": self.id})
+                fut.add_done_callback(lambda f: f.cancelled() or f.exception())
+        self.become_candidate(term, need_increase=False)
+
+    def handle_timeout_now(self, msg: dict) -> dict:
+        """The transfer target (M9): start an election at once if this comes from the
+        leader we follow, in our term, and we are a voter."""
+        term, leader = msg.get("term"), msg.get("leader")
+        out = {"type": "timeout-now-resp", "rid": msg.get("rid"), "term": self.term}
+        if not isinstance(term, int) or not isinstance(leader, str):
+            return {**out, "code": "BAD_REQUEST"}
+        if self.id not in self.voters:
+            return {**out, "code": "NOT_VOTER"}
+        if term != self.term or self.role != FOLLOWER or leader != self.leader_id:
+            return {**out, "code": "INCONSISTENT_LEADER"}
+        self.log.info("timeout-now", term=term, leader=leader)
+        # Take the next term now, not on the elector's next tick: a heartbeat of the
+        # current term arriving in between would make us follow the old leader again.
+        self.become_candidate(term, need_increase=False)
+        self.next_term()
+        self.elector.last_result = "WAIT_TO_REVOTE"
+        self.elector.next_vote_at = 0.0  # campaign on the next tick, no backoff
+        return {**out, "code": "SUCCESS"}
+
+    async def transfer_leader(self, target: str, timeout: float) -> tuple[str, dict]:
+        """M9: stop writes, bring ``target`` up to date, tell it to campaign now, and wait
+        to see it lead; after ``timeout`` the leader resumes writes."""
+        if self.role != LEADER:
+            return "NOT_LEADER", {}
+        if target == self.id:
+            return "SUCCESS", {"leader": self.id, "term": self.term}
+        if target not in self.voters:
+            return "UNSUPPORTED", {"error": f"{target} is not a voter"}
+        if self.transfer is not None:
+            return "LEADER_TRANSFERRING", {}
+        if self.last_config_index() > self.committed:
+            return "CONFIG_CHANGE_PENDING", {}
+        loop = asyncio.get_running_loop()
+        term = self.term
+        t = Transfer(target, term, loop.time() + timeout)
+        self.transfer = t
+        self.log.info("transfer-start", target=target, term=term, end=self.store.end_index)
+
+        def left() -> float:
+            return t.deadline - loop.time()
+
+        async def pause() -> None:  # poll: each wait below is a few ticks at most
+            await asyncio.sleep(max(0.0, min(0.01, left())))
+
+        try:
+            # 1. catch up: the target durably holds our whole log (writes are stopped)
+            while not self.bugs.transfer_skip_catchup:  # seeded bug: no catch-up
+                if self.role != LEADER or self.term != term or left() <= 0:
+                    break
+                if self.marks.get(target, -1) >= self.store.end_index:
+                    break
+                d = self.dispatchers.get(target)
+                if d is not None:
+                    d.wake()
+                await pause()
+            # 2. tell it to campaign at once (a TimeoutNow)
+            if self.role == LEADER and self.term == term and left() > 0:
+                mark, end = self.marks.get(target, -1), self.store.end_index
+                link = self.links.get(target)
+                r = (
+                    None
+                    if link is None
+                    else await link.request(
+                        {"type": "timeout-now", "term": term, "leader": self.id}, max(0.01, left())
+                    )
+                )
+                code = None if r is None else r.get("code")
+                self.log.info("transfer-timeout-now", target=target, mark=mark, end=end, reply=code)
+            # 3. wait until we have stepped down and learned who leads
+            while left() > 0 and self.role == LEADER and self.term == term:
+                await pause()
+            while left() > 0 and self.role != LEADER and self.leader_id is None:
+                await pause()
+            if self.role == LEADER and self.term == term:
+                self.log.info("transfer-timeout", target=target, term=term)
+                return "TRANSFER_TIMEOUT", {"leader": self.id, "term": self.term}
+            if self.leader_id == target:
+                return "SUCCESS", {"leader": target, "term": self.term}
+            return "TRANSFER_FAILED", {"leader": self.leader_id, "term": self.term}
+        finally:
+            if self.transfer is t:
+                self.transfer = None
+
     # ------------------------------------------------------------------ status (§8)
 
     def status(self) -> dict:
@@ -512,7 +870,17 @@ class Node:
             "incarnation": self.incarnation,
             "mode": self.cfg.mode,
             "bug": self.cfg.bug_spec or None,
+            "config": self.members_view(),
         }
+
+
+@dataclass
+class Transfer:
+    """A leadership transfer in progress (docs/membership.md M9); writes wait it out."""
+
+    target: str
+    term: int
+    deadline: float
 
 
 def _ok_result(op: PendingOp, res: dict | None = None) -> dict:

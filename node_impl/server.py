@@ -12,7 +12,7 @@ import contextlib
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from node_impl.api import DLedgerNode, KVNode, LogNode
+from node_impl.api import DLedgerNode, KVNode, LogNode, Proposal
 from node_impl.kv import body_append, body_cas, body_put, body_read, entry_view
 from node_impl.wire import MAX_FRAME, FrameError, encode_frame, read_frame
 
@@ -108,6 +108,8 @@ class Servers:
                         reply(node.elector.handle_heartbeat(msg))
                     elif t == "push":
                         node.handler.handle_push(msg, reply)
+                    elif t == "timeout-now":  # leadership transfer (docs/membership.md M9)
+                        reply(node.handle_timeout_now(msg))
                     else:
                         reply({"type": f"{t}-resp", "rid": msg.get("rid"), "code": "UNSUPPORTED"})
                 except Exception as e:
@@ -333,6 +335,11 @@ class LogAPI:
         }
 
 
+def _valid_addr(addr: str) -> bool:
+    host, sep, port = addr.rpartition(":")
+    return bool(host and sep and port.isdigit() and 0 < int(port) < 65536)
+
+
 class ClientAPI(LogAPI):
     """The DLedger node's client API: the log requests plus the replicated kv map."""
 
@@ -340,8 +347,75 @@ class ClientAPI(LogAPI):
         super().__init__(node)
         self.node: KVNode = node
         self.handlers.update(
-            {"kv-write": self.kv_write, "kv-read": self.kv_read, "kv-cas": self.kv_cas}
+            {
+                "kv-write": self.kv_write,
+                "kv-read": self.kv_read,
+                "kv-cas": self.kv_cas,
+                "members": self.members,
+                "add-member": self.add_member,
+                "remove-member": self.remove_member,
+                "transfer-leader": self.transfer_leader,
+            }
         )
+
+    # ------------------------------------------------------------------ membership
+    # docs/membership.md §M10: any node answers ``members`` with its own view; the
+    # changes are served by the leader only, and answered once the entry commits.
+
+    async def members(self, msg: dict) -> dict:
+        n = self.node
+        return {
+            "type": "members-resp",
+            "code": "SUCCESS",
+            "id": n.id,
+            "leader": n.leader_id,
+            "term": n.term,
+            "committedIndex": n.committed,
+            **n.members_view(),
+        }
+
+    async def _change(self, t: str, r: Proposal | str) -> dict:
+        if isinstance(r, str):
+            code, _, error = r.partition(":")
+            return self._err(t, code, error or None)
+        code, res = await r.fut
+        if code != "SUCCESS":
+            return self._err(t, code)
+        return {
+            "type": f"{t}-resp",
+            "code": "SUCCESS",
+            "index": res["index"],
+            "term": res["term"],
+            **self.node.members_view(),
+        }
+
+    async def add_member(self, msg: dict) -> dict:
+        node_id, addr = msg.get("id"), msg.get("addr")
+        if not isinstance(node_id, str) or not node_id or "," in node_id or "=" in node_id:
+            return self._err("add-member", "UNSUPPORTED", "'id' must be a non-empty string")
+        if not isinstance(addr, str) or not _valid_addr(addr):
+            return self._err("add-member", "UNSUPPORTED", "'addr' must be HOST:PORT (peer port)")
+        return await self._change("add-member", self.node.add_member(node_id, addr))
+
+    async def remove_member(self, msg: dict) -> dict:
+        node_id = msg.get("id")
+        if not isinstance(node_id, str):
+            return self._err("remove-member", "UNSUPPORTED", "'id' must be a string")
+        return await self._change("remove-member", self.node.remove_member(node_id))
+
+    async def transfer_leader(self, msg: dict) -> dict:
+        n = self.node
+        target, ms = msg.get("id"), msg.get("timeout_ms")
+        if not isinstance(target, str):
+            return self._err("transfer-leader", "UNSUPPORTED", "'id' must be a string")
+        if ms is None:
+            ms = max(2 * n.cfg.election_timeout_ms, 2000)
+        if type(ms) is not int or ms <= 0:
+            return self._err("transfer-leader", "UNSUPPORTED", "'timeout_ms' must be positive")
+        code, res = await n.transfer_leader(target, ms / 1000.0)
+        if code == "NOT_LEADER":
+            return self.redirect()
+        return {"type": "transfer-leader-resp", "code": code, **res}
 
     async def kv_write(self, msg: dict) -> dict:
         key = msg.get("key")

@@ -46,6 +46,8 @@ __all__ = [
     "chain_crc",
     "last_index_within",
     "parse_entries",
+    "reconcile_term",
+    "UNKNOWN_VOTE",
 ]
 
 MAGIC_NORMAL = 1
@@ -241,11 +243,25 @@ def _make_dir(path: Path, *, fsync: bool) -> bool:
 
 
 class LogStore:
-    """Append-only entry log with recovery, truncation and group-commit flushes."""
+    """Append-only entry log with recovery, truncation and group-commit flushes.
 
-    def __init__(self, data_dir: Path, *, fsync: bool = True) -> None:
+    ``verify_crc`` False (seeded bug ``skip-crc``) and ``trust_torn_tail`` True
+    (seeded bug ``trust-torn-tail``) weaken recovery; only a disk fault (a flipped
+    bit, a torn write) can tell them from the correct store.
+    """
+
+    def __init__(
+        self,
+        data_dir: Path,
+        *,
+        fsync: bool = True,
+        verify_crc: bool = True,
+        trust_torn_tail: bool = False,
+    ) -> None:
         self.data_dir = Path(data_dir)
         self._fsync = fsync
+        self._verify = verify_crc
+        self._trust_tail = trust_torn_tail
         new_dir = _make_dir(self.data_dir, fsync=fsync)
         self._lock = threading.RLock()
         self._data_path = self.data_dir / "data.log"
@@ -285,7 +301,14 @@ class LogStore:
     # ---------------------------------------------------------------- recovery
 
     def _recover(self) -> None:
-        """Spec §3 recovery: keep the longest valid prefix, then make the index agree."""
+        """Spec §3 recovery: keep the longest valid prefix, then make the index agree.
+
+        A record that runs past the end of ``data.log`` (a torn write) or fails a CRC
+        (a torn or flipped one) ends the valid prefix, and the file is cut there.
+        Seeded bug ``skip-crc`` skips both CRC checks (DLedger's scan); seeded bug
+        ``trust-torn-tail`` keeps such a record when it is the file's last: it pads
+        the body with zeros to the size its header claims and re-stamps its CRCs.
+        """
         size = os.fstat(self._dfd).st_size
         off = 0
         prev_chain = 0
@@ -312,19 +335,30 @@ class LogStore:
                 or epos != off
                 or eindex != index
                 or eterm < prev_term
-                or off + esize > size
             ):
+                break
+            torn = off + esize > size
+            if torn and not self._trust_tail:
                 break
             if rel + esize > len(buf):
                 buf = os.pread(self._dfd, max(_SCAN_CHUNK, esize), off)
                 buf_off, rel = off, 0
-                if len(buf) < esize:
+                if len(buf) < esize and not torn:
                     break
             body = buf[rel + HEADER_SIZE : rel + esize]
-            if zlib.crc32(body) != bcrc:
-                break
-            if chain_crc(prev_chain, eindex, eterm, bcrc) != ccrc:
-                break
+            bad = self._verify and (
+                zlib.crc32(body) != bcrc or chain_crc(prev_chain, eindex, eterm, bcrc) != ccrc
+            )
+            if torn or bad:
+                if not (self._trust_tail and off + esize >= size):
+                    break
+                # seeded bug trust-torn-tail: the last record is kept, made to look whole
+                body = bytes(body).ljust(bsize, b"\0")
+                bcrc = zlib.crc32(body)
+                ccrc = chain_crc(prev_chain, eindex, eterm, bcrc)
+                fixed = Entry(eindex, eterm, magic, off, esize, bcrc, ccrc, body)
+                _pwrite_all(self._dfd, _header(fixed) + body, off)
+                size = max(size, off + esize)
             pos.append(off)
             magics.append(magic)
             term.append(eterm)
@@ -516,7 +550,7 @@ class LogStore:
                 f"size {esize} term {eterm}"
             )
         body = bytes(raw[rel + HEADER_SIZE : rel + esize])
-        if zlib.crc32(body) != bcrc:
+        if self._verify and zlib.crc32(body) != bcrc:  # seeded bug skip-crc: not checked
             raise InconsistentState(f"entry {index}: body at pos {pos} fails its bodyCrc")
         return Entry(eindex, eterm, magic, epos, esize, bcrc, ccrc, body)
 
@@ -710,6 +744,27 @@ def _read_json(path: Path) -> dict | None:
     if not isinstance(obj, dict):
         raise StateFileError(f"{path}: expected a JSON object")
     return obj
+
+
+UNKNOWN_VOTE = "?"
+"""votedFor after a repaired term file: a vote may have been cast in this term, for
+whom is unknown. It is no peer's id, so every vote request of the term, the node's
+own included, is refused as ``REJECT_ALREADY_VOTED``."""
+
+
+def reconcile_term(term: int, voted_for: str | None, log_end_term: int) -> tuple[int, str | None]:
+    """The term state to run with, given ``term.json`` and the log's last term.
+
+    A node persists a term (R1) before it takes or makes an entry of that term, so a
+    ``term.json`` below the log's last term was rolled back (restored from an old
+    copy, or lost with its directory entry). The vote it held is gone: the safe
+    state is the log's term with a vote already cast (:data:`UNKNOWN_VOTE`), or the
+    node may vote twice in that term. A rollback to a term at or above the log's
+    cannot be seen from here and is taken as it is.
+    """
+    if term < log_end_term:
+        return log_end_term, UNKNOWN_VOTE
+    return term, voted_for
 
 
 class TermStore:

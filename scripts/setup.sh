@@ -7,10 +7,15 @@ cd "$(dirname "$0")/.."
 
 OS_PACKAGES=(openssh-server openssh-client iptables iproute2 faketime tini util-linux procps
              openjdk-17-jre-headless libnetfilter-queue-dev python3-venv python3-dev gcc
-             etcd-server etcd-client redis-server)
+             etcd-server etcd-client redis-server libfuse3-3)
 # The VM lab (`splitbrain lab up --driver vm`): qemu, qcow2 tools, and debootstrap and
 # mkfs.ext4 to build the guests' Debian image here (the guest kernel comes from the image).
 VM_PACKAGES=(qemu-system-x86 qemu-utils debootstrap e2fsprogs openssh-client)
+# `vagrant up --provider libvirt` with this repository's Vagrantfile: libvirt's daemons, and
+# dnsmasq, without which `splitbrain lab vagrant-prep` fails on a lean install (virsh says
+# "Unable to find 'dnsmasq'") even though the prepared network uses no DHCP.
+VAGRANT_PACKAGES=(vagrant vagrant-libvirt libvirt-daemon-system libvirt-clients dnsmasq-base
+                  qemu-system-x86 qemu-utils)
 for arg in "$@"; do
   case "$arg" in
     # Only the test suite needs these: a real browser for the results page, vagrant to
@@ -20,7 +25,9 @@ for arg in "$@"; do
       OS_PACKAGES+=(chromium chromium-driver vagrant docker.io debootstrap zookeeper nats-server jq perl
                     "${VM_PACKAGES[@]}") ;;
     --with-vm) OS_PACKAGES+=("${VM_PACKAGES[@]}") ;;
-    *) echo "setup: unknown option $arg (use --with-test-tools and/or --with-vm)" >&2; exit 2 ;;
+    --with-vagrant) OS_PACKAGES+=("${VM_PACKAGES[@]}" "${VAGRANT_PACKAGES[@]}") ;;
+    *) echo "setup: unknown option $arg (use --with-test-tools, --with-vm and/or --with-vagrant)" >&2
+       exit 2 ;;
   esac
 done
 

@@ -1,6 +1,6 @@
 """splitbrain workloads: clients and generators for the reference node.
 
-``get_workload(name, spec.options)`` returns a :class:`~harness.core.workload.Workload`.
+``get_workload(name, spec.workload_options)`` returns a :class:`~harness.core.workload.Workload`.
 Names are entry points of the group ``splitbrain.workloads`` (declared in
 ``pyproject.toml`` like any plugin's; :mod:`harness.core.plugins`): ``append``,
 ``register``, ``set``, ``mixed`` (append + register), ``sampler-only``, ``null``,
@@ -32,15 +32,18 @@ How the runner drives a Workload
    ``workload.final_generator`` (may be None) through the pool workers until
    it returns None for every worker. Final ops name their target node in
    ``op.node``; the client sends them there, not to its bound node.
-4. ``workload.checker`` tells the checker what to run: ``model`` (a
-   linearizability model name, or None), ``independent`` (per-key), and
-   ``checks`` (names among ``linearizable``, ``log-safety``, ``set``, ``samples``).
+4. ``workload.checker`` tells the checker what to run (harness/run/roles.py merges it
+   with the DB's declaration): ``model`` (a linearizability model name, or None),
+   ``model_params``, ``keys`` (check each key alone), and ``checks`` (names of registered
+   checkers: ``linearizable``, ``log-safety``, ``queue``, ``total-queue``, ``set``; the status
+   samples feed ``log-safety``).
 
-Options read from ``spec.options`` (all optional; bad values -> ConfigError
-naming the field): ``client_timeout`` (s, 5), ``read_chunk`` (1000),
-``read_fraction`` (0.1), ``keys`` (3), ``ops_per_key`` (200), ``max_value`` (5),
-``mixed_weights`` ([1, 1]), ``sampler`` (true), ``sample_rate`` (per node per
-s, 10), ``sample_timeout`` (s, 1); ``client_port`` see :mod:`workloads.addr`.
+Options: each built-in declares a frozen dataclass (``AppendOptions``, ``RegisterOptions``,
+``MixedOptions``, ``SetOptions``, ``QueueOptions``, ``EtcdOptions``, ``StdioOptions``; shared
+pieces in :mod:`workloads.options`), parsed from ``--workload-option`` before anything
+connects (listed by :func:`harness.core.options.describe_options`). The workload never sees the DB's options nor
+the run's: the client timeout is ``TestSpec.client_timeout`` (``--client-timeout``), read by
+each client when it is opened; ``client_port`` see :mod:`workloads.addr`.
 """
 
 from __future__ import annotations
@@ -49,6 +52,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from harness.core import plugins
+from harness.core.options import typed_options
 from harness.core.workload import Workload
 
 __all__ = ["get_workload", "workload_names"]
@@ -63,7 +67,10 @@ def get_workload(name: str, options: Mapping[str, Any] | None = None) -> Workloa
     """The workload called ``name`` (or ``NAME:ARGUMENT``, or ``module:factory``), configured
     from ``options`` (spec.options); a broken or unknown one is a one-line ConfigError."""
     opts = dict(options or {})
-    wl: Workload = plugins.build(
-        "workload", name, lambda f, arg: f(plugins.with_argument(opts, arg)), Workload
-    )
+
+    def call(factory: Any, argument: str | None) -> Any:
+        raw = plugins.with_argument(opts, argument)
+        return factory(typed_options(factory, raw, f"workload {name}"))
+
+    wl: Workload = plugins.build("workload", name, call, Workload)
     return wl

@@ -22,12 +22,15 @@ History values (ARCHITECTURE §2):
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from harness.core.options import as_options, declares_options
 from harness.core.workload import PENDING, GenContext, Generator, Workload
-from workloads.dledger_client import DEFAULT_TIMEOUT, DLedgerClient, Session, finish
+from workloads.dledger_client import DLedgerClient, Session, finish
 from workloads.generator import each_node, invoke
-from workloads.options import opt_float, opt_int
+from workloads.options import DEFAULT_CHUNK, LogOptions, SamplerOptions
+from workloads.register import checks
 from workloads.sampler import handle_sample, maybe_sampler_workers
 
 if TYPE_CHECKING:
@@ -35,6 +38,7 @@ if TYPE_CHECKING:
     from harness.core.spec import RunContext
 
 __all__ = [
+    "AppendOptions",
     "AppendGen",
     "NodeLogReader",
     "final_log_reads",
@@ -43,8 +47,6 @@ __all__ = [
     "log_entries",
     "workload",
 ]
-
-DEFAULT_CHUNK = 1000
 
 
 class AppendGen:
@@ -207,20 +209,19 @@ class AppendClient(DLedgerClient):
         return handle_append(self, session, op)
 
 
-def workload(options: Mapping[str, Any]) -> Workload:
-    chunk = opt_int(options, "read_chunk", DEFAULT_CHUNK, minimum=1)
-    read_fraction = opt_float(options, "read_fraction", 0.1, maximum=1.0)
-    checker: dict[str, Any] = {"model": None, "checks": ["log-safety", "samples"]}
-    db_opts = options.get("db") or {}
-    if isinstance(db_opts, Mapping) and db_opts.get("mode") == "ha":  # classic HA (spec §12)
-        checker["ha"] = {"sync": db_opts.get("sync") in (True, "true", "yes", "on")}
+@dataclass(frozen=True)
+class AppendOptions(SamplerOptions, LogOptions):
+    """The append workload's knobs; what mode ``ha`` allows to be lost is the DB's to say."""
+
+
+@declares_options(AppendOptions)
+def workload(options: AppendOptions | Mapping[str, Any]) -> Workload:
+    opts = as_options(AppendOptions, options, role="workload append")
     return Workload(
         name="append",
-        client=AppendClient(
-            timeout=opt_float(options, "client_timeout", DEFAULT_TIMEOUT, positive=True)
-        ),
-        generator=AppendGen(read_fraction=read_fraction, chunk=chunk),
-        final_generator=final_log_reads(chunk=chunk),
-        checker=checker,
-        extra_workers=maybe_sampler_workers(options),
+        client=AppendClient(),
+        generator=AppendGen(read_fraction=opts.read_fraction, chunk=opts.read_chunk),
+        final_generator=final_log_reads(chunk=opts.read_chunk),
+        checker={"model": None, "checks": checks(["log-safety"], opts)},
+        extra_workers=maybe_sampler_workers(opts),
     )

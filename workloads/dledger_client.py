@@ -31,6 +31,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from harness.core.spec import DEFAULT_CLIENT_TIMEOUT
+from harness.core.workload import client_timeout
 from workloads.addr import client_addr, node_for_addr, parse_addr
 
 if TYPE_CHECKING:
@@ -38,7 +40,6 @@ if TYPE_CHECKING:
     from harness.core.spec import RunContext
 
 __all__ = [
-    "DEFAULT_TIMEOUT",
     "FAIL_CODES",
     "INFO_CODES",
     "Connector",
@@ -49,12 +50,11 @@ __all__ = [
     "exception_outcome",
     "finish",
     "jsonable",
+    "member_sample",
 ]
 
 log = logging.getLogger(__name__)
 
-DEFAULT_TIMEOUT = 5.0
-"""Above the node's 2.5 s quorum-ack timeout, so a slow commit answers with its code."""
 
 FAIL_CODES = frozenset(
     {
@@ -64,6 +64,9 @@ FAIL_CODES = frozenset(
         "UNSUPPORTED",
         "INDEX_OUT_OF_RANGE",
         "NOT_COMMITTED",
+        # docs/membership.md M9.1 and M3: refused before anything is appended
+        "LEADER_TRANSFERRING",
+        "CONFIG_CHANGE_PENDING",
     }
 )
 INFO_CODES = frozenset(
@@ -144,7 +147,7 @@ class Session:
         self,
         ctx: RunContext,
         *,
-        timeout: float = DEFAULT_TIMEOUT,
+        timeout: float = DEFAULT_CLIENT_TIMEOUT,
         connector: Connector | None = None,
     ) -> None:
         self.ctx = ctx
@@ -270,11 +273,12 @@ class DLedgerClient:
     def __init__(
         self,
         *,
-        timeout: float = DEFAULT_TIMEOUT,
+        timeout: float | None = None,
         read_timeout: float | None = None,
         connector: Connector | None = None,
     ) -> None:
         self.timeout = timeout
+        """Seconds a call may take (None: the run's ``client_timeout``, read at ``open``)."""
         self.read_timeout = read_timeout
         """Seconds a kv read waits (None: ``timeout``); a read gives up without harm."""
         self.connector = connector
@@ -285,6 +289,8 @@ class DLedgerClient:
         c = copy.copy(self)
         c.node = node
         c._session = None
+        if c.timeout is None:
+            c.timeout = client_timeout(ctx)
         return c
 
     def setup(self, ctx: RunContext) -> None:
@@ -292,7 +298,8 @@ class DLedgerClient:
 
     def session(self, ctx: RunContext) -> Session:
         if self._session is None:
-            self._session = Session(ctx, timeout=self.timeout, connector=self.connector)
+            timeout = self.timeout if self.timeout is not None else client_timeout(ctx)
+            self._session = Session(ctx, timeout=timeout, connector=self.connector)
         return self._session
 
     def target(self, op: Op) -> str:
@@ -321,3 +328,27 @@ class DLedgerClient:
         if self._session is not None:
             self._session.close()
             self._session = None
+
+
+def member_sample(ctx: RunContext, node: str, sample: Callable[[], Op]) -> Op:
+    """A status sample named after the member that answered, not only its host.
+
+    The membership fault adds a node back wiped under a fresh identity (``n3`` runs
+    member ``n3.1``): a new member whose term starts again at 0 on the same host. The
+    log-safety checker keys its per-node invariants (a term never goes down, I6) by the
+    sample's ``node``, so until it learns member identities (issue 29 item 4) a sample
+    of a re-added member is recorded under the member's id. A sample that straddled a
+    re-addition (the id changed while it was out) is only ``info``: it cannot be said
+    which member answered.
+    """
+    ident = getattr(ctx.db, "ident", None)
+    if not callable(ident):
+        return sample()
+    before = ident(node)
+    done = sample()
+    after = ident(node)
+    if before != after:
+        return done.replace(type="info", error=f"member on {node} changed ({before} -> {after})")
+    if done.type == "ok" and after != node:
+        return done.replace(node=after)
+    return done

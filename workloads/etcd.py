@@ -29,21 +29,29 @@ import http.client
 import json
 import socket
 from collections.abc import Mapping
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
-from harness.core.workload import Workload
+from harness.core.options import as_options, declares_options, option
+from harness.core.workload import Workload, client_timeout
 from workloads.addr import client_addr
-from workloads.options import opt_bool, opt_float
-from workloads.register import register_gen
+from workloads.options import RegisterGenOptions
+from workloads.register import CHECKER, register_gen
 
 if TYPE_CHECKING:
     from harness.core.history import Op
     from harness.core.spec import RunContext
 
-__all__ = ["EtcdError", "EtcdHTTP", "EtcdRegisterClient", "classify", "workload", "CHECKER"]
+__all__ = [
+    "EtcdOptions",
+    "EtcdError",
+    "EtcdHTTP",
+    "EtcdRegisterClient",
+    "classify",
+    "workload",
+    "CHECKER",
+]
 
-CHECKER = {"model": "cas-register", "independent": True, "checks": ["linearizable"]}
-DEFAULT_TIMEOUT = 3.0
 _DEFINITE_CODES = frozenset({3})  # gRPC InvalidArgument: refused before any proposal
 
 
@@ -161,7 +169,7 @@ def _decode(v: str | None) -> Any:
 class EtcdRegisterClient:
     """Sends each op to the member the op names (the worker's bound node)."""
 
-    def __init__(self, *, timeout: float = DEFAULT_TIMEOUT, serializable: bool = False) -> None:
+    def __init__(self, *, timeout: float | None = None, serializable: bool = False) -> None:
         self.timeout = timeout
         self.serializable = serializable
         self.node: str | None = None
@@ -169,6 +177,8 @@ class EtcdRegisterClient:
     def open(self, ctx: RunContext, node: str) -> EtcdRegisterClient:
         c = copy.copy(self)
         c.node = node
+        if c.timeout is None:
+            c.timeout = client_timeout(ctx)
         return c
 
     def setup(self, ctx: RunContext) -> None:
@@ -183,7 +193,7 @@ class EtcdRegisterClient:
                 error="client error: no node or no key",
             )
         host, port = client_addr(ctx, node)
-        api = EtcdHTTP(host, port, self.timeout)
+        api = EtcdHTTP(host, port, self.timeout or client_timeout(ctx))
         try:
             if op.f == "read":
                 value = _decode(api.get(op.key, serializable=self.serializable))
@@ -211,20 +221,28 @@ class EtcdRegisterClient:
         pass
 
 
-def workload(options: Mapping[str, Any]) -> Workload:
-    serializable = opt_bool(options, "serializable", False)
+@dataclass(frozen=True)
+class EtcdOptions(RegisterGenOptions):
+    serializable: bool = option(
+        False, "serializable (possibly stale) reads instead of linearizable ones"
+    )
+
+
+@declares_options(EtcdOptions)
+def workload(options: EtcdOptions | Mapping[str, Any]) -> Workload:
+    opts = as_options(EtcdOptions, options, role="workload etcd-register")
+    serializable = opts.serializable
     return Workload(
         name="etcd-register-serializable" if serializable else "etcd-register",
-        client=EtcdRegisterClient(
-            timeout=opt_float(options, "client_timeout", DEFAULT_TIMEOUT, positive=True),
-            serializable=serializable,
-        ),
-        generator=register_gen(options),
+        client=EtcdRegisterClient(serializable=serializable),
+        generator=register_gen(opts),
         final_generator=None,
         checker=dict(CHECKER),
     )
 
 
-def serializable_workload(options: Mapping[str, Any]) -> Workload:
+@declares_options(EtcdOptions)
+def serializable_workload(options: EtcdOptions | Mapping[str, Any]) -> Workload:
     """The stale-read variant under its own name (``etcd-register-serializable``)."""
-    return workload({**options, "serializable": True})
+    opts = as_options(EtcdOptions, options, role="workload etcd-register-serializable")
+    return workload(replace(opts, serializable=True))

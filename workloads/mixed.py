@@ -23,17 +23,25 @@ register ops carry one (``k0``...), log ops do not. Weights come from
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from harness.core.errors import ConfigError
+from harness.core.options import as_options, declares_options, option
 from harness.core.workload import Generator, Workload
-from workloads.append import DEFAULT_CHUNK, AppendGen, final_log_reads, handle_append
+from workloads.append import AppendGen, final_log_reads, handle_append
 from workloads.archive import ArchiveGen
 from workloads.dledger_client import DLedgerClient, Session
 from workloads.generator import any_of, mix
 from workloads.kvset import KvSetGen, handle_kv_set, is_kv_set_op
-from workloads.options import opt_float, opt_int
-from workloads.register import handle_register, is_register_op, kv_timeouts, register_gen
+from workloads.options import LogOptions
+from workloads.register import (
+    RegisterOptions,
+    checks,
+    handle_register,
+    is_register_op,
+    register_gen,
+)
 from workloads.sampler import handle_sample, maybe_sampler_workers
 from workloads.sticky import Sticky
 
@@ -41,7 +49,7 @@ if TYPE_CHECKING:
     from harness.core.history import Op
     from harness.core.spec import RunContext
 
-__all__ = ["MixedClient", "workload"]
+__all__ = ["MixedOptions", "MixedClient", "workload"]
 
 
 class MixedClient(DLedgerClient):
@@ -57,14 +65,23 @@ class MixedClient(DLedgerClient):
         return handle_append(self, session, op)
 
 
-def _weights(options: Mapping[str, Any]) -> list[float]:
-    w = options.get("mixed_weights", [1, 1])
-    if (
-        not isinstance(w, (list, tuple))
-        or len(w) not in (2, 4)
-        or not all(isinstance(x, (int, float)) and not isinstance(x, bool) and x >= 0 for x in w)
-        or sum(w) <= 0
-    ):
+@dataclass(frozen=True)
+class MixedOptions(RegisterOptions, LogOptions):
+    mixed_weights: tuple[float, ...] = option(
+        (1.0, 1.0),
+        "[append, register] or [append, register, archive, kv-set] non-negative weights",
+    )
+    sticky_ops: int = option(
+        0, "kv ops a worker sends to the node that last answered it (0: never sticks)", minimum=0
+    )
+    sticky_fraction: float = option(
+        0.5, "share of workers sticking at a time", minimum=0.0, maximum=1.0
+    )
+
+
+def _weights(options: MixedOptions) -> list[float]:
+    w = options.mixed_weights
+    if len(w) not in (2, 4) or not all(x >= 0 for x in w) or sum(w) <= 0:
         raise ConfigError(
             "must be [append, register] or [append, register, archive, kv-set] "
             f"non-negative numbers, got {w!r}",
@@ -73,15 +90,15 @@ def _weights(options: Mapping[str, Any]) -> list[float]:
     return [float(x) for x in w]
 
 
-def workload(options: Mapping[str, Any]) -> Workload:
-    chunk = opt_int(options, "read_chunk", DEFAULT_CHUNK, minimum=1)
-    weights = _weights(options)
-    append = AppendGen(
-        read_fraction=opt_float(options, "read_fraction", 0.1, maximum=1.0), chunk=chunk
-    )
-    kv: Generator = register_gen(options)
+@declares_options(MixedOptions)
+def workload(options: MixedOptions | Mapping[str, Any]) -> Workload:
+    opts = as_options(MixedOptions, options, role="workload mixed")
+    chunk = opts.read_chunk
+    weights = _weights(opts)
+    append = AppendGen(read_fraction=opts.read_fraction, chunk=chunk)
+    kv: Generator = register_gen(opts)
     final: Generator = final_log_reads(chunk=chunk)
-    checks = ["linearizable", "log-safety", "samples"]
+    names = ["linearizable", "log-safety"]
     gens: list[Generator] = [append]
     if len(weights) == 4:
         if weights[2] > 0:
@@ -90,27 +107,18 @@ def workload(options: Mapping[str, Any]) -> Workload:
         final = any_of([final, kvset.final_reads()])
         gens.append(kvset)
         weights = [weights[0], weights[3], weights[1] + weights[2]]
-        checks.append("set")
+        names.append("set")
     gen: Generator = mix([*gens, kv], weights)
-    sticky_ops = opt_int(options, "sticky_ops", 0, minimum=0)
-    if sticky_ops:
+    if opts.sticky_ops:
         # Around the whole mix, so a failed read is retried as the worker's very next op.
         gen = Sticky(
-            gen,
-            ops=sticky_ops,
-            fraction=opt_float(options, "sticky_fraction", 0.5, maximum=1.0),
-            applies=is_register_op,
+            gen, ops=opts.sticky_ops, fraction=opts.sticky_fraction, applies=is_register_op
         )
-    timeout, read_timeout = kv_timeouts(options)
     return Workload(
         name="mixed",
-        client=MixedClient(timeout=timeout, read_timeout=read_timeout),
+        client=MixedClient(read_timeout=opts.read_timeout),
         generator=gen,
         final_generator=final,
-        checker={
-            "model": "cas-register",
-            "independent": True,
-            "checks": checks,
-        },
-        extra_workers=maybe_sampler_workers(options),
+        checker={"model": "cas-register", "keys": True, "checks": checks(names, opts)},
+        extra_workers=maybe_sampler_workers(opts),
     )

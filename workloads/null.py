@@ -11,8 +11,10 @@ from collections.abc import Mapping
 from typing import Any
 
 from harness.core.history import Op
+from harness.core.options import as_options, declares_options
 from harness.core.spec import RunContext
 from harness.core.workload import GenContext, Workload
+from workloads.options import NoOptions
 
 __all__ = ["NullClient", "CountingGenerator", "workload"]
 
@@ -62,5 +64,7 @@ class CountingGenerator:
         pass
 
 
-def workload(options: Mapping[str, Any]) -> Workload:
+@declares_options(NoOptions)
+def workload(options: NoOptions | Mapping[str, Any]) -> Workload:
+    as_options(NoOptions, options, role="workload null")
     return Workload(name="null", client=NullClient(), generator=CountingGenerator())

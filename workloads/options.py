@@ -1,51 +1,60 @@
-"""Reading a workload's knobs from ``spec.options``: typed, bounded, one clear error each.
+"""The options the built-in workloads share, as frozen dataclasses (harness.core.options).
 
-The options dict is shared with the DB and the runner, so unknown keys are not
-errors here; a known key with a bad value is a :class:`ConfigError` naming it.
+Each workload's own options class (``AppendOptions`` in workloads/append.py, ...) is built
+from these pieces, so a knob that several workloads understand has one name, one default
+and one documentation. The harness parses ``--workload-option`` against the workload's
+class before anything connects: a misspelt key stops the run with the known keys listed.
+
+The client timeout is not here: it is the run's (``--client-timeout``,
+``TestSpec.client_timeout``), read by each client when it is opened.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Any
+from dataclasses import dataclass
 
-from harness.core.errors import ConfigError
+from harness.core.options import option
 
-__all__ = ["opt_int", "opt_float", "opt_bool"]
+__all__ = ["SampleOptions", "SamplerOptions", "LogOptions", "RegisterGenOptions", "NoOptions"]
 
-
-def opt_int(options: Mapping[str, Any], name: str, default: int, *, minimum: int = 0) -> int:
-    v = options.get(name, default)
-    if isinstance(v, bool) or not isinstance(v, int):
-        raise ConfigError(f"must be an integer, got {v!r}", field=name)
-    if v < minimum:
-        raise ConfigError(f"must be at least {minimum}, got {v}", field=name)
-    return v
+DEFAULT_CHUNK = 1000
 
 
-def opt_float(
-    options: Mapping[str, Any],
-    name: str,
-    default: float,
-    *,
-    minimum: float = 0.0,
-    maximum: float | None = None,
-    positive: bool = False,
-) -> float:
-    v = options.get(name, default)
-    if isinstance(v, bool) or not isinstance(v, (int, float)):
-        raise ConfigError(f"must be a number, got {v!r}", field=name)
-    if maximum is not None and v > maximum:
-        raise ConfigError(f"must be at most {maximum}, got {v}", field=name)
-    if v < minimum or (positive and v <= 0):
-        raise ConfigError(
-            f"must be {'positive' if positive else f'at least {minimum}'}, got {v}", field=name
-        )
-    return float(v)
+@dataclass(frozen=True)
+class NoOptions:
+    """A workload with no knobs: any ``--workload-option`` is a mistake."""
 
 
-def opt_bool(options: Mapping[str, Any], name: str, default: bool) -> bool:
-    v = options.get(name, default)
-    if not isinstance(v, bool):
-        raise ConfigError(f"must be true or false, got {v!r}", field=name)
-    return v
+@dataclass(frozen=True)
+class SampleOptions:
+    sample_rate: float = option(10.0, "status samples per node per second", minimum=0.001)
+    sample_timeout: float = option(
+        1.0,
+        "seconds one status sample may take (short: a down node shows as an info at once)",
+        minimum=0.001,
+    )
+
+
+@dataclass(frozen=True)
+class SamplerOptions(SampleOptions):
+    sampler: bool = option(
+        True, "run one status sampler per node beside the clients (feeds log-safety)"
+    )
+
+
+@dataclass(frozen=True)
+class LogOptions:
+    read_chunk: int = option(DEFAULT_CHUNK, "most log entries one read asks for", minimum=1)
+    read_fraction: float = option(
+        0.1, "share of log ops that are reads (the rest append)", minimum=0.0, maximum=1.0
+    )
+
+
+@dataclass(frozen=True)
+class RegisterGenOptions:
+    keys: int = option(3, "registers written at once", minimum=1)
+    ops_per_key: int = option(200, "ops on a key before it is retired for a fresh one", minimum=1)
+    max_value: int = option(5, "values written are 1..max_value", minimum=1)
+    retired_reads: float = option(
+        0.0, "share of reads sent to retired keys (still readable)", minimum=0.0, maximum=0.99
+    )

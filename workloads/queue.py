@@ -17,25 +17,25 @@ nothing else):
 After the nemesis heals, every node drains every queue from offset 0 (the final
 generator), so the checker can compare what each replica serves.
 
-Options (all optional): ``topics`` (1), ``queues`` (4), ``pull_fraction``
-(0.3), ``commit_fraction`` (0.05), ``pull_max`` (32), ``client_timeout`` (s, 5).
+Options: :class:`QueueOptions`.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from harness.core.options import as_options, declares_options, option
 from harness.core.workload import PENDING, GenContext, Generator, Workload
-from workloads.dledger_client import DEFAULT_TIMEOUT, DLedgerClient, Session, finish
+from workloads.dledger_client import DLedgerClient, Session, finish
 from workloads.generator import each_node, invoke
-from workloads.options import opt_float, opt_int
 
 if TYPE_CHECKING:
     from harness.core.history import Op
     from harness.core.spec import RunContext
 
-__all__ = ["QueueClient", "QueueDrain", "QueueGen", "final_drains", "workload"]
+__all__ = ["QueueOptions", "QueueClient", "QueueDrain", "QueueGen", "final_drains", "workload"]
 
 GROUP = "g0"
 NOTHING_WRITTEN = frozenset({"MASTER_NOT_READY", "NO_PERMISSION"})
@@ -216,21 +216,30 @@ class QueueClient(DLedgerClient):
         raise ValueError(f"queue workload cannot do {op.f!r}")
 
 
-def workload(options: Mapping[str, Any]) -> Workload:
-    topics = opt_int(options, "topics", 1, minimum=1)
-    queues = opt_int(options, "queues", 4, minimum=1)
+@dataclass(frozen=True)
+class QueueOptions:
+    topics: int = option(1, "topics sent to", minimum=1)
+    queues: int = option(4, "queues per topic", minimum=1)
+    pull_fraction: float = option(0.3, "share of ops that pull", minimum=0.0, maximum=1.0)
+    commit_fraction: float = option(
+        0.05, "share of ops that commit a consumer offset", minimum=0.0, maximum=1.0
+    )
+    pull_max: int = option(32, "most messages one pull asks for", minimum=1)
+
+
+@declares_options(QueueOptions)
+def workload(options: QueueOptions | Mapping[str, Any]) -> Workload:
+    opts = as_options(QueueOptions, options, role="workload queue")
     gen = QueueGen(
-        topics=topics,
-        queues=queues,
-        pull_fraction=opt_float(options, "pull_fraction", 0.3, maximum=1.0),
-        commit_fraction=opt_float(options, "commit_fraction", 0.05, maximum=1.0),
-        pull_max=opt_int(options, "pull_max", 32, minimum=1),
+        topics=opts.topics,
+        queues=opts.queues,
+        pull_fraction=opts.pull_fraction,
+        commit_fraction=opts.commit_fraction,
+        pull_max=opts.pull_max,
     )
     return Workload(
         name="queue",
-        client=QueueClient(
-            timeout=opt_float(options, "client_timeout", DEFAULT_TIMEOUT, positive=True)
-        ),
+        client=QueueClient(),
         generator=gen,
         final_generator=final_drains(gen.targets),
         checker={"model": None, "checks": ["queue"]},

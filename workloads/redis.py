@@ -34,10 +34,12 @@ import socket
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-from harness.core.workload import Workload
+from harness.core.options import as_options, declares_options
+from harness.core.spec import DEFAULT_CLIENT_TIMEOUT
+from harness.core.workload import Workload, client_timeout
 from workloads.addr import parse_addr
-from workloads.options import opt_float
-from workloads.register import register_gen
+from workloads.options import NoOptions, RegisterGenOptions
+from workloads.register import CHECKER, register_gen
 from workloads.sets import SetGen, final_set_reads
 
 if TYPE_CHECKING:
@@ -59,7 +61,6 @@ __all__ = [
 MASTER_NAME = "splitbrain"
 """The name Sentinel monitors the primary under (``sentinel monitor <name> ...``)."""
 SET_KEY = "splitbrain-set"
-DEFAULT_TIMEOUT = 2.0
 CAS_SCRIPT = (
     "if redis.call('get', KEYS[1]) == ARGV[1] then "
     "redis.call('set', KEYS[1], ARGV[2]) return 1 else return 0 end"
@@ -177,7 +178,7 @@ class RedisClient:
 
     read_fs = frozenset({"read"})
 
-    def __init__(self, *, kind: str = "register", timeout: float = DEFAULT_TIMEOUT) -> None:
+    def __init__(self, *, kind: str = "register", timeout: float | None = None) -> None:
         self.kind = kind
         self.timeout = timeout
         self.node: str | None = None
@@ -185,7 +186,14 @@ class RedisClient:
     def open(self, ctx: RunContext, node: str) -> RedisClient:
         c = copy.copy(self)
         c.node = node
+        if c.timeout is None:
+            c.timeout = client_timeout(ctx)
         return c
+
+    @property
+    def deadline(self) -> float:
+        """Seconds a call may take: the run's client timeout once opened."""
+        return self.timeout if self.timeout is not None else DEFAULT_CLIENT_TIMEOUT
 
     def setup(self, ctx: RunContext) -> None:
         pass
@@ -193,7 +201,7 @@ class RedisClient:
     def primary(self, ctx: RunContext, node: str) -> tuple[str, int]:
         reply = call_once(
             _addr_of(ctx, "sentinel", node),
-            self.timeout,
+            self.deadline,
             "SENTINEL",
             "get-master-addr-by-name",
             MASTER_NAME,
@@ -230,22 +238,22 @@ class RedisClient:
     def _run(self, op: Op, addr: tuple[str, int]) -> Op:
         if self.kind == "set":
             if op.f == "add":
-                call_once(addr, self.timeout, "SADD", SET_KEY, op.value)
+                call_once(addr, self.deadline, "SADD", SET_KEY, op.value)
                 return op.complete("ok", op.value)
             if op.f == "read":
-                members = call_once(addr, self.timeout, "SMEMBERS", SET_KEY) or []
+                members = call_once(addr, self.deadline, "SMEMBERS", SET_KEY) or []
                 return op.complete("ok", sorted(_decode(m) for m in members))
             raise ValueError(f"redis-set cannot do {op.f!r}")
         if op.key is None:
             raise ValueError(f"register op {op.f!r} has no key")
         if op.f == "read":
-            return op.complete("ok", _decode(call_once(addr, self.timeout, "GET", op.key)))
+            return op.complete("ok", _decode(call_once(addr, self.deadline, "GET", op.key)))
         if op.f == "write":
-            call_once(addr, self.timeout, "SET", op.key, op.value)
+            call_once(addr, self.deadline, "SET", op.key, op.value)
             return op.complete("ok", op.value)
         if op.f == "cas":
             old, new = op.value
-            if call_once(addr, self.timeout, "EVAL", CAS_SCRIPT, 1, op.key, old, new) == 1:
+            if call_once(addr, self.deadline, "EVAL", CAS_SCRIPT, 1, op.key, old, new) == 1:
                 return op.complete("ok", op.value)
             return op.complete("fail", op.value, error="CAS_MISMATCH")
         raise ValueError(f"redis-register cannot do {op.f!r}")
@@ -257,27 +265,26 @@ class RedisClient:
         pass
 
 
-def workload(options: Mapping[str, Any]) -> Workload:
+@declares_options(RegisterGenOptions)
+def workload(options: RegisterGenOptions | Mapping[str, Any]) -> Workload:
     """``redis-register``: per-key registers, checked for linearizability."""
+    opts = as_options(RegisterGenOptions, options, role="workload redis-register")
     return Workload(
         name="redis-register",
-        client=RedisClient(
-            kind="register",
-            timeout=opt_float(options, "client_timeout", DEFAULT_TIMEOUT, positive=True),
-        ),
-        generator=register_gen(options),
+        client=RedisClient(kind="register"),
+        generator=register_gen(opts),
         final_generator=None,
-        checker={"model": "cas-register", "independent": True, "checks": ["linearizable"]},
+        checker=dict(CHECKER),
     )
 
 
-def set_workload(options: Mapping[str, Any]) -> Workload:
+@declares_options(NoOptions)
+def set_workload(options: NoOptions | Mapping[str, Any]) -> Workload:
     """``redis-set``: unique SADDs, final SMEMBERS via every node's Sentinel; lost adds show."""
+    as_options(NoOptions, options, role="workload redis-set")
     return Workload(
         name="redis-set",
-        client=RedisClient(
-            kind="set", timeout=opt_float(options, "client_timeout", DEFAULT_TIMEOUT, positive=True)
-        ),
+        client=RedisClient(kind="set"),
         generator=SetGen(),
         final_generator=final_set_reads(),
         checker={"model": None, "checks": ["set"]},

@@ -18,12 +18,14 @@ last retired keys, whose last write may be long past (a restart ago).
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from harness.core.options import as_options, declares_options, option
 from harness.core.workload import GenContext, Workload
-from workloads.dledger_client import DEFAULT_TIMEOUT, DLedgerClient, Session, finish
+from workloads.dledger_client import DLedgerClient, Session, finish
 from workloads.generator import invoke
-from workloads.options import opt_float, opt_int
+from workloads.options import RegisterGenOptions, SamplerOptions
 from workloads.sampler import handle_sample, maybe_sampler_workers
 
 if TYPE_CHECKING:
@@ -35,12 +37,15 @@ __all__ = [
     "RegisterClient",
     "handle_register",
     "is_register_op",
-    "kv_timeouts",
+    "RegisterOptions",
+    "register_gen",
+    "checks",
     "workload",
     "CHECKER",
 ]
 
-CHECKER = {"model": "cas-register", "independent": True, "checks": ["linearizable", "samples"]}
+CHECKER: dict[str, Any] = {"model": "cas-register", "keys": True, "checks": ["linearizable"]}
+"""Per-key linearizability against a cas-register (``keys``: each key checked alone)."""
 
 
 class RegisterGen:
@@ -131,28 +136,38 @@ class RegisterClient(DLedgerClient):
         return handle_register(self, session, op)
 
 
-def register_gen(options: Mapping[str, Any]) -> RegisterGen:
-    return RegisterGen(
-        keys=opt_int(options, "keys", 3, minimum=1),
-        ops_per_key=opt_int(options, "ops_per_key", 200, minimum=1),
-        max_value=opt_int(options, "max_value", 5, minimum=1),
-        retired_reads=opt_float(options, "retired_reads", 0.0, maximum=0.99),
+@dataclass(frozen=True)
+class RegisterOptions(SamplerOptions, RegisterGenOptions):
+    read_timeout: float | None = option(
+        None,
+        "seconds a kv read waits (default: the client timeout); a read that gives up does no harm",
+        minimum=0.001,
     )
 
 
-def kv_timeouts(options: Mapping[str, Any]) -> tuple[float, float]:
-    """``client_timeout`` (every op) and ``read_timeout`` (kv reads; by default the same)."""
-    timeout = opt_float(options, "client_timeout", DEFAULT_TIMEOUT, positive=True)
-    return timeout, opt_float(options, "read_timeout", timeout, positive=True)
+def register_gen(options: RegisterGenOptions) -> RegisterGen:
+    return RegisterGen(
+        keys=options.keys,
+        ops_per_key=options.ops_per_key,
+        max_value=options.max_value,
+        retired_reads=options.retired_reads,
+    )
 
 
-def workload(options: Mapping[str, Any]) -> Workload:
-    timeout, read_timeout = kv_timeouts(options)
+def checks(base: list[str], options: object) -> list[str]:
+    """``base`` plus ``log-safety`` when the status samplers run (their samples feed it)."""
+    sampling = isinstance(options, SamplerOptions) and options.sampler
+    return base + (["log-safety"] if sampling and "log-safety" not in base else [])
+
+
+@declares_options(RegisterOptions)
+def workload(options: RegisterOptions | Mapping[str, Any]) -> Workload:
+    opts = as_options(RegisterOptions, options, role="workload register")
     return Workload(
         name="register",
-        client=RegisterClient(timeout=timeout, read_timeout=read_timeout),
-        generator=register_gen(options),
+        client=RegisterClient(read_timeout=opts.read_timeout),
+        generator=register_gen(opts),
         final_generator=None,
-        checker=dict(CHECKER),
-        extra_workers=maybe_sampler_workers(options),
+        checker={**CHECKER, "checks": checks(["linearizable"], opts)},
+        extra_workers=maybe_sampler_workers(opts),
     )

@@ -16,10 +16,11 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
+from harness.core.options import as_options, declares_options
 from harness.core.workload import ExtraWorker, GenContext, Generator, Workload
-from workloads.dledger_client import DLedgerClient, Session, jsonable
+from workloads.dledger_client import DLedgerClient, Session, jsonable, member_sample
 from workloads.generator import OpFn, each_node, idle, invoke, once, repeat, throttle
-from workloads.options import opt_bool, opt_float
+from workloads.options import SampleOptions, SamplerOptions
 
 if TYPE_CHECKING:
     from harness.core.history import Op
@@ -61,6 +62,11 @@ def sample_value(status: Mapping[str, Any]) -> dict[str, Any]:
 
 def handle_sample(client: DLedgerClient, session: Session, op: Op) -> Op:
     node = client.target(op)
+    # named after the member that answered (a node re-added wiped is a new member)
+    return member_sample(session.ctx, node, lambda: _sample(session, node, op))
+
+
+def _sample(session: Session, node: str, op: Op) -> Op:
     res = session.call(node, lambda c: c.status(), follow=False)
     if res.exc is not None:
         return op.complete("info", None, error=f"{type(res.exc).__name__}: {res.exc}").replace(
@@ -113,12 +119,11 @@ def sampler_workers(
 ExtraWorkers = Callable[[Sequence[str]], list[ExtraWorker]]
 
 
-def maybe_sampler_workers(options: Mapping[str, Any]) -> ExtraWorkers | None:
-    """The ``extra_workers`` hook for a workload: samplers unless ``sampler: false``."""
-    if not opt_bool(options, "sampler", True):
+def maybe_sampler_workers(options: SampleOptions) -> ExtraWorkers | None:
+    """The ``extra_workers`` hook for a workload: samplers unless ``sampler=false``."""
+    if isinstance(options, SamplerOptions) and not options.sampler:
         return None
-    rate = opt_float(options, "sample_rate", 10.0, positive=True)
-    timeout = opt_float(options, "sample_timeout", DEFAULT_SAMPLE_TIMEOUT, positive=True)
+    rate, timeout = options.sample_rate, options.sample_timeout
 
     def extra(nodes: Sequence[str]) -> list[ExtraWorker]:
         return sampler_workers(nodes, rate=rate, timeout=timeout)
@@ -126,15 +131,15 @@ def maybe_sampler_workers(options: Mapping[str, Any]) -> ExtraWorkers | None:
     return extra
 
 
-def workload(options: Mapping[str, Any]) -> Workload:
+@declares_options(SampleOptions)
+def workload(options: SampleOptions | Mapping[str, Any]) -> Workload:
     """Samplers only: pool workers idle, one last sample of every node at the end."""
+    opts = as_options(SampleOptions, options, role="workload sampler-only")
     return Workload(
         name="sampler-only",
-        client=SamplerClient(
-            timeout=opt_float(options, "sample_timeout", DEFAULT_SAMPLE_TIMEOUT, positive=True)
-        ),
+        client=SamplerClient(timeout=opts.sample_timeout),
         generator=idle(),
         final_generator=each_node(lambda node: once(_sample_op(node))),
-        checker={"model": None, "checks": ["samples"]},
-        extra_workers=maybe_sampler_workers({**options, "sampler": True}),
+        checker={"model": None, "checks": ["log-safety"]},
+        extra_workers=maybe_sampler_workers(opts),
     )

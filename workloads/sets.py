@@ -16,19 +16,22 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from harness.core.options import as_options, declares_options, option
 from harness.core.workload import GenContext, Generator, Workload
-from workloads.dledger_client import DEFAULT_TIMEOUT, DLedgerClient, Result, Session, finish
+from workloads.dledger_client import DLedgerClient, Result, Session, finish
 from workloads.generator import each_node, invoke, once
-from workloads.options import opt_float, opt_int
+from workloads.options import DEFAULT_CHUNK, SamplerOptions
+from workloads.register import checks
 from workloads.sampler import handle_sample, maybe_sampler_workers
 
 if TYPE_CHECKING:
     from harness.core.history import Op
     from harness.core.spec import RunContext
 
-__all__ = ["SetGen", "SetClient", "handle_set", "final_set_reads", "workload"]
+__all__ = ["SetOptions", "SetGen", "SetClient", "handle_set", "final_set_reads", "workload"]
 
 
 class SetGen:
@@ -112,15 +115,19 @@ class SetClient(DLedgerClient):
         return handle_set(self, session, op, chunk=self.chunk)
 
 
-def workload(options: Mapping[str, Any]) -> Workload:
+@dataclass(frozen=True)
+class SetOptions(SamplerOptions):
+    read_chunk: int = option(DEFAULT_CHUNK, "most log entries one final read asks for", minimum=1)
+
+
+@declares_options(SetOptions)
+def workload(options: SetOptions | Mapping[str, Any]) -> Workload:
+    opts = as_options(SetOptions, options, role="workload set")
     return Workload(
         name="set",
-        client=SetClient(
-            chunk=opt_int(options, "read_chunk", 1000, minimum=1),
-            timeout=opt_float(options, "client_timeout", DEFAULT_TIMEOUT, positive=True),
-        ),
+        client=SetClient(chunk=opts.read_chunk),
         generator=SetGen(),
         final_generator=final_set_reads(),
-        checker={"model": None, "checks": ["set", "samples"]},
-        extra_workers=maybe_sampler_workers(options),
+        checker={"model": None, "checks": checks(["set"], opts)},
+        extra_workers=maybe_sampler_workers(opts),
     )

@@ -42,19 +42,19 @@ import signal
 import subprocess
 import time
 from collections.abc import Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
 
 from harness.core.errors import ConfigError
 from harness.core.op import Op
+from harness.core.options import as_options, declares_options, option
 from harness.core.spec import RunContext
 from harness.core.workload import Workload
-from workloads.options import opt_float
-from workloads.register import register_gen
+from workloads.options import RegisterGenOptions
+from workloads.register import CHECKER, register_gen
 
-__all__ = ["StdioClient", "workload", "parse_program"]
-
-CHECKER = {"model": "cas-register", "independent": True, "checks": ["linearizable"]}
+__all__ = ["StdioOptions", "StdioClient", "workload", "parse_program"]
 _MAX_LINE = 1 << 20
 
 
@@ -237,18 +237,28 @@ class StdioClient:
         self._kill()
 
 
-def workload(options: Mapping[str, Any]) -> Workload:
+@dataclass(frozen=True)
+class StdioOptions(RegisterGenOptions):
+    argument: str | None = option(None, "the program (what follows ``stdio:``)")
+    program: str | None = option(None, "the program, when not given as ``stdio:PROGRAM``")
+    stdio_timeout: float = option(
+        5.0, "seconds the program may take to answer one op", minimum=0.001
+    )
+
+
+@declares_options(StdioOptions)
+def workload(options: StdioOptions | Mapping[str, Any]) -> Workload:
     """The ``stdio`` entry point: ``-w stdio:PROGRAM`` (or ``--workload-option program=...``)."""
-    program = options.get("argument") or options.get("program")
+    opts = as_options(StdioOptions, options, role="workload stdio")
+    program = opts.argument or opts.program
     if not program:
         raise ConfigError(
             "the stdio workload needs a program: -w stdio:path/to/client", field="workload"
         )
-    timeout = opt_float(options, "stdio_timeout", 5.0, positive=True)
     return Workload(
         name="stdio",
-        client=StdioClient(parse_program(str(program)), timeout),
-        generator=register_gen(options),
+        client=StdioClient(parse_program(str(program)), opts.stdio_timeout),
+        generator=register_gen(opts),
         final_generator=None,
         checker=dict(CHECKER),
     )

@@ -1,13 +1,18 @@
-"""The Spark engine: the local engine's checks, as DataFrame jobs, for histories too big
+"""The Spark engine: the registered checkers, as DataFrame jobs, for histories too big
 for one process.
 
 The seams follow the passes a check makes:
 
 - :mod:`checker.spark.input`: the history as Parquet with typed value columns;
+- :mod:`checker.spark.claims`: every selected checker's ``claims`` asked about every op
+  shape the history can hold, as lookup columns (the local engine asks the same
+  functions, so the engines cannot disagree on who takes which op);
 - :mod:`checker.spark.pairing`: one window over every client record pairs
-  completions with invocations, groups the ops and rejects malformed histories;
-- :mod:`checker.spark.log_safety`: the log-safety checks over the paired frame;
-- :mod:`checker.spark.linearizable`: per-key linearizability, a key per task;
+  completions with invocations, labels the ops and rejects malformed histories;
+- each checker's Spark implementation (``CheckerSpec.spark``: log safety over the
+  paired frame, :mod:`checker.spark.log_safety`; linearizability a key per task,
+  :mod:`checker.spark.linearizable`); a checker without one gets its records collected
+  to the driver and runs its local implementation there;
 - :mod:`checker.spark.tuning`: per-history session settings;
 - :mod:`checker.spark.session`: the one quiet SparkSession of the process.
 
@@ -22,16 +27,20 @@ from __future__ import annotations
 import os
 import time
 from collections.abc import Iterable
-from typing import Any, TypeAlias
+from typing import Any
 
-from checker.results import CAP, auto_linearizable, compose_results, unknown_result
+from checker.base import check_spec_safe
+from checker.local import run_name
+from checker.registry import Settings, checkers, parse_settings, spark_impl
+from checker.results import CAP, compose_results, unknown_result
+from checker.spark.claims import Labels, build_labels
 from checker.spark.input import BASE_COLUMNS, OP_COLUMNS, op_of, to_parquet, with_typed
-from checker.spark.linearizable import check_linearizable_spark
-from checker.spark.log_safety import LogSafety
-from checker.spark.pairing import Pairing, groups_of, labeled
+from checker.spark.pairing import Pairing, check_malformed, label_columns, labeled, part_counts
 from checker.spark.tuning import footer, tune
+from harness.core.checker import CheckConfig, CheckerSpec
 from harness.core.errors import CheckerError, HistoryError
-from harness.core.history import NEMESIS, Op
+from harness.core.op import NEMESIS, Op
+from harness.core.paired import PairedHistory
 
 __all__ = ["check_spark"]
 
@@ -107,40 +116,34 @@ def _check_df(
 ) -> dict[str, Any]:
     from pyspark.sql import functions as F
 
+    specs = checkers()
+    name = model if model is None or isinstance(model, str) else model.name
+    settings = parse_settings(opts, model=name, timeout=timeout, specs=specs)
+    chosen = settings.selected(specs)
     client = with_typed(F, hist).where(F.col("process") != NEMESIS)
-    # First job: one window over narrow columns gives the groups, well-formedness and
+    # The f names of the history (one narrow job) bound the op shapes it can hold: every
+    # checker's claims is asked about each, and its answers become a lookup column.
+    fs = sorted(r[0] for r in client.select("f").distinct().collect() if r[0] is not None)
+    labels = build_labels(
+        chosen, {s.name: settings.config(s.name) for s in chosen}, fs, "add" in fs
+    )
+    # First job: one window over narrow columns gives the labels, well-formedness and
     # the paired appends and reads, which are kept for the log-safety job.
-    pairing = Pairing(client, max_index=max_index)
+    pairing = Pairing(client, labels, fs, max_index=max_index)
     try:
-        return _check_paired(
-            spark,
-            client,
-            pairing,
-            model=model,
-            timeout=timeout,
-            cap=cap,
-            opts=opts,
-            t0=t0,
-            parts=parts,
-        )
+        return _check_paired(spark, client, pairing, labels, fs, settings, t0=t0, parts=parts)
     finally:
         pairing.close()
-
-
-_Plan: TypeAlias = tuple[str, str, dict[str, Any], tuple[str, ...], tuple[str, ...] | None]
-"""A linearizability checker to run: (checker name, model, model params, labels of its ops,
-the fs it takes, or None for all)."""
 
 
 def _check_paired(
     spark: Any,
     client: Any,
     pairing: Pairing,
+    labels: Labels,
+    fs: list[str],
+    settings: Settings,
     *,
-    model: Any,
-    timeout: float | None,
-    cap: int,
-    opts: dict[str, Any],
     t0: float,
     parts: int,
 ) -> dict[str, Any]:
@@ -148,89 +151,69 @@ def _check_paired(
     from pyspark import StorageLevel
     from pyspark.sql import functions as F
 
-    from checker.models import get_model
-
     summary = pairing.summary()
-    grouped = groups_of(summary)
-    groups, set_groups, reg_groups = grouped.counts, grouped.set_groups, grouped.register_groups
-
-    keys = bool(opts.get("keys", True))
-    params = dict(opts.get("model_params") or {})
-    checkers: dict[str, dict[str, Any]] = {}
-    plans: list[_Plan] = []
-    if model is not None:
-        name = model if isinstance(model, str) else model.name
-        m = get_model(name, **params)
-        want = {"append-log": ("log",), "set": set_groups}.get(
-            m.name, (*reg_groups, "kv", "txn", "mutex", "other")
+    check_malformed(summary)
+    counts = part_counts(summary, labels)
+    runs = [
+        (
+            c,
+            p,
+            run_name(
+                spec.name, labels.parts[c][p], [labels.parts[d][q] for d, q in counts if d == c]
+            ),
         )
-        plans.append(("linearizable", name, params, want, tuple(sorted(m.fs))))
-    else:
-        for nm, g, model_name in auto_linearizable(groups):
-            plans.append((nm, model_name, {}, reg_groups if g == "register" else (g,), None))
-    want_set = bool(groups.get("set")) and (model is None or model != "set")
+        for c, spec in enumerate(labels.checkers)
+        for p in range(len(labels.parts[c]))
+        if (c, p) in counts
+    ]
+    shared = {
+        "client": client,
+        "paired": pairing.paired,
+        "parts": parts,
+        "append_invokes": summary["append_invokes"],
+    }
+    # A history whose every op feeds one checker part (a register history) needs no
+    # labels: the labelling window (a sort of every record by process) would only mark
+    # all of them alike.
+    unlabeled = len(runs) == 1 and counts[runs[0][:2]] == summary["records"]
     lab = None
-    # A history whose every op feeds the one linearizability checker (a register
-    # history) needs no labels: the labelling window (a sort of every record by
-    # process) would only mark all of them alike.
-    unlabeled = (
-        len(plans) == 1
-        and not want_set
-        and set(groups) <= set(plans[0][3])
-        and not set(groups) & {"set", "maybe-set"}
-    )
-    if (plans or want_set) and not unlabeled:  # the op-level checkers need values
-        lab = labeled(client.select(*OP_COLUMNS, "v_kind"))
-        if len(plans) + want_set > 1:
+    if not unlabeled and runs:
+        lab = labeled(client.select(*client.columns), labels, fs)
+        if len(runs) > 1:
             lab = lab.persist(StorageLevel.MEMORY_AND_DISK)
+    results: dict[str, dict[str, Any]] = {}
     try:
-        for nm, mname, mparams, gs, fs in plans:
-            recs = client if unlabeled else lab.where(F.col("group").isin(*gs))  # type: ignore[union-attr]
-            if fs is not None:
-                recs = recs.where(F.col("f").isin(*fs))
-            try:
-                checkers[nm] = check_linearizable_spark(spark, recs, mname, mparams, timeout, keys)
-            except Exception as e:  # a failed job must not hide the other checkers' verdicts
-                checkers[nm] = unknown_result(e)
-        if groups.get("log"):
-            job = LogSafety(
-                client, pairing.paired, cap, opts.get("ha"), parts, summary["append_invokes"]
-            )
-            try:
-                checkers["log-safety"] = job.run()
-            except HistoryError:
-                raise
-            except Exception as e:
-                checkers["log-safety"] = unknown_result(e)
-            finally:
-                job.close()
-        if want_set:
-            from checker.sets import check_set
-
-            assert lab is not None
-            set_ops = [
-                op_of(tuple(r))
-                for r in lab.where(F.col("group").isin(*set_groups))
-                .select(*OP_COLUMNS)
-                .orderBy("index")
-                .toLocalIterator()
-            ]
-            checkers["set"] = check_set(set_ops)
-        if groups.get("other"):  # queue ops (send/pull/commit-offset): checked on the driver
-            from checker.queue import QUEUE_FS, check_queue
-
-            queue_ops = [
-                op_of(tuple(r))
-                for r in client.where(F.col("f").isin(*QUEUE_FS))
-                .select(*OP_COLUMNS)
-                .orderBy("index")
-                .toLocalIterator()
-            ]
-            if queue_ops:
-                checkers["queue"] = check_queue(queue_ops)
+        for c, p, name in runs:
+            spec = labels.checkers[c]
+            config = settings.config(spec.name, labels.parts[c][p], shared)
+            if unlabeled or lab is None:
+                recs = client
+            else:
+                recs = lab.where(F.col(label_columns(labels)[c]) == p).select(*client.columns)
+            results[name] = _run(spark, spec, recs, config)
     finally:
         if lab is not None:
             lab.unpersist()
     return compose_results(
-        checkers, engine="spark", started=t0, cap=cap, client_records=lambda: sum(groups.values())
+        results,
+        engine="spark",
+        started=t0,
+        cap=settings.cap,
+        client_records=lambda: int(summary["records"] or 0),
     )
+
+
+def _run(spark: Any, spec: CheckerSpec, recs: Any, config: CheckConfig) -> dict[str, Any]:
+    """One checker part: its Spark implementation, or its local one on the driver."""
+    impl = spark_impl(spec)
+    if impl is None:  # no Spark implementation: the claimed records, on the driver
+        ops = [op_of(tuple(r)) for r in recs.select(*OP_COLUMNS).orderBy("index").toLocalIterator()]
+        return check_spec_safe(spec, PairedHistory.of(ops), config)
+    try:
+        return impl(spark, recs, config)
+    except HistoryError:
+        raise
+    except Exception as e:  # a failed job must not hide the other checkers' verdicts
+        res = unknown_result(e)
+        res["error"] = f"checker {spec.name} failed on Spark: {res['error']}"
+        return res

@@ -30,10 +30,11 @@ from collections.abc import Iterator
 from typing import Any
 
 from checker.results import key_order, shape_linearizable
+from harness.core.checker import CheckConfig
 
 _loads = json.loads
 
-__all__ = ["check_linearizable_spark", "LIN_COLUMNS"]
+__all__ = ["check_linearizable_spark", "check_linearizable_registered", "LIN_COLUMNS"]
 
 LIN_COLUMNS = ("key", "index", "type", "process", "f", "value", "node")
 """What a task needs of a record: the key, the history order, and the op itself."""
@@ -247,3 +248,14 @@ def check_linearizable_spark(
         "steps": steps,
     }
     return shape_linearizable(res, m)
+
+
+def check_linearizable_registered(
+    session: Any, records: Any, config: CheckConfig
+) -> dict[str, Any]:
+    """The linearizable checker's Spark implementation (registered in
+    :data:`checker.linearizable.LINEARIZABLE`): one part's records, by key."""
+    from checker.linearizable import model_of
+
+    name, params = model_of(config)
+    return check_linearizable_spark(session, records, name, params, config.timeout, config.keys)

@@ -23,10 +23,12 @@ import json
 from collections.abc import Sequence
 from typing import Any
 
+from checker.log_safety import ANOMALIES, LOSS_WINDOW, NOTES, ha_of
 from checker.spark.input import as_int, loads
 from checker.spark.pairing import APP, READ
+from harness.core.checker import CheckConfig
 
-__all__ = ["LogSafety"]
+__all__ = ["LogSafety", "check_log_safety_spark"]
 
 
 def _canon(x: Any) -> str:
@@ -549,13 +551,13 @@ class LogSafety:
         }
         if not n_final:
             by.pop("lost-ack", None)
-        anomalies = {k: [_decode(k, r) for r in by[k]] for k in _CHECKS if k in by}
-        notes = {k: [_decode(k, r) for r in by[k]] for k in _NOTES if k in by}
+        anomalies = {k: [_decode(k, r) for r in by[k]] for k in ANOMALIES if k in by}
+        notes = {k: [_decode(k, r) for r in by[k]] for k in NOTES if k in by}
         self._finish(anomalies, multi_lost=bool(lost_multi), multi_failed="_failed_multi" in by)
         unknown = [] if ((n_final and not unjudged) or not ok) else ["lost-ack"]
         ha = self.ha
         if ha is not None and not ha.get("sync"):  # async master: a loss window by design
-            for kind, note in (("lost-ack", "loss-window"), ("append-order", "loss-window-order")):
+            for kind, note in LOSS_WINDOW:
                 if kind in anomalies:
                     notes[note] = anomalies.pop(kind)
         if ha is not None:
@@ -732,20 +734,6 @@ class LogSafety:
         ]
 
 
-_CHECKS = (
-    "committed-regress",
-    "committed-beyond-end",
-    "two-leaders-in-term",
-    "term-regress",
-    "divergent-committed",
-    "lost-ack",
-    "failed-append-present",
-    "duplicate-payload",
-    "append-order",
-)
-_NOTES = ("committed-regress-restart",)
-
-
 def _decode(kind: str, r: Any) -> dict[str, Any]:
     """An example row back to the local engine's example dict."""
     d: dict[str, Any] = json.loads(r["ex"])
@@ -761,3 +749,27 @@ def _decode(kind: str, r: Any) -> dict[str, Any]:
         d["nodes"] = sorted(d["nodes"], key=str)
     d["indexes"] = idx
     return d
+
+
+def check_log_safety_spark(session: Any, records: Any, config: CheckConfig) -> dict[str, Any]:
+    """The log-safety checker's Spark implementation (registered in
+    :data:`checker.log_safety.LOG_SAFETY`).
+
+    It works from the engine's first pass (``config.shared``: ``client``, the client
+    records, ``paired``, ``parts`` and ``append_invokes``, see
+    :class:`checker.spark.pairing.Pairing`) rather than from ``records``, whose
+    pairing that pass already did.
+    """
+    shared = config.shared
+    job = LogSafety(
+        shared["client"],
+        shared["paired"],
+        config.cap,
+        ha_of(config),
+        int(shared["parts"]),
+        int(shared["append_invokes"]),
+    )
+    try:
+        return job.run()
+    finally:
+        job.close()

@@ -1,103 +1,77 @@
-"""The first pass over a history: pair each completion with its invocation, group the ops.
+"""The first pass over a history: pair each completion with its invocation, label the ops.
 
-Everything else the engine does needs to know which check each op feeds (as
-:func:`checker.local.classify` decides) and, for log safety, what each append
-or log-read completion's invocation said. One window over every client record,
-by process, answers both, and also finds what
-:func:`harness.core.history.pair_ops` rejects, so that a malformed history
+Everything else the engine does needs to know which checker each op feeds (each
+checker's ``claims``, as lookup columns: :mod:`checker.spark.claims`) and, for log
+safety, what each append or log-read completion's invocation said. One window over
+every client record, by process, answers both, and also finds what
+:func:`harness.core.paired.pair_positions` rejects, so that a malformed history
 fails with the local engine's error before anything is checked.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from typing import Any
 
+from checker.spark.claims import KINDS, TYPES, Labels, shape_code
 from checker.spark.input import as_int
 from harness.core.errors import HistoryError
 
-__all__ = ["GROUPS", "APP", "READ", "Groups", "Pairing", "groups_of", "labeled"]
-
-GROUPS = ("log", "set", "maybe-set", "register", "kv", "txn", "mutex", "other")
-"""Check groups, as :func:`checker.local.classify` names them, and ``maybe-set``: a
-keyless read whose group depends on whether the history has adds at all."""
+__all__ = [
+    "APP",
+    "READ",
+    "Pairing",
+    "check_malformed",
+    "label_columns",
+    "labeled",
+    "part_counts",
+]
 
 APP, READ = 0, 1
 """Tags of the paired frame's rows: an append completion, a log-read completion."""
 
-_TYPES = ("invoke", "ok", "fail", "info")
-_KINDS = ("null", "boolean", "number", "string", "array", "object")
+_TYPES = TYPES
+_KINDS = KINDS
 _RAW = ("index", "process", "f", "t", "keyed", "k", "v_payload", "v_li", "v_term", "fin")
 
 
-def _group(
-    inv_f: Any,
-    inv_key: Any,
-    inv_kind: Any,
-    comp_type: Any,
-    comp_kind: Any,
-    names: Sequence[Any] = GROUPS,
-) -> Any:
-    """The check group :func:`checker.local.classify` gives an op, from its invocation's f, key
-    and value kind and its completion's type and value kind (null when there is none).
-
-    ``maybe-set`` is a keyless read that is a set read if the history has adds and
-    a register read otherwise. ``names`` are the values given for :data:`GROUPS`.
-    """
-    from pyspark.sql import functions as F
-
-    g = dict(zip(GROUPS, names, strict=True))
-    is_dict = F.coalesce(inv_kind == "object", F.lit(False)) | (
-        (comp_type == "ok") & F.coalesce(comp_kind == "object", F.lit(False))
-    )
-    keyless_read = (inv_f == "read") & inv_key.isNull()
-    maybe_set = keyless_read & (
-        comp_type.isNull() | (comp_type != "ok") | F.coalesce(comp_kind == "array", F.lit(False))
-    )
-    return (
-        F.when(
-            (inv_f == "sample")
-            | ((inv_f == "append") & inv_key.isNull())
-            | (keyless_read & is_dict),
-            g["log"],
-        )
-        .when(inv_f == "add", g["set"])
-        .when(maybe_set, g["maybe-set"])
-        .when(inv_f.isin("read", "write", "cas"), g["register"])
-        .when(inv_f.isin("get", "put", "append"), g["kv"])
-        .when(inv_f == "txn", g["txn"])
-        .when(inv_f.isin("acquire", "release"), g["mutex"])
-        .otherwise(g["other"])
-    )
+def label_columns(labels: Labels) -> list[str]:
+    """The label column of each checker: its part number of the record's op, or null."""
+    return [f"l{c}" for c in range(len(labels.checkers))]
 
 
-def labeled(recs: Any) -> Any:
-    """Client records with the check group of their op (both records of an op land in the
-    same group), for the checkers that need whole records."""
+def labeled(recs: Any, labels: Labels, fs: Any) -> Any:
+    """Client records with each checker's label (:func:`label_columns`; both records of
+    an op are labelled alike), for the checkers that need whole records."""
     from pyspark.sql import Window
     from pyspark.sql import functions as F
 
     col = F.col
     w = Window.partitionBy("process").orderBy("index")
+    t, k = _code(col("type"), _TYPES), _code(col("v_kind"), _KINDS)
     x = recs.select(
         "*",
         F.lag("f").over(w).alias("pf"),
         F.lag("key").over(w).alias("pkey"),
-        F.lag("v_kind").over(w).alias("pkind"),
-        F.lead("type").over(w).alias("ntype"),
-        F.lead("v_kind").over(w).alias("nkind"),
+        F.lag(k).over(w).alias("pk"),
+        F.lead(t).over(w).alias("nt"),
+        F.lead(k).over(w).alias("nk"),
     )
     inv = col("type") == "invoke"
-    has_comp = col("ntype").isNotNull() & (col("ntype") != "invoke")
-    group = _group(
+    code = shape_code(
+        F,
+        fs,
         F.when(inv, col("f")).otherwise(col("pf")),
-        F.when(inv, col("key")).otherwise(col("pkey")),
-        F.when(inv, col("v_kind")).otherwise(col("pkind")),
-        F.when(inv, F.when(has_comp, col("ntype"))).otherwise(col("type")),
-        F.when(inv, F.when(has_comp, col("nkind"))).otherwise(col("v_kind")),
+        F.when(inv, col("key")).otherwise(col("pkey")).isNotNull(),
+        F.when(inv, k).otherwise(col("pk")),
+        F.when(inv, col("nt")).otherwise(t),
+        F.when(inv, col("nk")).otherwise(k),
     )
-    return x.select(*recs.columns, group.alias("group"))
+    x = x.select(*recs.columns, code.alias("sc"))
+    return x.select(
+        *recs.columns,
+        *(labels.column(F, c, col("sc")).alias(n) for c, n in enumerate(label_columns(labels))),
+    )
 
 
 def _code(c: Any, names: Sequence[str]) -> Any:
@@ -135,29 +109,23 @@ def _neighbours(x: Any, w: Any) -> Any:
     )
 
 
-def _judged(x: Any) -> Any:
-    """Records with neighbours, judged: their op's group code and record count (``g``,
-    ``n``, on invocations), what pair_ops rejects (``bad``), and whether they are an
-    append or log-read completion of a keyless invocation (``pair``)."""
+def _judged(x: Any, labels: Labels, fs: Any) -> Any:
+    """Records with neighbours, judged: each checker's part number of their op and the
+    op's record count (``l<c>``, ``n``, on invocations), what pairing rejects
+    (``bad``), and whether they are an append or log-read completion of a keyless
+    invocation (``pair``)."""
     from pyspark.sql import functions as F
 
     col = F.col
     inv = col("t") == 0
     has_comp = col("nt") > 0
-    kinds = F.array(*(F.lit(k) for k in _KINDS))
-    types = F.array(*(F.lit(t) for t in _TYPES))
-    group = F.when(
-        inv,
-        _group(
-            col("f"),
-            F.when(col("keyed"), F.lit("k")),
-            F.element_at(kinds, col("k").cast("int") + 1),
-            F.when(has_comp, F.element_at(types, col("nt").cast("int") + 1)),
-            F.when(has_comp, F.element_at(kinds, col("nk").cast("int") + 1)),
-            names=list(range(len(GROUPS))),
-        ),
-    )
-    bad = (inv & (col("pt") == 0)) | (
+    code = shape_code(F, fs, col("f"), col("keyed"), col("k"), col("nt"), col("nk"))
+    label_cols = [
+        F.when(inv, labels.column(F, c, code)).alias(n) for c, n in enumerate(label_columns(labels))
+    ]
+    # An invocation after an open one, or after an info completion (that process is
+    # gone for good); a completion without its invocation just before, or of another f.
+    bad = (inv & col("pt").isin(0, 3)) | (
         ~inv & (col("pt").isNull() | (col("pt") != 0) | (col("pf") != col("f")))
     )
     keyless_inv = (col("pt") == 0) & ~col("pkeyed")
@@ -166,7 +134,7 @@ def _judged(x: Any) -> Any:
     )
     return x.select(
         "*",
-        group.alias("g"),
+        *label_cols,
         F.when(has_comp, 2).otherwise(1).alias("n"),
         bad.alias("bad"),
         pair.alias("pair"),
@@ -193,13 +161,23 @@ def _paired_rows(x: Any) -> Any:
     )
 
 
-def _metrics(F: Any, count: Any, check: Any) -> list[Any]:
-    """Summary aggregates over judged records: groups counted where ``count`` holds, ``bad``
-    looked for where ``check`` holds."""
+def _counted(labels: Labels) -> list[tuple[str, int, str]]:
+    """(label column, part number, metric name) of every checker part."""
+    return [
+        (n, p, f"{n}_{p}")
+        for c, n in enumerate(label_columns(labels))
+        for p in range(len(labels.parts[c]))
+    ]
+
+
+def _metrics(F: Any, labels: Labels, count: Any, check: Any) -> list[Any]:
+    """Summary aggregates over judged records: records per checker part and in all counted
+    where ``count`` holds, ``bad`` looked for where ``check`` holds."""
     col = F.col
     at = F.when(col("bad") & check, col("index"))
     return [
-        *(F.sum(F.when((col("g") == k) & count, col("n"))).alias(g) for k, g in enumerate(GROUPS)),
+        *(F.sum(F.when((col(n) == p) & count, col("n"))).alias(m) for n, p, m in _counted(labels)),
+        F.sum(F.when((col("t") == 0) & count, col("n"))).alias("records"),
         F.min(at).alias("bad"),
         F.min_by(F.struct("process", "t", "f", "pt", "pf", "pindex"), at).alias("why"),
     ]
@@ -207,8 +185,8 @@ def _metrics(F: Any, count: Any, check: Any) -> list[Any]:
 
 class Pairing:
     """One window over every client record for three answers: what
-    :func:`harness.core.history.pair_ops` rejects, how many records each check group
-    holds, and the *paired frame* (append and log-read completions with what their
+    :func:`harness.core.paired.pair_positions` rejects (``strict``), how many records
+    each checker part holds, and the *paired frame* (append and log-read completions with what their
     invocations said: ``tag``, ``inv``, ``comp``, ``type``, ``payload``, ``li``,
     ``term``, ``final``).
 
@@ -216,12 +194,19 @@ class Pairing:
     The first and last record of each block group miss a neighbour in another
     block; they are kept aside (a few per process and block) and judged again by
     a second, small window over them alone, where each one's neighbour is the next
-    kept record of its process. Group counts and rejections of the big window are
+    kept record of its process. Part counts and rejections of the big window are
     observed as metrics while it runs, leaving those edge cases out. Records are
     cut to small codes first: their width costs as much as the sort.
     """
 
-    def __init__(self, client: Any, block: int = _BLOCK, max_index: int | None = None) -> None:
+    def __init__(
+        self,
+        client: Any,
+        labels: Labels,
+        fs: Any,
+        block: int = _BLOCK,
+        max_index: int | None = None,
+    ) -> None:
         from pyspark import StorageLevel
         from pyspark.sql import Observation, Window
         from pyspark.sql import functions as F
@@ -242,7 +227,10 @@ class Pairing:
             (col("v_final") == "true").alias("fin"),
             F.shiftright(col("index"), block).alias("blk"),
         )
-        x = _judged(_neighbours(x, Window.partitionBy("process", "blk").orderBy("index")))
+        self.labels = labels
+        x = _judged(
+            _neighbours(x, Window.partitionBy("process", "blk").orderBy("index")), labels, fs
+        )
         if split:
             first, last = col("pindex").isNull(), col("nindex").isNull()
         else:
@@ -250,7 +238,7 @@ class Pairing:
         self.seen = Observation("summary")
         x = x.observe(
             self.seen,
-            *_metrics(F, ~last, ~first),
+            *_metrics(F, labels, ~last, ~first),
             F.count_if((col("t") == 0) & (col("f") == "append") & ~col("keyed")).alias(
                 "append_invokes"
             ),
@@ -275,7 +263,7 @@ class Pairing:
         if split:
             edges = self.kept.where(col("first") | col("last")).select(*_RAW, "first", "last")
             self.edges = _judged(
-                _neighbours(edges, Window.partitionBy("process").orderBy("index"))
+                _neighbours(edges, Window.partitionBy("process").orderBy("index")), labels, fs
             ).persist(StorageLevel.MEMORY_AND_DISK)
             self.paired = self.paired.unionByName(_paired_rows(self.edges.where(col("first"))))
 
@@ -286,10 +274,15 @@ class Pairing:
         col = F.col
         self.kept.count()
         big = self.seen.get
-        small: dict[str, Any] = {g: 0 for g in GROUPS} | {"bad": None}
+        names = [m for _, _, m in _counted(self.labels)] + ["records"]
+        small: dict[str, Any] = {m: 0 for m in names} | {"bad": None}
         if self.edges is not None:
-            small = self.edges.agg(*_metrics(F, col("last"), col("first"))).collect()[0].asDict()
-        out = {g: (big[g] or 0) + (small[g] or 0) for g in GROUPS}
+            small = (
+                self.edges.agg(*_metrics(F, self.labels, col("last"), col("first")))
+                .collect()[0]
+                .asDict()
+            )
+        out = {m: (big[m] or 0) + (small[m] or 0) for m in names}
         out["append_invokes"] = big["append_invokes"]
         worst = [m for m in (big, small) if m["bad"] is not None]
         out["bad"], out["why"] = (
@@ -305,40 +298,36 @@ class Pairing:
             self.edges.unpersist()
 
 
-@dataclass(frozen=True)
-class Groups:
-    """Record counts per check group, with ``maybe-set`` resolved as classify resolves it:
-    keyless reads are set reads in a history with adds, register reads otherwise."""
-
-    counts: dict[str, int]
-    set_groups: tuple[str, ...]
-    """Labels (of :func:`labeled`) that hold the set checker's ops."""
-    register_groups: tuple[str, ...]
-    """Labels that hold the register ops."""
-
-
-def groups_of(summary: Mapping[str, Any]) -> Groups:
-    """The groups of a :meth:`Pairing.summary`; raises the local engine's
-    :class:`~harness.core.errors.HistoryError` if pairing found a malformed history."""
+def check_malformed(summary: Mapping[str, Any]) -> None:
+    """Raise the local engine's :class:`~harness.core.errors.HistoryError` if the first
+    pass (:meth:`Pairing.summary`) found a malformed history."""
     if summary["bad"] is not None:
         why = summary["why"].asDict()
         why["type"] = _TYPES[why.pop("t")]
         why["ptype"] = None if why["pt"] is None else _TYPES[why["pt"]]
         _raise_malformed(summary["bad"], why)
-    counts = {g: int(summary[g]) for g in GROUPS if summary[g]}
-    set_groups: tuple[str, ...] = ("set",)
-    if "set" in counts and "maybe-set" in counts:
-        counts["set"] += counts.pop("maybe-set")
-        set_groups = ("set", "maybe-set")
-    elif "maybe-set" in counts:
-        counts["register"] = counts.get("register", 0) + counts.pop("maybe-set")
-    reg_groups = ("register",) if "set" in counts else ("register", "maybe-set")
-    return Groups(counts, set_groups, reg_groups)
+
+
+def part_counts(summary: Mapping[str, Any], labels: Labels) -> dict[tuple[int, int], int]:
+    """Records per (checker, part) number that has any, from a :meth:`Pairing.summary`."""
+    out = {}
+    for c, parts in enumerate(labels.parts):
+        for p in range(len(parts)):
+            n = int(summary[f"l{c}_{p}"] or 0)
+            if n:
+                out[(c, p)] = n
+    return out
 
 
 def _raise_malformed(index: int, b: Mapping[str, Any]) -> None:
     """The error :func:`harness.core.history.pair_ops` raises, word for word (users and
     tests compare the engines' messages)."""
+    if b["type"] == "invoke" and b.get("ptype") == "info":
+        raise HistoryError(
+            f"process {b['process']} invoked again after an info completion",
+            index=index,
+            field="process",
+        )
     if b["type"] == "invoke":
         raise HistoryError(
             f"process {b['process']} invoked again while op {b.get('pindex')} was open",

@@ -59,11 +59,12 @@ def _unavailable(name: str, why: str) -> click.Command:
 BENCH_COMMANDS = {
     "node": "node_impl.bench:bench_node",
     "crash": "node_impl.bench:bench_crash",
-    "checker": "checker.bench:bench_checker",
+    "checker": "harness.run.bench_checker:bench_checker",
     "harness": "harness.run.bench:bench_harness",
     "campaign": "harness.run.bench_campaign:bench_campaign",
     "soak": "harness.run.bench_soak:bench_soak",
     "fuzz-frames": "node_impl.fuzz:bench_fuzz_frames",
+    "report": "harness.report.bench:bench_report",
 }
 
 
@@ -83,6 +84,8 @@ COMMANDS = {
     "zoo": "harness.cli.zoo:zoo",
     "plugins": "harness.cli.plugins:plugins",
     "heal": "harness.cli.heal:heal",
+    "replay": "harness.cli.replay:replay",
+    "shrink": "harness.cli.shrink:shrink",
 }
 
 

@@ -3,6 +3,14 @@
 Exit status is the verdict (0 valid, 1 invalid, 2 unknown) so CI can gate on
 it; user mistakes raise :class:`~harness.core.errors.SplitbrainError`, which
 ``harness.cli.main`` turns into a one-line message and exit 3.
+
+A run directory (one with ``test.json``) is re-checked as the run checked it:
+:func:`harness.run.roles.recheck` rebuilds the workload's and the DB's checker options
+from ``test.json`` through the function the runner used, and a run that did not finish
+stays ``unknown`` (exit 2) with its interruption on record. The result goes to
+``recheck.json`` beside the run's ``results.json``, which stays the run's own record (how
+it ended, its cleanup problems, the report built from it); a history file or a directory
+without ``test.json`` is checked as before, into ``results.json`` beside it.
 """
 
 from __future__ import annotations
@@ -15,15 +23,25 @@ import click
 
 from checker.dispatch import ENGINES, check_history
 from harness.core.errors import CheckerError
+from harness.core.layout import TEST
 from harness.core.verdict import word as verdict_word
+from harness.run.roles import RECHECK
+from harness.run.summary import anomaly_totals
 
 __all__ = ["check", "default_output", "summarize"]
 
 EXAMPLES_SHOWN = 3
 
 
+def _is_run_dir(path: Path) -> bool:
+    return path.is_dir() and (path / TEST).is_file()
+
+
 def default_output(path: Path) -> Path:
-    """results.json in the store directory, or beside the history file."""
+    """recheck.json in a run's directory (its results.json is the run's record), else
+    results.json in the directory or beside the history file."""
+    if _is_run_dir(path):
+        return path / RECHECK
     if path.is_dir():
         return path / "results.json"
     if path.stem == "history":
@@ -41,6 +59,12 @@ def summarize(results: dict[str, Any]) -> str:
     ]
     if results.get("error"):
         lines.append(f"  note: {results['error']}")
+    run = results.get("run") or {}
+    if run.get("interrupted"):
+        lines.append(
+            f"  run: did not finish ({run.get('reason') or 'interrupted'}); "
+            f"the checker alone said {verdict_word(results.get('checked_valid'), loud=False)}"
+        )
     for name, res in (results.get("checkers") or {}).items():
         extra = ""
         if name.startswith("linearizable"):
@@ -60,9 +84,7 @@ def summarize(results: dict[str, Any]) -> str:
             if cex:
                 lines.append("")
                 lines.append(render_text(cex))
-        counts: dict[str, int] = {}
-        for res in (results.get("checkers") or {}).values():
-            counts.update((res.get("stats") or {}).get("anomaly_counts") or {})
+        counts = anomaly_totals(results)
         for kind, examples in (results.get("anomalies") or {}).items():
             if kind == "nonlinearizable":
                 continue
@@ -119,7 +141,8 @@ def _parse_params(items: tuple[str, ...]) -> dict[str, Any]:
     "--output",
     type=click.Path(path_type=Path),
     default=None,
-    help="Where to write results.json (default: beside the history).",
+    help="Where to write the result (default: recheck.json in a run's directory, "
+    "else results.json beside the history).",
 )
 def check(
     path: Path,
@@ -141,17 +164,31 @@ def check(
         from checker.models import get_model
 
         get_model(model, **params)  # a bad name or parameter fails here, before any reading
+    if path.is_file() and path.stem == "history" and _is_run_dir(path.parent):
+        path = path.parent  # a run's own history: re-check the run, never its results.json
     from harness.run.progress import step_status
 
     with step_status(f"checking {path} ({engine} engine)"):
-        results = check_history(
-            path,
-            model=model,
-            engine=engine,
-            timeout=timeout,
-            master=spark_master,
-            opts={"model_params": params},
-        )
+        if _is_run_dir(path):
+            from harness.run.roles import recheck
+
+            results = recheck(
+                path,
+                engine=engine,
+                timeout=timeout,
+                master=spark_master,
+                model=model,
+                model_params=params,
+            )
+        else:
+            results = check_history(
+                path,
+                model=model,
+                engine=engine,
+                timeout=timeout,
+                master=spark_master,
+                opts={"model_params": params},
+            )
     out = output or default_output(path)
     try:
         if output is None and not out.parent.stat().st_mode & 0o222:

@@ -1,6 +1,7 @@
 """``splitbrain heal``: undo whatever earlier (possibly killed) runs left on the hosts.
 
-Replays the fault journal (nemesis/journal.py), then scans every host and
+Replays the fault journal (nemesis/journal.py), then scans every host
+(harness/run/leftovers.py) and
 removes what it finds (rules, qdiscs, clock offsets, stopped processes, fault
 daemons, DB processes and data), then scans again. Exit 0 when every host is
 clean, 3 when something remains (each leftover is printed with its host).
@@ -13,7 +14,8 @@ import json
 import click
 
 from harness.cli.inventory import inventory_options
-from harness.run.cleanup import DirtyClusterError, format_leftovers, heal_hosts, scan_hosts
+from harness.run.cleanup import DirtyClusterError, heal_hosts
+from harness.run.leftovers import format_leftovers, scan_hosts
 
 __all__ = ["heal"]
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import click
 
@@ -10,6 +10,7 @@ from harness.core.errors import ConfigError, LabError
 from harness.inventory.lab import DEFAULT_STATE_ROOT, Lab
 
 if TYPE_CHECKING:
+    from harness.core.remote import Host
     from harness.inventory.vm import VmLab
 
 __all__ = ["lab"]
@@ -101,7 +102,7 @@ def up(
         dl = DockerLab(name=name, nodes=nodes or 5, subnet=subnet or "127.79.0")
         for h in dl.up():
             click.echo(f"{h.name}\t{h.address}")
-        click.echo(f"docker lab {name!r} is up; use `splitbrain run --docker {name}`")
+        click.echo(f"docker lab {name!r} is up; use `splitbrain run --docker --lab {name}`")
         return
     try:
         existing: Lab | None = Lab.load(name, state_root=state_root)
@@ -149,11 +150,8 @@ def status(name: str, driver: str, state_root: str) -> None:
             click.echo(f"  {r['host']}: {r['ssh_error']}")
     healthy = sum(1 for r in rows if r["ssh_ok"])
     click.echo(f"{healthy}/{len(rows)} hosts answer SSH")
-    from harness.run.cleanup import status_leftovers  # leftovers of killed runs, per host
-
-    status_leftovers(
-        Lab.load(name, state_root=state_root), [r["host"] for r in rows if r["ssh_ok"]]
-    )
+    # leftovers of killed runs, per host
+    _print_leftovers(Lab.load(name, state_root=state_root).hosts(), rows, name)
     if healthy < len(rows):
         raise LabError(
             f"lab {name!r}: {len(rows) - healthy} of {len(rows)} hosts do not answer "
@@ -256,9 +254,7 @@ def _vm_status(name: str) -> None:
     strays = vl.leftovers()
     for s in strays:
         click.echo(f"  stray: {s}")
-    from harness.run.cleanup import status_leftovers
-
-    status_leftovers(vl, [r["host"] for r in rows if r["ssh_ok"]])
+    _print_leftovers(vl.hosts(), rows, name)
     if healthy < len(rows) or strays:
         raise LabError(
             f"VM lab {name!r}: {len(rows) - healthy} of {len(rows)} guests do not answer SSH"
@@ -276,6 +272,33 @@ def _vm_down(name: str) -> None:
         vl = VmLab(name=name)
     vl.down()
     click.echo(f"VM lab {name!r} is down")
+
+
+def _print_leftovers(hosts: list[Host], rows: list[dict[str, Any]], name: str) -> None:
+    """``lab status``: each host's leftovers of earlier runs; DirtyClusterError (exit 3) if any.
+
+    Hosts that do not answer SSH are still checked for what this machine can see (their
+    journal, a frozen cgroup, a guest held off).
+    """
+    from harness.run.cleanup import DirtyClusterError
+    from harness.run.leftovers import format_leftovers, offline_leftovers, scan_hosts
+
+    reachable = {r["host"] for r in rows if r["ssh_ok"]}
+    found = scan_hosts([h for h in hosts if h.name in reachable])
+    for h in hosts:
+        if h.name not in reachable:
+            found[h.name] = offline_leftovers(h)
+    lines = format_leftovers(found)
+    if not lines:
+        click.echo("leftovers: none")
+        return
+    click.echo(f"leftovers ({len(lines)}):")
+    for line in lines:
+        click.echo(f"  {line}")
+    raise DirtyClusterError(
+        f"lab {name!r}: {len(lines)} leftovers of earlier runs; "
+        f"`splitbrain heal --lab {name}` removes them"
+    )
 
 
 def _make(name: str, nodes: int, subnet: str, state_root: str) -> Lab:

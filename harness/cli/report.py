@@ -1,4 +1,4 @@
-"""``splitbrain report PATH``: rebuild the HTML report of a stored run."""
+"""``splitbrain report PATH``: rebuild the interactive HTML report of a stored run."""
 
 from __future__ import annotations
 
@@ -12,9 +12,12 @@ from harness.core.errors import ConfigError
 @click.command(name="report")
 @click.argument("path", type=click.Path(path_type=Path))
 def report(path: Path) -> int:
-    """Write report.html (with its plots) for the run stored at PATH.
+    """Write report.html for the run stored at PATH: one self-contained page.
 
-    PATH is a run directory (store/<test>/<time>) or a test's `latest` link.
+    The page has the verdict and checker tables, the anomalies (click one to zoom the
+    timeline onto its ops, the faults then in force and the nodes' log lines), and a
+    zoomable timeline of every op with the faults and each node's role and committed
+    index. PATH is a run directory (store/<test>/<time>) or a test's `latest` link.
     """
     from harness.report.html import write_report
 

@@ -8,6 +8,7 @@ path, and returns the exit code of ARCHITECTURE §3 (the worst of all runs when
 
 from __future__ import annotations
 
+import dataclasses
 import random
 from collections.abc import Sequence
 from pathlib import Path
@@ -20,6 +21,7 @@ from harness.cli.plugins import ListsPlugins
 from harness.core.verdict import word as verdict_word
 from harness.inventory.resolve import resolve_hosts
 from harness.report.junit import junit_xml
+from harness.run.summary import verdict_line
 
 __all__ = ["run", "parse_kv", "parse_nemesis"]
 
@@ -106,6 +108,13 @@ def parse_nemesis(text: str) -> tuple[str, ...]:
     show_default=True,
     help="Run the test N times; the exit code is the worst verdict.",
 )
+@click.option(
+    "--client-timeout",
+    type=click.FloatRange(min=0, min_open=True),
+    default=None,
+    help="Seconds a client op may take before it is recorded info "
+    "[default: 5; every workload's clients use it, the watchdog allows twice that].",
+)
 @click.option("--bug", default=None, help="Seeded bug for the reference node (--bug NAME).")
 @click.option("--seed", type=int, default=None, help="RNG seed (random and recorded if omitted).")
 @click.option(
@@ -163,6 +172,14 @@ def parse_nemesis(text: str) -> tuple[str, ...]:
 @inventory_options("Embedded lab to use (built by `splitbrain lab up`).")
 @click.option("--no-progress", is_flag=True, help="No live status line.")
 @click.option(
+    "--check",
+    "checks",
+    multiple=True,
+    metavar="NAME",
+    help="Also run this registered check (repeatable; `splitbrain plugins` lists them), "
+    "beside the workload's own.",
+)
+@click.option(
     "--junit-xml",
     "junit_path",
     type=click.Path(dir_okay=False),
@@ -184,6 +201,7 @@ def run(
     concurrency: int,
     rate: float,
     test_count: int,
+    client_timeout: float | None,
     bug: str | None,
     seed: int | None,
     nemesis_interval: float,
@@ -202,6 +220,7 @@ def run(
     vm: bool,
     insecure: bool,
     no_progress: bool,
+    checks: tuple[str, ...],
     junit_path: str | None,
     fail_on: str,
 ) -> int:
@@ -214,9 +233,12 @@ def run(
     db_opts = parse_kv(db_options, option="--db-option")
     wl_opts = parse_kv(workload_options, option="--workload-option")
     nem_opts = parse_kv(nemesis_options, option="--nemesis-option")
-    for reserved in ("db", "nemesis"):
+    for reserved in ("db", "nemesis", "client_timeout", "checks"):
         if reserved in wl_opts:
-            raise click.BadParameter(f"{reserved!r} is reserved", param_hint="--workload-option")
+            hint = " (use --client-timeout)" if reserved == "client_timeout" else ""
+            raise click.BadParameter(
+                f"{reserved!r} is reserved{hint}", param_hint="--workload-option"
+            )
     if leave_db_running:
         db_opts["leave_running"] = True
     from harness.dbs.rolling import upgrade_options
@@ -226,6 +248,30 @@ def run(
         from harness.dbs.dledger import check_bug
 
         check_bug(bug)
+    test_name = name or "-".join([db, workload] + ([bug] if bug else []))
+    base_seed = seed if seed is not None else random.SystemRandom().randrange(2**31)
+    run_opts: dict[str, Any] = {"db": db_opts, "nemesis": nem_opts}
+    if client_timeout is not None:
+        run_opts["client_timeout"] = client_timeout
+    if checks:
+        run_opts["checks"] = list(checks)
+    spec = TestSpec(
+        name=test_name,
+        nodes=(),
+        db=db,
+        workload=workload,
+        nemesis=faults,
+        time_limit=time_limit,
+        concurrency=concurrency,
+        rate=rate,
+        seed=base_seed,
+        bug=bug,
+        nemesis_interval=nemesis_interval,
+        options={**wl_opts, **run_opts},
+    )
+    from harness.run.roles import prepare
+
+    prepare(spec)  # every --db-option and --workload-option checked before any host is asked
     hosts = resolve_hosts(
         lab=lab, nodes_file=nodes_file, vagrant=vagrant, docker=docker, insecure=insecure, vm=vm
     )
@@ -238,8 +284,6 @@ def run(
     from nemesis.package import check_hosts
 
     check_hosts(faults, hosts)  # power on hosts with no hypervisor: exit 3 before anything runs
-    test_name = name or "-".join([db, workload] + ([bug] if bug else []))
-    base_seed = seed if seed is not None else random.SystemRandom().randrange(2**31)
     from harness.report.html import write_report
 
     opts = RunOptions(
@@ -248,20 +292,7 @@ def run(
         progress=not no_progress,
         reporter=write_report,
     )
-    spec = TestSpec(
-        name=test_name,
-        nodes=tuple(h.name for h in hosts),
-        db=db,
-        workload=workload,
-        nemesis=faults,
-        time_limit=time_limit,
-        concurrency=concurrency,
-        rate=rate,
-        seed=base_seed,
-        bug=bug,
-        nemesis_interval=nemesis_interval,
-        options={**wl_opts, "db": db_opts, "nemesis": nem_opts},
-    )
+    spec = dataclasses.replace(spec, nodes=tuple(h.name for h in hosts))
     summary: list[dict[str, Any]] = []
 
     def report(done: CampaignRun) -> None:
@@ -275,7 +306,7 @@ def run(
             }
         )
         prefix = f"[{done.number}/{test_count}] " if test_count > 1 else ""
-        click.echo(f"{prefix}{_verdict_line(result.results)}")
+        click.echo(f"{prefix}{verdict_line(result.results)}")
         click.echo(f"{prefix}store: {_rel(result.store_dir)}")
 
     runs = run_campaign(
@@ -309,28 +340,3 @@ def _rel(p: Path) -> str:
         return str(p.resolve().relative_to(Path.cwd()))
     except ValueError:
         return str(p)
-
-
-def _verdict_line(results: dict[str, Any]) -> str:
-    word = verdict_word(results.get("valid"))
-    anomalies = results.get("anomalies") or {}
-    run_info = results.get("run") or {}
-    bits = [f"verdict: {word}"]
-    if anomalies:
-        bits.append(
-            "anomalies: "
-            + ", ".join(
-                f"{k} ({len(v) if isinstance(v, (list, tuple)) else v})"
-                for k, v in sorted(anomalies.items())
-            )
-        )
-    if results.get("reason"):
-        bits.append(f"reason: {results['reason']}")
-    elif results.get("error"):
-        bits.append(f"reason: {results['error']}")
-    if run_info:
-        bits.append(
-            f"ops ok/fail/info: {run_info.get('ok', 0)}/{run_info.get('fail', 0)}/"
-            f"{run_info.get('info', 0)}"
-        )
-    return "; ".join(bits)

@@ -23,13 +23,26 @@ import json
 import random
 import sys
 import time
+from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 import click
 
 from harness.zoo.campaign import progress_line, run_zoo
 from harness.zoo.mutants.plan import with_node_src
-from harness.zoo.summary import RunRecord, render_table, summarize, summary_json, zoo_exit_code
+from harness.zoo.summary import (
+    RunRecord,
+    attach_coverage,
+    coverage_json,
+    coverage_table,
+    never_reached,
+    render_coverage,
+    render_table,
+    summarize,
+    summary_json,
+    zoo_exit_code,
+)
 from harness.zoo.targets import (
     CAMPAIGNS,
     DEFAULT_CAMPAIGN,
@@ -199,7 +212,7 @@ def zoo(
 
         if vm:
             raise click.UsageError("--mutants runs on the namespace lab, not with --vm")
-        return mutants_main(
+        rc = mutants_main(
             ids=mutant_ids,
             sample=sample,
             list_only=list_only,
@@ -212,6 +225,9 @@ def zoo(
             smoke_seconds=smoke_time,
             unit_timeout=unit_timeout,
         )
+        if not list_only:
+            echo_coverage(mutant_campaign_records(Path(out_dir)))
+        return rc
     only_mutants = [n for n, v in (("--mutant", mutant_ids), ("--sample", sample),
                                    ("--list", list_only)) if v]  # fmt: skip
     if only_mutants:
@@ -271,6 +287,7 @@ def zoo(
     if aborted and rc == 0:
         rc = 2
     click.echo(render_table(rows))
+    coverage = echo_coverage(records)
     escaped = [r.label for r in rows if r.status == "ESCAPED"]
     alarms = sum(r.invalid for r in rows if r.bug is None)
     verdict = [f"zoo: exit {rc}"]
@@ -295,7 +312,46 @@ def zoo(
             seconds=time.monotonic() - t0,
             campaigns=campaigns,
         )
+        doc["coverage"] = coverage
         Path(json_path).parent.mkdir(parents=True, exist_ok=True)
         Path(json_path).write_text(json.dumps(doc, indent=2) + "\n", encoding="utf-8")
     sys.stdout.flush()
     return rc
+
+
+def echo_coverage(records: Sequence[RunRecord]) -> dict[str, Any]:
+    """Print each mode's coverage table over all its runs and the situations never reached.
+
+    Returns the --json form, per mode.
+    """
+    attach_coverage(records)
+    out: dict[str, Any] = {}
+    for mode in dict.fromkeys(r.mode for r in records):
+        rows = coverage_table([r for r in records if r.mode == mode])
+        if not any(r.runs for r in rows):
+            continue
+        runs = rows[0].runs
+        click.echo(f"\ncoverage, mode {mode}, over {runs} run(s) (docs/zoo.md, issue 27):")
+        click.echo(render_coverage(rows))
+        missed = never_reached(rows)
+        click.echo(
+            f"never reached: {', '.join(missed)}"
+            if missed
+            else "every observable situation reached"
+        )
+        out[mode] = coverage_json(rows)
+    return out
+
+
+def mutant_campaign_records(out_dir: Path) -> list[RunRecord]:
+    """The campaign runs of ``zoo --mutants`` (its ledger in ``out_dir``) as zoo run records,
+    so their coverage is tabulated like the zoo's: what the mutants' campaigns reached."""
+    from harness.zoo.mutants.ledger import Ledger
+    from harness.zoo.mutants.runner import LEDGER_FILE
+
+    out = []
+    for k, rec in enumerate(Ledger(out_dir / LEDGER_FILE).load().values()):
+        st = rec.campaign
+        if st is not None and st.store:
+            out.append(RunRecord(bug=rec.id, run=k, seed=0, valid=st.verdict, store=st.store))
+    return out

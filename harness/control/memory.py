@@ -50,6 +50,8 @@ class MemoryRemote:
     """
 
     _pids = itertools.count(1000)
+    hostless = True
+    """It reaches no machine: a run's clean start has nothing to scan, heal or journal."""
 
     def __init__(self, host: Host | str, handler: Handler = answer) -> None:
         self.host = host if isinstance(host, Host) else Host(name=host, address="127.0.0.1")

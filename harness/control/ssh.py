@@ -548,25 +548,65 @@ class SSHRemote:
         return self.run(script, sudo=sudo, check=False, timeout=15.0).exit_status == 0
 
     def stop_daemon(self, pidfile: str, *, timeout: float = 10.0, sudo: bool = False) -> None:
-        """TERM the daemon's group, wait up to ``timeout``, then KILL; remove the pid file."""
+        """TERM the daemon's group, wait up to ``timeout``, then KILL; remove the pid file.
+
+        After KILL it waits up to :data:`KILL_WAIT_S` by the host's clock: on a loaded
+        machine a killed process can spend seconds in D state or being reaped, and
+        calling that "survived" made teardowns fail for processes gone moments later.
+        A process still there is a one-line :class:`RemoteError`: host, pid, the
+        signals sent and the seconds waited (never the script, which says nothing).
+        """
         steps = max(1, int(timeout / 0.05))
         q = shlex.quote
         script = (
-            f"if {_read_pid(pidfile)}; then"
+            f"if {_read_pid(pidfile)}; then t0=$(date +%s); sent=TERM;"
             ' kill -s TERM -- "-$p" 2>/dev/null || kill -s TERM "$p" 2>/dev/null;'
             f" i=0; while {_ALIVE} && [ $i -lt {steps} ]; do sleep 0.05; i=$((i+1)); done;"
-            f' if {_ALIVE}; then kill -s KILL -- "-$p" 2>/dev/null || kill -s KILL "$p";'
-            f" i=0; while {_ALIVE} && [ $i -lt 100 ]; do sleep 0.05; i=$((i+1)); done; fi;"
-            f' if {_ALIVE}; then echo "pid $p survived SIGKILL" >&2; exit 2; fi;'
-            f" fi; rm -f {q(pidfile)}"
+            f" if {_ALIVE}; then sent=TERM,KILL; t1=$(date +%s);"
+            ' kill -s KILL -- "-$p" 2>/dev/null || kill -s KILL "$p" 2>/dev/null;'
+            f" while {_ALIVE} && [ $(($(date +%s) - t1)) -lt {KILL_WAIT_S} ]; do sleep 0.1; done;"
+            f" fi; if {_ALIVE}; then"
+            f' echo "{_SURVIVED} $p $sent $(($(date +%s) - t0))'
+            " $(sed -n 's/^State:[[:space:]]*//p' /proc/$p/status 2>/dev/null | tr ' ' _)\";"
+            f" exit 2; fi; fi; rm -f {q(pidfile)}"
         )
-        self.run(script, sudo=sudo, timeout=timeout + 15.0)
+        what = f"stopping the daemon of pid file {pidfile}"
+        try:
+            res = self.run(script, sudo=sudo, check=False, timeout=timeout + KILL_WAIT_S + 15.0)
+        except RemoteCommandError:  # only a timeout: the script always exits
+            raise RemoteError(
+                f"{what}: no answer within {timeout + KILL_WAIT_S + 15.0:.0f} s",
+                host=self.host.name,
+            ) from None
+        if res.exit_status == 0:
+            return
+        for line in res.stdout.splitlines():
+            f = line.split()
+            if len(f) >= 4 and f[0] == _SURVIVED:
+                state = f" (state {f[4].replace('_', ' ')})" if len(f) > 4 else ""
+                raise RemoteError(
+                    f"pid {f[1]} (pid file {pidfile}) still running{state} after "
+                    f"{f[2].replace(',', ' then ')} to its process group, {f[3]} s waited",
+                    host=self.host.name,
+                )
+        err = " ".join((res.stderr or res.stdout).split())[:200]
+        raise RemoteError(f"{what} failed (exit {res.exit_status}): {err}", host=self.host.name)
+
+
+KILL_WAIT_S = 30
+"""Seconds ``stop_daemon`` waits for a process it sent SIGKILL to before it gives up."""
+_SURVIVED = "splitbrain-stop-survived"
 
 
 def _read_pid(pidfile: str) -> str:
+    """Shell that sets ``$p`` from the pid file, failing unless it names a real process.
+
+    A pid of 0 or 1 (a pid file truncated or written wrongly) is refused: ``kill -- -1``
+    would signal every process the user may signal, and ``-0`` the caller's own group.
+    """
     return (
         f'p=$(cat {shlex.quote(pidfile)} 2>/dev/null) && [ -n "$p" ]'
-        ' && [ "$p" -eq "$p" ] 2>/dev/null'
+        ' && [ "$p" -eq "$p" ] 2>/dev/null && [ "$p" -gt 1 ]'
     )
 
 

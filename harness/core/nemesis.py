@@ -51,8 +51,9 @@ class FaultJournal(Protocol):
     """Where a fault is written down before it lands, and struck out once healed.
 
     A harness killed outright runs no cleanup; whatever it had applied is then
-    either healed or in the journal, and the next command undoes it
-    (nemesis/journal.py has the format and the undo of every kind).
+    either healed or in the journal, and the next command undoes it (nemesis/journal.py
+    has the format; each entry kind, and its undo, is a ``JournalKind`` registered with the
+    fault that writes it, harness/core/fault.py). The runner sets it as ``ctx.journal``.
     """
 
     def note(self, node: str, kind: str, key: str, undo: Mapping[str, Any], what: str = "") -> None:

@@ -28,7 +28,17 @@ from typing import Any, Literal, TypeVar, Union
 
 from harness.core.errors import ConfigError
 
-__all__ = ["option", "parse_options", "describe_options", "option_names", "OptionDoc"]
+__all__ = [
+    "option",
+    "parse_options",
+    "describe_options",
+    "option_names",
+    "OptionDoc",
+    "declares_options",
+    "declared_options",
+    "as_options",
+    "typed_options",
+]
 
 T = TypeVar("T")
 
@@ -88,7 +98,7 @@ def parse_options(cls: type[T], raw: Mapping[str, Any] | None, *, role: str) -> 
         )
     hints = typing.get_type_hints(cls)
     values: dict[str, Any] = {}
-    for f in dataclasses.fields(cls):
+    for f in dataclasses.fields(cls):  # type: ignore[arg-type]
         if f.name not in raw:
             continue
         where = f"{role} option {f.name!r}"
@@ -120,9 +130,10 @@ def _coerce(v: Any, tp: Any, where: str) -> Any:
     origin = typing.get_origin(tp)
     if origin in (Union, types.UnionType):
         args = typing.get_args(tp)
-        if v is None or (isinstance(v, str) and v.lower() in ("none", "null") and type(None) in args):
-            if type(None) in args:
-                return None
+        if type(None) in args and (
+            v is None or (isinstance(v, str) and v.lower() in ("none", "null"))
+        ):
+            return None
         errors = []
         for a in args:
             if a is type(None):
@@ -185,3 +196,49 @@ def _coerce(v: Any, tp: Any, where: str) -> Any:
             return dict(v)
         raise ConfigError(f"{where} must be a mapping, got {v!r}")
     raise TypeError(f"{where}: unsupported option type {tp!r}")
+
+
+# --- declaring a factory's options (added for DB and workload factories; backward compatible) ---
+
+OPTIONS_ATTR = "options_type"
+"""The attribute a DB or workload factory carries to declare its options dataclass."""
+
+
+def declares_options(cls: type) -> Any:
+    """Decorator: the factory takes an instance of ``cls`` (a frozen dataclass), not a mapping.
+
+    The harness then parses ``--db-option``/``--workload-option`` with :func:`parse_options`
+    before anything connects, so a misspelt key stops the run at once. A factory without
+    it keeps receiving the raw mapping (its plugin checks what it likes).
+    """
+    if not dataclasses.is_dataclass(cls):
+        raise TypeError(f"{cls!r} is not a dataclass")
+
+    def mark(factory: Any) -> Any:
+        setattr(factory, OPTIONS_ATTR, cls)
+        return factory
+
+    return mark
+
+
+def declared_options(factory: Any) -> type | None:
+    """The options dataclass ``factory`` declared with :func:`declares_options`, if any."""
+    cls = getattr(factory, OPTIONS_ATTR, None)
+    return cls if isinstance(cls, type) and dataclasses.is_dataclass(cls) else None
+
+
+def as_options(cls: type[T], raw: Any, *, role: str) -> T:
+    """``raw`` if it already is a ``cls``, else :func:`parse_options` of the mapping.
+
+    Lets a factory be called both by the harness (an instance) and by code or tests that
+    hand it a plain mapping.
+    """
+    if isinstance(raw, cls):
+        return raw
+    return parse_options(cls, raw, role=role)
+
+
+def typed_options(factory: Any, raw: Mapping[str, Any], role: str) -> Any:
+    """What ``factory`` takes: its declared options parsed from ``raw``, else ``raw`` itself."""
+    cls = declared_options(factory)
+    return raw if cls is None else parse_options(cls, raw, role=role)

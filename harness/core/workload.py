@@ -25,6 +25,7 @@ __all__ = [
     "GenContext",
     "PENDING",
     "Workload",
+    "client_timeout",
 ]
 
 
@@ -121,5 +122,22 @@ class Workload:
     generator: Generator
     final_generator: Generator | None = None
     checker: dict[str, Any] = field(default_factory=dict)
+    """What the checker runs: ``checks`` (registered checker names: ``linearizable``,
+    ``log-safety``, ``queue``, ``total-queue``, ``set``; absent: all that claim ops),
+    ``model``, ``model_params``, ``keys`` (per-key linearizability), ``cap`` and
+    ``options`` (``{checker: {...}}``). What the DB adds (mode ha's loss window) is the DB's
+    to declare; the run layer merges both (harness/run/roles.py ``checker_options``)."""
     extra_workers: Callable[[Sequence[str]], list[ExtraWorker]] | None = None
     """Given the test's nodes, the dedicated workers to run beside the pool (optional)."""
+
+
+def client_timeout(ctx: RunContext) -> float:
+    """The run's one client timeout (``--client-timeout``, ``TestSpec.client_timeout``).
+
+    A client that is not given its own timeout reads it here when it is opened, so the
+    deadline of its calls and the runner's watchdog agree.
+    """
+    from harness.core.spec import DEFAULT_CLIENT_TIMEOUT
+
+    spec = getattr(ctx, "spec", None)
+    return float(getattr(spec, "client_timeout", DEFAULT_CLIENT_TIMEOUT))

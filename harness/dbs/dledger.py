@@ -23,20 +23,30 @@ import sys
 import tempfile
 import threading
 import time
+from collections.abc import Callable
 from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from harness.core.errors import ConfigError, RemoteError
+from harness.core.db import Members
+from harness.core.errors import ConfigError, NemesisError, RemoteError
 from harness.core.fanout import map_values
 from harness.core.remote import UploadsTrees
 from harness.dbs.daemon import PidfileDaemonDB
+from harness.dbs.nodelog_events import NodeLogEvents
 
 if TYPE_CHECKING:
     from harness.core.remote import Remote
     from harness.core.spec import RunContext
 
-__all__ = ["DLedgerDB", "NODE_IMPL_DIR", "node_ports", "check_bug", "node_source"]
+__all__ = [
+    "DLedgerDB",
+    "DLedgerMembership",
+    "NODE_IMPL_DIR",
+    "node_ports",
+    "check_bug",
+    "node_source",
+]
 
 log = logging.getLogger(__name__)
 
@@ -158,7 +168,350 @@ def _fetch_status(host: str, port: int, timeout: float) -> dict[str, Any] | None
     return st
 
 
-class DLedgerDB(PidfileDaemonDB):
+# membership (Reconfigurable: docs/membership.md M6-M10, the node author's recipe) --------
+
+RETRY_CODES = frozenset(
+    {
+        "NOT_LEADER",
+        "LEADER_NOT_READY",
+        "CONFIG_CHANGE_PENDING",
+        "TERM_CHANGED",
+        "LEADER_TRANSFERRING",
+        "WAIT_QUORUM_ACK_TIMEOUT",
+    }
+)
+"""Answers to a change after which the recipe asks again (after checking ``members``)."""
+
+CHANGE_TIMEOUT_S = 5.0
+"""Client timeout of one add/remove: the reply comes once the config entry commits."""
+
+
+def _admin(host: str, port: int, timeout: float, call: Callable[[Any], dict]) -> dict:
+    from node_impl.client import NodeClient
+
+    client = NodeClient(host, port, timeout=timeout)
+    try:
+        return call(client)
+    finally:
+        client.close()
+
+
+class DLedgerMembership:
+    """``Reconfigurable`` for the reference node in modes dledger and broker.
+
+    Mixed into :class:`DLedgerDB` (whose layout and command line it reuses). Mode ``ha``
+    (a subclass) has no membership: every call there is a clear NemesisError.
+    """
+
+    _idents: dict[str, str]
+    _generation: dict[str, int]
+    _removed: set[str]
+    _old_logs: dict[str, list[str]]
+    _cmd: dict[str, str]
+    _python: dict[str, str]
+
+    # what DLedgerDB provides
+    def _ports(self, ctx: RunContext) -> dict[str, tuple[int, int]]:
+        raise NotImplementedError
+
+    def client_addrs(self, ctx: RunContext) -> dict[str, tuple[str, int]]:
+        raise NotImplementedError
+
+    def _paths(self, ctx: RunContext, node: str) -> dict[str, str]:
+        raise NotImplementedError
+
+    def _command(self, ctx: RunContext, node: str, python: str) -> str:
+        raise NotImplementedError
+
+    def _node_command(
+        self, ctx: RunContext, node: str, python: str, *, ident: str, peers: str, join: bool
+    ) -> str:
+        raise NotImplementedError
+
+    def _choose_python(self, remote: Remote) -> str:
+        raise NotImplementedError
+
+    def primaries(self, ctx: RunContext) -> list[str]:
+        raise NotImplementedError
+
+    # helpers ------------------------------------------------------------------
+    def check_reconfigurable(self, ctx: RunContext) -> None:
+        """Called by the membership fault at setup, before the load (mode ha refused)."""
+        self._refuse_ha(ctx)
+
+    def _refuse_ha(self, ctx: RunContext) -> None:
+        node = ctx.nodes[0]
+        if "--mode ha" in self._command(ctx, node, "python3"):
+            raise NemesisError(
+                f"the DB {type(self).__name__} runs the node in mode ha, which has no "
+                "membership changes (docs/membership.md: its operator is the harness)"
+            )
+
+    def ident(self, node: str) -> str:
+        """The member id ``node``'s host runs now (its own name until re-added)."""
+        return self._idents.get(node, node)
+
+    def _peer_addr(self, ctx: RunContext, node: str) -> str:
+        return f"{ctx.hosts[node].address}:{self._ports(ctx)[node][0]}"
+
+    def _node_at(self, ctx: RunContext, ident: str, addr: str | None) -> str | None:
+        """The run's node behind a member id (by its peer address; else by id)."""
+        if addr:
+            for n in ctx.nodes:
+                if self._peer_addr(ctx, n) == addr:
+                    return n
+        for n in ctx.nodes:
+            if self.ident(n) == ident or n == ident:
+                return n
+        return None
+
+    def _view(self, ctx: RunContext, reply: dict, asked: str) -> Members:
+        voters: dict[str, str] = {}
+        learners: dict[str, str] = {}
+        unknown: list[str] = []
+        addrs: dict[str, str] = {}
+        for key, out in (("voters", voters), ("learners", learners)):
+            for ident, addr in dict(reply.get(key) or {}).items():
+                addrs[str(ident)] = str(addr)
+                n = self._node_at(ctx, str(ident), str(addr))
+                if n is None:
+                    unknown.append(str(ident))
+                else:
+                    out[n] = str(ident)
+        lead = reply.get("leader")
+        leader = None
+        if isinstance(lead, str):
+            leader = self._node_at(ctx, lead, addrs.get(lead))
+        return Members(
+            voters=voters,
+            learners=learners,
+            pending=bool(reply.get("pending")),
+            leader=leader,
+            asked=asked,
+            unknown=tuple(unknown),
+        )
+
+    def _ask(self, ctx: RunContext, node: str, timeout: float = 2.0) -> Members:
+        host, port = self.client_addrs(ctx)[node]
+        reply = _admin(host, port, timeout, lambda c: c.members())
+        if reply.get("code") != "SUCCESS":
+            raise NemesisError(f"{node}: members answered {reply.get('code')}")
+        return self._view(ctx, reply, node)
+
+    def _leader(self, ctx: RunContext, deadline: float) -> str | None:
+        while True:
+            leaders = [n for n in self.primaries(ctx) if n not in self._removed]
+            if leaders:
+                return leaders[0]
+            if time.monotonic() >= deadline:
+                return None
+            time.sleep(0.2)
+
+    # Reconfigurable -------------------------------------------------------------
+    def members(self, ctx: RunContext, via: str | None = None) -> Members:
+        """``via``'s own view, else the leader's (else any member's, marked by ``asked``)."""
+        self._refuse_ha(ctx)
+        if via is not None:
+            return self._ask(ctx, via)
+        lead = self._leader(ctx, time.monotonic() + 5.0)
+        order = ([lead] if lead else []) + [
+            n for n in ctx.nodes if n != lead and n not in self._removed
+        ]
+        errors = []
+        for n in order:
+            try:
+                return self._ask(ctx, n)
+            except Exception as e:  # noqa: BLE001 - the next member may answer
+                errors.append(f"{n}: {e}")
+        raise NemesisError("no member answered `members`: " + "; ".join(errors))
+
+    def _change(
+        self,
+        ctx: RunContext,
+        what: str,
+        send: Callable[[Any], dict],
+        done: Callable[[Members], bool],
+        *,
+        via: str | None,
+        within: float,
+        under_way: Callable[[Members], bool] | None = None,
+    ) -> Members:
+        """The recipe's loop: ask the leader, retry the retryable answers, check ``members``
+        after a timeout (the change may have committed), until ``done`` or ``within``."""
+        deadline = time.monotonic() + within
+        last = "no attempt"
+        while True:
+            try:
+                view = self.members(ctx, via)
+                if done(view):
+                    return view
+            except Exception as e:  # noqa: BLE001 - a view is only a check here
+                last = f"members: {e}"
+            if time.monotonic() >= deadline:
+                raise NemesisError(f"{what}: not done within {within:g} s (last: {last})")
+            target = via or self._leader(ctx, min(deadline, time.monotonic() + 3.0))
+            if target is None:
+                last = "no leader"
+                continue
+            host, port = self.client_addrs(ctx)[target]
+            try:
+                reply = _admin(host, port, CHANGE_TIMEOUT_S + 1.0, send)
+            except Exception as e:  # noqa: BLE001 - a timeout may hide a commit: re-check
+                last = f"{target}: {e}"
+                continue
+            code = reply.get("code")
+            last = f"{target}: {code}" + (f" ({reply['error']})" if reply.get("error") else "")
+            if code == "SUCCESS" or code in RETRY_CODES:
+                time.sleep(0.2 if code == "SUCCESS" else 0.3)
+                continue
+            # UNSUPPORTED: the change may already be in force (a retry after a commit),
+            # or under way (an add committed as a learner, not yet promoted: M4)
+            view = self.members(ctx, via)
+            if done(view):
+                return view
+            if under_way is not None and under_way(view):
+                time.sleep(0.3)
+                continue
+            raise NemesisError(f"{what}: {last}")
+
+    def _stop_node(self, ctx: RunContext, node: str) -> None:
+        remote = ctx.remotes[node]
+        pid = self._paths(ctx, node)["pid"]
+        remote.signal_daemon(pid, "CONT")
+        remote.stop_daemon(pid, timeout=5)
+
+    def remove_member(
+        self, ctx: RunContext, node: str, *, via: str | None = None, wait: bool = True
+    ) -> Members:
+        """M7/M8 through the leader (or only ``via``); then the node is stopped (M7.4).
+
+        With ``wait`` False the request goes once to ``via`` (or the leader) with a short
+        timeout and the answer is not awaited: a staged fault asks a leader that may never
+        commit it. The node keeps running then (it may still be a member).
+        """
+        self._refuse_ha(ctx)
+        ident = self.ident(node)
+        if not wait:
+            target = via or self._leader(ctx, time.monotonic() + 3.0)
+            if target is None:
+                raise NemesisError(f"remove {node} ({ident}): no leader to ask")
+            host, port = self.client_addrs(ctx)[target]
+            try:
+                reply = _admin(host, port, 1.0, lambda c: c.remove_member(ident))
+            except Exception as e:  # noqa: BLE001 - sent, unanswered: it may be appended
+                log.info("remove %s via %s: %s", ident, target, e)
+            else:
+                code = reply.get("code")
+                if code not in ("SUCCESS", "TERM_CHANGED", "WAIT_QUORUM_ACK_TIMEOUT"):
+                    # refused: nothing appended (TERM_CHANGED and WAIT_QUORUM_ACK_TIMEOUT
+                    # mean appended, outcome unknown: M3)
+                    raise NemesisError(f"remove {ident} via {target}: {code}")
+                log.info("remove %s via %s: %s", ident, target, code)
+            return self._ask(ctx, target)
+
+        def gone(m: Members) -> bool:
+            return ident not in {*m.voters.values(), *m.learners.values()} and not m.pending
+
+        view = self._change(
+            ctx,
+            f"remove {node} ({ident})",
+            lambda c: c.remove_member(ident, timeout=CHANGE_TIMEOUT_S),
+            gone,
+            via=via,
+            within=25.0,
+        )
+        # Quiet: the leader keeps telling a removed node for up to 2E after the commit.
+        self._removed.add(node)
+        time.sleep(0.3)
+        self._stop_node(ctx, node)
+        return view
+
+    def add_member(self, ctx: RunContext, node: str) -> Members:
+        """M6: ``node``'s host wiped, started as a fresh member with ``--join``, added and
+        awaited until it votes. The fresh id is ``<node>.<k>`` (k counts re-additions)."""
+        self._refuse_ha(ctx)
+        remote = ctx.remotes[node]
+        p = self._paths(ctx, node)
+        now = self.members(ctx)
+        if node in now.voters:
+            raise NemesisError(f"add {node}: already a voter as {now.voters[node]}")
+        if node in now.learners:
+            ident = now.learners[node]
+        else:
+            self._removed.add(node)  # stopped below; no kill heal may revive it meanwhile
+            self._stop_node(ctx, node)
+            # the old member's log is evidence (what it did before it was removed): kept
+            # beside the node directory and fetched with the others (log_files)
+            kept = f"{p['dir']}/node.{self.ident(node)}.log"
+            remote.run(
+                f"if [ -e {shlex.quote(p['data'] + '/node.log')} ]; then "
+                f"mv {shlex.quote(p['data'] + '/node.log')} {shlex.quote(kept)}; fi; "
+                f"rm -rf {shlex.quote(p['data'])} && mkdir -p {shlex.quote(p['data'])}"
+            )
+            self._old_logs.setdefault(node, []).append(kept)
+            k = self._generation[node] = self._generation.get(node, 0) + 1
+            ident = f"{node}.{k}"
+            addr = self._peer_addr(ctx, node)
+            members = dict(now.voters) | dict(now.learners)
+            peers = ",".join(
+                [f"{i}={self._peer_addr(ctx, n)}" for n, i in sorted(members.items())]
+                + [f"{ident}={addr}"]
+            )
+            python = self._python.get(node) or self._choose_python(remote)
+            self._python[node] = python
+            # Restarts after a kill keep this command line: same --peers, --join (M6.3).
+            self._cmd[node] = self._node_command(
+                ctx, node, python, ident=ident, peers=peers, join=True
+            )
+            self._idents[node] = ident
+            self._removed.discard(node)
+            remote.start_daemon(
+                self._cmd[node], pidfile=p["pid"], logfile=p["stdout"], chdir=p["app"]
+            )
+            self._await_status(ctx, node)
+        addr = self._peer_addr(ctx, node)
+        self._removed.discard(node)
+        return self._change(
+            ctx,
+            f"add {node} ({ident})",
+            lambda c: c.add_member(ident, addr, timeout=CHANGE_TIMEOUT_S),
+            lambda m: m.voters.get(node) == ident and not m.pending,
+            via=None,
+            within=40.0,
+            under_way=lambda m: m.learners.get(node) == ident or m.voters.get(node) == ident,
+        )
+
+    def _await_status(self, ctx: RunContext, node: str, within: float = 20.0) -> None:
+        host, port = self.client_addrs(ctx)[node]
+        deadline = time.monotonic() + within
+        while time.monotonic() < deadline:
+            if _fetch_status(host, port, 1.0) is not None:
+                return
+            time.sleep(0.2)
+        raise NemesisError(f"add {node}: the new member did not answer status in {within:g} s")
+
+    def transfer_leader(self, ctx: RunContext, node: str) -> dict[str, Any]:
+        """M9 on the leader; the reply with ``leader`` named as a node of the run."""
+        self._refuse_ha(ctx)
+        lead = self._leader(ctx, time.monotonic() + 5.0)
+        if lead is None:
+            raise NemesisError(f"transfer to {node}: no leader")
+        host, port = self.client_addrs(ctx)[lead]
+        timeout_ms = 3000
+        target = self.ident(node)
+        reply = _admin(
+            host, port, timeout_ms / 1000 + 3.0, lambda c: c.transfer_leader(target, timeout_ms)
+        )
+        out = {"code": reply.get("code"), "from": lead, "term": reply.get("term")}
+        new = reply.get("leader")
+        if isinstance(new, str):
+            out["leader"] = self._node_at(ctx, new, None) or new
+        if reply.get("error"):
+            out["error"] = reply["error"]
+        return out
+
+
+class DLedgerDB(NodeLogEvents, DLedgerMembership, PidfileDaemonDB):
     """Installs, starts, faults and removes ``node_impl`` on every node of a test."""
 
     def __init__(
@@ -196,6 +549,13 @@ class DLedgerDB(PidfileDaemonDB):
         self._python: dict[str, str] = {}
         self._cmd: dict[str, str] = {}
         self._lock = threading.Lock()
+        self._idents: dict[str, str] = {}
+        """The member id each node's host runs now, when not the node's own name (M6)."""
+        self._generation: dict[str, int] = {}
+        self._removed: set[str] = set()
+        """Nodes removed from the configuration and stopped: a restart must not revive them."""
+        self._old_logs: dict[str, list[str]] = {}
+        """node.log files of members this host ran before it was re-added wiped."""
 
     def leader_wait(self, ctx: RunContext) -> float:
         """Seconds to wait for a leader: the option, else 30 (300 on emulated CPUs)."""
@@ -277,15 +637,24 @@ class DLedgerDB(PidfileDaemonDB):
         return "python3"
 
     def _command(self, ctx: RunContext, node: str, python: str) -> str:
-        p = self._paths(ctx, node)
+        # An original member's --peers is the INITIAL member set, whatever the cluster is
+        # now: the node uses --peers only while its log holds no config entry (M2.3).
         ports = self._ports(ctx)
         peers = ",".join(f"{n}={ctx.hosts[n].address}:{ports[n][0]}" for n in ctx.nodes)
+        return self._node_command(ctx, node, python, ident=node, peers=peers, join=False)
+
+    def _node_command(
+        self, ctx: RunContext, node: str, python: str, *, ident: str, peers: str, join: bool
+    ) -> str:
+        """The node's command line on ``node``'s host as member ``ident`` (M6: ``join``)."""
+        p = self._paths(ctx, node)
+        ports = self._ports(ctx)
         args = [
             python,
             "-m",
             "node_impl",
             "--id",
-            node,
+            ident,
             "--peers",
             peers,
             "--data-dir",
@@ -293,6 +662,8 @@ class DLedgerDB(PidfileDaemonDB):
             "--client-port",
             str(ports[node][1]),
         ]
+        if join:
+            args.append("--join")
         heartbeat, election = self.heartbeat_ms, self.election_timeout_ms
         if emulated(ctx):
             heartbeat = heartbeat or int(EMULATED_TIMING["heartbeat_ms"])
@@ -419,6 +790,12 @@ class DLedgerDB(PidfileDaemonDB):
     def start(self, ctx: RunContext, node: str) -> None:
         remote = ctx.remotes[node]
         p = self._paths(ctx, node)
+        if node in self._removed:
+            # A kill's heal must not bring back a member the cluster removed (with its old
+            # identity and log it would be a stale node serving reads); the membership
+            # heal adds it back wiped.
+            log.info("%s: removed from the cluster; not restarted", node)
+            return
         if remote.daemon_running(p["pid"]):
             return
         cmd = self._cmd.get(node)
@@ -426,6 +803,13 @@ class DLedgerDB(PidfileDaemonDB):
             self._python[node] = self._choose_python(remote)
             cmd = self._cmd[node] = self._command(ctx, node, self._python[node])
         remote.start_daemon(cmd, pidfile=p["pid"], logfile=p["stdout"], chdir=p["app"])
+
+    def leaders_among(self, ctx: RunContext, nodes: list[str], timeout: float = 0.5) -> list[str]:
+        """Which of ``nodes`` say they lead, asked once with a short timeout: a staged fault
+        that must act the moment an election ends (nemesis/membership.py, ``race``)
+        cannot wait for a slow node's answer as :meth:`primaries` does."""
+        addrs = {n: a for n, a in self.client_addrs(ctx).items() if n in nodes}
+        return _leaders_now(addrs, timeout=timeout, grace=0.05)
 
     def primaries(self, ctx: RunContext) -> list[str]:
         """Nodes that say they lead. When none does, ask again for a moment.
@@ -444,7 +828,7 @@ class DLedgerDB(PidfileDaemonDB):
 
     def log_files(self, ctx: RunContext, node: str) -> list[str]:
         p = self._paths(ctx, node)
-        return [f"{p['data']}/node.log", p["stdout"]]
+        return [f"{p['data']}/node.log", p["stdout"], *self._old_logs.get(node, [])]
 
     def teardown(self, ctx: RunContext, node: str) -> None:
         remote = ctx.remotes[node]

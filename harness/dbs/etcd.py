@@ -24,7 +24,8 @@ import threading
 import time
 from typing import TYPE_CHECKING, Any
 
-from harness.core.errors import ConfigError, RemoteError
+from harness.core.db import Members
+from harness.core.errors import ConfigError, NemesisError, RemoteError
 from harness.core.fanout import map_values
 from harness.dbs.daemon import PidfileDaemonDB
 
@@ -134,6 +135,12 @@ class EtcdDB(PidfileDaemonDB):
         self.leave_running = leave_running
         self.extra_args = extra_args
         self._lock = threading.Lock()
+        self._names: dict[str, str] = {}
+        """The member name each node's host runs now, when not the node's own (re-added)."""
+        self._commands: dict[str, str] = {}
+        """Command lines of re-added members (``--initial-cluster-state existing``)."""
+        self._generation: dict[str, int] = {}
+        self._removed: set[str] = set()
 
     # layout -----------------------------------------------------------------
     def _paths(self, ctx: RunContext, node: str) -> dict[str, str]:
@@ -201,7 +208,9 @@ class EtcdDB(PidfileDaemonDB):
         if remote.daemon_running(p["pid"]):
             log.info("%s: stopping an etcd left running by an earlier run", node)
             stop_process(remote, p["pid"], "etcd")
-        remote.run(f"rm -rf {shlex.quote(p['dir'])} && mkdir -p {shlex.quote(p['dir'])}")
+        remote.run(
+            f"mkdir -p {shlex.quote(p['dir'])} && find {shlex.quote(p['dir'])} -mindepth 1 -delete"
+        )
         self.start(ctx, node)
         self._await_member(ctx, node)
 
@@ -248,11 +257,203 @@ class EtcdDB(PidfileDaemonDB):
     def start(self, ctx: RunContext, node: str) -> None:
         remote = ctx.remotes[node]
         p = self._paths(ctx, node)
+        if node in self._removed:
+            # etcd refuses a removed member anyway; not starting it keeps its log quiet
+            log.info("%s: removed from the cluster; not restarted", node)
+            return
         if remote.daemon_running(p["pid"]):
             return
-        remote.start_daemon(
-            self.command(ctx, node), pidfile=p["pid"], logfile=p["log"], chdir=p["dir"]
+        cmd = self._commands.get(node) or self.command(ctx, node)
+        remote.start_daemon(cmd, pidfile=p["pid"], logfile=p["log"], chdir=p["dir"])
+
+    # membership (Reconfigurable) ----------------------------------------------
+    def _etcdctl(
+        self,
+        ctx: RunContext,
+        on: str,
+        args: str,
+        *,
+        endpoint: str | None = None,
+        timeout: float = 10,
+    ) -> str:
+        """``etcdctl`` on ``on``'s host against ``endpoint`` (default: that host's member)."""
+        url = endpoint or self._urls(ctx)[on][1]
+        ctl = self.binary.rsplit("/", 1)[0] + "/etcdctl" if "/" in self.binary else "etcdctl"
+        cmd = (
+            f"ETCDCTL_API=3 {shlex.quote(ctl)} --endpoints={shlex.quote(url)} "
+            f"--dial-timeout=2s --command-timeout=5s {args}"
         )
+        res = ctx.remotes[on].run(cmd, check=False, timeout=timeout)
+        if not res.ok:
+            raise NemesisError(f"{on}: etcdctl {args.split()[0:2]}: {res.stderr.strip()[-300:]}")
+        return res.stdout
+
+    def _node_by_peer(self, ctx: RunContext, peer_urls: list[str]) -> str | None:
+        urls = self._urls(ctx)
+        for n in ctx.nodes:
+            if urls[n][0] in peer_urls:
+                return n
+        return None
+
+    def _list(self, ctx: RunContext, on: str) -> tuple[Members, dict[str, str]]:
+        """(the members ``on``'s member reports, {node: member id in hex})."""
+        import json
+
+        out = json.loads(self._etcdctl(ctx, on, "member list -w json"))
+        voters: dict[str, str] = {}
+        learners: dict[str, str] = {}
+        ids: dict[str, str] = {}
+        unknown = []
+        for m in out.get("members") or []:
+            node = self._node_by_peer(ctx, list(m.get("peerURLs") or []))
+            name = str(m.get("name") or "") or "(unstarted)"
+            hex_id = format(int(m["ID"]), "x")
+            if node is None:
+                unknown.append(f"{name}:{hex_id}")
+                continue
+            ids[node] = hex_id
+            (learners if m.get("isLearner") else voters)[node] = f"{name}:{hex_id}"
+        host, port = self.client_addrs(ctx)[on]
+        st = _status(host, port, 2.0)
+        leader = None
+        if st:
+            lead = format(int(st.get("leader") or 0), "x")
+            leader = next((n for n, i in ids.items() if i == lead), None)
+        return (
+            Members(
+                voters=voters, learners=learners, leader=leader, asked=on, unknown=tuple(unknown)
+            ),
+            ids,
+        )
+
+    def _answering(self, ctx: RunContext, via: str | None) -> list[str]:
+        if via is not None:
+            return [via]
+        lead = [n for n in self.primaries(ctx) if n not in self._removed]
+        return lead + [n for n in ctx.nodes if n not in lead and n not in self._removed]
+
+    def members(self, ctx: RunContext, via: str | None = None) -> Members:
+        errors = []
+        for n in self._answering(ctx, via):
+            try:
+                return self._list(ctx, n)[0]
+            except Exception as e:  # noqa: BLE001 - the next member may answer
+                errors.append(f"{n}: {e}")
+        raise NemesisError("no etcd member listed the members: " + "; ".join(errors))
+
+    def remove_member(
+        self, ctx: RunContext, node: str, *, via: str | None = None, wait: bool = True
+    ) -> Members:
+        """``etcdctl member remove``; once the list no longer names it, the member stopped."""
+        deadline = time.monotonic() + 25.0
+        last = "no attempt"
+        while time.monotonic() < deadline:
+            for n in self._answering(ctx, via):
+                try:
+                    view, ids = self._list(ctx, n)
+                except Exception as e:  # noqa: BLE001
+                    last = str(e)
+                    continue
+                if node not in ids:
+                    if wait:
+                        self._removed.add(node)
+                        stop_process(ctx.remotes[node], self._paths(ctx, node)["pid"], "etcd")
+                    return view
+                try:
+                    self._etcdctl(ctx, n, f"member remove {ids[node]}")
+                except NemesisError as e:
+                    last = str(e)
+                if not wait:
+                    return self._list(ctx, n)[0]
+                break
+            time.sleep(0.5)
+        raise NemesisError(f"remove {node}: not done within 25 s (last: {last})")
+
+    def add_member(self, ctx: RunContext, node: str) -> Members:
+        """``node``'s host wiped, ``etcdctl member add`` under a fresh name, then etcd
+        started there with ``--initial-cluster-state existing`` and awaited until listed
+        with its name (started) and a leader known."""
+        remote = ctx.remotes[node]
+        p = self._paths(ctx, node)
+        view = self.members(ctx)
+        if node in view.voters and not view.voters[node].startswith("(unstarted)"):
+            raise NemesisError(f"add {node}: already a member as {view.voters[node]}")
+        self._removed.add(node)
+        stop_process(remote, p["pid"], "etcd")
+        remote.run(f"rm -rf {shlex.quote(p['data'])}")
+        k = self._generation[node] = self._generation.get(node, 0) + 1
+        name = f"{node}.{k}"
+        peer = self._urls(ctx)[node][0]
+        out = ""
+        deadline = time.monotonic() + 25.0
+        last = "no attempt"
+        while not out and time.monotonic() < deadline:
+            for n in self._answering(ctx, None):
+                if n == node:
+                    continue
+                try:
+                    _, ids = self._list(ctx, n)
+                    if node in ids:  # an earlier attempt got in: the new member is unstarted
+                        self._etcdctl(ctx, n, f"member remove {ids[node]}")
+                    out = self._etcdctl(
+                        ctx, n, f"member add {shlex.quote(name)} --peer-urls={peer}"
+                    )
+                    break
+                except NemesisError as e:
+                    last = str(e)
+            else:
+                time.sleep(0.5)
+        if not out:
+            raise NemesisError(f"add {node}: member add failed within 25 s (last: {last})")
+        cluster = next(
+            (
+                ln.split("=", 1)[1].strip().strip('"')
+                for ln in out.splitlines()
+                if ln.startswith("ETCD_INITIAL_CLUSTER=")
+            ),
+            None,
+        )
+        if not cluster:
+            raise NemesisError(f"add {node}: member add printed no ETCD_INITIAL_CLUSTER: {out!r}")
+        cmd = self.command(ctx, node)
+        cmd = cmd.replace(f"--name {shlex.quote(node)} ", f"--name {shlex.quote(name)} ", 1)
+        args = shlex.split(cmd)
+        args[args.index("--initial-cluster") + 1] = cluster
+        args[args.index("--initial-cluster-state") + 1] = "existing"
+        self._commands[node] = " ".join(shlex.quote(a) for a in args)
+        self._names[node] = name
+        self._removed.discard(node)
+        self.start(ctx, node)
+        self._await_member(ctx, node)
+        deadline = time.monotonic() + 20.0
+        while True:
+            view = self.members(ctx)
+            if view.voters.get(node, "").startswith(f"{name}:"):
+                return view
+            if time.monotonic() >= deadline:
+                raise NemesisError(f"add {node}: not listed as {name} after 20 s: {view}")
+            time.sleep(0.5)
+
+    def transfer_leader(self, ctx: RunContext, node: str) -> dict[str, Any]:
+        """``etcdctl move-leader`` sent to the leader's endpoint."""
+        lead = self.primaries(ctx)
+        if not lead:
+            raise NemesisError(f"transfer to {node}: no leader")
+        _, ids = self._list(ctx, lead[0])
+        if node not in ids:
+            raise NemesisError(f"transfer to {node}: not a member")
+        try:
+            out = self._etcdctl(ctx, lead[0], f"move-leader {ids[node]}", timeout=15)
+            code = "SUCCESS"
+        except NemesisError as e:
+            out, code = str(e), "FAILED"
+        after = self.primaries(ctx)
+        return {
+            "code": code,
+            "from": lead[0],
+            "leader": after[0] if after else None,
+            "output": out.strip()[-200:],
+        }
 
     def primaries(self, ctx: RunContext) -> list[str]:
         """Members that say they are the leader (each compares its id with its leader id)."""

@@ -36,6 +36,7 @@ import yaml
 from harness.core.db import DB
 from harness.core.errors import ConfigError
 from harness.core.layout import safe_name
+from harness.core.remote import CommandResult
 from harness.core.spec import RunContext
 
 __all__ = ["System", "load_system", "from_options", "yaml_db"]
@@ -194,6 +195,8 @@ class _YamlBase:
 
     def __init__(self, system: System) -> None:
         self.system = system
+        # When each node's daemon was last started: a `ready` failure says how long it lived.
+        self._started: dict[str, float] = {}
 
     # -- substitution and running -------------------------------------------------------
     def data_dir(self, ctx: RunContext, node: str) -> str:
@@ -228,6 +231,7 @@ class _YamlBase:
         return f"{self.data_dir(ctx, node)}/.splitbrain-daemon.pid"
 
     def _start(self, ctx: RunContext, node: str) -> None:
+        self._started[node] = time.monotonic()
         if "start" in self.system.commands:
             self._run(ctx, node, "start")
             return
@@ -328,25 +332,82 @@ class _HasLogFiles:
         return files
 
 
+def _last_lines(text: str, n: int = 5) -> str:
+    """The last ``n`` non-blank lines of ``text``, joined into one line."""
+    lines = [ln.strip() for ln in text.splitlines() if ln.strip()]
+    return " | ".join(lines[-n:])
+
+
 class _WaitsReady:
     def wait_ready(self: Any, ctx: RunContext) -> None:
-        """Run ``ready`` on every node until each exits 0; ConfigError naming the laggards."""
+        """Run ``ready`` on every node until each exits 0.
+
+        A ConfigError naming the laggards, with the last lines of their ``ready``
+        output and of their logs, when the time is up, or at once when a node's
+        ``daemon`` has exited: no ``ready`` can succeed then, and waiting out
+        ``ready_timeout`` only hides why.
+        """
         deadline = time.monotonic() + self.system.ready_timeout
         waiting = list(ctx.nodes)
+        last: dict[str, CommandResult] = {}
         while waiting:
-            waiting = [n for n in waiting if self._run(ctx, n, "ready", check=False) != 0]
+            still = []
+            for n in waiting:
+                cmd = self._fill(self.system.commands["ready"], ctx, n)
+                res = ctx.remotes[n].run(cmd, timeout=self.system.timeout, check=False)
+                if res.exit_status != 0:
+                    last[n] = res
+                    still.append(n)
+            waiting = still
             if not waiting:
                 return
+            if "daemon" in self.system.commands:
+                for n in waiting:
+                    if not ctx.remotes[n].daemon_running(self._pidfile(ctx, n)):
+                        raise self._not_ready(ctx, [n], last, exited=True)
             if time.monotonic() > deadline or ctx.stop.is_set():
-                raise ConfigError(
-                    f"{', '.join(waiting)} not ready after "
-                    f"{self.system.ready_timeout:g} s (the `ready` command "
-                    f"never exited 0)",
-                    path=self.system.path,
-                    line=self.system.lines.get("ready"),
-                    field="ready",
-                )
+                raise self._not_ready(ctx, waiting, last, exited=False)
             time.sleep(0.2)
+
+    def _not_ready(
+        self: Any,
+        ctx: RunContext,
+        nodes: list[str],
+        last: dict[str, CommandResult],
+        *,
+        exited: bool,
+    ) -> ConfigError:
+        """One line: which nodes, why the wait ended, and what ready and the logs said last."""
+        if exited:
+            n = nodes[0]
+            lived = time.monotonic() - self._started.get(n, time.monotonic())
+            why = (
+                f"{n}'s daemon exited (no process for its pid file "
+                f"{self._pidfile(ctx, n)}, found gone {lived:.0f} s after its start), "
+                "so `ready` cannot succeed"
+            )
+        else:
+            why = (
+                f"{', '.join(nodes)} not ready after {self.system.ready_timeout:g} s "
+                "(the `ready` command never exited 0)"
+            )
+        parts = [why]
+        for n in nodes:
+            res = last.get(n)
+            if res is not None:
+                out = _last_lines(res.stderr + "\n" + res.stdout) or "(no output)"
+                parts.append(f"{n} ready exited {res.exit_status}: {out}")
+            for path in self.log_files(ctx, n) if hasattr(self, "log_files") else ():
+                tail = ctx.remotes[n].run(
+                    f"tail -n 5 {shlex.quote(path)} 2>&1", timeout=self.system.timeout, check=False
+                )
+                parts.append(f"{n} {path}: {_last_lines(tail.stdout) or '(empty)'}")
+        return ConfigError(
+            "; ".join(parts),
+            path=self.system.path,
+            line=self.system.lines.get("ready"),
+            field="ready",
+        )
 
 
 class _Addressable:

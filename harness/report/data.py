@@ -8,7 +8,9 @@ periods, committed indexes over time and the ops around a failing key.
 from __future__ import annotations
 
 import heapq
+import json
 import sys
+from array import array
 from collections import defaultdict
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from collections.abc import Set as AbstractSet
@@ -38,6 +40,11 @@ __all__ = [
     "digest",
     "Lane",
     "timeline",
+    "Interner",
+    "OpColumns",
+    "NodeStates",
+    "named_indexes",
+    "coverage_rows",
 ]
 
 
@@ -421,6 +428,247 @@ def timeline(focus: Focus) -> tuple[list[Lane], int, int]:
     return [Lane(p, bars) for p, bars in ordered], t0, max(t1, t0 + 1)
 
 
+class Interner:
+    """Small integer ids for repeated strings (fs, nodes, keys, errors), at most ``cap`` of them.
+
+    A column of ids is a fraction of the size of a column of strings, in memory and in
+    the page's JSON; past ``cap`` distinct values every new one shares the id of
+    ``other`` so that a history of unique error texts cannot grow the table unboundedly.
+    """
+
+    def __init__(self, cap: int = 100_000, other: str = "(other)") -> None:
+        self.cap = cap
+        self.other = other
+        self.ids: dict[str, int] = {}
+        self.names: list[str] = []
+
+    def id(self, name: Any) -> int:
+        """The id of ``name`` (-1 for None)."""
+        if name is None:
+            return -1
+        text = name if isinstance(name, str) else json.dumps(name, default=str)
+        got = self.ids.get(text)
+        if got is not None:
+            return got
+        if len(self.names) >= self.cap:
+            text = self.other
+            got = self.ids.get(text)
+            if got is not None:
+                return got
+        self.ids[text] = len(self.names)
+        self.names.append(text)
+        return self.ids[text]
+
+
+TYPE_CODES = {"ok": 0, "fail": 1, "info": 2}
+"""Completion type codes of :class:`OpColumns` (3: never completed)."""
+
+
+class _Lanes:
+    """Processes packed into lanes as a timeline draws them: one lane per worker thread.
+
+    A process whose op ended ``info`` never issues again and its worker carries on
+    under a fresh process id (architecture §3), so a lane is reused by the next new
+    process whose first op starts after the lane's last op ended. Without this, every
+    timeout would open a lane, and a run with faults shows hundreds of near-empty lanes.
+    """
+
+    def __init__(self) -> None:
+        self.of: dict[Any, int] = {}
+        self.free: list[tuple[int, int]] = []  # (free from time, lane)
+        self.labels: list[list[str]] = []
+        self.counts: list[int] = []
+
+    def lane(self, c: Completed) -> int:
+        p = c.invoke.process
+        lane = self.of.get(p)
+        if lane is None:
+            pick = None
+            for i, (t, cand) in enumerate(self.free):
+                if t <= c.start and (pick is None or cand < self.free[pick][1]):
+                    pick = i
+            if pick is None:
+                lane = len(self.labels)
+                self.labels.append([])
+                self.counts.append(0)
+            else:
+                lane = self.free.pop(pick)[1]
+            self.of[p] = lane
+            self.counts[lane] += 1
+            if len(self.labels[lane]) < 3:
+                self.labels[lane].append(f"p{p}")
+        if c.type == "info" and c.completion is not None:
+            # The process is done: its lane is free from this op's end.
+            self.free.append((c.completion.time, lane))
+        return lane
+
+    def names(self) -> list[str]:
+        return [
+            ", ".join(lbl) + (f" +{n - len(lbl)}" if n > len(lbl) else "")
+            for lbl, n in zip(self.labels, self.counts, strict=True)
+        ]
+
+
+class OpColumns:
+    """Every client op (samples aside) as parallel integer arrays: the page's timeline data.
+
+    An op costs about 70 bytes here (``array`` columns, no Python object per op), so a
+    report of a million ops stays within tens of megabytes; past ``max_ops`` only ops
+    the results name are kept (``dropped`` counts the rest), so neither the report's
+    memory nor the page grows without bound. Times are microseconds since the test
+    started. Rows come in completion order (:func:`pair_stream`'s), which the page
+    does not rely on.
+    """
+
+    def __init__(self, max_ops: int = 1_000_000) -> None:
+        self.max_ops = max_ops
+        self.dropped = 0
+        self.start = array("q")
+        self.dur = array("q")  # -1: never completed
+        self.lane = array("l")
+        self.type = array("b")
+        self.f = array("l")
+        self.inv = array("q")
+        self.comp = array("q")  # -1: never completed
+        self.node = array("l")
+        self.key = array("l")
+        self.err = array("l")
+        self.fs = Interner()
+        self.nodes = Interner()
+        self.keys = Interner()
+        self.errors = Interner(cap=500)
+        self.lanes = _Lanes()
+
+    def __len__(self) -> int:
+        return len(self.start)
+
+    def add(self, c: Completed, *, force: bool = False) -> None:
+        """Record one paired op; past ``max_ops`` only when ``force`` (a named op)."""
+        lane = self.lanes.lane(c)  # always: lanes must see every process end
+        if len(self.start) >= self.max_ops and not force:
+            self.dropped += 1
+            return
+        inv, comp = c.invoke, c.completion
+        self.start.append(inv.time // 1000)
+        self.dur.append(-1 if comp is None else max(0, (comp.time - inv.time) // 1000))
+        self.lane.append(lane)
+        self.type.append(3 if comp is None else TYPE_CODES.get(comp.type, 2))
+        self.f.append(self.fs.id(inv.f))
+        self.inv.append(inv.index)
+        self.comp.append(-1 if comp is None else comp.index)
+        self.node.append(self.nodes.id(inv.node if comp is None else (comp.node or inv.node)))
+        self.key.append(self.keys.id(inv.key))
+        err = None if comp is None else comp.error
+        self.err.append(self.errors.id(err))
+
+    def to_json(self) -> dict[str, Any]:
+        """Columns as JSON lists, made short: starts and invoke indexes as deltas from the
+        row before, completion indexes as the distance from the invoke, and columns that
+        hold one value throughout (no keys, no errors) as that value alone."""
+
+        def deltas(col: array[int]) -> list[int]:
+            out = []
+            prev = 0
+            for v in col:
+                out.append(v - prev)
+                prev = v
+            return out
+
+        def flat(col: array[int]) -> list[int] | int:
+            if col and all(v == col[0] for v in col):
+                return col[0]
+            return col.tolist()
+
+        return {
+            "n": len(self.start),
+            "dropped": self.dropped,
+            "start": deltas(self.start),
+            "dur": self.dur.tolist(),
+            "lane": flat(self.lane),
+            "type": flat(self.type),
+            "f": flat(self.f),
+            "inv": deltas(self.inv),
+            "comp": [-1 if c < 0 else c - i for c, i in zip(self.comp, self.inv, strict=True)],
+            "node": flat(self.node),
+            "key": flat(self.key),
+            "err": flat(self.err),
+            "fs": self.fs.names,
+            "nodes": self.nodes.names,
+            "keys": self.keys.names,
+            "errors": self.errors.names,
+            "lanes": self.lanes.names(),
+        }
+
+
+class NodeStates:
+    """Per node, role, term and leader from the sampler's samples, kept only when they change.
+
+    A sampler reads every node several times a second, but a role changes a few times
+    a run: keeping the changes (at most ``max_changes`` per node) holds the whole story
+    in a few kilobytes. A sample that failed or timed out marks the node unreachable,
+    which is what a reader of a kill or a partition wants to see; a new ``incarnation``
+    (the node restarted) is a change even when role and term are the same.
+    """
+
+    def __init__(self, max_changes: int = 20_000) -> None:
+        self.max_changes = max_changes
+        self.rows: dict[str, list[tuple[int, str, Any, Any]]] = {}
+        self._last: dict[str, tuple[str, Any, Any, Any]] = {}
+        self.cut: set[str] = set()
+
+    def add(self, op: Op) -> None:
+        """One sample completion (``ok``, ``fail`` or ``info``)."""
+        node = op.node
+        if not node:
+            return
+        v = op.value if isinstance(op.value, Mapping) else {}
+        if op.type == "ok":
+            role = str(v.get("role") or "?")
+            state = (role, v.get("term"), v.get("leader"), v.get("incarnation"))
+        else:
+            state = ("unreachable", None, None, self._last.get(node, (None,) * 4)[3])
+        if self._last.get(node) == state:
+            return
+        self._last[node] = state
+        rows = self.rows.setdefault(node, [])
+        if len(rows) >= self.max_changes:
+            self.cut.add(node)
+            return
+        rows.append((op.time // 1000, state[0], state[1], state[2]))
+
+
+def named_indexes(results: Mapping[str, Any]) -> set[int]:
+    """Every history index the results cite: anomaly and note examples, the counterexample.
+
+    Bounded by the results' own caps (a few examples per kind), so the ops kept whole
+    for the page's detail pane are few whatever the history's length.
+    """
+    out: set[int] = set()
+
+    def take(ex: Any) -> None:
+        if isinstance(ex, Mapping):
+            for i in ex.get("indexes") or ():
+                if isinstance(i, int) and not isinstance(i, bool):
+                    out.add(i)
+
+    for examples in (results.get("anomalies") or {}).values():
+        for ex in examples or ():
+            take(ex)
+    for res in (results.get("checkers") or {}).values():
+        if not isinstance(res, Mapping):
+            continue
+        for section in ("anomalies", "notes"):
+            for examples in (res.get(section) or {}).values():
+                for ex in examples or ():
+                    take(ex)
+        cex = res.get("counterexample")
+        if isinstance(cex, Mapping):
+            for i in cex.get("window") or cex.get("indexes") or ():
+                if isinstance(i, int):
+                    out.add(i)
+    return out
+
+
 MAX_POINTS = 30_000
 """Points kept per plotted series (latency per (f, type), committed index per node)."""
 
@@ -445,6 +693,10 @@ class Digest:
     nemesis: list[Op] = field(default_factory=list)
     max_latency_ns: int = 0
     hits: list[Completed] = field(default_factory=list)
+    columns: OpColumns | None = None
+    states: NodeStates | None = None
+    named_ops: dict[int, Op] = field(default_factory=dict)
+    named_pairs: dict[int, Completed] = field(default_factory=dict)
 
     def periods(self) -> list[FaultPeriod]:
         return fault_periods(self.nemesis, end_time=self.end_time)
@@ -456,19 +708,38 @@ reader may leave the others undecoded (``iter_history(values_for=...)``)."""
 
 
 def digest(
-    ops: Iterable[Op], *, focus: FocusRequest | None = None, cap: int = MAX_POINTS
+    ops: Iterable[Op],
+    *,
+    focus: FocusRequest | None = None,
+    cap: int = MAX_POINTS,
+    columns: OpColumns | None = None,
+    states: NodeStates | None = None,
+    named: AbstractSet[int] = frozenset(),
 ) -> Digest:
-    """One pass over a history (any iterable: a file streamed by ``iter_history``)."""
-    d = Digest()
+    """One pass over a history (any iterable: a file streamed by ``iter_history``).
+
+    With ``columns`` and ``states`` the same pass also fills the interactive page's
+    compact arrays; ``named`` (history indexes the results cite) keeps those ops whole,
+    raw in ``named_ops`` and paired (client ops) in ``named_pairs`` by invoke index:
+    as many as the results name, never more.
+    """
+    d = Digest(columns=columns, states=states)
 
     def noted(ops: Iterable[Op]) -> Iterator[Op]:
         for op in ops:
             d.records += 1
             if op.time > d.end_time:
                 d.end_time = op.time
+            if named and op.index in named:
+                d.named_ops[op.index] = op
             if op.process == NEMESIS:
                 d.nemesis.append(op)
-            elif op.f == "sample" and op.type == "ok" and op.node:
+            elif op.f == "sample" and op.type != "invoke" and op.node:
+                if states is not None:
+                    states.add(op)
+                if op.type != "ok":
+                    yield op
+                    continue
                 v = op.value
                 c = v.get("committed") if isinstance(v, Mapping) else None
                 if isinstance(c, int) and not isinstance(c, bool):
@@ -482,11 +753,15 @@ def digest(
         comp = c.completion
         if focus is not None and focus.wants(c):
             d.hits.append(c)
+        if named and _touches(c, named):
+            d.named_pairs[c.invoke.index] = c
         if comp is not None and comp.time - c.invoke.time > d.max_latency_ns:
             d.max_latency_ns = comp.time - c.invoke.time
         f = c.invoke.f
         if f == "sample":
             continue
+        if columns is not None:
+            columns.add(c, force=bool(named) and _touches(c, named))
         typ = c.type
         d.counts[typ] = d.counts.get(typ, 0) + 1
         if comp is None:
@@ -498,3 +773,49 @@ def digest(
             env = d.latency[series] = Envelope(cap)
         env.add(c.invoke.time / 1e9, (comp.time - c.invoke.time) / 1e6)
     return d
+
+
+def coverage_rows(results: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """The results' ``coverage`` block as table rows, in the vocabulary's order.
+
+    Each row: ``name``, ``title``, ``doc``, ``state`` (``reached``, ``not reached`` or
+    ``unobservable``), ``count``, ``first_s`` and ``why`` (for unobservable ones). A
+    situation the DB could not show is never listed as not reached. Names the
+    vocabulary no longer knows (an older run) are kept, after the known ones. Empty
+    when the run has no coverage block (written before coverage existed).
+    """
+    cov = results.get("coverage")
+    if not isinstance(cov, Mapping):
+        return []
+    from checker.situations import SITUATIONS
+
+    known = {s.name: s for s in SITUATIONS}
+    got_blind = cov.get("unobservable")
+    blind: Mapping[str, Any] = got_blind if isinstance(got_blind, Mapping) else {}
+    names = [s.name for s in SITUATIONS if s.name in cov or s.name in blind]
+    reserved = {"unobservable", "sources", "events"}  # the block's own fields
+    names += [
+        n
+        for n, v in cov.items()
+        if n not in known and n not in reserved and isinstance(v, Mapping) and "count" in v
+    ]
+    names += [n for n in blind if n not in known and n not in names]
+    rows = []
+    for n in names:
+        s = known.get(n)
+        got = cov.get(n)
+        entry: Mapping[str, Any] = got if isinstance(got, Mapping) else {}
+        count = entry.get("count") if isinstance(entry.get("count"), int) else 0
+        state = "unobservable" if n in blind else "reached" if count else "not reached"
+        rows.append(
+            {
+                "name": n,
+                "title": s.title if s else n,
+                "doc": s.doc if s else "",
+                "state": state,
+                "count": count if state != "unobservable" else None,
+                "first_s": entry.get("first_s") if state == "reached" else None,
+                "why": blind.get(n) if state == "unobservable" else None,
+            }
+        )
+    return rows

@@ -2,8 +2,8 @@
 
 A plain ``http.server`` over the results store: the index is computed from the
 files each run left (test.json, results.json, history.jsonl), and every other
-path is served as a file from the store, so a report's PNGs and the raw
-history are one click away. A run without a report gets one on first visit.
+path is served as a file from the store, so a report and the raw history
+are one click away. A run without a report gets one on first visit.
 Binds to 127.0.0.1 unless told otherwise: results can hold hostnames and
 payloads a user may not want on the network.
 """

@@ -7,9 +7,11 @@ signal here ends as an ``unknown`` verdict with its reason, never as a pass.
 from __future__ import annotations
 
 import logging
+import time
+from collections.abc import Collection, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from harness.core.workload import Workload
+from harness.core.errors import SplitbrainError
 from harness.run.signals import SignalGuard
 from harness.run.store import RunStore
 
@@ -17,15 +19,22 @@ if TYPE_CHECKING:
     from harness.run.options import RunOptions
     from harness.run.phases import Run
 
-__all__ = ["check_stored", "analyse"]
+__all__ = ["check_stored", "analyse", "faults_not_drawn"]
 
 log = logging.getLogger(__name__)
 
 
 def check_stored(
-    store: RunStore, workload: Workload, engine: str, timeout: float | None = None
+    store: RunStore,
+    checker_opts: Mapping[str, Any],
+    engine: str,
+    timeout: float | None = None,
 ) -> dict[str, Any]:
-    """Run the checker on the stored history; a crash is ``unknown``, never a pass."""
+    """Run the checker on the stored history; a crash is ``unknown``, never a pass.
+
+    ``checker_opts`` come from :func:`harness.run.roles.checker_options`, the function
+    ``splitbrain check`` calls too, so a re-check judges as the run did.
+    """
     try:
         from checker.dispatch import check_history
     except ImportError as e:
@@ -35,12 +44,11 @@ def check_stored(
             "anomalies": {},
             "error": f"checker not available: {e}",
         }
-    wc = dict(workload.checker)
-    model = wc.pop("model", None)
+    wc = dict(checker_opts)
     try:
         # The store directory, not a list of ops: the Spark engine reads the Parquet itself.
         results = check_history(
-            str(store.path), model=model, engine=engine, timeout=timeout, opts=wc
+            str(store.path), model=wc.get("model"), engine=engine, timeout=timeout, opts=wc
         )
     except Exception as e:
         log.exception("checker crashed")
@@ -62,10 +70,54 @@ def check_stored(
     return results
 
 
+def faults_not_drawn(requested: Sequence[str], started: Collection[str]) -> list[str]:
+    """The faults named in ``--nemesis`` that no ``start-<kind>`` op of the run began.
+
+    A short run, or a schedule that kept drawing others, may never inject one: the run then
+    says nothing about that fault, and the summary says so. A name is compared by the op
+    kind its fault starts (``partition-leader`` starts ``start-partition``).
+    """
+    return [name for name in requested if _fault_kind(name) not in started]
+
+
+def _fault_kind(name: str) -> str:
+    """The op kind the fault ``name`` selects (the fault registry's), else the name itself."""
+    try:
+        from nemesis.registry import fault
+
+        return fault(name).kind or name
+    except (ImportError, SplitbrainError):
+        return name
+
+
+def run_coverage_safely(run: Run, store: RunStore) -> dict[str, Any] | None:
+    """The run's coverage block (harness/run/coverage.py); None, logged, if it fails.
+
+    The history's clock started ``run.history.now()`` ns ago on the monotonic clock,
+    so the wall time it read 0 at is known here to the millisecond, better than any
+    later guess; node log stamps are placed on the history's clock with it.
+    """
+    try:
+        from harness.core.history import iter_history
+        from harness.run.coverage import run_coverage
+
+        origin = time.time_ns() - run.history.now()
+        return run_coverage(
+            store.path,
+            iter_history(store.history_path),
+            run.db,
+            list(run.spec.nodes),
+            origin_wall_ns=origin,
+        )
+    except Exception as e:  # the verdict stands without it
+        log.warning("coverage failed: %s: %s", type(e).__name__, e)
+        return None
+
+
 def analyse(
     run: Run,
     store: RunStore,
-    workload: Workload,
+    checker_opts: Mapping[str, Any],
     opts: RunOptions,
     guard: SignalGuard,
     interrupted: bool,
@@ -95,7 +147,7 @@ def analyse(
         run._phase("check")
         guard.cleaning = False  # a Ctrl-C may stop a long check
         try:
-            results = check_stored(store, workload, opts.engine, opts.check_timeout)
+            results = check_stored(store, checker_opts, opts.engine, opts.check_timeout)
         except KeyboardInterrupt as e:
             interrupted = True
             reason = f"interrupted by {e.args[0] if e.args else 'SIGINT'} during the check"
@@ -115,12 +167,17 @@ def analyse(
         "ok": run.counters.ok,
         "fail": run.counters.fail,
         "info": run.counters.info,
+        "extra_ops": run.counters.extra,
         "interrupted": interrupted,
         "reason": reason,
         "cleanup_problems": problems,
+        "faults_not_drawn": faults_not_drawn(run.spec.nemesis, run.counters.started_faults),
     }
     if problems:
         log.error("cleanup problems: %s", "; ".join(problems))
+    cov = run_coverage_safely(run, store)
+    if cov is not None:
+        results["coverage"] = cov
     store.write_results(results)
     if opts.reporter is not None and not interrupted:
         try:

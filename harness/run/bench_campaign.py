@@ -38,6 +38,8 @@ from harness.core.remote import Host
 __all__ = ["DbCpuSampler", "TimedClient", "campaign_figures", "measure_campaign", "bench_campaign"]
 
 CLK_TCK = os.sysconf("SC_CLK_TCK")
+LAZY_SUFFIX = "+lazyfs"
+"""A run name's suffix for a workload run on the lazy fs (``--lazy-fs``)."""
 
 
 def _proc_cpu(pid: int) -> float | None:
@@ -232,21 +234,29 @@ def measure_campaign(
     store_root: str,
     check: bool = True,
     db_options: dict[str, Any] | None = None,
+    lazy_fs: bool = False,
 ) -> dict[str, Any]:
-    """One no-fault, unpaced campaign through the real runner, with its figures."""
+    """One no-fault, unpaced campaign through the real runner, with its figures.
+
+    ``lazy_fs`` puts every node's directory on a lazy fs (docs/disk-faults.md): the
+    ``lose-unfsynced`` nemesis mounts it at setup, and its first fault is due only
+    long after the load, so none lands; the cost measured is the mount's alone.
+    """
     from harness.core.history import read_jsonl
     from harness.core.layout import safe_name
     from harness.core.spec import TestSpec
     from harness.run.runner import RunOptions, run_test
     from workloads import get_workload
 
-    name = f"bench-campaign-{db}-{workload}-{time.strftime('%H%M%S')}-{os.getpid()}"
+    lazy = "-lazyfs" if lazy_fs else ""
+    name = f"bench-campaign-{db}-{workload}{lazy}-{time.strftime('%H%M%S')}-{os.getpid()}"
     spec = TestSpec(
         name=name,
         nodes=tuple(h.name for h in hosts),
         db=db,
         workload=workload,
-        nemesis=(),
+        nemesis=("lose-unfsynced",) if lazy_fs else (),
+        nemesis_interval=1e6 if lazy_fs else 5.0,
         time_limit=seconds,
         concurrency=concurrency,
         rate=0.0,
@@ -255,7 +265,7 @@ def measure_campaign(
     )
     opts = RunOptions(check=check, progress=False, recovery_s=0.0)  # no reporter: no HTML
     clock = _Clock()
-    real = get_workload(workload, spec.options)
+    real = get_workload(workload, spec.workload_options)
     wl = replace(real, client=TimedClient(real.client, clock))
     lab = hosts[0].extras.get("lab") if hosts else None
     marker = f"/{safe_name(str(lab))}/{safe_name(name)}/" if lab else f"/{safe_name(name)}/"
@@ -364,6 +374,12 @@ def summarize_rounds(rounds: list[dict[str, Any]], workloads: tuple[str, ...]) -
     help="Repeat etcd and ours this many times, alternating the order; report medians.",
 )
 @click.option("--skip-etcd", is_flag=True, help="Only our node (no baseline, no ratios).")
+@click.option(
+    "--lazy-fs",
+    is_flag=True,
+    help="Also run each of our workloads with node data on a lazy fs (docs/disk-faults.md), "
+    "alternating with the plain runs; reports lazy / plain ok ops/s.",
+)
 @click.option("--no-check", is_flag=True, help="Skip the checker (faster; no verdicts).")
 @click.option(
     "--db-option",
@@ -389,6 +405,7 @@ def bench_campaign(
     etcd_workload: str,
     rounds: int,
     skip_etcd: bool,
+    lazy_fs: bool,
     no_check: bool,
     db_options: tuple[str, ...],
     store_root: str | None,
@@ -422,7 +439,7 @@ def bench_campaign(
         root = store_root or tmp
 
         def measure(
-            db: str, workload: str, db_options: dict[str, Any] | None = None
+            db: str, workload: str, db_options: dict[str, Any] | None = None, lazy: bool = False
         ) -> dict[str, Any]:
             return measure_campaign(
                 hosts,
@@ -433,26 +450,41 @@ def bench_campaign(
                 store_root=root,
                 check=not no_check,
                 db_options=db_options,
+                lazy_fs=lazy,
             )
 
-        names = ([] if skip_etcd else ["etcd"]) + list(workloads)
+        lazy_names = [f"{w}{LAZY_SUFFIX}" for w in workloads] if lazy_fs else []
+        names = ([] if skip_etcd else ["etcd"]) + list(workloads) + lazy_names
         done: list[dict[str, Any]] = []
         for r in range(rounds):
             runs: dict[str, Any] = {}
             for n in round_order(names, r):
-                runs[n] = (
-                    measure("etcd", etcd_workload) if n == "etcd" else measure("dledger", n, opts)
-                )
+                if n == "etcd":
+                    runs[n] = measure("etcd", etcd_workload)
+                elif n in lazy_names:
+                    runs[n] = measure("dledger", n.removesuffix(LAZY_SUFFIX), opts, lazy=True)
+                else:
+                    runs[n] = measure("dledger", n, opts)
                 if store_root is None:
                     runs[n].pop("store", None)
             one: dict[str, Any] = {"runs": {n: runs[n] for n in names}}
             if "etcd" in runs:
                 one["ratios_vs_etcd"] = {w: _ratios(runs[w], runs["etcd"]) for w in workloads}
+            if lazy_fs:
+                one["lazyfs_vs_plain"] = {
+                    w: _ratio(runs[f"{w}{LAZY_SUFFIX}"]["ok_per_s"], runs[w]["ok_per_s"])
+                    for w in workloads
+                }
             done.append(one)
     out.update(done[0])
     if rounds > 1:
         out["rounds_detail"] = done
         out["median"] = summarize_rounds(done, workloads)
+        if lazy_fs:
+            out["median"]["lazyfs_vs_plain"] = {
+                w: _median([r["lazyfs_vs_plain"][w] for r in done if r["lazyfs_vs_plain"][w]])
+                for w in workloads
+            }
     out["wall_seconds"] = round(time.monotonic() - t0, 1)
     text = json.dumps(out, indent=2)
     if output:

@@ -29,6 +29,7 @@ from typing import Any
 import click
 
 from harness.core.layout import HISTORY_JSONL
+from harness.run.roles import RECHECK
 
 __all__ = ["RssSampler", "growth_per_million", "bench_soak"]
 
@@ -191,7 +192,7 @@ def _report(run_dir: Path) -> dict[str, Any]:
 def _check(run_dir: Path, engine: str) -> dict[str, Any]:
     """``splitbrain check --engine E`` on the stored run: verdict, time, driver memory."""
     got = _child(["check", "--engine", engine], run_dir)
-    results = run_dir / "results.json"
+    results = run_dir / RECHECK  # check never rewrites the run's own results.json
     written = json.loads(results.read_text()) if results.exists() else {}
     verdict = {0: "valid", 1: "invalid", 2: "unknown"}.get(got["exit"], "error")
     return {

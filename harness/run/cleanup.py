@@ -1,18 +1,16 @@
-"""Crash-only cleanup: find what earlier runs left on the hosts, remove it, prove it is gone.
+"""Crash-only cleanup: remove what earlier runs left on the hosts, and prove it is gone.
 
-A run that ends normally heals its faults and wipes its nodes in ``finally``; a
-harness killed with SIGKILL does neither. Its faults are in the fault journal
-(:mod:`nemesis.journal`), but a journal cannot cover everything (an older
-harness, a journal on another machine, a DB started under another test name),
-so this module also *looks*: one SSH command per host lists iptables rules,
-netem qdiscs, processes (stopped ones, DB ones, fault daemons), listening ports,
-the libfaketime offset, the clock itself and the DB data directories.
+Every run starts with :func:`clean_start` (Jepsen's DB cycle): replay the fault journal,
+stop and wipe whatever any earlier run of any test left, then scan again
+(:mod:`harness.run.leftovers`) and refuse to run (:class:`DirtyClusterError`, exit 3)
+unless the scan is empty. ``splitbrain heal`` (:func:`heal_hosts`) and ``lab down``
+(:func:`down_lab`) use the same parts; ``lab status`` prints a scan.
 
-Every run starts with :func:`clean_start` (Jepsen's DB cycle): replay the
-journal, stop and wipe whatever any earlier run of any test left, then scan
-again and refuse to run (:class:`DirtyClusterError`, exit 3) unless the scan is
-empty. ``splitbrain heal`` (:func:`heal_hosts`), ``lab status``
-(:func:`scan_hosts`) and ``lab down`` (:func:`down_lab`) use the same parts.
+Nothing here knows a fault by name: a journal entry is undone by its registered kind,
+and a leftover that only a fault can cure (a frozen host, a guest held off, a clock
+skewed without a journal entry) by that fault's ``Residue`` (:mod:`nemesis.registry`).
+The one journal kind this module owns is ``db-node``: the DB footprint a run starts
+belongs to the run, not to a fault.
 """
 
 from __future__ import annotations
@@ -23,17 +21,30 @@ import logging
 import os
 import shlex
 import shutil
-import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any
 
-from harness.control.memory import MemoryRemote
 from harness.core.db import HasFootprint
 from harness.core.errors import SplitbrainError
+from harness.core.fault import JournalKind, JournalRecord
+from harness.run.leftovers import (
+    DB_PORTS,
+    DB_ROOTS,
+    DEFAULT_SCOPE,
+    Leftover,
+    Scope,
+    format_leftovers,
+    local_leftovers,
+    residues,
+    scan_host,
+    scan_hosts,
+)
 from nemesis import journal as jr
+from nemesis import registry
 from nemesis import replay as fault_replay
+from nemesis.base import on_nodes, stop_by_pidfile
 
 if TYPE_CHECKING:
     from harness.core.remote import Host, Remote
@@ -41,41 +52,27 @@ if TYPE_CHECKING:
     from harness.inventory.lab import Lab
 
 __all__ = [
-    "Leftover",
-    "Scope",
     "DirtyClusterError",
-    "DEFAULT_SCOPE",
+    "DB_NODE",
     "scope_for_run",
-    "scan_host",
-    "scan_hosts",
     "clean_host",
+    "cure_local",
     "clean_start",
+    "run_journal",
     "heal_hosts",
-    "thaw_local",
-    "wake_machines",
     "down_lab",
     "journal_db_node",
     "clear_db_node",
-    "format_leftovers",
-    "status_leftovers",
     "HealReport",
+    "hostless",
+    # the scan's names, re-exported for callers that predate harness/run/leftovers.py
+    "Leftover",
+    "Scope",
+    "format_leftovers",
+    "scan_hosts",
 ]
 
 log = logging.getLogger(__name__)
-
-DB_ROOTS = ("/var/lib/splitbrain/run", "/var/lib/splitbrain/etcd", "/var/lib/splitbrain/redis")
-"""Default data roots of the DBs in harness/dbs (dledger and ha, etcd, redis)."""
-DB_PORTS = (9000, 9001, 2379, 2380, 6379, 26379)
-FAULT_PIDFILES = ("/tmp/splitbrain-delayer.pid", "/tmp/splitbrain-strobe.pid")
-"""Daemons some faults run (the NFQUEUE delayer, the real-clock strobe)."""
-FAULT_MARKERS = ("splitbrain-delayer", ".strobe.sh", "splitbrain-strobe")
-CLOCK_SKEW_S = 2.0
-"""A host clock further than this from ours (after one SSH round trip) is a leftover."""
-MACHINE_CLOCK_SKEW_S = 1.0
-"""The same for a VM's real clock, measured on its own (``date`` alone, best of three):
-a guest's clock starts from its RTC, good to a second, so a tighter bound would flag
-every fresh boot; smaller skews a killed harness left are in the journal."""
-_MARK = "@@sb-scan"
 
 
 class DirtyClusterError(SplitbrainError):
@@ -84,33 +81,61 @@ class DirtyClusterError(SplitbrainError):
     exit_code = 3
 
 
-@dataclass(frozen=True)
-class Leftover:
-    """One thing an earlier run left on a host."""
+def _undo_db_node(remote: Remote | None, entry: JournalRecord) -> None:
+    """Stop a killed run's DB node by its pid files and wipe its directory (and empty parents)."""
+    if remote is None:
+        raise ValueError(f"undoing {entry.describe()} needs a connection to {entry.host}")
+    u = entry.undo
+    for pf in u.get("pidfiles", []):
+        stop_by_pidfile(remote, str(pf))
+    d, root = str(u["dir"]), str(u.get("root", ""))
+    parents = []
+    p = d
+    while root and len(p.rsplit("/", 1)[0]) > len(root):
+        p = p.rsplit("/", 1)[0]
+        parents.append(f"rmdir {shlex.quote(p)} 2>/dev/null")
+    remote.run(
+        f"rm -rf {shlex.quote(d)}; " + "; ".join([*parents, "true"]),
+        sudo=remote.host.user != "root",
+        timeout=60,
+    )
+    ports = sorted({int(p) for p in u.get("ports", [])})
+    if ports:
+        # The node's processes may have outlived their pid files (a plugin's daemon that
+        # forks): the entry stays, and the clean start refuses, until its ports are free.
+        pattern = "|".join(f":{p}$" for p in ports)
+        r = remote.run(
+            f"for i in $(seq 50); do ss -Hltn | awk '{{print $4}}' | grep -Eq '{pattern}' "
+            "|| exit 0; sleep 0.1; done; ss -Hltn | awk '{print $4}' | "
+            f"grep -E '{pattern}'; exit 1",
+            sudo=remote.host.user != "root",
+            timeout=30,
+            check=False,
+        )
+        if r.exit_status != 0:
+            busy = " ".join(r.stdout.split()) or "?"
+            raise ValueError(
+                f"{entry.host}: the DB node is stopped but its ports are still in use ({busy})"
+            )
 
-    host: str
-    kind: str  # rule netem clock stopped db-process daemon port data frozen machine journal unreachable
-    detail: str
-    pid: int | None = None
 
-    def __str__(self) -> str:
-        return f"{self.host}: {self.kind}: {self.detail}"
-
-
-@dataclass
-class Scope:
-    """What counts as ours on a host: DB data roots, DB ports, peer addresses."""
-
-    roots: tuple[str, ...] = DB_ROOTS
-    ports: tuple[int, ...] = DB_PORTS
-    peers: tuple[str, ...] = ()
-
-    def with_peers(self, hosts: Iterable[Host]) -> Scope:
-        addrs = {str(h.extras.get("cluster_address", h.address)) for h in hosts}
-        return Scope(self.roots, self.ports, tuple(sorted(addrs | set(self.peers))))
+DB_NODE = JournalKind(
+    name="db-node",
+    rank=1_000,
+    undo=_undo_db_node,
+    doc="a DB node a run started (its pid files and data directory): stopped and wiped, last",
+)
+registry.register_journal_kind(DB_NODE)
 
 
-DEFAULT_SCOPE = Scope()
+def hostless(ctx: RunContext) -> bool:
+    """Whether every remote of the run declares it reaches no host (``Remote.hostless``).
+
+    Such a run (the harness bench's null run, the runner's own tests over in-memory
+    remotes) has nothing to scan, heal or journal; the remote says so itself, so this
+    module never asks which class it is.
+    """
+    return all(bool(getattr(ctx.remotes.get(n), "hostless", False)) for n in ctx.nodes)
 
 
 def _db_ports(ctx: RunContext, node: str) -> set[int]:
@@ -127,243 +152,38 @@ def scope_for_run(ctx: RunContext, node: str) -> Scope:
     return Scope(tuple(sorted(roots)), tuple(sorted(ports))).with_peers(ctx.hosts.values())
 
 
-def _sudo(remote: Remote) -> bool:
-    return remote.host.user != "root"
+def cure_local(hosts: Iterable[Host], remotes: Mapping[str, Remote]) -> list[str]:
+    """Undo, from this machine, what keeps a host out of reach: journaled or not.
 
-
-def _data_globs(host: Host, roots: Iterable[str]) -> list[str]:
-    """Per-node data directories under the DB roots, as harness/dbs/daemon.py lays them out."""
-    lab = host.extras.get("lab")
-    from harness.core.layout import safe_name
-
-    mid = f"{safe_name(str(lab))}/" if lab else ""
-    return [f"{r}/{mid}*/{safe_name(host.name)}" for r in roots]
-
-
-def _scan_script(remote: Remote, scope: Scope, pidfiles: Sequence[str]) -> str:
-    from nemesis.net import iptables_cmd
-
-    host = remote.host
-    ft = host.extras.get("faketime_file")
-    q = shlex.quote
-    globs = " ".join(_data_globs(host, scope.roots))  # unquoted: the shell expands them
-    pfs = " ".join(q(p) for p in pidfiles)
-    return "; ".join(
-        [
-            f"echo {_MARK}ipt",
-            f"{iptables_cmd(remote)} -S 2>&1",
-            f"echo {_MARK}tc",
-            "tc qdisc show 2>/dev/null",
-            f"echo {_MARK}ps",
-            "ps -eo pid=,stat=,args= 2>/dev/null",
-            f"echo {_MARK}ss",
-            "ss -Hltn 2>/dev/null",
-            f"echo {_MARK}ft",
-            f"cat {q(str(ft))} 2>/dev/null" if ft else "true",
-            f"echo {_MARK}dirs",
-            f'for d in {globs}; do [ -e "$d" ] && echo "$d"; done',
-            f"echo {_MARK}daemons",
-            f'for f in {pfs}; do p=$(cat "$f" 2>/dev/null) && [ -n "$p" ] && '
-            f'kill -0 "$p" 2>/dev/null && echo "$f $p"; done',
-            f"echo {_MARK}date",
-            "date +%s.%N",
-            "true",
-        ]
-    )
-
-
-def _sections(text: str) -> dict[str, list[str]]:
-    out: dict[str, list[str]] = {}
-    cur = None
-    for line in text.splitlines():
-        if line.startswith(_MARK):
-            cur = line[len(_MARK) :].strip()
-            out[cur] = []
-        elif cur is not None and line.strip():
-            out[cur].append(line.rstrip())
-    return out
-
-
-def _fault_pidfiles(host: Host, journal: jr.HostJournal | None) -> list[str]:
-    pfs = list(FAULT_PIDFILES)
-    ft = host.extras.get("faketime_file")
-    if ft:
-        pfs.append(f"{ft}.strobe.pid")
-    if journal is not None:
-        pfs += [
-            str(e.undo["pidfile"])
-            for e in journal.entries()
-            if e.kind == "daemon" and "pidfile" in e.undo
-        ]
-    return sorted(set(pfs))
-
-
-def parse_scan(
-    host: Host, text: str, scope: Scope, *, skew_s: float | None = None
-) -> list[Leftover]:
-    """Leftovers from the scan script's output (pure: tested without hosts)."""
-    from nemesis.clock import parse_offset
-
-    name = host.name
-    s = _sections(text)
-    out: list[Leftover] = []
-    peers = set(scope.peers)
-    for line in s.get("ipt", []):
-        f = line.split()
-        if len(f) < 2 or f[0] != "-A":
-            continue
-        target = f[f.index("-j") + 1] if "-j" in f and f.index("-j") + 1 < len(f) else ""
-        ours = f[1].startswith("SPLITBRAIN")
-        src = f[f.index("-s") + 1].split("/")[0] if "-s" in f and f.index("-s") + 1 < len(f) else ""
-        if target in ("DROP", "REJECT", "NFQUEUE") and (ours or src in peers):
-            out.append(Leftover(name, "rule", line))
-    for line in s.get("tc", []):
-        if " netem " in f" {line} ":
-            out.append(Leftover(name, "netem", line))
-    roots = tuple(scope.roots)
-    for line in s.get("ps", []):
-        f = line.split(None, 2)
-        if len(f) < 3 or not f[0].isdigit() or _MARK in line:
-            continue
-        pid, stat, args = int(f[0]), f[1], f[2]
-        if any(r + "/" in args for r in roots) and f"/{host.name}/" in args:
-            out.append(Leftover(name, "db-process", f"pid {pid} [{stat}] {args[:160]}", pid))
-            if stat.startswith("T"):  # a paused DB node: both stray and stopped
-                out.append(Leftover(name, "stopped", f"pid {pid} [{stat}] DB process", pid))
-        elif any(m in args for m in FAULT_MARKERS):
-            out.append(Leftover(name, "daemon", f"pid {pid} [{stat}] {args[:160]}", pid))
-        elif stat.startswith("T"):
-            out.append(Leftover(name, "stopped", f"pid {pid} [{stat}] {args[:160]}", pid))
-    ports = set(scope.ports)
-    for line in s.get("ss", []):
-        f = line.split()
-        if (
-            len(f) >= 4
-            and f[3].rsplit(":", 1)[-1].isdigit()
-            and int(f[3].rsplit(":", 1)[-1]) in ports
-        ):
-            out.append(Leftover(name, "port", f"{f[3]} is in use"))
-    ft = s.get("ft", [])
-    if host.extras.get("faketime_file") and ft:
-        with contextlib.suppress(ValueError, IndexError):
-            if abs(parse_offset(ft[0])) >= 0.0005:
-                out.append(Leftover(name, "clock", f"faketime offset {ft[0].strip()}"))
-    if skew_s is not None and abs(skew_s) > CLOCK_SKEW_S:
-        out.append(Leftover(name, "clock", f"clock off by {skew_s:+.1f} s"))
-    for line in s.get("dirs", []):
-        out.append(Leftover(name, "data", line))
-    for line in s.get("daemons", []):
-        pf, _, pid_text = line.partition(" ")
-        dpid = int(pid_text) if pid_text.isdigit() else None
-        if not any(o.kind == "daemon" and o.pid == dpid for o in out):
-            out.append(Leftover(name, "daemon", f"{pf} (pid {pid_text})", dpid))
-    return out
-
-
-def _frozen(host: Host) -> Leftover | None:
-    cg = host.extras.get("cgroup")
-    if not cg or not os.path.isdir(str(cg)):
-        return None
-    for fname, on in (("cgroup.freeze", "1"), ("freezer.state", "FROZEN")):
-        with contextlib.suppress(OSError):
-            if Path(str(cg), fname).read_text().strip() == on:
-                return Leftover(host.name, "frozen", f"cgroup {cg} is frozen")
-    return None
-
-
-def _machine_down(host: Host) -> Leftover | None:
-    """A VM guest its hypervisor holds off or paused (asked locally: SSH cannot reach it)."""
-    if host.machine is None:
-        return None
-    try:
-        state = host.machine.state()
-    except Exception as e:  # noqa: BLE001 - reported as the leftover
-        return Leftover(host.name, "machine", f"guest state unknown: {e}")
-    return None if state == "running" else Leftover(host.name, "machine", f"guest is {state}")
-
-
-def wake_machines(hosts: Iterable[Host], remotes: Mapping[str, Remote]) -> list[str]:
-    """Power on or resume every VM guest that is not running (journaled or not)."""
-    from nemesis.power import restore
-
-    woken = []
-    for h in hosts:
-        if h.machine is not None and _machine_down(h) is not None:
-            how = restore(remotes.get(h.name), h.machine)
-            log.warning("%s: guest was not running: %s", h.name, how)
-            woken.append(h.name)
-    return woken
-
-
-def thaw_local(hosts: Iterable[Host]) -> list[str]:
-    """Thaw frozen hosts on this machine (journaled or not): nothing else can reach them."""
-    from nemesis.process import _freeze_file
-
-    thawed = []
+    First the journal's local kinds (a frozen cgroup), then each fault's
+    ``Residue.cure_local`` for what the journal does not know (a host frozen or a guest
+    held off by a harness that kept no journal). Returns the hosts that needed it.
+    """
+    cured = []
     for h in hosts:
         j = jr.HostJournal(h)
         for e in j.entries():
-            if e.kind == "freeze":
-                with contextlib.suppress(OSError):
+            kind = registry.journal_kind(e.kind)
+            if kind is not None and kind.local:
+                with contextlib.suppress(OSError, ValueError):
                     fault_replay.undo(None, e)
                     j.forget(e)
-                    thawed.append(h.name)
-        if _frozen(h) is not None:
-            path, _on, off = _freeze_file(str(h.extras["cgroup"]))
-            Path(path).write_text(off)
-            thawed.append(h.name)
-    return sorted(set(thawed))
-
-
-def scan_host(
-    remote: Remote, scope: Scope = DEFAULT_SCOPE, *, with_journal: bool = True
-) -> list[Leftover]:
-    """Everything an earlier run left on ``remote``'s host (one SSH command)."""
-    host = remote.host
-    journal = jr.HostJournal(host) if with_journal else None
-    out: list[Leftover] = []
-    fr = _frozen(host)
-    if fr is not None:
-        out.append(fr)
-    if journal is not None:
-        out += [Leftover(host.name, "journal", e.describe()) for e in journal.entries()]
-    down = _machine_down(host)
-    if down is not None:
-        return [*out, down]  # nothing more to see over SSH
-    t0 = time.time()
-    r = remote.run(
-        _scan_script(remote, scope, _fault_pidfiles(host, journal)),
-        sudo=_sudo(remote),
-        timeout=30,
-        check=False,
-    )
-    t1 = time.time()
-    skew = None
-    date = _sections(r.stdout).get("date", [])
-    if date:
-        with contextlib.suppress(ValueError):
-            skew = float(date[0]) - (t0 + t1) / 2 if t1 - t0 < CLOCK_SKEW_S else None
-    found = parse_scan(host, r.stdout, scope, skew_s=skew)
-    if host.machine is not None and not any(lo.kind == "clock" for lo in found):
-        # A guest's real clock, on its own: the scan script is too slow under TCG
-        # for its one date to bound anything.
-        from nemesis.clock import measure_offset_ms
-
-        with contextlib.suppress(Exception):
-            off_ms, unc_ms = measure_offset_ms(remote)
-            if abs(off_ms) - unc_ms > MACHINE_CLOCK_SKEW_S * 1000:
-                found.append(
-                    Leftover(host.name, "clock", f"real clock off by {off_ms / 1000:+.2f} s")
-                )
-    return out + found
+                    cured.append(h.name)
+        for _, r in residues():
+            if r.local is None or r.cure_local is None or not r.local(h):
+                continue
+            r.cure_local(h, remotes.get(h.name))
+            log.warning("%s: cured a leftover no journal held (%s)", h.name, r.kind)
+            cured.append(h.name)
+    return sorted(set(cured))
 
 
 def clean_host(remote: Remote, found: Sequence[Leftover], scope: Scope) -> None:
-    """Remove what a scan found: rules, qdiscs, daemons, DB processes, stops, offsets, data."""
+    """Remove what a scan found: rules, qdiscs, daemons, DB processes, stops, data, clocks."""
     from nemesis.net import iptables_cmd, remove_chain_script
 
-    host = remote.host
     ipt = iptables_cmd(remote)
+    sudo = remote.host.user != "root"
     q = shlex.quote
     cmds: list[str] = []
     chains, rules = set(), []
@@ -402,27 +222,22 @@ def clean_host(remote: Remote, found: Sequence[Leftover], scope: Scope) -> None:
             f'[ -z "$alive" ] && break; sleep 0.1; i=$((i+1)); done; '
             f"kill -KILL {ks} 2>/dev/null"
         )
-    ft = host.extras.get("faketime_file")
-    if ft and any(lo.kind == "clock" for lo in found):
-        cmds.append(
-            f"printf '+0\\n' > {q(str(ft) + '.tmp')} && mv -f {q(str(ft) + '.tmp')} {q(str(ft))}"
-        )
     dirs = [lo.detail for lo in found if lo.kind == "data"]
     if dirs:
         cmds.append("rm -rf " + " ".join(q(d) for d in dirs))
     cmds.append("true")
-    remote.run("; ".join(cmds), sudo=_sudo(remote), timeout=60, check=False)
+    remote.run("; ".join(cmds), sudo=sudo, timeout=60, check=False)
     # Pid files of stopped fault daemons (their processes are gone now).
     for lo in found:
         if lo.kind == "daemon" and lo.detail.startswith("/"):
-            remote.run(
-                f"rm -f {q(lo.detail.split()[0])}", sudo=_sudo(remote), timeout=30, check=False
-            )
-    if any(lo.kind == "clock" for lo in found) and not ft:
-        from nemesis.clock import RealClock
-
-        with contextlib.suppress(Exception):
-            RealClock(remote).reset()
+            remote.run(f"rm -f {q(lo.detail.split()[0])}", sudo=sudo, timeout=30, check=False)
+    kinds = {lo.kind for lo in found}
+    for fault, r in residues():
+        if r.cure is not None and kinds & set(r.cures):
+            try:
+                r.cure(remote)
+            except Exception as e:  # noqa: BLE001 - the rescan reports what is left
+                log.warning("%s: %s could not cure its leftover: %s", remote.host.name, fault, e)
 
 
 @dataclass
@@ -454,25 +269,20 @@ class HealReport:
 def _heal(
     hosts: Sequence[Host], remotes: Mapping[str, Remote], scopes: Mapping[str, Scope]
 ) -> HealReport:
-    from nemesis.base import on_nodes
-
     rep = HealReport()
     by = {h.name: h for h in hosts}
     journals = [jr.HostJournal(h) for h in hosts]
-    rep.before = {
-        h: [x for x in [_frozen(by[h]), _machine_down(by[h])] if x is not None] for h in by
-    }
+    rep.before = {h: local_leftovers(by[h]) for h in by}
     for j in journals:
         rep.before[j.host.name] += [
             Leftover(j.host.name, "journal", e.describe()) for e in j.entries()
         ]
-    thaw_local(hosts)
+    try:
+        cure_local(hosts, remotes)  # frozen, off or paused: nothing else reaches them
+    except Exception as e:  # noqa: BLE001 - the rescan reports the host
+        rep.problems.setdefault("local", []).append(f"cannot reach a host from here: {e}")
     for h, ps in fault_replay.replay(journals, remotes).items():
         rep.problems.setdefault(h, []).extend(ps)
-    try:
-        wake_machines(hosts, remotes)  # off or paused with no journal entry saying so
-    except Exception as e:  # noqa: BLE001 - the rescan reports the guest
-        rep.problems.setdefault("machines", []).append(f"cannot wake a guest: {e}")
 
     def one(n: str) -> tuple[list[Leftover], list[Leftover]]:
         remote = remotes[n]
@@ -486,26 +296,21 @@ def _heal(
             rep.problems.setdefault(n, []).append(f"unreachable or failed: {r}")
             rep.after[n] = [Leftover(n, "unreachable", str(r))]
         else:
-            rep.before[n] += r[0]
+            rep.before[n] += [x for x in r[0] if x not in rep.before[n]]
             rep.after[n] = r[1]
     rep.problems = {h: p for h, p in rep.problems.items() if p}
     return rep
-
-
-def format_leftovers(found: Mapping[str, Sequence[Leftover]]) -> list[str]:
-    return [str(x) for h in sorted(found) for x in found[h]]
 
 
 def clean_start(ctx: RunContext) -> HealReport:
     """Jepsen's DB cycle before setup: heal, stop and wipe every earlier run, verify.
 
     Raises :class:`DirtyClusterError` (exit 3) naming each host and leftover when
-    the hosts cannot be made clean; on success the run's journal is attached, so
-    the faults this run applies are journaled from the first one.
+    the hosts cannot be made clean. The runner then sets the run's journal
+    (:func:`run_journal`), so the faults this run applies are journaled from the first.
     """
-    if all(isinstance(ctx.remotes.get(n), MemoryRemote) for n in ctx.nodes):
-        # The null run of the harness bench (and runner tests) has no hosts to clean.
-        log.info("clean start skipped: in-memory remotes, no hosts")
+    if hostless(ctx):
+        log.info("clean start skipped: the remotes reach no hosts")
         return HealReport()
     hosts = [ctx.hosts[n] for n in ctx.nodes]
     scopes = {n: scope_for_run(ctx, n) for n in ctx.nodes}
@@ -525,8 +330,12 @@ def clean_start(ctx: RunContext) -> HealReport:
             + "; ".join(rep.remaining())
             + " (see `splitbrain heal` and `splitbrain lab status`)"
         )
-    jr.attach(ctx)
     return rep
+
+
+def run_journal(ctx: RunContext) -> jr.RunJournal | None:
+    """The journal the runner sets as ``ctx.journal`` after the clean start (None when hostless)."""
+    return None if hostless(ctx) else jr.run_journal(ctx)
 
 
 def journal_db_node(ctx: RunContext, node: str) -> None:
@@ -537,16 +346,21 @@ def journal_db_node(ctx: RunContext, node: str) -> None:
     jr.note(
         ctx,
         node,
-        "db-node",
+        DB_NODE.name,
         "db",
-        {"dir": db.node_dir(ctx, node), "root": db.root, "pidfiles": db.pidfiles(ctx, node)},
+        {
+            "dir": db.node_dir(ctx, node),
+            "root": db.root,
+            "pidfiles": db.pidfiles(ctx, node),
+            "ports": sorted(int(p) for p in db.ports(ctx, node)),
+        },
         f"{ctx.spec.db} node of test {ctx.spec.name}",
     )
 
 
 def clear_db_node(ctx: RunContext, node: str) -> None:
     """The DB node was stopped and wiped by its teardown."""
-    jr.clear(ctx, node, "db-node", "db")
+    jr.clear(ctx, node, DB_NODE.name, "db")
 
 
 def heal_hosts(
@@ -568,96 +382,25 @@ def heal_hosts(
                 r.close()
 
 
-def scan_hosts(
-    hosts: Sequence[Host],
-    *,
-    connect_fn: Callable[[Host], Remote] | None = None,
-    scope: Scope = DEFAULT_SCOPE,
-) -> dict[str, list[Leftover]]:
-    """Leftovers per host, journal entries included; changes nothing."""
-    from harness.control import connect
-    from nemesis.base import on_nodes
-
-    sc = scope.with_peers(hosts)
-    by = {h.name: h for h in hosts}
-
-    def one(n: str) -> list[Leftover]:
-        r = (connect_fn or connect)(by[n])
-        try:
-            return scan_host(r, sc)
-        finally:
-            with contextlib.suppress(Exception):
-                r.close()
-
-    out: dict[str, list[Leftover]] = {}
-    for n, r in on_nodes(by, one).items():
-        if isinstance(r, BaseException):
-            fr = _frozen(by[n])
-            out[n] = [fr] if fr else []
-            out[n] += [
-                Leftover(n, "journal", e.describe()) for e in jr.HostJournal(by[n]).entries()
-            ]
-            out[n].append(Leftover(n, "unreachable", str(r)))
-        else:
-            out[n] = r
-    return out
-
-
 def down_lab(lab: Lab) -> None:
     """``lab down``: remove the lab, then the DB data its runs left on this machine's disk.
 
-    Lab hosts share this machine's file system, so data under the DB roots
-    (outside the lab's state dir) would survive the namespaces; the journal,
-    inside the state dir, is read first because ``down`` removes it.
+    Lab hosts share ``/var/lib/splitbrain`` and most of this machine's file system,
+    so data under the DB roots (outside the lab's state dir) would survive the
+    namespaces; the journal, inside the state dir, is read first because ``down``
+    removes it. A journaled node directory a host does not share with the machine
+    (its own ``/var/lib/<package>``, ``/srv``) went with the state dir, and the
+    machine's directory of that name is not the host's: it is left alone.
     """
     dirs = {f"{r}/{lab.name}" for r in DB_ROOTS}
     with contextlib.suppress(Exception):
         for h in lab.hosts():
             for e in jr.HostJournal(h).entries():
-                if e.kind == "db-node" and str(e.undo.get("dir", "")).startswith("/"):
-                    dirs.add(str(e.undo["dir"]))
+                d = str(e.undo.get("dir", ""))
+                if e.kind == DB_NODE.name and d.startswith("/") and lab.shares(d):
+                    dirs.add(d)
     lab.down()
     for d in sorted(dirs):
         if os.path.isdir(d):
             shutil.rmtree(d, ignore_errors=True)
             log.info("removed %s", d)
-
-
-class _LabLike(Protocol):
-    """What ``lab status`` needs of a lab, whichever driver made it."""
-
-    name: str
-
-    def hosts(self) -> list[Host]: ...
-
-
-def status_leftovers(
-    lab: _LabLike, reachable: Sequence[str], echo: Callable[[str], Any] | None = None
-) -> None:
-    """``lab status``: print each host's leftovers; :class:`DirtyClusterError` if any.
-
-    Hosts that do not answer SSH are still checked for what this machine can
-    see (their journal, a frozen cgroup).
-    """
-    import click
-
-    out = echo or click.echo
-    hosts = lab.hosts()
-    found = scan_hosts([h for h in hosts if h.name in reachable])
-    for h in hosts:
-        if h.name not in reachable:
-            fr = _frozen(h)
-            found[h.name] = ([fr] if fr else []) + [
-                Leftover(h.name, "journal", e.describe()) for e in jr.HostJournal(h).entries()
-            ]
-    lines = format_leftovers(found)
-    if not lines:
-        out("leftovers: none")
-        return
-    out(f"leftovers ({len(lines)}):")
-    for line in lines:
-        out(f"  {line}")
-    raise DirtyClusterError(
-        f"lab {lab.name!r}: {len(lines)} leftovers of earlier runs; "
-        f"`splitbrain heal --lab {lab.name}` removes them"
-    )

@@ -33,7 +33,10 @@ class RunResult:
 class RunOptions:
     """Knobs of the runner that are not part of the test's meaning."""
 
-    client_timeout: float | None = 10.0
+    client_timeout: float | None = None
+    """Override of the watchdog's limit (benchmarks; 0 turns it off). None: twice the test's
+    own client timeout (``TestSpec.client_timeout``, ``run --client-timeout``), the one
+    every client uses for its calls."""
     recovery_s: float = 3.0
     final_timeout_s: float = 60.0
     """Final reads stop once this long passes with no op completed (and at the latest

@@ -18,7 +18,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from harness.core.db import DB, Addressable, HasLogFiles, WaitsReady
+from harness.core.db import DB, Addressable, HasLogFiles, WaitsReady, runs_under_faketime
 from harness.core.errors import SplitbrainError
 from harness.core.fanout import each_or_raise
 from harness.core.history import NEMESIS, HistoryWriter, Op
@@ -26,7 +26,8 @@ from harness.core.nemesis import NemesisPackage
 from harness.core.remote import Host, Remote
 from harness.core.spec import RunContext, TestSpec
 from harness.core.workload import Workload
-from harness.run.cleanup import clean_start, clear_db_node, journal_db_node
+from harness.run.cleanup import clean_start, clear_db_node, journal_db_node, run_journal
+from harness.run.preload import without_preload
 from harness.run.progress import Counters, Progress
 from harness.run.store import RunStore
 from harness.run.validate import ValidatingClient, ValidatingNemesis
@@ -35,9 +36,16 @@ from harness.run.workers import Worker, WorkerGroup
 if TYPE_CHECKING:
     from harness.run.options import RunOptions
 
-__all__ = ["Run"]
+__all__ = ["Run", "watchdog_limit"]
 
 log = logging.getLogger(__name__)
+
+
+def watchdog_limit(spec: TestSpec, opts: RunOptions) -> float | None:
+    """Seconds an op may stay open before the watchdog records it ``info`` (None/0: never)."""
+    if opts.client_timeout is not None:
+        return opts.client_timeout
+    return 2 * spec.client_timeout
 
 
 class Run:
@@ -92,6 +100,8 @@ class Run:
         remotes = each_or_raise(
             list(self.spec.nodes), lambda n: self.connect_fn(self.hosts[n]), what="connect"
         )
+        if not runs_under_faketime(self.db):  # e.g. a JVM: no libfaketime preload (preload.py)
+            remotes = without_preload(remotes)
         self.ctx = RunContext(
             spec=self.spec,
             hosts=self.hosts,
@@ -108,6 +118,7 @@ class Run:
     def setup(self) -> None:
         self._phase("clean-start")  # earlier runs' faults and clusters go first (cleanup.py)
         clean_start(self.ctx)
+        self.ctx.journal = run_journal(self.ctx)  # every fault from here on is journaled
         self._phase("nemesis-setup")
         self.nemesis_set_up = True  # teardown must run even if setup fails halfway
         self.nemesis.setup(self.ctx)
@@ -160,8 +171,10 @@ class Run:
         An op open longer than the timeout is completed ``info`` here; its
         worker is abandoned (its late answer is dropped) and a successor with a
         fresh process takes the slot, as Jepsen does when a client times out.
+        The limit is twice the test's client timeout (an op may make two calls, a
+        redirect, each bounded by it), unless ``RunOptions.client_timeout`` overrides it.
         """
-        timeout = self.opts.client_timeout
+        timeout = watchdog_limit(self.spec, self.opts)
         if not timeout:
             return
         while not self.finished.wait(min(0.25, timeout / 4)):
@@ -251,6 +264,7 @@ class Run:
                     client=ValidatingClient(ew.client),
                     pending_poll=0.005,
                     label=ew.name,
+                    extra=True,
                 )
             )
         extras.start()

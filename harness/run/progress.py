@@ -48,10 +48,14 @@ class Counters:
     ok: int = 0
     fail: int = 0
     info: int = 0
+    extra: int = 0
+    """Completions of the extra workers (the samplers): not client ops, so not in ok/fail/info."""
     faults: dict[str, str] = field(default_factory=dict)
+    started_faults: set[str] = field(default_factory=set)
+    """Every fault kind a ``start-<kind>`` op of the nemesis began during the run."""
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
-    def record(self, op: Op) -> None:
+    def record(self, op: Op, *, extra: bool = False) -> None:
         if not op.is_client:
             if op.type != "invoke":
                 self._note_fault(op)
@@ -59,6 +63,9 @@ class Counters:
         if op.type == "invoke":
             return
         with self._lock:
+            if extra:
+                self.extra += 1
+                return
             if op.type == "ok":
                 self.ok += 1
             elif op.type == "fail":
@@ -71,6 +78,8 @@ class Counters:
         family = op.f.split("-", 1)[-1]
         label = describe_fault(op)
         with self._lock:
+            if op.f.startswith("start-"):
+                self.started_faults.add(op.f.removeprefix("start-"))
             if label is None:
                 if op.f.startswith(("heal", "reset-all")) or op.f == "stop-all":
                     self.faults.clear()

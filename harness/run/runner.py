@@ -37,6 +37,7 @@ from harness.run.cleanup import DirtyClusterError
 from harness.run.options import RunOptions, RunResult
 from harness.run.phases import Run
 from harness.run.progress import Progress
+from harness.run.roles import build_db, build_workload, checker_options
 from harness.run.signals import SignalGuard
 from harness.run.store import RunStore
 
@@ -50,8 +51,20 @@ def _build_package(spec: TestSpec, rng: random.Random) -> NemesisPackage:
         return null_package()
     from nemesis.package import build_package
 
-    opts = dict(spec.options.get("nemesis", {}) or {})
-    return build_package(list(spec.nemesis), interval=spec.nemesis_interval, rng=rng, **opts)
+    return build_package(
+        list(spec.nemesis), interval=spec.nemesis_interval, rng=rng, **spec.nemesis_options
+    )
+
+
+def _write_schedule(store: RunStore) -> None:
+    """schedule.json from the closed history (issue 26): written even for an interrupted
+    run, before the check, since replaying a run must not depend on the run having ended."""
+    from harness.run.schedule_file import write_schedule
+
+    try:
+        write_schedule(store.path)
+    except Exception as e:  # a missing schedule must never cost the run its verdict
+        log.warning("schedule.json not written: %s", e)
 
 
 def run_test(
@@ -83,15 +96,13 @@ def run_test(
         from harness.control import connect
 
         connect_fn = connect
+    spec.client_timeout  # noqa: B018 - a bad value is a ConfigError before anything starts
     if db is None:
-        from harness.dbs import get_db
-
-        db = get_db(spec.db, spec.options.get("db", {}) or {})
+        db = build_db(spec)
     if workload is None:
-        from workloads import get_workload
-
-        # Workloads read their knobs from the flat spec.options (workloads/__init__.py).
-        workload = get_workload(spec.workload, spec.options)
+        workload = build_workload(spec)
+    # The same function `splitbrain check` calls on test.json (harness/run/roles.py).
+    checker_opts = checker_options(spec, workload=workload, db=db)
     if nemesis_package is None:
         nemesis_package = _build_package(spec, random.Random(spec.seed ^ 0x5EED))
 
@@ -172,8 +183,9 @@ def run_test(
                 run.history.close()
                 progress.stop()
         n_ops = len(run.history)
+        _write_schedule(store)
         try:
-            results = analyse(run, store, workload, opts, guard, interrupted, reason, problems)
+            results = analyse(run, store, checker_opts, opts, guard, interrupted, reason, problems)
         finally:
             guard.restore()
         interrupted = bool(results["run"]["interrupted"])

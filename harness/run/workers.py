@@ -63,8 +63,11 @@ class Worker(threading.Thread):
         client: ValidatingClient | None = None,
         pending_poll: float = 0.01,
         label: str = "worker",
+        extra: bool = False,
     ) -> None:
         super().__init__(name=f"{label}-{worker}-{node}", daemon=True)
+        self.extra = extra
+        """An extra worker (a sampler): its ops are not client ops in the counts."""
         self.run_ = run
         self.worker = worker
         self.node = node
@@ -105,6 +108,7 @@ class Worker(threading.Thread):
             client=self.proto,
             pending_poll=self.pending_poll,
             label=self.label,
+            extra=self.extra,
         )
         w.did_setup = self.did_setup
         return w
@@ -164,7 +168,7 @@ class Worker(threading.Thread):
         if comp.time or comp.index != -1:
             comp = comp.replace(time=0, index=-1)
         comp = self.run_.history.append(comp)
-        self.run_.counters.record(comp)
+        self.run_.counters.record(comp, extra=self.extra)
         with self.gen_lock:
             self.generator.update(self._gen_ctx(), comp)
 

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from harness.core.layout import HISTORY_JSONL
+from harness.core.layout import HISTORY_JSONL, RESULTS
 from harness.zoo.targets import Campaign, Target, campaign_command, describe_campaign, target_label
 
 __all__ = [
@@ -31,6 +31,12 @@ __all__ = [
     "render_table",
     "summary_json",
     "read_op_times",
+    "attach_coverage",
+    "CoverageRow",
+    "coverage_table",
+    "render_coverage",
+    "never_reached",
+    "coverage_json",
 ]
 
 
@@ -68,6 +74,7 @@ class RunRecord:
     seconds: float = 0.0
     reason: str | None = None
     mode: str = "dledger"
+    coverage: Mapping[str, Any] | None = None  # results.json's block (attach_coverage)
 
     @property
     def label(self) -> str:
@@ -269,3 +276,133 @@ def read_op_times(store_dir: str | Path, wanted: set[int] | None = None) -> dict
             if isinstance(i, int) and isinstance(t, int) and (wanted is None or i in wanted):
                 out[i] = t
     return out
+
+
+def attach_coverage(records: Iterable[RunRecord]) -> None:
+    """Fill each record's ``coverage`` from its run's results.json (None when absent)."""
+    for r in records:
+        if not r.store:
+            continue
+        try:
+            doc = json.loads((Path(r.store) / RESULTS).read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            continue
+        cov = doc.get("coverage") if isinstance(doc, Mapping) else None
+        r.coverage = cov if isinstance(cov, Mapping) else None
+
+
+@dataclass
+class CoverageRow:
+    """One situation over a campaign's runs."""
+
+    name: str
+    title: str
+    runs: int  # runs with a coverage block
+    observable: int  # of those, runs that could observe it
+    reached: int  # of those, runs that reached it
+    count: int  # occurrences over all runs
+    median_first_s: float | None
+    why_not: list[str] = field(default_factory=list)  # distinct reasons it was unobservable
+
+    @property
+    def state(self) -> str:
+        if self.observable == 0:
+            return "unobservable" if self.runs else "no data"
+        return "reached" if self.reached else "NEVER REACHED"
+
+
+def coverage_table(records: Iterable[RunRecord]) -> list[CoverageRow]:
+    """Each situation over every run that has a coverage block, in the vocabulary's order.
+
+    A run that could not observe a situation counts neither as reaching it nor as
+    missing it; a situation no run could observe is ``unobservable``, not never reached.
+    """
+    from checker.situations import SITUATIONS
+
+    covs = [r.coverage for r in records if isinstance(r.coverage, Mapping)]
+    rows = []
+    for s in SITUATIONS:
+        observable = reached = count = 0
+        firsts: list[float] = []
+        why: list[str] = []
+        for cov in covs:
+            blind = cov.get("unobservable") or {}
+            entry = cov.get(s.name)
+            if s.name in blind or not isinstance(entry, Mapping):
+                reason = str(blind.get(s.name, "not in this run's coverage"))
+                if reason not in why:
+                    why.append(reason)
+                continue
+            observable += 1
+            got = entry.get("count")
+            n = got if isinstance(got, int) else 0
+            count += n
+            if n:
+                reached += 1
+                if isinstance(entry.get("first_s"), (int, float)):
+                    firsts.append(float(entry["first_s"]))
+        rows.append(
+            CoverageRow(
+                s.name,
+                s.title,
+                len(covs),
+                observable,
+                reached,
+                count,
+                statistics.median(firsts) if firsts else None,
+                why,
+            )
+        )
+    return rows
+
+
+def never_reached(rows: Sequence[CoverageRow]) -> list[str]:
+    """Titles of the situations some run could observe and no run reached."""
+    return [r.title for r in rows if r.observable and not r.reached]
+
+
+def render_coverage(rows: Sequence[CoverageRow]) -> str:
+    """A plain-text table: per situation, runs reached/observable, occurrences, first time."""
+    head = ("situation", "reached", "occurrences", "median 1st (s)", "state")
+    lines = [
+        (
+            r.title,
+            f"{r.reached}/{r.observable}"
+            + (f" ({r.runs - r.observable} blind)" if r.runs - r.observable else ""),
+            str(r.count) if r.observable else "-",
+            _fmt_s(r.median_first_s),
+            r.state + (f": {'; '.join(r.why_not)}" if r.state == "unobservable" else ""),
+        )
+        for r in rows
+    ]
+    widths = [max(len(head[i]), *(len(x[i]) for x in lines)) for i in range(len(head) - 1)]
+    out = []
+    for cells in (head, *lines):
+        out.append(
+            "  ".join(c.ljust(w) for c, w in zip(cells[:-1], widths, strict=True))
+            + "  "
+            + cells[-1]
+        )
+        if cells is head:
+            out.append("  ".join("-" * w for w in widths) + "  " + "-" * len(head[-1]))
+    return "\n".join(out)
+
+
+def coverage_json(rows: Sequence[CoverageRow]) -> dict[str, Any]:
+    """The --json form: per situation its numbers, and the never-reached titles."""
+    return {
+        "situations": {
+            r.name: {
+                "title": r.title,
+                "runs": r.runs,
+                "observable": r.observable,
+                "reached": r.reached,
+                "count": r.count,
+                "median_first_s": r.median_first_s,
+                "state": r.state,
+                **({"why_unobservable": r.why_not} if r.state == "unobservable" else {}),
+            }
+            for r in rows
+        },
+        "never_reached": never_reached(rows),
+    }

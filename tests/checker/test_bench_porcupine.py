@@ -7,10 +7,12 @@ from pathlib import Path
 
 import pytest
 
-from checker.bench import DEFAULT_PEERS, _events_text, porcupine_live
 from checker.linearizable import make_entries
 from checker.models import get_model
 from harness.core.history import Op
+from harness.run.bench_checker_data import DEFAULT_PEERS
+from harness.run.bench_checker_knossos import events_text as _events_text
+from harness.run.bench_checker_porcupine import porcupine_live
 
 CORPORA = Path(__file__).parents[3] / "shared" / "corpora"
 

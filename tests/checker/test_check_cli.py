@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from checker.base import FnChecker, check_safe, compose
+from checker.base import FnChecker, check_safe
 from checker.dispatch import check_history, choose_engine
 from harness.cli import main
 from harness.core.errors import CheckerError
@@ -105,14 +105,13 @@ def test_timeout_option_gives_unknown(tmp_path: Path, capsys: pytest.CaptureFixt
     assert rc == 2 and "1 timed out" in out
 
 
-def test_check_safe_and_compose() -> None:
+def test_check_safe() -> None:
     def boom(_: Any) -> dict[str, Any]:
         raise RuntimeError("kaput")
 
-    assert check_safe(FnChecker(boom), {}, [])["valid"] == "unknown"
-    both = compose({"a": FnChecker(lambda h: {"valid": True}), "b": FnChecker(boom)})
-    res = both.check({}, [], {})
-    assert res["valid"] == "unknown" and "kaput" in res["checkers"]["b"]["error"]
+    res = check_safe(FnChecker(boom), {}, [])
+    assert res == {"valid": "unknown", "error": "checker boom crashed: RuntimeError: kaput"}
+    assert check_safe(FnChecker(lambda h: {"valid": True}), {}, [])["valid"] is True
     assert merge_valid([True, "unknown", False]) is False and merge_valid([]) is True
 
 

@@ -1,8 +1,11 @@
 """The local and Spark engines give the same verdicts and the same evidence.
 
-Seeded random histories (valid, and with random sets of planted anomalies) go
-through both engines; verdicts, anomaly kinds and, since every example list here
-is under the cap, the examples themselves must be identical.
+Every registered checker's example histories (``CheckerSpec.examples``: planted
+anomalies) go through both engines in the default run, so a newly registered checker
+is covered at once, through the driver fallback if it has no Spark implementation.
+The slow tests add seeded random histories (valid, and with random sets of planted
+anomalies); verdicts, anomaly kinds and, since every example list here is under the
+cap, the examples themselves must be identical.
 """
 
 from __future__ import annotations
@@ -14,12 +17,41 @@ from typing import Any
 import pyarrow.parquet as pq
 import pytest
 
-from checker.local import check_local, classify
+from checker.dispatch import check_history
+from checker.local import check_local, plan
+from checker.registry import checkers, examples, parse_settings
 from checker.synth import ANOMALIES, generate
 from harness.core.errors import HistoryError
-from harness.core.history import PARQUET_COLUMNS, PARQUET_VALUE_COLUMNS, Op, pair_ops, write_parquet
+from harness.core.history import PARQUET_COLUMNS, PARQUET_VALUE_COLUMNS, Op, write_parquet
+from harness.core.paired import PairedHistory, pair_positions
 
-pytestmark = [pytest.mark.spark, pytest.mark.slow]
+pytestmark = [pytest.mark.spark]
+slow = pytest.mark.slow
+
+
+@pytest.mark.parametrize("name", sorted(checkers()))
+def test_every_registered_checker_agrees_across_engines(name: str) -> None:
+    """Both engines, on each example of each registered checker: the same verdict and the
+    same anomaly kinds, per checker and overall, and the planted kinds found."""
+    spec = checkers()[name]
+    found = examples(spec)
+    assert found, f"checker {name!r} registers no examples (CheckerSpec.examples)"
+    for label, (ops, options, kinds) in found.items():
+        assert set(kinds) <= set(spec.anomalies), (label, "undeclared anomaly kinds")
+        opts = {**options, "checks": [name]}
+        local = check_history(ops, engine="local", opts=opts)
+        spark = check_history(ops, engine="spark", opts=opts, master="local[1]")
+        assert set(local["anomalies"]) == set(kinds), (label, local["anomalies"])
+        assert local["valid"] is (not kinds), (label, local)
+        assert spark["valid"] == local["valid"], label
+        assert set(spark["anomalies"]) == set(local["anomalies"]), label
+        assert set(spark["checkers"]) == set(local["checkers"]), label
+        for run, lo in local["checkers"].items():
+            assert run == name or run.startswith(f"{name}-")
+            sp = spark["checkers"][run]
+            assert sp["valid"] == lo["valid"], (label, run, sp)
+            assert set(sp.get("anomalies") or {}) == set(lo.get("anomalies") or {}), (label, run)
+            assert set(sp.get("notes") or {}) == set(lo.get("notes") or {}), (label, run)
 
 
 @pytest.fixture(scope="module")
@@ -52,6 +84,7 @@ def assert_same(local: dict[str, Any], spark: dict[str, Any]) -> None:
             assert sp["keys"] == lo["keys"]
 
 
+@slow
 @pytest.mark.parametrize("columns", ["typed", "value-only"])
 def test_every_anomaly_at_once(spark: Any, tmp_path: Path, columns: str) -> None:
     """Also on a Parquet file from before the typed value columns: the engine derives them."""
@@ -68,14 +101,17 @@ def test_every_anomaly_at_once(spark: Any, tmp_path: Path, columns: str) -> None
     assert_same(local, check_spark(str(path)))
 
 
-def test_groups_and_pairs_agree_with_classify_across_window_blocks(spark: Any) -> None:
-    """The first pass labels ops as classify does (keyed appends are kv, not log) and pairs
-    completions with their invocations; with windows cut into blocks of 8 history
-    indexes, so that nearly every record is a block edge, it answers as one window."""
+@slow
+def test_labels_and_pairs_agree_with_the_local_plan_across_window_blocks(spark: Any) -> None:
+    """The first pass labels ops as the local engine's plan does (the same claims: keyed
+    appends are kv, not log) and pairs completions with their invocations; with windows
+    cut into blocks of 8 history indexes, so that nearly every record is a block edge,
+    it answers as one window."""
     from pyspark.sql import functions as F
 
+    from checker.spark.claims import build_labels
     from checker.spark.input import to_parquet, with_typed
-    from checker.spark.pairing import GROUPS, Pairing
+    from checker.spark.pairing import Pairing, part_counts
     from checker.spark.session import work_dir
 
     ops = list(generate(600, workload="mixed", seed=9))
@@ -91,36 +127,51 @@ def test_groups_and_pairs_agree_with_classify_across_window_blocks(spark: Any) -
         Op("invoke", 94, "txn", [["r", "x", None]]),
     ]
     ops = [op.replace(index=i) for i, op in enumerate(ops + extra)]
-    want = {g: len(v) for g, v in classify(ops).items()}
+    specs = checkers()
+    settings = parse_settings({}, specs=specs)
+    history = PairedHistory.of(ops)
+    want = {
+        (p.spec.name, p.part): len(history.subset(p.pairs)) for p in plan(history, settings, specs)
+    }
+    assert {"linearizable", "log-safety", "set"} <= {n for n, _ in want}
     inv = next(
         i for i, op in enumerate(ops) if op.f == "append" and op.type == "invoke" and i > 300
     )
     bad = [op.replace(index=i) for i, op in enumerate(ops[: inv + 1] + [ops[inv]] + ops[inv + 1 :])]
     with pytest.raises(HistoryError) as lo:
         check_local(bad)
+    chosen = list(specs.values())
+    configs = {s.name: settings.config(s.name) for s in chosen}
 
     def first_pass(history: list[Op], block: int) -> tuple[dict[str, Any], list[tuple[Any, ...]]]:
+        fs = sorted({op.f for op in history})
+        labels = build_labels(chosen, configs, fs, "add" in fs)
         hist = spark.read.parquet(to_parquet(history, work_dir()))
         p = Pairing(
             with_typed(F, hist).where(F.col("process") != "nemesis"),
+            labels,
+            fs,
             block=block,
             max_index=len(history) - 1,
         )
         try:
             s = p.summary()
-            return s, sorted(tuple(r) for r in p.paired.collect())
+            counts = {
+                (labels.checkers[c].name, labels.parts[c][q]): n
+                for (c, q), n in part_counts(s, labels).items()
+            }
+            return s | {"counts": counts}, sorted(tuple(r) for r in p.paired.collect())
         finally:
             p.close()
 
     whole, pairs = first_pass(ops, 40)  # one block: no edge pass at all
     cut, cut_pairs = first_pass(ops, 3)
-    got = {g: whole[g] for g in GROUPS if whole[g]}
-    got["set"] += got.pop("maybe-set")  # keyless reads, set reads as the history has adds
-    assert got == want
+    assert whole["counts"] == want
+    assert whole["records"] == len(ops)
     assert cut == whole and cut_pairs == pairs and whole["bad"] is None
     expect = {
         (ops[i].index, ops[c].index)
-        for i, c in pair_ops(ops).items()
+        for i, c in pair_positions(ops).items()
         if c is not None
         and ops[i].key is None
         and (
@@ -134,6 +185,7 @@ def test_groups_and_pairs_agree_with_classify_across_window_blocks(spark: Any) -
     assert whole["bad"] == cut["bad"] == lo.value.index and whole["why"] == cut["why"]
 
 
+@slow
 @pytest.mark.parametrize("seed", [1, 2])
 def test_random_histories(spark: Any, seed: int) -> None:
     rng = random.Random(seed)
@@ -153,6 +205,7 @@ def test_random_histories(spark: Any, seed: int) -> None:
     assert_same(local, _spark(ops))
 
 
+@slow
 def test_no_final_read_is_unknown(spark: Any) -> None:
     ops = list(generate(800, workload="append", seed=4))
     first_final = next(
@@ -164,6 +217,7 @@ def test_no_final_read_is_unknown(spark: Any) -> None:
     assert_same(local, _spark(ops))
 
 
+@slow
 def test_final_reads_cut_short_are_judged_alike(spark: Any) -> None:
     """Final reads that stopped before their node's end (the final phase ran out of
     time) judge only the acks they reached; the rest are counted, not called lost."""
@@ -195,6 +249,7 @@ def test_final_reads_cut_short_are_judged_alike(spark: Any) -> None:
     assert_same(local, _spark(ops))
 
 
+@slow
 def test_malformed_history_is_rejected_alike(spark: Any) -> None:
     ops = list(generate(400, workload="append", seed=3))
     inv = next(i for i, op in enumerate(ops) if op.type == "invoke" and op.f == "append")
@@ -205,8 +260,18 @@ def test_malformed_history_is_rejected_alike(spark: Any) -> None:
     with pytest.raises(HistoryError) as sp:
         _spark(bad)
     assert str(sp.value) == str(lo.value)
+    # A process that invokes again after an info completion (docs/architecture.md §3).
+    info = next(i for i, op in enumerate(ops) if op.type == "info" and op.f == "append")
+    again = ops[info].replace(type="invoke", value={"payload": "again"})
+    reused = [op.replace(index=i) for i, op in enumerate([*ops, again])]
+    with pytest.raises(HistoryError, match="after an info completion") as lo:
+        check_local(reused)
+    with pytest.raises(HistoryError) as sp:
+        _spark(reused)
+    assert str(sp.value) == str(lo.value)
 
 
+@slow
 @pytest.mark.parametrize(("anomaly", "source"), [(None, "ops"), ("nonlinearizable", "jsonl")])
 def test_register_histories_over_many_keys(
     spark: Any, tmp_path: Path, anomaly: str | None, source: str

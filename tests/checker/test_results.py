@@ -11,7 +11,6 @@ from typing import Any
 from checker.local import check_local
 from checker.results import (
     CAP,
-    auto_linearizable,
     cap_examples,
     compose_results,
     key_order,
@@ -73,7 +72,9 @@ def test_notes_are_capped_like_anomalies_by_the_local_engine() -> None:
 
 
 def test_async_ha_loss_window_is_capped_with_its_total() -> None:
-    res = check_local(lost_ack_history(3 * CAP), opts={"ha": {"sync": False}})
+    res = check_local(
+        lost_ack_history(3 * CAP), opts={"options": {"log-safety": {"ha": {"sync": False}}}}
+    )
     ls = res["checkers"]["log-safety"]
     assert len(ls["notes"]["loss-window"]) == CAP
     assert ls["stats"]["loss_window"] == 3 * CAP
@@ -116,9 +117,18 @@ def test_nothing_to_check_is_unknown_with_a_reason() -> None:
     assert "(7 client op records)" in out["error"]
 
 
-def test_auto_linearizable_names() -> None:
-    assert auto_linearizable(["log", "kv"]) == [("linearizable", "kv", "kv")]
-    assert [n for n, _, _ in auto_linearizable(["mutex", "register"])] == [
+def test_linearizable_parts_are_named_by_model() -> None:
+    """One family of ops: plain ``linearizable``; several: one result per model."""
+    from checker.local import check_local
+
+    def op(i: int, typ: str, p: int, f: str, v: Any, key: str) -> Op:
+        return Op(type=typ, process=p, f=f, value=v, key=key, index=i)
+
+    kv = [op(0, "invoke", 0, "put", 1, "k"), op(1, "ok", 0, "put", 1, "k")]
+    mutex = [op(2, "invoke", 1, "acquire", None, "m"), op(3, "ok", 1, "acquire", None, "m")]
+    reg = [op(4, "invoke", 2, "write", 1, "r"), op(5, "ok", 2, "write", 1, "r")]
+    assert list(check_local(kv)["checkers"]) == ["linearizable"]
+    assert list(check_local(mutex + reg)["checkers"]) == [
         "linearizable-cas-register",
         "linearizable-mutex",
     ]

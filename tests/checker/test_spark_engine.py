@@ -64,7 +64,11 @@ def test_both_engines_cap_notes_alike(spark: Any, case: str) -> None:
     if case == "restarts":
         ops, opts, kind = restart_history(CAP + 10), {}, "committed-regress-restart"
     else:
-        ops, opts, kind = lost_ack_history(3 * CAP), {"ha": {"sync": False}}, "loss-window"
+        ops, opts, kind = (
+            lost_ack_history(3 * CAP),
+            {"options": {"log-safety": {"ha": {"sync": False}}}},
+            "loss-window",
+        )
     local = check_local(ops, opts=opts)
     res = check_spark(ops, opts=opts)
     lo, sp = local["checkers"]["log-safety"], res["checkers"]["log-safety"]

@@ -177,6 +177,13 @@ def test_daemon_lifecycle(remotes):
         r.stop_daemon(pidfile, timeout=0.5)
         assert 0.4 < time.monotonic() - t0 < 5
         assert not r.daemon_running(pidfile)
+        # a pid file saying 1 (or 0) names no daemon: `kill -- -1` would hit every process
+        for bogus in ("1", "0"):
+            r.run(f"echo {bogus} > {pidfile}")
+            assert not r.daemon_running(pidfile)
+            assert not r.signal_daemon(pidfile, "CONT")
+            r.stop_daemon(pidfile)
+            assert r.run("ss -Hltn", check=False).exit_status == 0, "the host's sshd still answers"
     finally:
         r.run(
             f"kill -9 $(cat {pidfile} 2>/dev/null) 2>/dev/null; rm -rf /tmp/sb-daemon", check=False

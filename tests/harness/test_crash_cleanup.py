@@ -22,7 +22,8 @@ import pytest
 
 from harness.core.history import read_jsonl
 from harness.core.remote import CommandResult, Host
-from harness.run.cleanup import Scope, parse_scan, scan_hosts
+from harness.run.cleanup import DB_NODE  # the run's own journal kind, registered on import
+from harness.run.leftovers import Scope, parse_scan, scan_hosts
 from nemesis import journal as jr
 from nemesis import replay as fault_replay
 
@@ -51,7 +52,7 @@ def test_journal_dir_follows_the_inventory(tmp_path, monkeypatch):
 
 def test_journal_records_durably_overwrites_by_key_and_clears(tmp_path):
     j = jr.HostJournal(_host(tmp_path))
-    j.record("db-node", "db", {"dir": "/var/lib/splitbrain/run/x/t/n1"}, "node")
+    j.record(DB_NODE.name, "db", {"dir": "/var/lib/splitbrain/run/x/t/n1"}, "node")
     j.record("faketime", "/f", {"file": "/f"}, "offset +5 ms")
     j.record("iptables-chain", "SPLITBRAIN", {"chain": "SPLITBRAIN"}, "first")
     j.record("iptables-chain", "SPLITBRAIN", {"chain": "SPLITBRAIN"}, "second")
@@ -229,7 +230,7 @@ def test_journal_replay_undoes_abandoned_faults_on_real_hosts(lab, tmp_path):
         rng=random.Random(3),
         store_dir=str(tmp_path),
     )
-    jr.attach(ctx)
+    ctx.journal = jr.run_journal(ctx)
     freeze_ok = bool(hosts[names[-1]].extras.get("cgroup"))
     try:
         for n in names:
@@ -462,3 +463,36 @@ def test_a_cluster_that_cannot_be_cleaned_is_refused_with_exit_3(lab, tmp_path):
     assert results["valid"] == "unknown" and "dirty cluster" in results["reason"]
     assert read_jsonl(next(tmp_path.glob("*/latest/history.jsonl"))) == []  # not one op
     assert scan_hosts(lab.hosts()) == {x.name: [] for x in lab.hosts()}
+
+
+@pytest.mark.integration
+@pytest.mark.lab
+def test_db_node_undo_keeps_the_entry_while_its_ports_are_busy(lab, tmp_path):
+    """A plugin DB's daemon that outlived its pid file still holds its port: the replay must
+    not strike the db-node entry out (the next clean start would then call the host clean)."""
+    from harness.control.ssh import SSHRemote
+
+    host = lab.hosts()[0]
+    j = jr.HostJournal(host, tmp_path / "j")
+    d = f"/srv/sb-undo-test-{os.getpid()}"
+    j.record("db-node", "db", {"dir": d, "root": "/srv", "pidfiles": [], "ports": [39917]})
+    with SSHRemote(host) as r:
+        r.run(f"mkdir -p {d}")
+        r.start_daemon(
+            "python3 -m http.server --bind 0.0.0.0 39917",
+            pidfile="/tmp/sb-undo-port.pid",
+            logfile="/tmp/sb-undo-port.log",
+        )
+        try:
+            for _ in range(50):
+                if "39917" in r.run("ss -Hltn", check=False).stdout:
+                    break
+                time.sleep(0.1)
+            problems = fault_replay.replay([j], {host.name: r})
+            assert "ports are still in use" in " ".join(problems.get(host.name, [])), problems
+            assert [e.kind for e in j.entries()] == ["db-node"]
+        finally:
+            r.stop_daemon("/tmp/sb-undo-port.pid", timeout=5)
+        assert fault_replay.replay([j], {host.name: r}) == {}
+        assert j.entries() == []
+        assert r.run(f"test -e {d}", check=False).exit_status != 0

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import subprocess
@@ -213,3 +214,128 @@ def test_cli_lifecycle(tmp_path):
     assert not Path(lab_mod.DEFAULT_STATE_ROOT, name).exists()
     r = runner.invoke(lab_cli, ["status", *base])
     assert r.exit_code != 0 and isinstance(r.exception, LabError)
+
+
+def test_etc_var_lib_run_and_var_log_are_private_to_a_host(lab, remotes):
+    """What a packaged DB writes (config, data, pid files, logs) is its host's alone,
+    while the machine's own files (installed packages' config) show through and the
+    harness's tree (/var/lib/splitbrain: lab state, journal, built-in DB data) is one."""
+    dirs = ("/etc", "/var/lib", "/run", "/var/log")
+    name = f"sbtest-{os.getpid()}"
+    write = "; ".join(f"echo $(hostname) > {d}/{name}" for d in dirs)
+    read = "; ".join(f"cat {d}/{name} 2>/dev/null || echo none" for d in dirs)
+    try:
+        for n in ("n1", "n2"):
+            remotes[n].run(write)
+        for n in ("n1", "n2"):
+            assert remotes[n].run(read).stdout.split() == [n] * 4
+        assert remotes["n3"].run(read).stdout.split() == ["none"] * 4
+        for d in dirs:
+            assert not Path(d, name).exists(), f"{d}/{name} leaked to the machine"
+        # n1's writes live in its state dir (which `lab down` removes), nowhere else
+        upper = lab.hosts()[0].extras["overlay_upper_dirs"]
+        assert Path(upper["/etc"], name).read_text() == "n1\n"
+        assert Path(upper["/var/lib"], name).read_text() == "n1\n"
+        # seeded from the machine: its files show through, unchanged
+        assert (
+            remotes["n1"].run("cat /etc/os-release").stdout == Path("/etc/os-release").read_text()
+        )
+        assert remotes["n1"].run("ls -ld /var/lib/dpkg").exit_status == 0
+        # the harness's tree is the machine's: written here, seen there, and back
+        mark = Path(lab.dir, name)
+        mark.write_text("machine\n")
+        assert remotes["n2"].run(f"cat {mark}").stdout == "machine\n"
+        remotes["n2"].run(f"echo n2 >> {mark}")
+        assert mark.read_text() == "machine\nn2\n"
+        # the host's mount table holds no trace of the launch's staging area
+        mounts = remotes["n1"].run("cat /proc/self/mounts").stdout
+        assert "sb-stage" not in mounts and mounts.count(" overlay ") == 3
+        # nor of other labs' namespaces, which a hidden copy of /run/netns would pin
+        assert "/run/netns/" not in mounts
+    finally:
+        for n in ("n1", "n2"):
+            remotes[n].run(f"rm -f {' '.join(f'{d}/{name}' for d in dirs)}", check=False)
+        with contextlib.suppress(OSError):
+            mark.unlink()
+
+
+def test_a_host_shares_the_harness_paths_it_runs_from(tmp_path):
+    """A checkout, venv or state root under a private directory is bound back, nested
+    paths once, outermost first; paths elsewhere (e.g. /work) need nothing."""
+    from harness.inventory.lab.hosts import HARNESS_SHARED, _paths_to_share, launch_script
+
+    root = tmp_path / "state"
+    (root / "x" / "n1").mkdir(parents=True)
+    share = _paths_to_share(root)
+    assert str(root.resolve()) in share or any(
+        str(root.resolve()).startswith(p + "/") for p in share
+    )
+    assert HARNESS_SHARED in share or not Path(HARNESS_SHARED).exists()
+    assert not any(a != b and Path(a).is_relative_to(b) for a in share for b in share)
+    script = launch_script(Lab("x", nodes=1, state_root=root).plan()[0], state_root=root)
+    # the state dir is staged before any private mount hides it, restored after all
+    assert script.index("mount --bind /dev/shm/keep0 ") > script.index("sb-var_log /var/log")
+    assert script.index("mount --bind /var/lib/splitbrain /dev/shm/keep") < script.index(
+        "sb-etc /etc"
+    )
+
+
+def test_a_process_that_outlives_sigkill_is_one_line_naming_host_pid_signals_and_wait(
+    lab, remotes, monkeypatch
+):
+    """A killed process that cannot die yet (frozen by the v1 freezer, as in D state)
+    makes stop_daemon fail after its post-KILL wait with one short line, and not
+    with the script; once it can die, it is gone."""
+    from harness.control import ssh as ssh_mod
+    from harness.core.errors import RemoteError
+
+    h = lab.hosts()[3]
+    if h.extras.get("cgroup_kind") != "freezer-v1":
+        pytest.skip("needs the v1 freezer (a frozen task defers SIGKILL there)")
+    r = remotes[h.name]
+    marker = f"{os.getpid()}.777"
+    pidfile = f"/tmp/sbstuck-{os.getpid()}.pid"
+    r.start_daemon(f"sleep {marker}", pidfile=pidfile, logfile="/tmp/sbstuck.log")
+    (pid,) = _procs_with(marker)
+    cg = Path(h.extras["cgroup"], f"stuck{os.getpid()}")
+    cg.mkdir()
+    try:
+        (cg / "tasks").write_text(f"{pid}\n")
+        (cg / "freezer.state").write_text("FROZEN\n")
+        monkeypatch.setattr(ssh_mod, "KILL_WAIT_S", 2)
+        t0 = time.monotonic()
+        with pytest.raises(RemoteError) as e:
+            r.stop_daemon(pidfile, timeout=0.5)
+        msg = str(e.value)
+        assert time.monotonic() - t0 < 60
+        assert "\n" not in msg and len(msg) < 200, msg
+        assert msg.startswith(f"{h.name}: pid ") and f"(pid file {pidfile})" in msg
+        assert "after TERM then KILL to its process group" in msg and " s waited" in msg
+        waited = int(msg.rsplit(" s waited", 1)[0].rsplit(" ", 1)[1])
+        assert waited >= 2
+    finally:
+        (cg / "freezer.state").write_text("THAWED\n")
+        deadline = time.monotonic() + 30
+        while _procs_with(marker) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        rmdir_ok = False
+        while not rmdir_ok and time.monotonic() < deadline:
+            try:
+                cg.rmdir()
+                rmdir_ok = True
+            except OSError:
+                time.sleep(0.05)
+    assert not _procs_with(marker), "the SIGKILLed process outlived its thaw"
+    r.stop_daemon(pidfile, timeout=0.5)  # gone now: stopping it again is quiet
+    assert r.run(f"test -e {pidfile}", check=False).exit_status == 1
+
+
+def test_what_the_machine_may_clean_for_a_host():
+    """`lab down` removes journaled node dirs on the machine only where a host shares
+    the path; a host's own /var/lib/<package> is not the machine's same-named dir."""
+    lab = Lab("x")
+    assert lab.shares("/var/lib/splitbrain/run/x/t/n1")
+    assert lab.shares("/opt/db/n1") and lab.shares("/var/tmp/db")
+    for own in ("/var/lib/mysql", "/etc/mysql", "/var/log/mysql", "/run/mysqld", "/srv/db"):
+        assert not lab.shares(own), own
+    assert not lab.shares("/var/lib/splitbrain-other")  # a sibling, not the shared tree

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import json
 
 from harness.core.history import HistoryWriter, Op
@@ -109,7 +110,15 @@ def test_focus_on_a_failing_key():
     assert focus.highlight == {2, 3}
 
 
-def test_write_report_renders_a_page_with_plots(tmp_path):
+def _payload(page: str) -> dict:
+    """The JSON document a report page embeds for its script."""
+    start = page.index('<script type="application/json" id="report-data">') + len(
+        '<script type="application/json" id="report-data">'
+    )
+    return json.loads(page[start : page.index("</script>", start)])
+
+
+def test_write_report_renders_one_self_contained_page(tmp_path):
     with HistoryWriter(tmp_path / "history.jsonl") as w:
         for op in _hist():
             w.append(op.replace(index=-1))
@@ -118,18 +127,98 @@ def test_write_report_renders_a_page_with_plots(tmp_path):
         json.dumps(
             {
                 "valid": False,
-                "checkers": {"log-safety": {"valid": False}},
+                "checkers": {
+                    "log-safety": {
+                        "valid": False,
+                        "anomalies": {"lost-ack": [{"indexes": [7], "payload": "2-0"}]},
+                        "stats": {
+                            "appends": {"ok": 2, "info": 1},
+                            "anomaly_counts": {"lost-ack": 9},
+                        },
+                    }
+                },
                 "anomalies": {"lost-ack": [{"indexes": [7], "payload": "2-0"}]},
             }
         )
     )
-    out = write_report(tmp_path)
-    page = out.read_text()
-    assert "INVALID" in page and "lost-ack" in page and "partition" in page
-    assert 'class="bar ok hot"' in page
-    for png in ("latency.png", "throughput.png", "committed.png"):
-        assert (tmp_path / png).stat().st_size > 1000
-        assert png in page
+    page = write_report(tmp_path).read_text()
+    assert "INVALID" in page and "lost-ack" in page
+    # Self-contained: no external script, style or image, and no PNG written.
+    assert "<script src" not in page and "<link" not in page and "<img" not in page
+    assert "http://" not in page and "https://" not in page
+    assert not list(tmp_path.glob("*.png"))
+    # Checker results as tables, not a JSON dump.
+    assert "<th>stats · appends · ok</th><td>2</td>" in page
+    assert '{"valid"' not in page.split('id="report-data"')[0]
+    data = _payload(page)
+    ops = data["ops"]
+    assert ops["n"] == 4  # three appends and the open final read; the sample is not a lane op
+    assert data["anomalies"][0]["count"] == 9 and data["anomalies"][0]["exact"]
+    assert data["faults"][0][:3] == ["partition", 1_000_000, 3_100_000]
+    assert data["states"]["n1"]["role"] == [data["roles"].index("leader")]
+    cited = data["named"]["ops"][data["named"]["by"]["7"]]
+    assert (cited["i"], cited["c"], cited["in"]) == (6, 7, '{"payload":"2-0"}')
+
+
+def test_op_columns_are_compact_and_pack_processes_into_worker_lanes():
+    from harness.report.data import OpColumns, pair_stream
+
+    ops = [
+        Op("invoke", 0, "read", None, key="a", time=1_000),
+        Op("info", 0, "read", None, key="a", error="timeout", time=5_000),
+        Op("invoke", 1, "write", 3, key="b", time=2_000),
+        Op("invoke", 5, "write", 4, key="b", time=6_000),  # p0's worker, now p5
+        Op("ok", 1, "write", 3, key="b", time=7_000),
+        Op("fail", 5, "write", 4, key="b", error="NOT_LEADER", time=8_000),
+        Op("invoke", 6, "read", None, key="a", time=9_000),
+    ]
+    ops = [op.replace(index=i) for i, op in enumerate(ops)]
+    cols = OpColumns()
+    for c in pair_stream(ops):
+        cols.add(c)
+    js = cols.to_json()
+    assert js["n"] == 4
+    lanes = js["lanes"]
+    # p0 timed out at 5 µs; p5 started after that on the same lane; p1 overlapped: its own.
+    assert len(lanes) == 3 and lanes[0].startswith("p0, p5")
+    starts = list(itertools.accumulate(js["start"]))
+    assert sorted(starts) == [1, 2, 6, 9]
+    assert js["errors"] == ["timeout", "NOT_LEADER"]
+    by_start = dict(zip(starts, js["dur"], strict=True))
+    assert by_start[1] == 4 and by_start[9] == -1  # -1: never completed
+    capped = OpColumns(max_ops=1)
+    for c in pair_stream(ops):
+        capped.add(c, force=c.invoke.index == 3)
+    assert len(capped) == 2 and capped.dropped == 2  # the first op, and the named one
+
+
+def test_node_states_keep_only_changes():
+    from harness.report.data import NodeStates
+
+    st = NodeStates()
+    sample = {"role": "leader", "term": 2, "leader": "n1", "incarnation": 1}
+    for t in range(1, 100):
+        st.add(Op("ok", 9, "sample", sample, node="n1", time=t * 1_000))
+    st.add(Op("info", 9, "sample", None, node="n1", error="timeout", time=200_000))
+    st.add(Op("ok", 9, "sample", {**sample, "incarnation": 2}, node="n1", time=300_000))
+    assert st.rows["n1"] == [
+        (1, "leader", 2, "n1"),
+        (200, "unreachable", None, None),
+        (300, "leader", 2, "n1"),
+    ]
+
+
+def test_named_indexes_gather_anomalies_notes_and_the_counterexample():
+    from harness.report.data import named_indexes
+
+    results = {
+        "anomalies": {"lost-ack": [{"indexes": [3]}]},
+        "checkers": {
+            "log-safety": {"notes": {"regress": [{"indexes": [5, 6]}]}},
+            "linearizable": {"counterexample": {"key": "k", "window": [9, 10]}},
+        },
+    }
+    assert named_indexes(results) == {3, 5, 6, 9, 10}
 
 
 def test_downsample_bounds_points_and_keeps_every_stretch_extremes():
@@ -274,7 +363,7 @@ def test_iter_history_values_for_decodes_only_the_named_fs_and_the_nemesis(tmp_p
     assert [op.replace(value=None) for op in got] == [op.replace(value=None) for op in ops]
 
 
-def test_write_report_from_parquet_focuses_on_the_failing_key(tmp_path):
+def test_write_report_from_parquet_reads_the_cited_values_and_the_failing_key(tmp_path):
     from harness.core.history import write_parquet
 
     ops = []
@@ -284,23 +373,96 @@ def test_write_report_from_parquet_focuses_on_the_failing_key(tmp_path):
         ops.append(Op("ok", i % 5, "write", i, key=key, time=i * 10_000_000 + 5_000_000))
     ops = [op.replace(index=i) for i, op in enumerate(ops)]
     write_parquet(ops, tmp_path / "history.parquet", batch=64)
+    cex = {"key": "k1", "window": [302, 303], "op": {}, "state": 0, "why": "w"}
     (tmp_path / "results.json").write_text(
         json.dumps(
             {
                 "valid": False,
-                "checkers": {
-                    "linearizable": {
-                        "valid": False,
-                        "counterexample": {"key": "k1", "window": [301, 302, 303]},
-                    }
-                },
+                "checkers": {"linearizable": {"valid": False, "counterexample": cex}},
+                "anomalies": {"nonlinearizable": [{"key": "k1", "indexes": [302, 303]}]},
             }
         )
     )
+    data = _payload(write_report(tmp_path).read_text())
+    assert data["meta"]["focusKey"] == "k1"
+    assert data["ops"]["n"] == 300 and data["ops"]["keys"] == ["k2", "k1"]
+    # The first pass leaves a Parquet history's values undecoded; the cited ops get theirs.
+    cited = data["named"]["ops"][data["named"]["by"]["303"]]
+    assert (cited["i"], cited["in"], cited["out"]) == (302, "151", "151")
+
+
+def test_node_log_lines_are_placed_on_the_history_clock(tmp_path):
+    from tests.harness.test_report_page import make_explained_run
+
+    run = make_explained_run(tmp_path / "store")
+    data = _payload(write_report(run).read_text())
+    meta = data["meta"]
+    assert meta["origin"]["method"].startswith("splitbrain.log: 2 logged fault")
+    assert meta["origin"]["spread_ms"] < 5
+    [lost] = [g for g in data["anomalies"] if g["kind"] == "lost-ack"]
+    assert lost["count"] == 57 and len(lost["examples"]) == 1
+    window = data["logs"]["windows"][lost["examples"][0]["log"]]
+    texts = {node: [line[2] for line in lines] for node, lines in window.items()}
+    assert any("became leader" in t for t in texts["n1"])
+    assert not any("long before" in t for t in texts["n1"])
+    # n2's clock was set back 5 s: its line, stamped 5 s early, is moved back and marked.
+    [shifted] = [line for line in window["n2"] if "clock-moved" in line[2]]
+    # Within 2 ms: the log's stamps are whole milliseconds, written just after the append.
+    assert shifted[3] == -5000.0 and abs(shifted[0] - 4_600) <= 2
+
+
+def test_line_epoch_reads_the_common_stamps():
+    from harness.report.nodelogs import line_epoch
+
+    assert line_epoch("ROLE term=1 role=leader time=1795700884.25") == 1795700884.25
+    assert line_epoch('{"level":"info","ts":"2026-11-26T13:48:02.5Z","msg":"x"}') == (1795700882.5)
+    assert line_epoch("2026-11-26T14:48:02.250+01:00 started") == 1795700882.25
+    assert line_epoch("no stamp here") is None
+
+
+def test_page_digest_memory_is_the_compact_columns_not_the_history():
+    """40k client ops streamed through: what is held is ~tens of bytes per op, not the ops."""
+    import tracemalloc
+
+    from harness.report.data import NodeStates, OpColumns, digest
+
+    def ops():
+        i = 0
+        for k in range(40_000):
+            p, t = k % 10, k * 1_000_000
+            yield Op("invoke", p, "append", {"payload": str(k)}, node="n1", time=t, index=i)
+            yield Op("ok", p, "append", {"payload": str(k)}, node="n1", time=t + 5, index=i + 1)
+            i += 2
+            if k % 50 == 0:
+                s = {"role": "leader", "term": k // 8_000, "committed": k}
+                yield Op("invoke", 99, "sample", None, node="n2", time=t + 6, index=i)
+                yield Op("ok", 99, "sample", s, node="n2", time=t + 7, index=i + 1)
+                i += 2
+
+    tracemalloc.start()
+    try:
+        cols, states = OpColumns(), NodeStates()
+        d = digest(ops(), cap=3_000, columns=cols, states=states, named={10, 11})
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert len(cols) == 40_000 and len(states.rows["n2"]) == 5
+    assert set(d.named_pairs) == {10} and set(d.named_ops) == {10, 11}
+    # The ten columns take ~60 bytes per op; 40k ops held as Op pairs would be >20 MB.
+    assert peak < 6_000_000, peak
+
+
+def test_a_hostile_value_cannot_break_out_of_the_page(tmp_path):
+    """Payloads and error texts are the system's, not ours: they must stay text."""
+    bad = "</script><script>window.pwned=1</script><!--"
+    with HistoryWriter(tmp_path / "history.jsonl") as w:
+        w.append(Op("invoke", 0, "append", {"payload": bad}, time=1))
+        w.append(Op("fail", 0, "append", {"payload": bad}, error=bad, time=2))
+    (tmp_path / "results.json").write_text(
+        json.dumps({"valid": False, "anomalies": {bad: [{"indexes": [1], "why": bad}]}})
+    )
     page = write_report(tmp_path).read_text()
-    assert "key k1: not linearizable" in page
-    # 301 is k2's: only k1's op at 302..303 is named.
-    assert page.count('class="bar ok hot"') == 1 and "write 151→151" in page
-    assert "write 150→150" not in page  # k2's ops stay out
-    assert "write 103→103" in page and "write 199→199" in page  # k1 within 0.5 s
-    assert "write 1→1<" not in page and "write 299→299" not in page  # far from the window
+    assert page.count("</script>") == 2  # the data's end and the program's end
+    assert "<!--" not in page and "window.pwned" in page
+    data = _payload(page)
+    assert data["anomalies"][0]["kind"] == bad and data["ops"]["errors"] == [bad]

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import shutil
 import threading
+import time
 import urllib.request
 from pathlib import Path
 
@@ -129,7 +130,16 @@ def test_a_newcomer_clicks_through_in_a_real_browser(server, tmp_path):
         assert (0xFF, 0xD6, 0xD6) in colours, "the invalid run's red verdict cell is not on screen"
         rows[0].find_element(By.LINK_TEXT, "report").click()
         assert "INVALID" in browser.find_element(By.CSS_SELECTOR, ".verdict").text
-        assert browser.find_elements(By.CSS_SELECTOR, ".bar.hot"), "offending op not highlighted"
+        # The served page is the interactive one: its script runs and draws over HTTP too.
+        for _ in range(100):
+            if browser.execute_script("return window.__reportReady || null") is not None:
+                break
+            time.sleep(0.05)
+        else:
+            raise AssertionError("the served report never became ready")
+        browser.find_element(By.CSS_SELECTOR, "li[data-kind='lost-ack']").click()
+        detail = browser.find_element(By.ID, "detail").text
+        assert "Ops cited: #5" in detail and "#4 → #5" in detail, "offending op not explained"
         browser.save_screenshot(str(tmp_path / "report.png"))
     finally:
         browser.quit()

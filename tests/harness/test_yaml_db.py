@@ -129,3 +129,75 @@ def test_a_daemon_gets_kill_pause_and_logs_from_its_pid_file(tmp_path):
     assert not remotes["n1"].daemons
     db.start(ctx, "n1")
     assert remotes["n1"].daemons
+
+
+def _lab_ctx(db, tmp_path, lab, nodes):
+    from harness.control.ssh import SSHRemote
+
+    hosts = {h.name: h for h in lab.hosts() if h.name in nodes}
+    return RunContext(
+        spec=TestSpec(name=f"ready-{tmp_path.name}", nodes=tuple(nodes)),
+        hosts=hosts,
+        remotes={n: SSHRemote(h) for n, h in hosts.items()},
+        db=db,
+        history=None,  # type: ignore[arg-type]
+        rng=random.Random(0),
+        store_dir=str(tmp_path),
+    )
+
+
+@pytest.mark.integration
+def test_a_daemon_that_exits_ends_the_ready_wait_at_once_with_its_last_words(tmp_path, lab):
+    """`ready` polls a dead daemon no longer: the error comes in seconds, not after
+    ready_timeout, naming the exit and quoting both `ready`'s output and the daemon's log."""
+    import time
+
+    p = _write(
+        tmp_path,
+        "daemon: 'sh -c \"echo listening on {port}; echo cannot open {data_dir}/db >&2; exit 7\"'\n"
+        "port: 7999\nready: 'echo probing {node}; echo connection refused >&2; exit 3'\n"
+        "ready_timeout: 150\n",
+    )
+    db = get_db(f"yaml:{p}")
+    ctx = _lab_ctx(db, tmp_path, lab, ["n1", "n2"])
+    try:
+        for n in ctx.nodes:
+            db.setup(ctx, n)
+        t0 = time.monotonic()
+        with pytest.raises(ConfigError) as e:
+            db.wait_ready(ctx)
+        took = time.monotonic() - t0
+        msg = str(e.value)
+        assert took < 30, f"waited {took:.0f} s for a daemon that had exited"
+        assert "daemon exited" in msg and ".splitbrain-daemon.pid" in msg
+        assert "ready exited 3: connection refused | probing n" in msg
+        assert "daemon.log: listening on 7999 | cannot open" in msg
+        assert "\n" not in msg and e.value.field == "ready" and e.value.line == 3
+    finally:
+        for n in ctx.nodes:
+            db.teardown(ctx, n)
+            ctx.remotes[n].close()
+
+
+@pytest.mark.integration
+def test_a_ready_timeout_quotes_ready_and_the_log(tmp_path, lab):
+    """A daemon that runs but never gets ready: the timeout's error quotes what `ready`
+    printed last and the tail of the daemon's log."""
+    p = _write(
+        tmp_path,
+        "daemon: 'sh -c \"echo starting; exec sleep 300\"'\n"
+        "ready: 'echo still syncing >&2; false'\nready_timeout: 2\n",
+    )
+    db = get_db(f"yaml:{p}")
+    ctx = _lab_ctx(db, tmp_path, lab, ["n3"])
+    try:
+        db.setup(ctx, "n3")
+        with pytest.raises(ConfigError) as e:
+            db.wait_ready(ctx)
+        msg = str(e.value)
+        assert "n3 not ready after 2 s" in msg
+        assert "n3 ready exited 1: still syncing" in msg
+        assert "daemon.log: starting" in msg
+    finally:
+        db.teardown(ctx, "n3")
+        ctx.remotes["n3"].close()

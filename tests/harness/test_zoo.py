@@ -71,8 +71,20 @@ def test_bug_list_is_read_from_the_node_in_both_modes() -> None:
     assert bug_mode("stale-read") == "dledger" and bug_mode("ha-ack-on-send") == "ha"
 
 
-def test_power_only_bugs_meet_the_power_campaign_and_need_a_vm_lab() -> None:
-    assert bug_mode("skip-fsync") == "power" and "skip-fsync" in zoo_bugs()
+def test_disk_bugs_meet_the_default_campaign_on_any_lab(monkeypatch: pytest.MonkeyPatch) -> None:
+    """skip-fsync needed a VM's power cut; the default campaign's disk profile reaches it
+    (and the three disk bugs) through the lazy fs, so a namespace lab leaves none out."""
+    import harness.zoo.targets as t
+    from nemesis.disk import DISK_KINDS
+
+    disk_bugs = ("skip-fsync", "skip-crc", "trust-torn-tail", "trust-term-file")
+    assert all(bug_mode(b) == "dledger" and b in zoo_bugs() for b in disk_bugs)
+    assert "disk" in DEFAULT_CAMPAIGN.profiles
+    assert set(DISK_KINDS) <= set(DEFAULT_CAMPAIGN.nemesis)
+    targets = select_targets(zoo_bugs(), None)
+    assert split_vm_targets(targets, vm=False) == (targets, [])
+    # The VM-only mechanism stays for a bug only a power cut reaches.
+    monkeypatch.setattr(t, "POWER_BUGS", frozenset({"skip-fsync"}))
     targets = select_targets(["a", "skip-fsync"], None)
     assert ("power", "skip-fsync") in targets and ("power", None) in targets
     kept, left_out = split_vm_targets(targets, vm=False)
@@ -120,7 +132,10 @@ def test_each_mode_has_its_own_correct_row() -> None:
 
 
 def test_a_campaign_without_profiles_keeps_the_stock_schedule_with_its_overlap() -> None:
+    from nemesis.package import Schedule
+
     pkg = build_zoo_package(HA_CAMPAIGN, 5)
+    assert isinstance(pkg.schedule, Schedule)
     assert pkg.schedule.overlap == 2 and set(pkg.schedule.kinds) == {"partition", "failover"}
     assert [op.f for op in pkg.final_ops] == ["stop-partition", "stop-failover"]
 
@@ -412,3 +427,54 @@ def test_default_campaign_on_the_correct_node_is_valid_and_reads_the_past(
     for o in faults:
         last[o["f"].split("-", 1)[1]] = o["f"]
     assert all(f.startswith("stop-") for f in last.values()), last
+
+
+def test_zoo_prints_coverage_over_its_runs_and_names_what_was_never_reached(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Issue 27: the zoo reads each run's coverage block and tabulates it per mode."""
+    from harness.cli.zoo import echo_coverage
+    from harness.zoo.summary import RunRecord
+
+    records = []
+    for k, count in enumerate((0, 2)):
+        store = tmp_path / f"run{k}"
+        store.mkdir()
+        cov = {
+            "concurrent-candidates": {"count": count, "first_s": 5.0 if count else None},
+            "kill-with-ops-in-flight": {"count": 0, "first_s": None},
+            "unobservable": {"split-vote": "needs events:vote, which this run did not have"},
+        }
+        (store / "results.json").write_text(json.dumps({"valid": True, "coverage": cov}))
+        records.append(RunRecord(bug=None, run=k, seed=k, valid=True, store=str(store)))
+    records.append(RunRecord(bug=None, run=2, seed=2, valid=True, store=str(tmp_path / "gone")))
+    doc = echo_coverage(records)
+    out = capsys.readouterr().out
+    assert "coverage, mode dledger, over 2 run(s)" in out
+    assert "never reached: kill with acks in flight" in out
+    assert "concurrent candidates" not in out.split("never reached:")[1]
+    sits = doc["dledger"]["situations"]
+    assert (
+        sits["concurrent-candidates"]["reached"] == 1
+        and sits["concurrent-candidates"]["count"] == 2
+    )
+    assert sits["split-vote"]["state"] == "unobservable"
+    assert doc["dledger"]["never_reached"] == ["kill with acks in flight"]
+
+
+def test_zoo_mutants_tabulates_the_coverage_of_its_campaign_runs(tmp_path: Path) -> None:
+    """``zoo --mutants`` keeps its records in a ledger; their campaign runs' stores are the
+    runs whose coverage it prints (a mutant stopped by the unit tests has none)."""
+    from harness.cli.zoo import mutant_campaign_records
+    from harness.zoo.mutants.ledger import Ledger
+    from harness.zoo.mutants.record import MutantRecord, StageResult
+    from harness.zoo.mutants.runner import LEDGER_FILE
+
+    ledger = Ledger(tmp_path / LEDGER_FILE)
+    ok = StageResult(passed=True)
+    ran = MutantRecord("m1", "d", "op", "area", "", ok, ok, StageResult(True, store="/s/run1"))
+    stopped = MutantRecord("m2", "d", "op", "area", "", StageResult(passed=False))
+    ledger.append(ran)
+    ledger.append(stopped)
+    recs = mutant_campaign_records(tmp_path)
+    assert [(r.bug, r.store) for r in recs] == [("m1", "/s/run1")]

@@ -96,3 +96,20 @@ class _NoRemote:
 def test_real_clock_refuses_hosts_sharing_this_machines_clock(address: str) -> None:
     with pytest.raises(NemesisError, match="refusing to change the real clock"):
         RealClock(_NoRemote(address))  # type: ignore[arg-type]
+
+
+def test_clock_faults_are_refused_for_a_db_outside_libfaketime() -> None:
+    """A DB that opts out of the preload on hosts whose clock is libfaketime's alone would
+    see no clock fault at all: the nemesis must refuse at setup, not record faults that did
+    nothing."""
+    from types import SimpleNamespace
+
+    from nemesis.clock import ClockNemesis
+
+    class JvmDB:
+        runs_under_faketime = False
+
+    host = Host(name="n1", address="127.0.0.1", extras={"faketime_file": "/tmp/sb-none.rc"})
+    ctx = SimpleNamespace(nodes=["n1"], hosts={"n1": host}, db=JvmDB(), remotes={})
+    with pytest.raises(NemesisError, match="clock faults cannot reach JvmDB"):
+        ClockNemesis().setup(ctx)  # type: ignore[arg-type]

@@ -20,7 +20,7 @@ from harness.core.errors import ConfigError, NemesisError, RemoteCommandError
 from harness.core.history import HistoryWriter, Op
 from harness.core.remote import Host
 from harness.core.spec import RunContext, TestSpec
-from harness.run import cleanup
+from harness.run import cleanup, leftovers
 from nemesis import journal as jr
 from nemesis.clock import ClockNemesis, RealClock
 from nemesis.netem import NetemNemesis, netem_args
@@ -268,13 +268,13 @@ def test_cleanup_wakes_guests_off_or_paused_without_a_journal(tmp_path) -> None:
     ctx = make_ctx(tmp_path)
     machine(ctx, "n1").st, machine(ctx, "n3").st = "off", "paused"
     hosts = list(ctx.hosts.values())
-    down = {lo.host: lo.detail for h in hosts if (lo := cleanup._machine_down(h)) is not None}
+    down = {lo.host: lo.detail for h in hosts for lo in leftovers.local_leftovers(h)}
     assert down == {"n1": "guest is off", "n3": "guest is paused"}
     # A scan does not try SSH on a guest that is off: it reports the guest.
-    found = cleanup.scan_host(ctx.remotes["n1"], with_journal=False)
+    found = leftovers.scan_host(ctx.remotes["n1"], with_journal=False)
     assert [lo.kind for lo in found] == ["machine"]
     assert ctx.remotes["n1"].commands == []  # type: ignore[attr-defined]
-    assert cleanup.wake_machines(hosts, ctx.remotes) == ["n1", "n3"]
+    assert cleanup.cure_local(hosts, ctx.remotes) == ["n1", "n3"]
     assert [machine(ctx, n).st for n in NODES] == ["running"] * 3
 
 

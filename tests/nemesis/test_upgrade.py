@@ -18,7 +18,8 @@ from harness.core.errors import ConfigError, NemesisError
 from harness.core.history import Op
 from harness.dbs import get_db
 from harness.dbs.rolling import RollingUpgradeDB, upgrade_options
-from nemesis.package import CLUSTER_FAULTS, build_package, parse_faults
+from nemesis.package import build_package, parse_faults
+from nemesis.registry import registry
 from nemesis.upgrade import Step, UpgradeNemesis, next_step
 
 NODES = ("n1", "n2", "n3")
@@ -167,7 +168,9 @@ def test_the_upgrade_needs_an_upgradable_db() -> None:
 
 
 def test_upgrade_is_a_cluster_fault_first_until_each_node_had_a_step_completed_at_heal() -> None:
-    assert "upgrade" in CLUSTER_FAULTS and parse_faults(["kill", "upgrade"])[0] == [
+    assert "upgrade" in registry().kinds(targets="cluster") and parse_faults(["kill", "upgrade"])[
+        0
+    ] == [
         "kill",
         "upgrade",
     ]

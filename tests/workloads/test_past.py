@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import random
 from collections import Counter, defaultdict
+from types import SimpleNamespace
 
 import pytest
 
 from checker.local import check_local, classify
 from harness.core.errors import ConfigError
 from harness.core.history import Op, validate_history
+from harness.core.spec import DEFAULT_CLIENT_TIMEOUT, TestSpec
 from harness.core.workload import GenContext
 from workloads.archive import ArchiveGen
 from workloads.generator import simulate
@@ -168,13 +170,22 @@ def test_stint_after_completion_is_a_pure_step() -> None:
 
 
 def test_mixed_reads_time_out_after_read_timeout_and_writes_after_client_timeout() -> None:
-    w = mixed_workload({"client_timeout": 4.0, "read_timeout": 0.5})
-    assert (w.client.timeout, w.client.read_timeout) == (4.0, 0.5)  # type: ignore[attr-defined]
-    assert mixed_workload({"client_timeout": 4.0}).client.read_timeout == 4.0  # type: ignore[attr-defined]
-    with pytest.raises(ConfigError, match="positive"):
+    # The client timeout is the run's (spec.options["client_timeout"], --client-timeout):
+    # a client learns it when opened; read_timeout is the workload's own.
+    ctx = SimpleNamespace(spec=TestSpec(name="t", nodes=("n1",), options={"client_timeout": 4.0}))
+    w = mixed_workload({"read_timeout": 0.5}).client.open(ctx, "n1")  # type: ignore[arg-type]
+    assert (w.timeout, w.read_timeout) == (4.0, 0.5)  # type: ignore[attr-defined]
+    # no read_timeout: a kv read waits as long as any call (None = the connection's timeout)
+    plain = mixed_workload({}).client.open(ctx, "n1")  # type: ignore[arg-type]
+    assert (plain.timeout, plain.read_timeout) == (4.0, None)  # type: ignore[attr-defined]
+    with pytest.raises(ConfigError, match="read_timeout' must be at least"):
         mixed_workload({"read_timeout": 0})
-    r = register_workload({"read_timeout": 0.25})
-    assert (r.client.timeout, r.client.read_timeout) == (5.0, 0.25)  # type: ignore[attr-defined]
+    # client_timeout is no workload's option any more: a typo-proof error names the known keys
+    with pytest.raises(ConfigError, match="unknown workload mixed option 'client_timeout'"):
+        mixed_workload({"client_timeout": 4.0})
+    default = SimpleNamespace(spec=TestSpec(name="t", nodes=("n1",)))
+    r = register_workload({"read_timeout": 0.25}).client.open(default, "n1")  # type: ignore[arg-type]
+    assert (r.timeout, r.read_timeout) == (DEFAULT_CLIENT_TIMEOUT, 0.25)  # type: ignore[attr-defined]
 
 
 def test_kv_set_adds_each_element_once_and_final_reads_start_at_every_node() -> None:

@@ -5,29 +5,47 @@ from __future__ import annotations
 
 import json
 import socket
-import time
 from collections.abc import Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from harness.api import ConfigError, GenContext, Op, RunContext, Workload
+from harness.api import (
+    GenContext,
+    Op,
+    RunContext,
+    Workload,
+    address,
+    client_timeout,
+    declares_options,
+    host_addresses,
+    kill_daemon,
+    node_dir,
+    option,
+    wait_for_port,
+)
 
 SERVER = str(Path(__file__).with_name("server.py"))
+
+
+@dataclass(frozen=True)
+class TinyKVOptions:
+    """``--db-option`` keys; a misspelt one stops the run before it starts."""
+
+    port: int = option(7500, "the client port of every node", minimum=1, maximum=65535)
 
 
 class TinyKV:
     """The DB: Killable, Pausable, HasLogFiles, WaitsReady and Addressable, by its methods."""
 
-    def __init__(self, port: int = 7500, **_: Any) -> None:
-        if not isinstance(port, int) or not 0 < port < 65536:
-            raise ConfigError(f"not a port: {port!r}", field="port")
+    def __init__(self, port: int = 7500) -> None:
         self.port = port
 
     def _dir(self, ctx: RunContext, node: str) -> str:
-        return f"/srv/tinykv-plugin/{ctx.hosts[node].extras.get('lab', 'hosts')}/{node}"
+        return node_dir(ctx, node, "/srv/tinykv-plugin")
 
     def addresses(self, ctx: RunContext) -> dict[str, dict[str, tuple[str, int]]]:
-        return {"client": {n: (ctx.hosts[n].address, self.port) for n in ctx.nodes}}
+        return host_addresses(ctx, self.port)
 
     def setup(self, ctx: RunContext, node: str) -> None:
         self.teardown(ctx, node)  # a killed earlier run may have left a server behind
@@ -47,10 +65,7 @@ class TinyKV:
         ctx.remotes[node].run(f"rm -rf {self._dir(ctx, node)}")
 
     def kill(self, ctx: RunContext, node: str) -> None:
-        pidfile = f"{self._dir(ctx, node)}/pid"
-        ctx.remotes[node].signal_daemon(pidfile, "KILL")
-        while ctx.remotes[node].daemon_running(pidfile):
-            time.sleep(0.05)
+        kill_daemon(ctx.remotes[node], f"{self._dir(ctx, node)}/pid")
 
     def pause(self, ctx: RunContext, node: str) -> None:
         ctx.remotes[node].signal_daemon(f"{self._dir(ctx, node)}/pid", "STOP")
@@ -62,16 +77,8 @@ class TinyKV:
         return [f"{self._dir(ctx, node)}/server.log", f"{self._dir(ctx, node)}/kv.log"]
 
     def wait_ready(self, ctx: RunContext) -> None:
-        deadline = time.monotonic() + 30
-        for host, port in ctx.addresses["client"].values():
-            while True:
-                try:
-                    socket.create_connection((host, port), timeout=1).close()
-                    break
-                except OSError:
-                    if time.monotonic() > deadline:
-                        raise
-                    time.sleep(0.1)
+        for node in ctx.nodes:
+            wait_for_port(*address(ctx, node), timeout=30)
 
 
 class Client:
@@ -79,11 +86,11 @@ class Client:
 
     read_fs = frozenset({"read"})
 
-    def __init__(self, address: tuple[str, int] = ("", 0)) -> None:
-        self.address = address
+    def __init__(self, address: tuple[str, int] = ("", 0), timeout: float = 5.0) -> None:
+        self.address, self.timeout = address, timeout
 
     def open(self, ctx: RunContext, node: str) -> Client:
-        return Client(ctx.addresses["client"][node])
+        return Client(address(ctx, node), client_timeout(ctx))  # the run's --client-timeout
 
     def setup(self, ctx: RunContext) -> None:
         pass
@@ -97,7 +104,7 @@ class Client:
         else:
             request = f"CAS {op.key} {json.dumps(v[0])} {json.dumps(v[1])}"
         try:
-            sock = socket.create_connection(self.address, timeout=2)
+            sock = socket.create_connection(self.address, timeout=self.timeout)
         except OSError as e:  # nothing was sent
             return op.complete("fail", v, error=f"connect: {e}")
         try:
@@ -137,11 +144,11 @@ class Registers:
         pass
 
 
-def db(options: Mapping[str, Any]) -> TinyKV:
-    return TinyKV(**options)
+@declares_options(TinyKVOptions)
+def db(options: TinyKVOptions) -> TinyKV:
+    return TinyKV(port=options.port)
 
 
-def workload(options: Mapping[str, Any]) -> Workload:
+def workload(options: Mapping[str, Any]) -> Workload:  # declares no options: gets the mapping
     return Workload(name="tinykv-register", client=Client(), generator=Registers(),
-                    checker={"model": "cas-register", "independent": True,
-                             "checks": ["linearizable"]})
+                    checker={"model": "cas-register", "keys": True, "checks": ["linearizable"]})

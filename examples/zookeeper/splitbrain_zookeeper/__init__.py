@@ -11,11 +11,20 @@ Only ``harness.api`` is used, so nothing here is special to splitbrain's core.
 from __future__ import annotations
 
 import socket
-import time
 from collections.abc import Mapping
 from typing import Any
 
-from harness.api import ConfigError, GenContext, Op, RunContext, Workload
+from harness.api import (
+    ConfigError,
+    GenContext,
+    Op,
+    RunContext,
+    Workload,
+    host_addresses,
+    kill_daemon,
+    node_dir,
+    wait_until,
+)
 
 __all__ = ["ZooKeeper", "ZkClient", "db", "workload"]
 
@@ -39,6 +48,12 @@ def four_letter(host: str, port: int, word: str = "srvr", timeout: float = 1.0) 
 class ZooKeeper:
     """Killable, Pausable, HasPrimaries, HasLogFiles, WaitsReady, Addressable."""
 
+    # A lab preloads libfaketime into every session for clock faults; the JVM's threads
+    # hang under it (leader election completes, followers never sync), so the server
+    # runs on the real clock: the harness starts it without the preload, and clock
+    # faults do not reach ZooKeeper.
+    runs_under_faketime = False
+
     def __init__(self, client_port: int = 2181, tick_ms: int = 500, heap_mb: int = 128,
                  **_: Any) -> None:
         for name, v in (("client_port", client_port), ("tick_ms", tick_ms),
@@ -48,10 +63,10 @@ class ZooKeeper:
         self.port, self.tick_ms, self.heap_mb = client_port, tick_ms, heap_mb
 
     def _dir(self, ctx: RunContext, node: str) -> str:
-        return f"/srv/splitbrain-zookeeper/{ctx.hosts[node].extras.get('lab', 'hosts')}/{node}"
+        return node_dir(ctx, node, "/srv/splitbrain-zookeeper")
 
     def addresses(self, ctx: RunContext) -> dict[str, dict[str, tuple[str, int]]]:
-        return {"client": {n: (ctx.hosts[n].address, self.port) for n in ctx.nodes}}
+        return host_addresses(ctx, self.port)
 
     def _config(self, ctx: RunContext, node: str) -> str:
         servers = "\n".join(f"server.{i}={ctx.hosts[n].address}:2888:3888"
@@ -72,11 +87,8 @@ class ZooKeeper:
 
     def start(self, ctx: RunContext, node: str) -> None:
         d = self._dir(ctx, node)
-        # A lab preloads libfaketime into every session for clock faults; the JVM's
-        # threads hang under it (leader election completes, followers never sync),
-        # so the server runs on the real clock: clock faults do not reach ZooKeeper.
         ctx.remotes[node].start_daemon(
-            f"env -u LD_PRELOAD java -Xmx{self.heap_mb}m -cp {CLASSPATH} -Dzookeeper.log.dir={d} "
+            f"java -Xmx{self.heap_mb}m -cp {CLASSPATH} -Dzookeeper.log.dir={d} "
             f"org.apache.zookeeper.server.quorum.QuorumPeerMain {d}/zoo.cfg",
             pidfile=f"{d}/pid", logfile=f"{d}/zookeeper.log", chdir=d)
 
@@ -85,11 +97,7 @@ class ZooKeeper:
         ctx.remotes[node].run(f"rm -rf {self._dir(ctx, node)}")
 
     def kill(self, ctx: RunContext, node: str) -> None:
-        pidfile = f"{self._dir(ctx, node)}/pid"
-        ctx.remotes[node].signal_daemon(pidfile, "KILL")
-        deadline = time.monotonic() + 5
-        while ctx.remotes[node].daemon_running(pidfile) and time.monotonic() < deadline:
-            time.sleep(0.05)
+        kill_daemon(ctx.remotes[node], f"{self._dir(ctx, node)}/pid")
 
     def pause(self, ctx: RunContext, node: str) -> None:
         ctx.remotes[node].signal_daemon(f"{self._dir(ctx, node)}/pid", "STOP")
@@ -106,16 +114,12 @@ class ZooKeeper:
 
     def wait_ready(self, ctx: RunContext) -> None:
         """Every server answers ``srvr`` as leader or follower (an ensemble has formed)."""
-        deadline = time.monotonic() + 90
-        waiting = list(ctx.nodes)
-        while waiting:
-            waiting = [n for n in waiting if not any(
+        for n in ctx.nodes:
+            wait_until(lambda n=n: any(
                 f"Mode: {m}" in four_letter(ctx.hosts[n].address, self.port)
-                for m in ("leader", "follower"))]
-            if waiting and time.monotonic() > deadline:
-                raise ConfigError(f"ZooKeeper on {', '.join(waiting)} never joined an ensemble "
-                                  "(see nodes/<node>/zookeeper.log)", field="db")
-            time.sleep(0.3)
+                for m in ("leader", "follower")),
+                timeout=90, host=n, interval=0.3,
+                what="ZooKeeper never joined an ensemble (see nodes/<node>/zookeeper.log)")
 
 
 class ZkClient:
@@ -226,8 +230,7 @@ def db(options: Mapping[str, Any]) -> ZooKeeper:
 
 def workload(options: Mapping[str, Any]) -> Workload:
     return Workload(name="zk-register", client=ZkClient(), generator=Registers(),
-                    checker={"model": "cas-register", "independent": True,
-                             "checks": ["linearizable"]})
+                    checker={"model": "cas-register", "keys": True, "checks": ["linearizable"]})
 
 
 def queue_workload(options: Mapping[str, Any]) -> Workload:
@@ -237,5 +240,4 @@ def queue_workload(options: Mapping[str, Any]) -> Workload:
     gen = QueueGen()
     return Workload(name="zk-queue", client=ZkQueueClient(), generator=gen,
                     final_generator=FinalDrain(lambda: gen.keys),
-                    checker={"model": "fifo-queue", "independent": True,
-                             "checks": ["linearizable"]})
+                    checker={"model": "fifo-queue", "keys": True, "checks": ["linearizable"]})

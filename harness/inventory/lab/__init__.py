@@ -13,9 +13,12 @@ What each host gets, and why (see docs lab-notes):
   ``route_localnet`` in every namespace and on the bridge;
 - its own UTS, mount and PID namespace with ``tini -s`` as init, so a whole host
   dies with one SIGKILL to its init and killed daemons never linger as zombies;
-- private ``/run`` (sshd needs ``/run/sshd``), ``/tmp``, ``/srv``, ``/dev/shm``,
-  ``/etc/hosts`` and root's ``.bashrc``; the rest of the file system is shared with
-  the machine;
+- its own ``/etc``, ``/var/lib`` and ``/var/log`` (overlayfs over the machine's, the
+  host's changes in its state dir), and empty private ``/run`` (sshd needs
+  ``/run/sshd``), ``/tmp``, ``/srv`` and ``/dev/shm``, so a packaged database's config,
+  data, pid files and logs are per host; ``/var/lib/splitbrain`` (the lab's state,
+  the journal, the built-in DBs' data) and the rest of the file system (``/usr``,
+  ``/opt``, ``/home``, ...) are shared with the machine (``hosts`` says exactly how);
 - no ``CAP_SYS_TIME`` in its bounding set, so nothing in a host can move the real
   clock; clock faults go through libfaketime, preloaded by sshd into every session
   and steered by a per-host offset file;

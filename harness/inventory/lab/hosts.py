@@ -2,12 +2,23 @@
 
 Each host runs in its own UTS, mount and PID namespace with ``tini -s`` as init,
 so a whole host dies with one SIGKILL to its init and killed daemons never
-linger as zombies. It gets private ``/run`` (sshd needs ``/run/sshd``), ``/tmp``,
-``/srv``, ``/dev/shm``, ``/etc/hosts`` and root's ``.bashrc``; the rest of the
-file system is shared with the machine. ``CAP_SYS_TIME`` is dropped from its
-bounding set, so nothing in a host can move the real clock: clock faults go
-through libfaketime, preloaded by sshd into every session and steered by a
-per-host offset file.
+linger as zombies. ``CAP_SYS_TIME`` is dropped from its bounding set, so nothing
+in a host can move the real clock: clock faults go through libfaketime,
+preloaded by sshd into every session and steered by a per-host offset file.
+
+A host is a host to a packaged database, so what a package keeps per machine is
+private to it (see :data:`OVERLAID`, :data:`BOUND`): ``/etc``, ``/var/lib`` and
+``/var/log`` are overlayfs mounts whose lower layer is the machine's own
+directory (installed packages' config, system users' data dirs and log dirs
+are there, at no copying cost) and whose upper layer, the host's changes, lives
+in its state dir; ``/run`` (emptied at each launch, as a boot would), ``/tmp``,
+``/srv`` and ``/dev/shm`` start empty. The harness's own paths under those
+(``/var/lib/splitbrain``, where the lab state, the journal and the built-in DBs'
+data live; the lab's state root; the checkout and venv) are bound back from
+the machine, so the lab's sshd, libfaketime's offset file and ``lab down``'s
+cleanup see one file system, as do the machine's own mounts under the overlaid
+directories. ``/usr``, ``/opt``, ``/home``, ``/root``, ``/var/tmp``,
+``/var/cache`` and the rest stay shared with the machine.
 """
 
 from __future__ import annotations
@@ -16,7 +27,9 @@ import contextlib
 import json
 import logging
 import os
+import re
 import shlex
+import shutil
 import signal
 import socket
 import subprocess
@@ -48,6 +61,11 @@ __all__ = [
     "host_alive",
     "sshd_pid",
     "launch",
+    "launch_script",
+    "shared_with_machine",
+    "OVERLAID",
+    "BOUND",
+    "HARNESS_SHARED",
     "wait_ssh",
     "kill_host",
     "ssh_login",
@@ -59,6 +77,16 @@ log = logging.getLogger(__name__)
 SSHD = "/usr/sbin/sshd"
 TOOLS = ("ip", "unshare", "setpriv", "tini", "mount", "hostname")
 _FREEZER_V1 = Path("/sys/fs/cgroup/freezer")
+OVERLAID = ("/etc", "/var/lib", "/var/log")
+"""Seeded from the machine (overlayfs, machine's dir as the read-only lower layer)."""
+BOUND = ("/run", "/tmp", "/srv")
+"""Empty per-host directories under the host's state dir, bound in place."""
+HARNESS_SHARED = "/var/lib/splitbrain"
+"""Bound back from the machine inside every host: the lab's state, the fault journal
+and the built-in DBs' data roots, which ``lab down`` removes from the machine's view."""
+_STAGE = "/dev/shm"
+"""Where the launch script stages the machine's paths before hiding them; the host's
+own empty ``/dev/shm`` is mounted over it once every private mount is in place."""
 # Launchers started by this process; reaped so they do not stay zombies.
 _CHILDREN: dict[int, subprocess.Popen[bytes]] = {}
 _REAP_LOCK = threading.Lock()
@@ -106,6 +134,9 @@ def write_host_files(
     d = hp.state_dir
     for sub in ("run/sshd", "tmp", "srv"):
         (d / sub).mkdir(parents=True, exist_ok=True)
+    for top in OVERLAID:
+        for layer in ("upper", "work"):
+            (d / layer / _flat(top)).mkdir(parents=True, exist_ok=True)
     os.chmod(d / "run" / "sshd", 0o755)
     os.chmod(d / "tmp", 0o1777)
     hostkey = d / "ssh_host_ed25519_key"
@@ -256,38 +287,82 @@ def sshd_pid(hp: HostPlan) -> int | None:
     return None
 
 
+def launch_script(hp: HostPlan, *, state_root: Path) -> str:
+    """The host's init script: private mounts, then ``exec`` of tini and sshd.
+
+    Every path the script needs from the machine (the host's state dir, which the
+    overlays' upper layers live in, and each path to bind back) is first bound
+    into a staging tmpfs, because once ``/var/lib`` (say) is overlaid, the
+    machine's ``/var/lib/splitbrain/lab/...`` is no longer reachable by name, and
+    an upper layer may not be reached through another overlay. The stage is then
+    unmounted: the host keeps only its own mounts.
+    """
+    q = shlex.quote
+    d = hp.state_dir
+    keep = _paths_to_share(state_root)
+    st = f"{_STAGE}/state"
+    lines = [
+        "set -e",
+        "echo 1 > /proc/sys/net/ipv4/conf/all/route_localnet",
+        f"hostname {q(hp.name)}",
+        f"mount -t tmpfs -o mode=700,size=1m sb-stage {_STAGE}",
+        f"mkdir {st}",
+        f"mount --bind {q(str(d))} {st}",
+    ]
+    staged: list[tuple[str, str]] = []
+    for i, path in enumerate(keep):
+        at = f"{_STAGE}/keep{i}"
+        lines.append(f"mkdir {at}" if os.path.isdir(path) else f"touch {at}")
+        lines.append(f"mount --bind {q(path)} {at}")
+        staged.append((path, at))
+    # The machine's mounts under /run (other labs' /run/netns entries) were copied
+    # into this mount namespace; hidden under the host's /run they would still pin
+    # those namespaces until this host dies.
+    lines.append(
+        "for m in $(awk '$5 ~ \"^/run/\" {print $5}' /proc/self/mountinfo | sort -r); "
+        'do umount -l "$m" 2>/dev/null || true; done'
+    )
+    for top in BOUND:
+        lines.append(f"mount --bind {st}/{_flat(top)} {top}")
+    for top in OVERLAID:
+        f = _flat(top)
+        lines.append(
+            f"mount -t overlay -o lowerdir={top},upperdir={st}/upper/{f},workdir={st}/work/{f} "
+            f"sb-{f} {top}"
+        )
+    for path, at in staged:
+        if os.path.isdir(path):
+            lines.append(f"mkdir -p {q(path)}")
+        else:
+            lines.append(f"mkdir -p {q(os.path.dirname(path))} && touch {q(path)}")
+        lines.append(f"mount --bind {at} {q(path)}")
+    lines += [
+        f"mount --bind {st}/hosts /etc/hosts",
+        f"if [ -f /root/.bashrc ]; then mount --bind {st}/bashrc /root/.bashrc; fi",
+        *(f"umount {at}" for _path, at in reversed(staged)),
+        f"umount {st}",
+        f"umount {_STAGE}",
+        "mount -t tmpfs -o mode=1777,size=256m shm /dev/shm",
+        f"exec setpriv --bounding-set -sys_time tini -s -- {SSHD} -D -e "
+        f"-f {q(str(d / 'sshd_config'))}",
+    ]
+    return "\n".join(lines) + "\n"
+
+
 def launch(hp: HostPlan, cgroup: Path | None, faketime: str | None, lab_name: str) -> None:
     """Start the host afresh: its namespaces, private mounts, init and sshd."""
     kill_host(hp, cgroup, lab_name)
     d = hp.state_dir
     if faketime:
         write_atomic(d / "faketime", "+0\n")
-    q = shlex.quote
-    # Each host has its own /tmp, but the harness itself (its checkout and venv,
-    # whose python runs inside the hosts) may live under /tmp: stage those paths
-    # before /tmp is replaced, then mount them back at the same place.
-    keep = _paths_under_tmp()
-    stage = "".join(
-        f"mkdir -p {q(str(d / f'keep{i}'))}\nmount --bind {q(p)} {q(str(d / f'keep{i}'))}\n"
-        for i, p in enumerate(keep)
-    )
-    restore = "".join(
-        f"mkdir -p {q(p)}\nmount --bind {q(str(d / f'keep{i}'))} {q(p)}\n"
-        for i, p in enumerate(keep)
-    )
-    script = f"""\
-set -e
-echo 1 > /proc/sys/net/ipv4/conf/all/route_localnet
-hostname {q(hp.name)}
-mount --bind {q(str(d / "run"))} /run
-{stage}mount --bind {q(str(d / "tmp"))} /tmp
-{restore}mount --bind {q(str(d / "srv"))} /srv
-mount --bind {q(str(d / "hosts"))} /etc/hosts
-if [ -f /root/.bashrc ]; then mount --bind {q(str(d / "bashrc"))} /root/.bashrc; fi
-mount -t tmpfs -o mode=1777,size=256m shm /dev/shm
-exec setpriv --bounding-set -sys_time tini -s -- {SSHD} -D -e -f {q(str(d / "sshd_config"))}
-"""
-    write_atomic(d / "init.sh", script, 0o755)
+    # A launch is a boot: /run starts empty (stale pid files and sockets would lie).
+    shutil.rmtree(d / "run", ignore_errors=True)
+    (d / "run" / "sshd").mkdir(parents=True)
+    os.chmod(d / "run" / "sshd", 0o755)
+    (d / "run" / "lock").mkdir()
+    os.chmod(d / "run" / "lock", 0o1777)
+    Path(HARNESS_SHARED).mkdir(parents=True, exist_ok=True)
+    write_atomic(d / "init.sh", launch_script(hp, state_root=d.parent.parent), 0o755)
     # sshd makes bash read ~/.bashrc even for `ssh host cmd`; the machine's own
     # (pyenv and the like) costs ~1 s a command and is no business of a lab host.
     write_atomic(d / "bashrc", "# splitbrain lab host: deliberately empty\n")
@@ -464,14 +539,54 @@ def _tail(path: Path, lines: int = 5) -> str:
     return " | ".join(text[-lines:]) or f"(empty log {path})"
 
 
-def _paths_under_tmp() -> list[str]:
-    """The harness's own directories (checkout, venv) that a private /tmp would hide."""
+def _flat(path: str) -> str:
+    """``/var/lib`` -> ``var_lib``: a private directory's name inside the state dir."""
+    return path.strip("/").replace("/", "_")
+
+
+def _unescape(field: str) -> str:
+    """A /proc/self/mountinfo path field, with its octal escapes (``\\040``) decoded."""
+    return re.sub(r"\\([0-7]{3})", lambda m: chr(int(m.group(1), 8)), field)
+
+
+def _paths_to_share(state_root: Path) -> list[str]:
+    """What the machine has under a host's private directories that the host must still
+    see as the machine does: the harness's own tree (:data:`HARNESS_SHARED`, the lab's
+    state root, its checkout and venv, whose python runs inside the hosts) and the
+    machine's own mounts under ``/etc`` (an overlay's lower layer does not show them:
+    a container's bind-mounted ``/etc/resolv.conf``, say).
+
+    Outermost first, nothing nested in another: a bind mount carries its whole tree.
+    """
     import harness
 
+    private = (*OVERLAID, *BOUND)
+    wanted = [
+        HARNESS_SHARED,
+        str(state_root.resolve()),
+        str(Path(harness.__file__).resolve().parents[1]),
+        str(Path(sys.prefix).resolve()),
+    ]
+    with contextlib.suppress(OSError):
+        for line in Path("/proc/self/mountinfo").read_text().splitlines():
+            point = _unescape(line.split()[4])
+            # Only /etc's: those under /var/lib are a container runtime's business
+            # (docker's layers), not a host's.
+            if Path(point).is_relative_to("/etc") and point != "/etc":
+                wanted.append(point)
     found: list[str] = []
-    for p in (Path(harness.__file__).resolve().parents[1], Path(sys.prefix).resolve()):
-        if p.is_relative_to("/tmp") and p != Path("/tmp"):
-            if any(p.is_relative_to(f) for f in found):
-                continue
-            found = [f for f in found if not Path(f).is_relative_to(p)] + [str(p)]
+    for p in sorted(set(wanted), key=lambda x: (x.count("/"), x)):
+        under = any(Path(p).is_relative_to(t) and p != t for t in private)
+        if not under or not os.path.exists(p) or any(Path(p).is_relative_to(f) for f in found):
+            continue
+        found.append(p)
     return found
+
+
+def shared_with_machine(path: str, state_root: Path) -> bool:
+    """Whether ``path`` in a lab host is the machine's same path (what the machine may
+    clean up for the host), rather than the host's own copy under its state dir."""
+    p = Path(os.path.normpath(path))
+    if any(p.is_relative_to(k) for k in _paths_to_share(state_root)):
+        return True
+    return not any(p.is_relative_to(t) for t in (*OVERLAID, *BOUND))

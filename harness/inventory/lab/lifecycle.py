@@ -142,6 +142,12 @@ class Lab:
     def inventory_path(self) -> Path:
         return self.dir / "inventory.yaml"
 
+    def shares(self, path: str) -> bool:
+        """Whether ``path`` in this lab's hosts is this machine's own ``path``; a host's
+        ``/etc``, ``/var/lib``, ``/var/log``, ``/run``, ``/tmp`` and ``/srv`` are its own
+        (under :attr:`dir`), except the harness's paths bound back into them."""
+        return hostlife.shared_with_machine(path, self.state_root)
+
     # --- loading -----------------------------------------------------------------------
 
     @classmethod
@@ -230,9 +236,14 @@ class Lab:
                             "faketime_file": str(hp.state_dir / "faketime") if faketime else None,
                             "cgroup": str(cg) if cg else None,
                             "cgroup_kind": cgroup_kind if cg else None,
+                            # where the machine sees what the host wrote there
                             "private_dirs": {
                                 d: str(hp.state_dir / d.strip("/").replace("/", "_"))
-                                for d in ("/tmp", "/srv")
+                                for d in hostlife.BOUND
+                            },
+                            "overlay_upper_dirs": {
+                                d: str(hp.state_dir / "upper" / d.strip("/").replace("/", "_"))
+                                for d in hostlife.OVERLAID
                             },
                         },
                     )

@@ -1,0 +1,71 @@
+"""Node events: what a DB's own logs say about roles, terms, votes and truncations.
+
+The history shows what clients saw and the sampler shows a node's status a few times a
+second; an election that lasts 30 ms falls between two samples. A DB whose nodes log
+their role changes, votes and truncations can hand them to the harness after the run
+(the node logs are fetched in cleanup, ``store/<run>/nodes/<node>/``) through the
+optional capability :class:`ReportsEvents`, so the coverage report
+(:mod:`checker.situations`) sees windows the samples miss. A DB without it is not
+wrong: the situations that need events are then reported as not observable, never as
+not reached.
+
+Times: a node stamps its lines with its own wall clock, which a ``clock`` fault moves;
+the DB reports that stamp (``wall_s``) and the harness maps it onto the history's clock
+(``time``), correcting the periods it shifted itself.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Protocol, runtime_checkable
+
+__all__ = ["EVENT_KINDS", "NodeEvent", "ReportsEvents"]
+
+EVENT_KINDS = ("start", "role", "vote", "truncate")
+"""What an event can be:
+
+- ``start``: the node's process started (a restart: in-memory state is gone);
+- ``role``: the node's (term, role, leader) changed; ``role`` is ``leader``,
+  ``follower`` or ``candidate`` (a node that became a candidate in ``term``);
+- ``vote``: the node granted its vote in ``term`` to ``candidate`` (itself included:
+  a candidate votes for itself when it asks for votes, so every candidacy shows);
+- ``truncate``: the node removed entries from ``index`` on (its log diverged from the
+  leader's and was cut back).
+"""
+
+
+@dataclass(frozen=True)
+class NodeEvent:
+    """One event on one node. ``time`` is the history's clock (ns), set by the harness."""
+
+    node: str
+    kind: str
+    wall_s: float | None = None
+    term: int | None = None
+    role: str | None = None
+    leader: str | None = None
+    candidate: str | None = None
+    index: int | None = None
+    time: int | None = None
+
+    def at(self, time_ns: int | None) -> NodeEvent:
+        """This event placed on the history's clock."""
+        return replace(self, time=time_ns)
+
+
+@runtime_checkable
+class ReportsEvents(Protocol):
+    """A DB whose nodes' logs say when roles, terms and votes changed.
+
+    ``event_kinds`` names the kinds of :data:`EVENT_KINDS` this DB's logs carry (a
+    situation that needs another kind is then "not observable with this DB");
+    ``node_events`` reads the log files fetched from ``node`` after the run and yields
+    the events in the order the node wrote them (the harness relies on that order to
+    undo clock faults), skipping, never raising on, lines it does not understand.
+    """
+
+    def event_kinds(self) -> frozenset[str]: ...
+
+    def node_events(self, node: str, files: Sequence[Path]) -> Iterable[NodeEvent]: ...

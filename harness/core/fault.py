@@ -1,0 +1,198 @@
+"""What a fault is: one registered object that holds everything the harness must know of it.
+
+A fault used to be spread over a dozen tables (the ``--nemesis`` names, the heal order,
+the journal's kinds and their undo, the cleanup's pid files, the report's colours), and a
+kind missing from one of them was silently dropped (never healed at the end of a run).
+Now a fault is a :class:`Fault`, exported by its own module and declared as an entry point
+of the ``splitbrain.faults`` group (:mod:`harness.core.plugins`); ``nemesis/registry.py``
+loads and checks every one and derives those tables, so adding a fault is one module plus
+one entry point, for the built-ins and a plugin alike.
+
+Layer 0: plain data and callables, typed against the contracts only. The fault's code
+(its nemesis, its journal undo) lives in its own module, which imports this one.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Literal, Protocol
+
+from harness.core.errors import NemesisError
+
+if TYPE_CHECKING:
+    from harness.core.nemesis import Nemesis
+    from harness.core.remote import Host, Remote
+
+__all__ = [
+    "Fault",
+    "JournalKind",
+    "JournalRecord",
+    "Residue",
+    "Draw",
+    "Selected",
+    "NemesisFactory",
+    "no_value",
+]
+
+
+class JournalRecord(Protocol):
+    """What an undo needs of a journal entry (``nemesis.journal.Entry`` is one)."""
+
+    host: str
+    kind: str
+    key: str
+    undo: dict[str, Any]
+
+    def describe(self) -> str: ...
+
+
+@dataclass(frozen=True)
+class JournalKind:
+    """A kind of fault journal entry and how a later process undoes it.
+
+    ``rank`` orders a replay (lower first): what cuts a host off from everything (a
+    guest powered off, a frozen host) before the network, the network before clocks and
+    processes, the cluster's own nodes last. ``local`` kinds are undone on this machine
+    (``remote`` may then be None: the host itself cannot be reached). ``undo`` must be
+    idempotent: an entry is written before its fault lands, so the fault may never have
+    landed.
+    """
+
+    name: str
+    rank: int
+    undo: Callable[[Remote | None, JournalRecord], None]
+    local: bool = False
+    doc: str = ""
+
+
+@dataclass(frozen=True)
+class Residue:
+    """How a fault's leftovers are recognised on a host without a journal, and removed.
+
+    A journal cannot cover everything (an older harness, a journal on another machine),
+    so the clean start also *looks*. The generic scan (iptables rules, netem qdiscs,
+    stopped processes, busy ports) needs nothing from the fault; what only the fault knows
+    is said here: the pid files and command-line markers of the daemons it runs on hosts,
+    what this machine can see of a host that SSH cannot reach (``local``: a frozen
+    cgroup, a guest held off by its hypervisor; returns a description or None) and how to
+    cure it (``cure_local``), and how to cure a leftover the generic scan reported under
+    one of ``cures`` (e.g. ``clock``). ``kind`` names what ``local`` finds in a scan
+    (``frozen``, ``machine``; the fault's name when empty).
+    """
+
+    kind: str = ""
+    pidfiles: Callable[[Host], Sequence[str]] | None = None
+    markers: tuple[str, ...] = ()
+    local: Callable[[Host], str | None] | None = None
+    cure_local: Callable[[Host, Remote | None], None] | None = None
+    cures: tuple[str, ...] = ()
+    cure: Callable[[Remote], None] | None = None
+
+
+@dataclass
+class Draw:
+    """What a fault's ``draw`` may use to choose a ``start-<kind>`` value.
+
+    A schedule is pure: every choice comes from ``rng`` (in call order, so a seed gives
+    the same faults), ``nodes`` and whether the DB reports primaries; only the ``leader``
+    target stays symbolic, resolved by the nemesis against the live cluster.
+    """
+
+    rng: random.Random
+    nodes: list[str]
+    leader_ok: bool
+    interval: float
+    options: Any = None
+    variants: tuple[str, ...] = ()
+    targets: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class Selected:
+    """A fault as a run selected it: its parsed options and the variants its names chose."""
+
+    options: Any = None
+    variants: tuple[str, ...] = ()
+
+
+NemesisFactory = Callable[[Mapping[str, Selected]], "Nemesis"]
+"""Builds one nemesis for the selected kinds of a group, by kind (a fault of its own is a
+group of one; ``loss``, ``delay``, ``duplicate`` and ``reorder`` share one netem nemesis)."""
+
+
+def no_value(d: Draw) -> dict[str, Any]:
+    """The start value of a cluster fault that needs no choice."""
+    return {}
+
+
+@dataclass(frozen=True, kw_only=True)
+class Fault:
+    """One fault: its names, options, targets, nemesis, draw, journal, leftovers, heal rank, colour.
+
+    * ``name``: the ``--nemesis`` name; ``kind``: the ops' kind (``start-<kind>``,
+      ``stop-<kind>``), the name unless a variant shares another fault's ops (``freeze``,
+      a whole-host pause, records ``start-pause``; two faults of one kind cannot run
+      together).
+    * ``aliases``: more ``--nemesis`` names, each selecting some ``variants`` (the
+      partition shapes ``partition-ring`` and so on); the bare name selects ``variants``.
+    * ``options``: a frozen dataclass (``harness.core.options``) of the fault's own
+      ``--nemesis-option`` keys, given as ``<name>_<field>``; a node fault's has ``targets``.
+    * ``targets``: ``node`` (aimed at nodes) or ``cluster`` (the fault picks its own);
+      ``needs``: ``machine`` (hosts with ``Host.machine``), ``netem`` (tc netem),
+      ``primaries`` (a DB reporting its leader).
+    * ``nemesis``: a factory given the selected kinds of its ``group`` and their options;
+      ``link`` wires it to the other nemeses of the run (a kill that ends a pause).
+    * ``draw``: the start value, from a :class:`Draw`; ``usable``: which variants can
+      do something on this many nodes (a shape that would cut nothing is never drawn).
+    * ``journal``: the entry kinds it writes; ``residue``: its leftovers without a journal.
+    * ``heal_value``: the value of the final heal's ``stop-<kind>`` (the rolling upgrade
+      completes every remaining step there).
+    * ``heal_rank``: where its ``stop-<kind>`` goes in the final heal (lower first); a
+      fault without one has no heal and is refused at registration.
+    * ``colour``: its shade in reports; ``package`` is filled in by the registry.
+    """
+
+    name: str
+    nemesis: NemesisFactory
+    heal_rank: int | None = None
+    draw: Callable[[Draw], dict[str, Any]] = no_value
+    kind: str = ""
+    aliases: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+    variants: tuple[str, ...] = ()
+    usable: Callable[[str, int], bool] | None = None
+    options: type | None = None
+    targets: Literal["node", "cluster"] = "node"
+    needs: frozenset[str] = frozenset()
+    group: str = ""
+    link: Callable[[Any, Mapping[str, Any]], None] | None = None
+    journal: tuple[JournalKind, ...] = ()
+    residue: Residue = field(default_factory=Residue)
+    heal_value: Mapping[str, Any] | None = None
+    colour: str = "#999999"
+    doc: str = ""
+    package: str = ""
+
+    def __post_init__(self) -> None:
+        if not self.kind:
+            object.__setattr__(self, "kind", self.name)
+        if not self.group:
+            object.__setattr__(self, "group", self.name)
+
+    @property
+    def names(self) -> tuple[str, ...]:
+        """Every ``--nemesis`` name that selects this fault."""
+        return (self.name, *self.aliases)
+
+    def selected_variants(self, name: str) -> tuple[str, ...]:
+        return self.variants if name == self.name else tuple(self.aliases[name])
+
+    def check_usable(self, variants: Sequence[str], n: int) -> tuple[str, ...]:
+        """The variants that do something on ``n`` nodes; NemesisError when none does."""
+        if self.usable is None:
+            return tuple(variants)
+        ok = tuple(v for v in variants if self.usable(v, n))
+        if variants and not ok:
+            raise NemesisError(f"{self.name}: {', '.join(variants)} would do nothing on {n} nodes")
+        return ok

@@ -1,0 +1,177 @@
+"""The live history format: JSON lines, appended and flushed as the test runs.
+
+A killed harness leaves a checkable prefix; a torn last line is dropped on read
+(docs/architecture.md §3). :class:`HistoryWriter` is the only writer a run uses.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import threading
+import time as _time
+from collections.abc import Iterable, Iterator
+from pathlib import Path
+from typing import IO, Any
+
+from harness.core.errors import HistoryError
+from harness.core.op import Op
+from harness.core.record import parse_op
+
+__all__ = ["HistoryWriter", "iter_jsonl", "read_jsonl", "write_jsonl", "json_records", "json_line"]
+
+log = logging.getLogger(__name__)
+
+
+class HistoryWriter:
+    """Appends ops to ``history.jsonl`` as they happen.
+
+    Thread-safe: clients and the nemesis run in threads and share one writer.
+    It assigns ``index`` (and ``time``, from a monotonic clock started with the
+    writer, unless the op carries one) and flushes every line, so a crash of the
+    harness loses at most the line being written. Reopening an existing file
+    continues its numbering: nothing already recorded is overwritten.
+    """
+
+    def __init__(
+        self, path: str | os.PathLike[str], *, fsync_every: int = 0, start_ns: int | None = None
+    ) -> None:
+        self.path = Path(path)
+        self._lock = threading.Lock()
+        self._start = _time.monotonic_ns() if start_ns is None else start_ns
+        self._fsync_every = fsync_every
+        self._next = 0
+        if self.path.exists() and self.path.stat().st_size:
+            self._next = sum(1 for _ in iter_jsonl(self.path))
+            _drop_torn_tail(self.path)
+        self._fh: IO[str] | None = open(self.path, "a", encoding="utf-8")  # noqa: SIM115
+
+    def now(self) -> int:
+        """Nanoseconds since the test started, on the harness's monotonic clock."""
+        return _time.monotonic_ns() - self._start
+
+    def append(self, op: Op) -> Op:
+        with self._lock:
+            if self._fh is None:
+                raise HistoryError("history writer is closed", path=self.path)
+            op = op.replace(index=self._next, time=op.time or self.now())
+            self._fh.write(json.dumps(op.to_dict(), separators=(",", ":"), default=str) + "\n")
+            self._fh.flush()
+            self._next += 1
+            if self._fsync_every and self._next % self._fsync_every == 0:
+                os.fsync(self._fh.fileno())
+            return op
+
+    def __len__(self) -> int:
+        return self._next
+
+    def close(self) -> None:
+        with self._lock:
+            if self._fh is not None:
+                self._fh.flush()
+                os.fsync(self._fh.fileno())
+                self._fh.close()
+                self._fh = None
+
+    def __enter__(self) -> HistoryWriter:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def _drop_torn_tail(path: Path) -> None:
+    """Cut a last line without newline so that appends start on a clean line."""
+    with open(path, "rb+") as fh:
+        fh.seek(0, os.SEEK_END)
+        size = fh.tell()
+        if size == 0:
+            return
+        fh.seek(size - 1)
+        if fh.read(1) == b"\n":
+            return
+        data_end = size
+        chunk = 4096
+        pos = size
+        while pos > 0:
+            step = min(chunk, pos)
+            pos -= step
+            fh.seek(pos)
+            buf = fh.read(step)
+            nl = buf.rfind(b"\n")
+            if nl >= 0:
+                data_end = pos + nl + 1
+                break
+        else:
+            data_end = 0
+        log.warning("%s: dropping a torn last line (%d bytes)", path, size - data_end)
+        fh.truncate(data_end)
+
+
+def iter_jsonl(path: str | os.PathLike[str]) -> Iterator[Op]:
+    """Yield ops from a JSONL history.
+
+    A last line that does not parse and has no newline is a torn write from a
+    killed harness: it is skipped with a warning. Any other bad line is an error
+    naming the file, line and field.
+    """
+    path = Path(path)
+    for lineno, obj in json_records(path):
+        yield parse_op(obj, path=path, line=lineno)
+
+
+def json_records(path: Path) -> Iterator[tuple[int, Any]]:
+    """Each decoded line of a JSONL file with its line number; the torn-tail rule applied."""
+    try:
+        fh = open(path, "rb")  # noqa: SIM115 - closed by the with below; open errors caught here
+    except OSError as e:
+        raise HistoryError(f"cannot read: {e.strerror or e}", path=path) from None
+    with fh:
+        lineno = 0
+        for raw in fh:
+            lineno += 1
+            if not raw.strip():
+                continue
+            try:
+                obj = json_line(raw)
+            except ValueError as e:
+                if not raw.endswith(b"\n") and not fh.read(1):
+                    log.warning("%s:%d: skipping a torn last line", path, lineno)
+                    return
+                raise HistoryError(str(e), path=path, line=lineno) from None
+            yield lineno, obj
+
+
+def json_line(raw: bytes) -> Any:
+    """Decode one JSONL line; every failure is a ValueError with a one-line reason.
+
+    The bytes are decoded as UTF-8 here rather than by ``json.loads(bytes)``,
+    which guesses UTF-16/32 from NUL bytes and raises ``UnicodeDecodeError``
+    (no ``.msg``). Deep nesting raises ``RecursionError`` and an over-long
+    integer a plain ``ValueError``: both become the same one-line reason.
+    """
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise ValueError(
+            f"not valid UTF-8 (byte 0x{raw[e.start]:02x} at column {e.start + 1})"
+        ) from None
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as e:
+        raise ValueError(f"not valid JSON ({e.msg} at column {e.colno})") from None
+    except RecursionError:
+        raise ValueError("not valid JSON (nested too deeply)") from None
+    except ValueError as e:
+        raise ValueError(f"not valid JSON ({str(e).splitlines()[0][:200]})") from None
+
+
+def read_jsonl(path: str | os.PathLike[str]) -> list[Op]:
+    return list(iter_jsonl(path))
+
+
+def write_jsonl(ops: Iterable[Op], path: str | os.PathLike[str]) -> None:
+    with open(path, "w", encoding="utf-8") as fh:
+        for op in ops:
+            fh.write(json.dumps(op.to_dict(), separators=(",", ":"), default=str) + "\n")

@@ -1,0 +1,263 @@
+"""A run's coverage: which situations (:mod:`checker.situations`) it reached, and when.
+
+Computed after the check, from the stored history, the samples in it and, when the DB
+reports events (:class:`harness.core.events.ReportsEvents`), the node logs fetched in
+cleanup. Written to results.json under ``coverage``.
+
+Node logs are stamped with each node's wall clock; the history counts from the test's
+start on the harness's monotonic clock. The runner knows both clocks at once and gives
+the offset (``origin_wall_ns``: the wall time at which the history read 0); a stored run
+falls back to its directory's name, a UTC stamp made just before the history began.
+A node whose clock a ``clock`` fault bumped stamped its lines that much off; those
+lines are moved back by the offset the fault's completion recorded. A strobed clock
+cannot be corrected: its events keep their stamps (ordering within a node still holds).
+"""
+
+from __future__ import annotations
+
+import bisect
+import logging
+import re
+from collections.abc import Iterable, Mapping, Sequence
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+from checker.situations import SITUATIONS, Situation, coverage, observed_from
+from harness.core.events import NodeEvent, ReportsEvents
+from harness.core.history import Op
+from harness.core.layout import NODES
+
+__all__ = [
+    "run_coverage",
+    "collect_events",
+    "origin_from_dir",
+    "never_reached",
+    "situation_titles",
+    "election_timeout_s",
+]
+
+log = logging.getLogger(__name__)
+
+_DIR_STAMP = re.compile(r"^(\d{8}T\d{6})(?:\.(\d{1,6}))?Z$")
+
+
+def origin_from_dir(run_dir: Path) -> int | None:
+    """The wall time (ns) a run directory's name records (``YYYYmmddTHHMMSS.ffffffZ``)."""
+    m = _DIR_STAMP.match(run_dir.name)
+    if not m:
+        return None
+    dt = datetime.strptime(m.group(1), "%Y%m%dT%H%M%S").replace(tzinfo=timezone.utc)
+    return int(dt.timestamp()) * 1_000_000_000 + int((m.group(2) or "0").ljust(6, "0")) * 1000
+
+
+def _clock_offsets(nemesis: Iterable[Op]) -> dict[str, list[tuple[int, int, float | None]]]:
+    """Per node, (from, to, offset_ms or None when strobed) periods its clock was moved."""
+    out: dict[str, list[tuple[int, int, float | None]]] = {}
+    cur: dict[str, tuple[int, float | None]] = {}
+
+    def close(node: str, t: int) -> None:
+        if node in cur:
+            t0, off = cur.pop(node)
+            out.setdefault(node, []).append((t0, t, off))
+
+    for op in nemesis:
+        if op.type == "invoke" or op.f not in ("start-clock", "stop-clock"):
+            continue
+        v = op.value if isinstance(op.value, Mapping) else {}
+        if op.f == "stop-clock":
+            for n in list(cur):
+                close(n, op.time)
+            continue
+        offs = v.get("offsets_ms")
+        strobe = v.get("mode") == "strobe"
+        targets = offs if isinstance(offs, Mapping) else dict.fromkeys(v.get("nodes") or ())
+        for n, off in targets.items():
+            close(str(n), op.time)
+            ms = float(off) if isinstance(off, (int, float)) and not strobe else None
+            if ms != 0.0:
+                cur[str(n)] = (op.time, ms)
+    for n in list(cur):
+        close(n, 2**62)
+    return out
+
+
+class _Placer:
+    """Puts one node's events, in the order it wrote them, on the history's clock.
+
+    A stamp inside a clock fault's period is ambiguous when the offset is negative: a
+    line stamped 28 s may be real 28 s, or real 45 s written while the clock ran 17 s
+    behind (and a positive offset makes the same kind of pair). Three facts pick the
+    reading, in this order: a node's term never goes down, so a reading at which the
+    samples (true history times) show the node in a higher term before, or a lower term
+    after, is wrong; a role change is seen by the node's next sample, so a reading
+    whose next sample (within a second) shows that term and role is preferred; and a
+    node writes its lines in real-time order, so of the readings left the earliest not
+    before the previous line's is taken. Only monotonic stamps in the log would make
+    this exact (docs/zoo.md, issue 27).
+    """
+
+    SLACK_NS = 300_000_000  # a sample's own latency: its answer came from its window
+
+    def __init__(
+        self,
+        origin: int,
+        periods: Sequence[tuple[int, int, float | None]],
+        states: Sequence[tuple[int, int, str | None]] = (),
+    ) -> None:
+        self.origin = origin
+        self.periods = [(t0, t1, off) for t0, t1, off in periods if off is not None]
+        self.last: int | None = None
+        self.times = [t for t, _, _ in states]
+        self.states = [(term, role) for _, term, role in states]
+        terms = [(t, term) for t, term, _ in states]
+        self.max_before: list[int] = []  # highest term sampled up to each sample
+        self.min_after: list[int] = []  # lowest term sampled from each sample on
+        hi = -1
+        for _, term in terms:
+            hi = max(hi, term)
+            self.max_before.append(hi)
+        lo = 2**62
+        for _, term in reversed(terms):
+            lo = min(lo, term)
+            self.min_after.append(lo)
+        self.min_after.reverse()
+
+    def _fits_terms(self, t: int, term: int | None) -> bool:
+        if term is None or not self.times:
+            return True
+        k = bisect.bisect_left(self.times, t - self.SLACK_NS)
+        if k > 0 and self.max_before[k - 1] > term:
+            return False
+        k = bisect.bisect_right(self.times, t + self.SLACK_NS)
+        return not (k < len(self.times) and self.min_after[k] < term)
+
+    def _sampled_as(self, t: int, term: int | None, role: str | None) -> bool:
+        """One of the node's first two samples answered after ``t`` (within a second)
+        shows ``term`` and ``role`` (the first may have been asked just before ``t``)."""
+        k = bisect.bisect_left(self.times, t)
+        return any(
+            self.times[j] <= t + 1_000_000_000 and self.states[j] == (term, role)
+            for j in range(k, min(k + 2, len(self.times)))
+        )
+
+    def place(self, ev: NodeEvent) -> NodeEvent:
+        if ev.wall_s is None:
+            return ev
+        t = int(ev.wall_s * 1e9) - self.origin
+        fits = [] if any(t0 <= t <= t1 for t0, t1, _ in self.periods) else [t]
+        for t0, t1, off in self.periods:
+            assert off is not None
+            moved = t - int(off * 1e6)
+            if t0 <= moved <= t1:
+                fits.append(moved)
+        if len(fits) > 1:
+            fits = [x for x in fits if self._fits_terms(x, ev.term)] or fits
+        if len(fits) > 1 and ev.kind == "role":
+            fits = [x for x in fits if self._sampled_as(x, ev.term, ev.role)] or fits
+        if not fits:
+            fits = [t]
+        later = [x for x in fits if self.last is None or x >= self.last]
+        real = min(later or fits)
+        self.last = real if self.last is None else max(self.last, real)
+        return ev.at(real)
+
+
+def collect_events(
+    db: object,
+    run_dir: Path,
+    origin_wall_ns: int | None,
+    nemesis: Iterable[Op],
+    samples: Iterable[Op] = (),
+) -> tuple[list[NodeEvent], frozenset[str], str | None]:
+    """The DB's node events on the history's clock, the kinds it reports, and why none.
+
+    ``samples`` (the sampler's ok ops) tell the terms each node was in when, which
+    settles stamps a clock fault made ambiguous (:class:`_Placer`).
+
+    ``why`` is None when events were read; otherwise it says what was missing (the DB
+    does not report events, no logs were fetched, the history's origin is unknown).
+    """
+    if not isinstance(db, ReportsEvents):
+        return [], frozenset(), f"{type(db).__name__} does not report node events"
+    nodes_dir = run_dir / NODES
+    if not nodes_dir.is_dir():
+        return [], frozenset(), "no node logs were fetched"
+    if origin_wall_ns is None:
+        return [], frozenset(), "the history's start in wall time is unknown"
+    shifts = _clock_offsets(nemesis)
+    states: dict[str, list[tuple[int, int, str | None]]] = {}
+    for smp in sorted(samples, key=lambda o: o.time):
+        v = smp.value if isinstance(smp.value, Mapping) else {}
+        if smp.type == "ok" and isinstance(v.get("term"), int) and smp.node is not None:
+            role = v.get("role") if isinstance(v.get("role"), str) else None
+            states.setdefault(str(smp.node), []).append((smp.time, v["term"], role))
+    events: list[NodeEvent] = []
+    for node_dir in sorted(p for p in nodes_dir.iterdir() if p.is_dir()):
+        files = sorted(p for p in node_dir.rglob("*") if p.is_file())
+        placer = _Placer(
+            origin_wall_ns, shifts.get(node_dir.name, []), states.get(node_dir.name, [])
+        )
+        try:
+            for ev in db.node_events(node_dir.name, files):
+                events.append(placer.place(ev))
+        except Exception as e:  # a DB's parser must not cost the run its results
+            log.warning("%s: reading node events failed: %s", node_dir.name, e)
+    return events, frozenset(db.event_kinds()), None
+
+
+def election_timeout_s(db: object, default: float = 1.0) -> float:
+    """The DB's election timeout E, when it says (``election_timeout_ms``), else ``default``.
+
+    The reference node's default is 1000 ms (node_impl/config.py).
+    """
+    ms = getattr(db, "election_timeout_ms", None)
+    return ms / 1000.0 if isinstance(ms, (int, float)) and ms > 0 else default
+
+
+def run_coverage(
+    run_dir: Path,
+    history: Iterable[Op],
+    db: object,
+    nodes: Sequence[str],
+    *,
+    origin_wall_ns: int | None = None,
+) -> dict[str, Any]:
+    """The ``coverage`` block of results.json for one run (see :func:`checker.situations.coverage`).
+
+    Adds ``events``: how many node events were read, or why none were.
+    """
+    ops = list(history)
+    origin = origin_wall_ns if origin_wall_ns is not None else origin_from_dir(run_dir)
+    nemesis = [op for op in ops if op.process == "nemesis"]
+    samples = [op for op in ops if op.f == "sample" and op.type == "ok"]
+    events, kinds, why = collect_events(db, run_dir, origin, nemesis, samples)
+    obs = observed_from(
+        ops, events=events, event_kinds=kinds, nodes=nodes, election_s=election_timeout_s(db)
+    )
+    cov = coverage(obs)
+    cov["events"] = (
+        {"count": len(events), "kinds": sorted(kinds)}
+        if why is None
+        else {
+            "count": 0,
+            "why_none": why,
+        }
+    )
+    return cov
+
+
+def situation_titles() -> dict[str, str]:
+    """Situation name → the few words a summary line uses."""
+    return {s.name: s.title for s in SITUATIONS}
+
+
+def never_reached(cov: Mapping[str, Any], situations: Sequence[Situation] = ()) -> list[str]:
+    """The observable situations a coverage block counts 0 times, as their titles."""
+    titles = {s.name: s.title for s in (situations or SITUATIONS)}
+    out = []
+    for name, title in titles.items():
+        entry = cov.get(name)
+        if isinstance(entry, Mapping) and not entry.get("count"):
+            out.append(title)
+    return out

@@ -1,0 +1,82 @@
+"""What a user reads of a results map: true anomaly counts and the one-line verdict.
+
+results.json keeps at most a few examples of each anomaly kind (``checker.results.CAP``)
+while each checker's ``stats.anomaly_counts`` has the totals; a summary that counted the
+examples would say ``queue-lost (20)`` of 262 losses. ``splitbrain run`` and
+``splitbrain check`` both count here.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from harness.core.verdict import word as verdict_word
+
+__all__ = ["anomaly_totals", "verdict_line", "coverage_bits"]
+
+
+def anomaly_totals(results: Mapping[str, Any]) -> dict[str, int]:
+    """Every anomaly kind's total: the checkers' ``stats.anomaly_counts``, else the number of
+    examples kept (a checker that reports no totals)."""
+    counts: dict[str, int] = {}
+    for res in (results.get("checkers") or {}).values():
+        if not isinstance(res, Mapping):
+            continue
+        for kind, n in ((res.get("stats") or {}).get("anomaly_counts") or {}).items():
+            if isinstance(n, int) and not isinstance(n, bool):
+                counts[kind] = counts.get(kind, 0) + n
+    out: dict[str, int] = {}
+    for kind, examples in (results.get("anomalies") or {}).items():
+        kept = len(examples) if isinstance(examples, (list, tuple)) else int(examples or 0)
+        out[kind] = max(counts.get(kind, kept), kept)
+    return out
+
+
+def verdict_line(results: Mapping[str, Any]) -> str:
+    """``verdict: X; anomalies: kind (total), ...; reason: ...; ops ok/fail/info: a/b/c; ...``
+
+    The op counts are client ops only (the samplers' are not); faults named in ``--nemesis``
+    that the schedule never started are listed, since the run says nothing about them, and
+    so are the situations of the coverage block never reached or not observable.
+    """
+    bits = [f"verdict: {verdict_word(results.get('valid'))}"]
+    totals = anomaly_totals(results)
+    if totals:
+        bits.append("anomalies: " + ", ".join(f"{k} ({n})" for k, n in sorted(totals.items())))
+    if results.get("reason"):
+        bits.append(f"reason: {results['reason']}")
+    elif results.get("error"):
+        bits.append(f"reason: {results['error']}")
+    run_info = results.get("run") or {}
+    if run_info:
+        bits.append(
+            f"ops ok/fail/info: {run_info.get('ok', 0)}/{run_info.get('fail', 0)}/"
+            f"{run_info.get('info', 0)}"
+        )
+        not_drawn = run_info.get("faults_not_drawn") or []
+        if not_drawn:
+            bits.append(f"faults never injected: {', '.join(not_drawn)}")
+    bits.extend(coverage_bits(results.get("coverage")))
+    return "; ".join(bits)
+
+
+def coverage_bits(cov: Any) -> list[str]:
+    """``never reached: ...`` and ``not observable: ...`` from a results' coverage block.
+
+    A situation the DB cannot show is named apart, never as not reached: a user must not
+    read "this DB cannot tell" as "the campaign never got there".
+    """
+    if not isinstance(cov, Mapping):
+        return []
+    from harness.run.coverage import never_reached, situation_titles
+
+    out = []
+    missed = never_reached(cov)
+    if missed:
+        out.append("never reached: " + ", ".join(missed))
+    titles = situation_titles()
+    blind = [titles.get(n, n) for n in (cov.get("unobservable") or {})]
+    if blind:
+        out.append("not observable with this DB: " + ", ".join(blind))
+    return out

@@ -1,0 +1,245 @@
+"""The membership fault without a cluster: its draw, its registration, its variants and heal
+against an in-memory Reconfigurable DB, and the membership motifs."""
+
+from __future__ import annotations
+
+import random
+from collections import Counter
+from types import SimpleNamespace
+from typing import Any
+
+import pytest
+
+from harness.core.db import Members, Reconfigurable, TransfersLeadership
+from harness.core.errors import NemesisError
+from harness.core.fault import Draw
+from harness.core.history import NEMESIS, Op
+from nemesis import registry
+from nemesis.membership import MEMBERSHIP, VARIANTS, MembershipNemesis, draw_membership, usable
+from nemesis.motifs import (
+    MEMBERSHIP_MOTIF_KINDS,
+    MEMBERSHIP_MOTIFS,
+    MOTIFS,
+    motif_steps,
+    motifs_for,
+)
+from nemesis.package import build_package
+
+NODES = ["n1", "n2", "n3", "n4", "n5"]
+
+
+def _draw(seed: int, nodes: list[str] = NODES, **kw: Any) -> dict[str, Any]:
+    d = Draw(rng=random.Random(seed), nodes=list(nodes), leader_ok=True, interval=2.5)
+    for k, v in kw.items():
+        setattr(d, k, v)
+    return draw_membership(d)
+
+
+def test_every_variant_is_drawn_the_race_most_and_a_seed_replays() -> None:
+    seen = Counter(_draw(s)["variant"] for s in range(300))
+    assert set(seen) == set(VARIANTS)
+    assert seen["race"] == max(seen.values())
+    assert _draw(7) == _draw(7)
+    assert any(_draw(7) != _draw(s) for s in range(8, 14))
+
+
+def test_a_draw_ranks_every_node_and_holds_for_part_of_the_interval() -> None:
+    for s in range(50):
+        v = _draw(s)
+        assert sorted(v["order"]) == NODES
+        assert 0.6 * 2.5 <= v["hold"] <= 1.0 * 2.5
+        if v["variant"] == "partitioned":
+            assert v["leader_side"] in ("majority", "minority")
+
+
+def test_aliases_select_one_variant_and_small_clusters_lose_the_ones_they_cannot_play() -> None:
+    assert {_draw(s, variants=("transfer",))["variant"] for s in range(20)} == {"transfer"}
+    three = {_draw(s, nodes=NODES[:3])["variant"] for s in range(200)}
+    assert "race" not in three and "double" not in three and "remove-add" in three
+    assert not usable("remove-add", 2) and usable("race", 4) and not usable("race", 3)
+    no_leader = Draw(rng=random.Random(1), nodes=NODES, leader_ok=False, interval=2.5)
+    assert {draw_membership(no_leader)["variant"] for _ in range(50)} <= {"remove-add", "double"}
+    with pytest.raises(NemesisError, match="would do nothing on 2 nodes"):
+        MEMBERSHIP.check_usable(("race", "double"), 2)
+
+
+def test_registered_healed_after_kills_and_before_lulls_with_a_journal_kind() -> None:
+    reg = registry.registry()
+    assert reg.by_name["membership-race"] is reg.faults["membership"]
+    order = reg.heal_order
+    assert order.index("partition") < order.index("kill") < order.index("membership")
+    assert order.index("membership") < order.index("lull")
+    assert "membership" in reg.journal
+    pkg = build_package(["membership", "partition", "kill"], interval=2.5, rng=random.Random(3))
+    assert [op.f for op in pkg.final_ops][-1] == "stop-membership"
+
+
+class FakeCluster:
+    """An in-memory Reconfigurable DB: a voter map, a leader, and a log of what was asked."""
+
+    def __init__(self, nodes: list[str], leader: str = "n1") -> None:
+        self.nodes = list(nodes)
+        self.voters = {n: n for n in nodes}
+        self.lead = leader
+        self.gen: Counter[str] = Counter()
+        self.running = set(nodes)
+        self.asked: list[tuple[str, str]] = []
+
+    def primaries(self, ctx: Any) -> list[str]:
+        return [self.lead] if self.lead in self.voters else []
+
+    def members(self, ctx: Any, via: str | None = None) -> Members:
+        lead = self.lead if self.lead in self.voters else None
+        return Members(voters=dict(self.voters), leader=lead, asked=via or lead)
+
+    def remove_member(
+        self, ctx: Any, node: str, *, via: str | None = None, wait: bool = True
+    ) -> Members:
+        self.asked.append(("remove", node))
+        self.voters.pop(node, None)
+        if node == self.lead:
+            self.lead = next(iter(self.voters))
+        if wait:
+            self.running.discard(node)
+        return self.members(ctx)
+
+    def add_member(self, ctx: Any, node: str) -> Members:
+        self.asked.append(("add", node))
+        if node in self.voters:
+            raise NemesisError(f"{node} is already a voter")
+        self.gen[node] += 1
+        self.voters[node] = f"{node}.{self.gen[node]}"
+        self.running.add(node)
+        return self.members(ctx)
+
+    def transfer_leader(self, ctx: Any, node: str) -> dict[str, Any]:
+        self.asked.append(("transfer", node))
+        self.lead = node
+        return {"code": "SUCCESS", "leader": node}
+
+    def kill(self, ctx: Any, node: str) -> None:
+        self.running.discard(node)
+
+    def start(self, ctx: Any, node: str) -> None:
+        self.running.add(node)
+
+
+def _ctx(db: Any) -> Any:
+    return SimpleNamespace(nodes=list(NODES), db=db, rng=random.Random(0), journal=None)
+
+
+def _op(f: str, value: Any = None) -> Op:
+    return Op(type="invoke", process=NEMESIS, f=f, value=value)
+
+
+def _start(nem: MembershipNemesis, ctx: Any, variant: str, **extra: Any) -> Op:
+    value = {"variant": variant, "order": ["n3", "n1", "n4", "n2", "n5"], "hold": 0.01, **extra}
+    return nem.invoke(ctx, _op("start-membership", value))
+
+
+def test_the_fake_declares_the_capability() -> None:
+    assert isinstance(FakeCluster(NODES), Reconfigurable)
+    assert isinstance(FakeCluster(NODES), TransfersLeadership)
+
+
+def test_a_db_without_the_capability_is_refused_at_setup_naming_it() -> None:
+    class Plain:
+        def setup(self, ctx: Any, node: str) -> None: ...
+
+    with pytest.raises(NemesisError, match="Plain cannot"):
+        MembershipNemesis().setup(_ctx(Plain()))
+
+
+def test_remove_add_records_the_change_and_the_configuration_after_it() -> None:
+    db = FakeCluster(NODES)
+    nem = MembershipNemesis()
+    done = _start(nem, _ctx(db), "remove-add")
+    assert done.type == "info" and done.error is None
+    changes = done.value["changes"]
+    # the first follower of the ranking (n1 leads), removed then added back wiped
+    assert [(c["op"], c["node"], c["ok"]) for c in changes] == [
+        ("remove", "n3", True),
+        ("add", "n3", True),
+    ]
+    assert changes[0]["id"] == "n3" and "n3" not in changes[0]["members"]["voters"]
+    assert changes[1]["id"] == "n3.1" and changes[1]["members"]["voters"]["n3"] == "n3.1"
+    assert done.value["members"]["voters"]["n3"] == "n3.1" and done.value["out"] == []
+
+
+def test_remove_leader_stays_out_until_the_heal_restores_every_node() -> None:
+    db = FakeCluster(NODES)
+    nem = MembershipNemesis()
+    ctx = _ctx(db)
+    done = _start(nem, ctx, "remove-leader")
+    assert done.value["leader"] == "n1" and done.value["out"] == ["n1"]
+    assert "n1" not in db.voters and "n1" not in db.running
+    healed = nem.invoke(ctx, _op("stop-membership"))
+    assert healed.value["restored"] is True and healed.error is None
+    assert set(healed.value["members"]["voters"]) == set(NODES)
+    assert [c["node"] for c in healed.value["changes"]] == ["n1"]
+    assert db.voters["n1"] == "n1.1" and nem.out == set()
+
+
+def test_double_sends_the_second_removal_before_waiting_for_the_first() -> None:
+    db = FakeCluster(NODES)
+    nem = MembershipNemesis()
+    done = _start(nem, _ctx(db), "double")
+    assert [c["op"] for c in done.value["changes"]] == ["remove-request", "remove", "remove"]
+    assert [c["node"] for c in done.value["changes"]] == ["n3", "n4", "n3"]
+    assert sorted(done.value["out"]) == ["n3", "n4"]
+
+
+def test_transfer_makes_a_follower_lag_by_a_kill_without_partitions_then_hands_over() -> None:
+    db = FakeCluster(NODES)
+    nem = MembershipNemesis()
+    done = _start(nem, _ctx(db), "transfer")
+    assert done.value["target"] == "n3" and done.value["lag"] == "kill"
+    assert db.asked == [("transfer", "n3")] and db.lead == "n3" and "n3" in db.running
+    assert done.value["changes"][0]["result"]["code"] == "SUCCESS"
+
+
+@pytest.mark.parametrize("variant", ["partitioned", "race"])
+def test_cutting_variants_without_the_partition_fault_say_so_and_change_nothing(
+    variant: str,
+) -> None:
+    db = FakeCluster(NODES)
+    done = _start(MembershipNemesis(), _ctx(db), variant)
+    assert "needs the partition fault" in (done.error or "")
+    assert db.asked == [] and done.value["changes"] == []
+
+
+def test_a_failed_change_is_recorded_with_the_configuration_seen_after_it() -> None:
+    db = FakeCluster(NODES)
+    nem = MembershipNemesis()
+    ctx = _ctx(db)
+    db.voters["n3"] = "n3.7"  # already back: the add is refused
+    nem.out = {"n3"}
+    changes: list[dict[str, Any]] = []
+    ok = nem._add(ctx, changes, "n3")
+    assert not ok and changes[0]["ok"] is False and "already a voter" in changes[0]["error"]
+    assert changes[0]["members"]["voters"]["n3"] == "n3.7"
+
+
+@pytest.mark.parametrize("name", MEMBERSHIP_MOTIFS)
+@pytest.mark.parametrize("seed", range(8))
+def test_membership_motifs_heal_what_they_start_and_replay(name: str, seed: int) -> None:
+    steps = motif_steps(name, NODES, random.Random(seed), 2.5)
+    fs = [s.f for s in steps]
+    kinds = {f.split("-", 1)[1] for f in fs}
+    assert kinds <= MEMBERSHIP_MOTIF_KINDS
+    for kind in kinds:
+        assert max(i for i, f in enumerate(fs) if f == f"stop-{kind}") > max(
+            i for i, f in enumerate(fs) if f == f"start-{kind}"
+        )
+    change = next(s.value for s in steps if s.f == "start-membership")
+    assert isinstance(change, dict) and sorted(change["order"]) == NODES
+    again = motif_steps(name, NODES, random.Random(seed), 2.5)
+    assert [(s.wait, s.f, s.value) for s in again] == [(s.wait, s.f, s.value) for s in steps]
+    if name == "reconfig-partition":
+        assert fs.index("start-partition") < fs.index("start-membership")
+        assert fs.index("start-membership") < fs.index("stop-partition")
+
+
+def test_the_deck_adds_membership_motifs_only_for_a_reconfigurable_db() -> None:
+    assert motifs_for(FakeCluster(NODES)) == MOTIFS + MEMBERSHIP_MOTIFS
+    assert motifs_for(object()) == MOTIFS
