@@ -1,6 +1,6 @@
 """The append-log workload: unique payloads appended, ranges of the log read back.
 
-History values (ARCHITECTURE §2):
+History values (docs/architecture.md §3):
 
 - ``append``: invoke ``{"payload": p}``, ok ``{"payload": p, "index": i, "term": t}``.
   Payloads are ``"<process>-<n>"`` with n counting every append of the test, so

@@ -4,7 +4,7 @@ Only the standard library: etcd 3.4 serves a grpc-gateway on every client URL,
 so a POST of a small JSON body is a whole client. Keys and values travel as
 base64 (the gateway's encoding of protobuf ``bytes``).
 
-History values are the register's (ARCHITECTURE §2): ``read`` -> the value or
+History values are the register's (docs/architecture.md §3): ``read`` -> the value or
 null, ``write v`` -> v, ``cas [old, new]`` -> ``[old, new]`` or ``fail`` with
 ``CAS_MISMATCH``. The generator is :class:`workloads.register.RegisterGen`; only
 the client differs.

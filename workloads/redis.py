@@ -12,7 +12,7 @@ primary, whose acknowledged writes are discarded when the partition heals and
 Sentinel turns it into a replica of the new one: the anomaly these workloads
 exist to show.
 
-Two workloads (history values of ARCHITECTURE §2):
+Two workloads (history values of docs/architecture.md §3):
 
 - register (``redis-register``): per-key ``read`` (GET), ``write`` (SET) and
   ``cas`` (a Lua script comparing then setting, atomic on the server); the

@@ -1,6 +1,6 @@
 """The register workload: Jepsen's independent CAS registers over the node's kv map.
 
-History values (ARCHITECTURE §2), one register per ``key``:
+History values (docs/architecture.md §3), one register per ``key``:
 
 - ``read``: invoke null, ok = the value read (null if the key was never written);
 - ``write``: invoke v, ok v;

@@ -1,6 +1,6 @@
 """The set workload: unique ints added through the log, the whole set read at the end.
 
-History values (ARCHITECTURE §2): ``add`` invoke e, ok e; ``read`` invoke null,
+History values (docs/architecture.md §3): ``add`` invoke e, ok e; ``read`` invoke null,
 ok the sorted list of elements.
 
 Storage: an element e is one log entry with body ``{"set": e}`` (an append).

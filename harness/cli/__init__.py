@@ -1,10 +1,10 @@
 """The ``splitbrain`` command: a thin edge over the packages.
 
-Subcommands live beside the code they drive (``checker/cli.py``,
+Subcommands live beside the code they drive (``harness/cli/check.py``,
 ``node_impl/cli.py``, ...) and are imported only when invoked, so
 ``splitbrain --help`` stays fast and ``splitbrain check`` never imports paramiko.
 
-Exit codes (ARCHITECTURE §3): 0 valid, 1 invalid, 2 unknown, 3+ usage or
+Exit codes (docs/architecture.md §8): 0 valid, 1 invalid, 2 unknown, 3+ usage or
 environment errors. Click's own usage errors would exit 2, which a CI job would
 read as "unknown", so :func:`main` maps them to 3.
 """

@@ -2,7 +2,7 @@
 
 The command is an edge: it turns options into a :class:`TestSpec` and a host
 list, calls :func:`harness.run.runner.run_test`, prints the verdict and the store
-path, and returns the exit code of ARCHITECTURE §3 (the worst of all runs when
+path, and returns the exit code of docs/architecture.md §8 (the worst of all runs when
 ``--test-count`` asks for several).
 """
 

@@ -123,7 +123,6 @@ JSON_KINDS = ("null", "boolean", "number", "string", "array", "object")
 COMPLETION_TYPES = ("ok", "fail", "info")
 
 
-
 @dataclass(frozen=True, slots=True)
 class OpShape:
     """All a checker may look at to claim an op: few enough values that the Spark engine

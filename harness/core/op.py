@@ -23,7 +23,7 @@ class Op:
     """One record of a history.
 
     ``process`` is an int for a client, ``"nemesis"`` for faults. ``value`` is
-    any JSON value; its shape per workload is fixed in ARCHITECTURE §2.
+    any JSON value; its shape per workload is fixed in docs/architecture.md §3.
     """
 
     type: str

@@ -1,4 +1,4 @@
-"""What the harness needs from a host, whatever reaches it (ARCHITECTURE §5).
+"""What the harness needs from a host, whatever reaches it (docs/architecture.md §2).
 
 Every inventory (lab, Vagrant, Docker, nodes file) ends as a list of
 :class:`Host`; :func:`harness.control.connect` turns one into a :class:`Remote`.

@@ -1,4 +1,4 @@
-"""The results store: one directory per run, written in phases (ARCHITECTURE §3).
+"""The results store: one directory per run, written in phases (docs/architecture.md §4).
 
 ``store/<test-name>/<UTC timestamp>/`` is created before anything touches a host,
 so even a run that dies while connecting leaves a record of what was attempted.

@@ -38,7 +38,7 @@ def normalize_completion(inv: Op, result: Any, *, nemesis: bool = False) -> Op:
     index are cleared so that the writer stamps them. A result that is not an
     ``Op`` or carries a type other than ok/fail/info becomes ``info`` with an
     error saying what was wrong. Nemesis completions are always ``info``
-    (ARCHITECTURE §2): a fault's effect is reported, not judged.
+    (docs/architecture.md §3): a fault's effect is reported, not judged.
     """
     if not isinstance(result, Op):
         return inv.complete("info", error=f"invoke returned {type(result).__name__}, not an Op")
