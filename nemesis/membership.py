@@ -371,6 +371,17 @@ class MembershipNemesis:
             return
         raise NemesisError(f"unknown membership variant {variant!r}")
 
+    def _cut_members(
+        self, ctx: RunContext, variant: str, lead: str | None
+    ) -> tuple[str, list[str]]:
+        """(the leader, the members) a variant that cuts the network works with, once it may
+        run: it needs the partition fault's rules and a known leader."""
+        if not self.can_cut:
+            raise NemesisError(f"variant {variant} needs the partition fault in the run")
+        if lead is None:
+            raise NemesisError("no leader known; nothing done")
+        return lead, [n for n in ctx.nodes if n not in self.out]
+
     def _partitioned(
         self,
         ctx: RunContext,
@@ -380,11 +391,7 @@ class MembershipNemesis:
         lead: str | None,
         hold: float,
     ) -> None:
-        if not self.can_cut:
-            raise NemesisError("variant partitioned needs the partition fault in the run")
-        if lead is None:
-            raise NemesisError("no leader known; nothing done")
-        members = [n for n in ctx.nodes if n not in self.out]
+        lead, members = self._cut_members(ctx, "partitioned", lead)
         k = max(1, (len(members) - 1) // 2)
         others = [n for n in order if n in members and n != lead]
         if value.get("leader_side") == "minority":
@@ -456,11 +463,7 @@ class MembershipNemesis:
         hold: float,
     ) -> None:
         """The 2015 counterexample, staged (see the module's docstring)."""
-        if not self.can_cut:
-            raise NemesisError("variant race needs the partition fault in the run")
-        if lead is None:
-            raise NemesisError("no leader known; nothing done")
-        members = [n for n in ctx.nodes if n not in self.out]
+        lead, members = self._cut_members(ctx, "race", lead)
         # an even voter set: single-server changes from one base can then have
         # disjoint majorities (with an odd one they always intersect)
         if len(members) % 2 == 1:
