@@ -15,10 +15,14 @@ specification, the code the reference. Conventions shared by all functions:
   same ``process`` (:class:`harness.core.paired.PairedHistory`, built once per
   check); a malformed history raises :class:`~harness.core.errors.HistoryError`.
 * **Samples** are the records with ``f == "sample"`` and ``type == "ok"``; no
-  pairing is needed. The sampled node is the record's ``node``; its ``value`` is
-  ``{role, term, leader, begin, end, committed, incarnation}``. A sample whose
-  field needed by a check is not an integer is ignored by that check
-  (``incarnation`` may be anything hashable, including null).
+  pairing is needed. The sampled host is the record's ``node``; its ``value`` is
+  ``{role, term, leader, begin, end, committed, incarnation, member, config}``. The
+  per-node checks key a sample by its **member**: ``member`` when it is a string,
+  else the host (a host re-added wiped runs a new member, whose term and committed
+  index start again), and examples name it as ``node``. ``config`` (``{voters,
+  learners, index}``, by member id) is the configuration in force on it, read by the
+  membership checks only. A sample whose field needed by a check is not an integer
+  is ignored by that check (``incarnation`` may be anything hashable, including null).
 * **Appends** are pairs with ``f == "append"``. An ``ok`` completion's value is
   ``{"payload", "index", "term"}`` (the payload falls back to the invocation's
   ``{"payload": p}``); ``fail`` = certainly not appended; ``info`` or no
@@ -49,6 +53,7 @@ values: only values Python equates across JSON types (``1``, ``1.0`` and ``true`
 
 from __future__ import annotations
 
+import bisect
 import json
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
@@ -79,6 +84,8 @@ __all__ = [
     "failed_append_present",
     "duplicate_payload",
     "append_order",
+    "leader_after_removal",
+    "ack_after_removal",
     "check_log_safety",
     "check_log_safety_columns",
     "ha_of",
@@ -119,6 +126,7 @@ class _Prepared(list):
 
     paired: PairedHistory
     samples: list[Any]
+    acks: list[Any]  # the columnar path's ok appends for the membership checks (_acks)
     appends: list[Any]
     reads: list[Any]
 
@@ -157,6 +165,13 @@ class _Sample:
     end: int | None
     term: int | None
     leader: bool
+    # The member that answered (its ``member`` id, else the host) and the configuration
+    # in force on it: voters and learners by member id, the config entry's log index
+    # (-1: the startup list); None when the sample carries none.
+    member: Any = None
+    voters: frozenset[str] | None = None
+    learners: frozenset[str] = frozenset()
+    config_index: int | None = None
 
 
 def _int_or_none(x: Any) -> int | None:
@@ -181,9 +196,27 @@ def _samples(ops: Sequence[Op]) -> list[_Sample]:
                     _int_or_none(v.get("end")),
                     _int_or_none(v.get("term")),
                     v.get("role") == "leader",
+                    *_member_config(op.node, v.get("member"), v.get("config")),
                 )
             )
     return out
+
+
+def _member_config(
+    node: Any, member: Any, config: Any
+) -> tuple[Any, frozenset[str] | None, frozenset[str], int | None]:
+    """A sample's member key (its ``member`` id when it is a string, else the host) and
+    its configuration, as :class:`_Sample` keeps them (None: no usable configuration)."""
+    key = member if isinstance(member, str) else node
+    if not isinstance(config, dict) or not isinstance(config.get("voters"), list):
+        return key, None, frozenset(), None
+    learners = config.get("learners")
+    return (
+        key,
+        frozenset(map(str, config["voters"])),
+        frozenset(map(str, learners)) if isinstance(learners, list) else frozenset(),
+        _int_or_none(config.get("index")),
+    )
 
 
 def _pairs(ops: Sequence[Op], f: str) -> list[tuple[Op, Op | None]]:
@@ -313,7 +346,7 @@ def committed_regress(ops: Sequence[Op]) -> list[dict[str, Any]]:
         c = s.committed
         if c is None:
             continue
-        k = (s.node, s.incarnation)
+        k = (s.member, s.incarnation)
         prev = best.get(k)
         if prev is None or c > prev[0]:
             best[k] = (c, s.index)
@@ -321,7 +354,7 @@ def committed_regress(ops: Sequence[Op]) -> list[dict[str, Any]]:
             reported.add(k)
             out.append(
                 {
-                    "node": s.node,
+                    "node": s.member,
                     "incarnation": s.inc,
                     "from": prev[0],
                     "to": c,
@@ -348,15 +381,15 @@ def committed_regress_restart(ops: Sequence[Op]) -> list[dict[str, Any]]:
         c = s.committed
         if c is None:
             continue
-        prev = last.get(s.node)
-        last[s.node] = s
+        prev = last.get(s.member)
+        last[s.member] = s
         if prev is None or prev.incarnation == s.incarnation:
             continue
         pc = prev.committed
         if pc is not None and c < pc:
             out.append(
                 {
-                    "node": s.node,
+                    "node": s.member,
                     "incarnation": s.inc,
                     "previous_incarnation": prev.inc,
                     "from": pc,
@@ -380,7 +413,7 @@ def committed_beyond_end(ops: Sequence[Op]) -> list[dict[str, Any]]:
         if c is not None and e is not None and c > e:
             out.append(
                 {
-                    "node": s.node,
+                    "node": s.member,
                     "incarnation": s.inc,
                     "committed": c,
                     "end": e,
@@ -403,7 +436,7 @@ def two_leaders_in_term(ops: Sequence[Op]) -> list[dict[str, Any]]:
     for s in _samples(ops):
         t = s.term
         if s.leader and t is not None:
-            first.setdefault(t, {}).setdefault(s.node, s.index)
+            first.setdefault(t, {}).setdefault(s.member, s.index)
     out = []
     for t, nodes in first.items():
         if len(nodes) > 1:
@@ -429,17 +462,150 @@ def term_regress(ops: Sequence[Op]) -> list[dict[str, Any]]:
         t = s.term
         if t is None:
             continue
-        prev = best.get(s.node)
+        prev = best.get(s.member)
         if prev is None or t > prev[0]:
-            best[s.node] = (t, s.index)
+            best[s.member] = (t, s.index)
         elif t < prev[0]:
             out.append(
                 {
-                    "node": s.node,
+                    "node": s.member,
                     "incarnation": s.inc,
                     "from": prev[0],
                     "to": t,
                     "indexes": [prev[1], s.index],
+                }
+            )
+    return _by_indexes(out)
+
+
+# --------------------------------------------------------------------------- membership
+#
+# Samples that carry ``member`` and ``config`` (docs/membership.md M14) say which member
+# answered and which configuration was in force on it. A configuration is *committed* on
+# the node that reports it when its index is at or below that node's committed index; a
+# member is *removed* by a committed configuration at log index ci when some
+# configuration below ci listed it (a startup list, index -1, counts only its voters: a
+# node that joins lists itself there as a learner) and none at or above ci does (ids are
+# never reused, so a member listed again was never removed). Everything a removed member
+# reports in a term up to the one in which its removal was seen committed is stale, not
+# wrong: only what it does in a later term is judged.
+
+
+def _removals(ops: Sequence[Op]) -> dict[Any, tuple[int, int, int]]:
+    """Each removed member: (the lowest term of a sample showing its removal committed,
+    that sample's history index, the removing configuration's log index); ties in term
+    go to the earliest sample."""
+    samples = _samples(ops)
+    first_in: dict[str, int] = {}
+    last_in: dict[str, int] = {}
+    seen: dict[tuple[int, frozenset[str], frozenset[str]], tuple[int, int]] = {}
+    for s in samples:
+        ci = s.config_index
+        if s.voters is None or ci is None:
+            continue
+        for m in s.voters if ci < 0 else s.voters | s.learners:
+            if first_in.get(m, ci + 1) > ci:
+                first_in[m] = ci
+            if last_in.get(m, ci - 1) < ci:
+                last_in[m] = ci
+        if ci >= 0 and s.committed is not None and ci <= s.committed and s.term is not None:
+            k = (ci, s.voters, s.learners)
+            if k not in seen or (s.term, s.index) < seen[k]:
+                seen[k] = (s.term, s.index)
+    out: dict[Any, tuple[int, int, int]] = {}
+    for (ci, voters, learners), (term, index) in seen.items():
+        for m, lo in first_in.items():
+            if lo < ci and last_in[m] < ci and m not in voters and m not in learners:
+                cur = out.get(m)
+                if cur is None or (term, index) < cur[:2]:
+                    out[m] = (term, index, ci)
+    return out
+
+
+def leader_after_removal(ops: Sequence[Op]) -> list[dict[str, Any]]:
+    """M12: a member sampled as leader in a term above the one in which its removal was
+    seen committed (a removed member can win no election: the new voters refuse it, and a
+    majority of them hold the entry that removed it).
+
+    One example per member, at its first such leader sample::
+
+        {"node": member, "term", "removed_term", "config_index": the removing entry,
+         "indexes": sorted [sample showing the removal committed, leader sample]}
+    """
+    gone = _removals(ops)
+    out = []
+    done: set[Any] = set()
+    for s in _samples(ops):
+        r = gone.get(s.member)
+        if r is None or not s.leader or s.term is None or s.term <= r[0] or s.member in done:
+            continue
+        done.add(s.member)
+        out.append(
+            {
+                "node": s.member,
+                "term": s.term,
+                "removed_term": r[0],
+                "config_index": r[2],
+                "indexes": sorted([r[1], s.index]),
+            }
+        )
+    return _by_indexes(out)
+
+
+def _acks(ops: Sequence[Op]) -> list[tuple[int, int, Any, Any, Any]]:
+    """Ok appends as (invocation index, completion index, answering node, acked term,
+    acked log index)."""
+    if isinstance(ops, _Prepared) and hasattr(ops, "acks"):
+        acks: list[tuple[int, int, Any, Any, Any]] = ops.acks
+        return acks
+    out = []
+    for inv, comp in _pairs(ops, "append"):
+        if comp is not None and comp.type == "ok":
+            v = comp.value if isinstance(comp.value, dict) else {}
+            out.append((inv.index, comp.index, comp.node, v.get("term"), v.get("index")))
+    return out
+
+
+def ack_after_removal(ops: Sequence[Op]) -> list[dict[str, Any]]:
+    """An append acknowledged by a removed member in a term above the one in which its
+    removal was seen committed: only a leader acks, and it can lead no such term.
+
+    The member that answered is the one its host's samples name on both sides of the
+    append: the last sample completed before its invocation and the first completed after
+    its completion (member ids are never reused, so the host ran that member throughout);
+    an append whose host changed member in between, or has no sample on one side, is not
+    judged. One example per ack::
+
+        {"node": member, "term": acked term, "index": acked log index, "removed_term",
+         "indexes": sorted [sample showing the removal committed, ack completion]}
+    """
+    gone = _removals(ops)
+    if not gone:
+        return []
+    hosts: dict[Any, tuple[list[int], list[Any]]] = {}
+    for s in _samples(ops):
+        at, who = hosts.setdefault(s.node, ([], []))
+        at.append(s.index)
+        who.append(s.member)
+    out = []
+    for inv, comp, node, term, li in _acks(ops):
+        h = hosts.get(node)
+        if h is None or not _is_int(term):
+            continue
+        at, who = h
+        k = bisect.bisect_left(at, inv)
+        j = bisect.bisect_right(at, comp)
+        if k == 0 or j == len(at) or who[k - 1] != who[j]:
+            continue
+        r = gone.get(who[j])
+        if r is not None and term > r[0]:
+            out.append(
+                {
+                    "node": who[j],
+                    "term": term,
+                    "index": li,
+                    "removed_term": r[0],
+                    "indexes": sorted([r[1], comp]),
                 }
             )
     return _by_indexes(out)
@@ -643,6 +809,8 @@ _FUNCS = {
     "failed-append-present": failed_append_present,
     "duplicate-payload": duplicate_payload,
     "append-order": append_order,
+    "leader-after-removal": leader_after_removal,
+    "ack-after-removal": ack_after_removal,
 }
 ANOMALIES = tuple(_FUNCS)
 """Every anomaly kind, in the order results list them (the Spark engine's too)."""
@@ -743,6 +911,19 @@ def _ints(arr: Any) -> list[int | None]:
 
 def _loads(x: str | None) -> Any:
     return None if x is None else json.loads(x)
+
+
+def _decoded(h: Any, name: str, take: Any) -> list[Any]:
+    """A typed column's JSON texts at ``take``, decoded once per distinct text (a
+    sample's member and configuration take a handful of values); None where absent, and
+    for a history written before the column existed."""
+    import pyarrow.compute as pc
+
+    if name not in h.table.column_names:
+        return [None] * len(take)
+    enc = pc.dictionary_encode(h.column(name).take(take))
+    known = [_loads(v) for v in enc.dictionary.to_pylist()]
+    return [None if i is None else known[i] for i in enc.indices.to_pylist()]
 
 
 def _incarnations(arr: Any) -> list[tuple[Any, Any]]:
@@ -863,16 +1044,19 @@ def check_log_safety_columns(h: Any, ha: dict[str, Any] | None = None) -> dict[s
     incs = _incarnations(h.column("v_incarnation").take(take))
     leader = eq("v_role", sp, '"leader"').tolist()
     prep = _Prepared()
+    nodes = h.column("node").take(take).to_pylist()
     prep.samples = [
-        _Sample(i, n, inc[1], inc[0], c, e, t, ld)
-        for i, n, inc, c, e, t, ld in zip(
+        _Sample(i, n, inc[1], inc[0], c, e, t, ld, *_member_config(n, mem, cfg))
+        for i, n, inc, c, e, t, ld, mem, cfg in zip(
             h.column("index").take(take).to_pylist(),
-            h.column("node").take(take).to_pylist(),
+            nodes,
             incs,
             _ints(h.column("v_committed").take(take)),
             _ints(h.column("v_end").take(take)),
             _ints(h.column("v_term").take(take)),
             leader,
+            _decoded(h, "v_member", take),
+            _decoded(h, "v_config", take),
             strict=True,
         )
     ]
@@ -945,6 +1129,19 @@ def check_log_safety_columns(h: Any, ha: dict[str, Any] | None = None) -> dict[s
     found["committed-beyond-end"] = committed_beyond_end(prep)
     found["two-leaders-in-term"] = two_leaders_in_term(prep)
     found["term-regress"] = term_regress(prep)
+    a_ok_pos = acp[oks]
+    prep.acks = list(
+        zip(
+            a_inv_idx[oks].tolist(),
+            a_comp_idx[oks].tolist(),
+            h.column("node").take(pa.array(a_ok_pos)).to_pylist(),
+            _decoded(h, "v_term", pa.array(a_ok_pos)),
+            _decoded(h, "v_index", pa.array(a_ok_pos)),
+            strict=True,
+        )
+    )
+    found["leader-after-removal"] = leader_after_removal(prep)
+    found["ack-after-removal"] = ack_after_removal(prep)
 
     # divergent-committed and duplicate-payload: candidates from d, readers by a second pass
     lis = d.group_by("li").aggregate([("term", "count")])

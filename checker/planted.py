@@ -68,7 +68,66 @@ def log_safety() -> dict[str, Example]:
             LOG_ANOMALIES,
         ),
         "ha-async-loss-window": (lost, {"options": {"log-safety": {"ha": {"sync": False}}}}, ()),
+        "membership-stale": (_membership(stale=True), {}, ()),
+        "membership-violations": (
+            _membership(stale=False),
+            {},
+            ("leader-after-removal", "ack-after-removal"),
+        ),
     }
+
+
+def _membership(*, stale: bool) -> list[Op]:
+    """Samples that name their member and configuration (docs/membership.md M14). n5 led
+    term 1, was removed by C1 (index 6), seen committed by n2 in term 2.
+
+    ``stale``: all of it is allowed. n5 goes on reporting its term-1 leadership and
+    uncommitted tail (stale, not divergent); its host is re-added wiped as member n5.1,
+    whose term and committed index start again (a new member, no regression); n2 commits
+    8 under C1 and acks it.
+
+    Else n5, cut off before it learnt of C1, leads term 3 (leader-after-removal) and acks
+    an append in it (ack-after-removal).
+    """
+    b = _Builder()
+    c0 = {"voters": ["n1", "n2", "n3", "n4", "n5"], "learners": [], "index": -1}
+    c1 = {"voters": ["n1", "n2", "n3", "n4"], "learners": [], "index": 6}
+
+    def sample(node: str, term: int, role: str, end: int, committed: int, **kw: Any) -> None:
+        cfg, member = kw.get("config", c1), kw.get("member", node)
+        out = {"role": role, "term": term, "leader": kw.get("leader"), "begin": 0, "end": end}
+        out |= {"committed": committed, "incarnation": 1, "member": member, "config": cfg}
+        b.op(100 + int(node[1:]), "sample", None, "ok", out, node=node)
+
+    sample("n5", 1, "leader", 7, 5, config=c0, leader="n5")
+    sample("n2", 2, "follower", 8, 8, leader="n2")
+    for node in ("n1", "n3", "n4"):
+        sample(node, 2, "follower", 8, 8, leader="n2")
+    if stale:
+        sample("n2", 2, "leader", 8, 8, leader="n2")
+        b.op(
+            1, "append", {"payload": "y"}, "ok", {"payload": "y", "index": 8, "term": 2}, node="n2"
+        )
+        sample("n5", 1, "leader", 7, 5, config=c0, leader="n5")
+        for node in ("n1", "n2", "n3", "n4"):
+            sample(node, 2, "follower" if node != "n2" else "leader", 8, 8, leader="n2")
+        joined = {"voters": ["n1", "n2", "n3", "n4"], "learners": ["n5.1"], "index": -1}
+        sample("n5", 0, "candidate", -1, -1, member="n5.1", config=joined)
+        c3 = {"voters": ["n1", "n2", "n3", "n4", "n5.1"], "learners": [], "index": 10}
+        sample("n5", 2, "follower", 10, 10, member="n5.1", config=c3, leader="n2")
+        final = [[6, 2, None], [7, 2, None], [8, 2, "y"]]
+    else:
+        sample("n5", 3, "leader", 12, 12, config=c0, leader="n5")
+        b.op(
+            1, "append", {"payload": "x"}, "ok", {"payload": "x", "index": 9, "term": 3}, node="n5"
+        )
+        sample("n5", 3, "leader", 12, 12, config=c0, leader="n5")
+        for _ in range(2):
+            for node in ("n1", "n2", "n3"):
+                sample(node, 3, "follower", 8, 8, leader="n5")
+        final = [[9, 3, "x"]]
+    b.op(2, "read", {"from": 0, "to": 20, "final": True}, "ok", {"entries": final}, node="n1")
+    return b.ops
 
 
 def queue() -> dict[str, Example]:

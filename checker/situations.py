@@ -11,7 +11,8 @@ What a run observes (:class:`Observed`):
 - ``samples``: the sampler's ``sample`` completions (role, term, leader, begin, end,
   committed, incarnation), a few per second per node, when the workload runs one;
 - ``events:<kind>``: what the nodes logged (:mod:`harness.core.events`: ``start``,
-  ``role``, ``vote``, ``truncate``), when the DB reports events.
+  ``role``, ``vote``, ``truncate``, ``candidacy``, ``vote-refused``, ``read-refused``),
+  when the DB reports events.
 
 Each :class:`Situation` declares alternative sets of sources it can be detected from
 (``needs``); when none is available the coverage says "not observable" and why, never
@@ -403,6 +404,14 @@ def situation(
 def _candidacies(obs: Observed) -> dict[int, dict[str, int]]:
     """Term → candidate → when it was first seen asking for votes in that term."""
     out: dict[int, dict[str, int]] = {}
+    if "candidacy" in obs.event_kinds:
+        # The node's own line: every term it asked in, whoever answered.
+        for e in obs.events:
+            if e.kind == "candidacy" and e.term is not None and e.time is not None:
+                d = out.setdefault(e.term, {})
+                d[e.node] = min(d.get(e.node, e.time), e.time)
+        if out:
+            return out
     if "vote" in obs.event_kinds:
         # Every vote granted names a candidate that asked in that term, and a candidate
         # votes for itself first, so even a candidate nobody else voted for shows.
@@ -422,6 +431,7 @@ def _candidacies(obs: Observed) -> dict[int, dict[str, int]]:
 @situation(
     "concurrent-candidates",
     "concurrent candidates",
+    ["events:candidacy"],
     ["events:vote"],
     ["events:role"],
     ["samples"],
@@ -429,7 +439,8 @@ def _candidacies(obs: Observed) -> dict[int, dict[str, int]]:
 def concurrent_candidates(obs: Observed) -> list[int]:
     """Two or more nodes were candidates in the same term: the election a node that can
     vote twice in one term needs to elect two leaders. Seen from granted votes (each names
-    its candidate, own votes included), else from role changes or samples showing
+    its candidate, own votes included) or the candidacies the nodes logged, else from role
+    changes or samples showing
     ``candidate`` (samples miss short elections). Once per term, when the second candidate
     appeared."""
     hits = []
@@ -454,6 +465,29 @@ def split_vote(obs: Observed) -> list[int]:
         d = firsts.setdefault(e.term, {})
         d[e.candidate] = min(d.get(e.candidate, e.time), e.time)
     return [sorted(d.values())[1] for d in firsts.values() if len(d) >= 2]
+
+
+@situation(
+    "voter-asked-twice", "voter asked by a second candidate", ["events:vote", "events:vote-refused"]
+)
+def voter_asked_twice(obs: Observed) -> list[int]:
+    """A node that had voted in a term was asked for its vote by another candidate of the
+    same term: the request a correct voter refuses ("already voted") and a voter that can
+    vote twice grants, handing out two majorities. Needs the votes nodes granted and
+    refused. Once per (voter, term), when the second candidate asked."""
+    asked: dict[tuple[str, int], dict[str, int]] = {}
+    for e in obs.events:
+        if e.kind not in ("vote", "vote-refused") or e.term is None or e.time is None:
+            continue
+        if not e.candidate or (e.kind == "vote-refused" and e.why not in _ALREADY_VOTED):
+            continue
+        d = asked.setdefault((e.node, e.term), {})
+        d[e.candidate] = min(d.get(e.candidate, e.time), e.time)
+    return [sorted(d.values())[1] for d in asked.values() if len(d) >= 2]
+
+
+_ALREADY_VOTED = frozenset({"REJECT_ALREADY_VOTED", "REJECT_ALREADY_HAS_LEADER"})
+"""A voter's refusals that mean "I voted for someone else in this term" (voting.py)."""
 
 
 @situation("leaderless-term", "leaderless term > E", ["events:role"], ["samples"])
@@ -544,6 +578,22 @@ def read_to_deposed_leader(obs: Observed) -> list[int]:
                 hits.append(inv.time)
                 break
     return hits
+
+
+@situation("read-refused-by-leader", "read refused by an unconfirmed leader",
+           ["events:read-refused"])  # fmt: skip
+def read_refused_by_leader(obs: Observed) -> list[int]:
+    """A node that believed it led refused a client read because its read-index check
+    failed (no quorum confirmed it, or it was deposed while waiting): the very read a
+    weakened confirmation answers from stale state. Needs the refusals the nodes logged.
+    Once per refusal."""
+    return [
+        e.time
+        for e in obs.events
+        if e.kind == "read-refused"
+        and e.time is not None
+        and e.why in ("confirm-failed", "deposed")
+    ]
 
 
 def _pauses(obs: Observed) -> list[tuple[int, int, str]]:

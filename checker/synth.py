@@ -675,6 +675,8 @@ class _ParquetBatch:
             pa.array(err, s),
             pa.array(kind, s),
             *(pa.array(c, s) for c in columns),
+            # typed fields the simulation never fills (a sample's member and config)
+            *(pa.nulls(m, s) for _ in range(len(self.schema) - len(columns) - 11)),
             entries,
         ]
         table = pa.Table.from_arrays(cols, schema=self.schema)

@@ -21,7 +21,7 @@ import logging
 import math
 import shlex
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from harness.core.db import runs_under_faketime
@@ -314,12 +314,6 @@ class ClockNemesis:
             return FaketimeClock(remote, str(path))
         return RealClock(remote)
 
-    @staticmethod
-    def _faketime_only(ctx: RunContext, node: str) -> bool:
-        """Whether ``node``'s clock faults go through libfaketime (no kernel of its own)."""
-        host = ctx.hosts.get(node)
-        return host is not None and host.machine is None and bool(host.extras.get("faketime_file"))
-
     def _note(
         self, ctx: RunContext, node: str, clock: FaketimeClock | RealClock, what: str
     ) -> None:
@@ -337,16 +331,11 @@ class ClockNemesis:
             )
 
     def setup(self, ctx: RunContext) -> None:
-        blind = [n for n in ctx.nodes if self._faketime_only(ctx, n)]
-        if blind and not runs_under_faketime(ctx.db):
+        why = _blind_hosts(ctx.db, [ctx.hosts[n] for n in ctx.nodes if n in ctx.hosts])
+        if why is not None:
             # A clock fault recorded as done that moved no clock the DB reads would let a
             # clock campaign pass as VALID without ever testing clocks.
-            raise NemesisError(
-                f"clock faults cannot reach {type(ctx.db).__name__}: its processes do not run "
-                f"under libfaketime (runs_under_faketime = False) and hosts "
-                f"{', '.join(sorted(blind))} have no clock of their own (use VM hosts, or leave "
-                "out the clock fault)"
-            )
+            raise NemesisError(f"{why} (use VM hosts, or leave out the clock fault)")
 
         def one(node: str) -> None:
             clock = self._clock(ctx, node)
@@ -502,12 +491,27 @@ REAL_CLOCK = JournalKind(
     doc="a guest's real clock: strobe stopped, stepped back to the harness's, time sync restarted",
 )
 
+
+def _blind_hosts(db: object, hosts: Sequence[Host]) -> str | None:
+    """Hosts whose only clock is libfaketime cannot move the clock of a DB outside it."""
+    if runs_under_faketime(db):
+        return None
+    blind = sorted(h.name for h in hosts if h.machine is None and h.extras.get("faketime_file"))
+    if not blind:
+        return None
+    return (
+        f"clock cannot reach {type(db).__name__}: it does not run under libfaketime and "
+        f"{', '.join(blind)} have no clock of their own"
+    )
+
+
 CLOCK = Fault(
     name="clock",
     nemesis=lambda chosen: ClockNemesis(),
     heal_rank=50,
     draw=_draw_clock,
     options=NodeFaultOptions,
+    refuse=_blind_hosts,
     journal=(FAKETIME, REAL_CLOCK),
     residue=Residue(
         pidfiles=_strobe_pidfiles,

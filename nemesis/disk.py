@@ -28,12 +28,14 @@ import random
 import re
 import shlex
 import sys
+import weakref
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 from harness.control.disk import corrupt as corrupt_ops
 from harness.control.disk import fsd
 from harness.control.disk.lazyfs import LazyFs, cleanup_commands
+from harness.core.db import HasFootprint, Killable
 from harness.core.errors import ConfigError, NemesisError
 from harness.core.fault import Draw, Fault, JournalKind, JournalRecord, Residue, Selected
 from harness.core.options import option
@@ -81,6 +83,13 @@ class DiskFaultOptions(NodeFaultOptions):
         minimum=0.0,
         maximum=60.0,
     )
+    tear: int = option(
+        16,
+        "torn-write: the tear cuts 1..tear bytes off the end of the torn write, into its "
+        "last record (0: the write keeps a prefix of any length)",
+        minimum=0,
+        maximum=1 << 20,
+    )
 
 
 @dataclass(frozen=True)
@@ -90,7 +99,18 @@ class CorruptOptions(NodeFaultOptions):
     targets: tuple[Target, ...] = option(("one",), "whom the fault may hit")
     under: str = option("data", "the node's data directory, inside its directory")
     bits: int = option(4, "bitflip: bits flipped", minimum=1, maximum=4096)
-    tail: int = option(4096, "bitflip, copy-chunk, truncate: bytes at the end of the file hit")
+    tail: int = option(
+        4096,
+        "bitflip, copy-chunk, truncate: bytes at the end of the file's data hit (a "
+        "preallocated file's trailing zeros are not data)",
+        minimum=1,
+    )
+    aim: Literal["text", "any"] = option(
+        "text",
+        "bitflip: 'text' flips bits of the stored text (keys, values, payloads: runs of "
+        "printable bytes) in the tail, where only a checksum tells the damage; 'any' "
+        "flips any byte, framing included",
+    )
     file: str = option(
         "data.log",
         "bitflip, copy-chunk, truncate: the file hit, relative to the data directory; a glob "
@@ -131,11 +151,31 @@ def _db(ctx: RunContext) -> Any:
     return ctx.db
 
 
+_DECKS: weakref.WeakKeyDictionary[random.Random, list[str]] = weakref.WeakKeyDictionary()
+"""Per schedule rng, the corrupt variants not drawn yet in the current round."""
+
+
+def _deal(rng: random.Random, variants: Sequence[str]) -> str:
+    """The next variant from a shuffled deck of all of them, reshuffled when spent.
+
+    A 45 s run starts about four corruptions: drawn independently from four
+    variants, a third of such runs never met a given one (and bitflip is the only
+    one that finds a node that skips its CRCs); dealt from a deck, every run of four
+    meets each once, in a seeded order.
+    """
+    deck = _DECKS.get(rng)
+    if not deck or any(v not in variants for v in deck):
+        deck = sorted(variants)
+        rng.shuffle(deck)
+        _DECKS[rng] = deck
+    return deck.pop()
+
+
 def _draw(d: Draw, kind: str) -> dict[str, Any]:
     value = draw_target(d, kind)
     value["seed"] = d.rng.randrange(1 << 31)
     if kind == "corrupt" and d.variants:
-        value["op"] = d.rng.choice(sorted(d.variants))
+        value["op"] = _deal(d.rng, d.variants)
     return value
 
 
@@ -208,6 +248,7 @@ class LazyFsNemesis:
                     under=opts.under,
                     path=opts.file if kind == "torn-write" else None,
                     seed=value.get("seed"),
+                    tail=opts.tear if kind == "torn-write" else None,
                 )
             if held is not None:
                 records[node]["hold"] = held
@@ -297,22 +338,31 @@ class CorruptNemesis:
                 return self._snapshot(ctx, node)
             return self._run(ctx, node, f"rollback {q(self.state_files[node])} {q(snap)}")
         log_file = q(self._file(ctx, node, self.options.file))
+        # Offsets count back from the end of the file's data (its last non-zero byte):
+        # a log's newest records, not the zeros of a preallocated segment. A flip aimed
+        # at the stored text lands where only a checksum tells it: spread over every
+        # byte, most flips hit framing (48 of a reference-node entry's ~67 bytes are
+        # header), whose sizes and indexes any recovery checks, skip-crc's included.
         tail = self.options.tail
         if op == "bitflip":
+            aim = " --text" if self.options.aim == "text" else ""
             return self._run(
                 ctx,
                 node,
-                f"bitflip {log_file} --bits {self.options.bits} --seed {seed} --offset {-tail}",
+                f"bitflip {log_file} --bits {self.options.bits} --seed {seed} "
+                f"--offset={-tail} --from-data-end{aim}",
             )
         if op == "truncate":
-            return self._run(ctx, node, f"truncate {log_file} --drop {1 + seed % tail}")
-        if op == "copy-chunk":
-            size = int(ctx.remotes[node].run(f"stat -c %s {log_file}").stdout.strip() or 0)
-            lo = max(0, size - tail)
-            src = lo + seed % max(1, size - lo)
-            dst = lo + (seed // 7) % max(1, size - lo)
             return self._run(
-                ctx, node, f"copy-chunk {log_file} --src {src} --dst {dst} --length 64"
+                ctx, node, f"truncate {log_file} --drop {1 + seed % tail} --from-data-end"
+            )
+        if op == "copy-chunk":
+            src = 1 + seed % tail
+            dst = 1 + (seed // 7) % tail
+            return self._run(
+                ctx,
+                node,
+                f"copy-chunk {log_file} --src={-src} --dst={-dst} --length 64 --from-data-end",
             )
         raise NemesisError(f"corrupt: unknown op {op!r}")
 
@@ -486,6 +536,10 @@ LAZYFS_MOUNTED = JournalKind(
 _MOUNT_RESIDUE = Residue(markers=(fsd.MARKER,), cures=("daemon", "data"), cure=_cure_mounts)
 
 
+_DISK_DB_NEEDS = (Killable, HasFootprint)
+"""A disk fault kills the node and acts on its directory (:func:`_db` says so at setup)."""
+
+
 def _disk_nemesis(chosen: Mapping[str, Selected]) -> LazyFsNemesis:
     return LazyFsNemesis(chosen)
 
@@ -497,6 +551,8 @@ LOSE_UNFSYNCED = Fault(
     heal_rank=72,
     draw=lambda d: _draw(d, "lose-unfsynced"),
     options=DiskFaultOptions,
+    db_needs=_DISK_DB_NEEDS,
+    needs=frozenset({"fuse"}),
     journal=(LAZYFS_MOUNTED,),
     residue=_MOUNT_RESIDUE,
     colour="#7f5539",
@@ -509,6 +565,8 @@ TORN_WRITE = Fault(
     heal_rank=74,
     draw=lambda d: _draw(d, "torn-write"),
     options=DiskFaultOptions,
+    db_needs=_DISK_DB_NEEDS,
+    needs=frozenset({"fuse"}),
     journal=(LAZYFS_MOUNTED,),
     residue=_MOUNT_RESIDUE,
     colour="#b08968",
@@ -522,6 +580,7 @@ CORRUPT = Fault(
     variants=CORRUPT_OPS,
     aliases={f"corrupt-{o}": (o,) for o in CORRUPT_OPS},
     options=CorruptOptions,
+    db_needs=_DISK_DB_NEEDS,
     colour="#9c6644",
     doc="the node killed and one of its files damaged: a bit flipped, its tail cut, a chunk "
     "copied, term.json rolled back",

@@ -16,7 +16,18 @@ its name. One ``start-membership`` plays one variant, drawn from the seeded rng:
                   goes out while the first is still uncommitted (the recipe retries
                   ``CONFIG_CHANGE_PENDING``).
   transfer        a follower made to lag (cut off from its peers, or killed, for a
-                  while), then, the moment it is back, leadership transferred to it.
+                  while: a kill when the value asks ``lag: kill`` or there is no
+                  partition fault), then, the moment it is back, leadership
+                  transferred to it.
+  linger          a follower removed while the clients' writes are held, and left
+                  running with a log as long as anyone's (M7.3): a correct removed
+                  node holds the entry that removes it and never campaigns, and the
+                  members refuse it anyway; one that campaigns can win, since nothing
+                  newer than its log was written, once the members have no leader:
+                  the leader of the moment is cut off alone and the others from each
+                  other, each still reaching the removed node (a bridge).
+                  Writes resume once it leads or after the hold; it stays out
+                  (running) until the heal adds it back wiped.
   race            the 2015 single-server bug staged (docs/membership.md M3): with an
                   even voter set A, B, C, D (a fifth removed first), D lags; A is cut
                   off and asked to remove B (an entry only A holds); once B or C wins
@@ -54,6 +65,7 @@ from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
 import nemesis.grudge as g
+from harness.core.db import Reconfigurable
 from harness.core.errors import NemesisError
 from harness.core.fault import Draw, Fault, JournalKind, JournalRecord, Selected
 from nemesis import journal
@@ -77,18 +89,21 @@ __all__ = [
 
 log = logging.getLogger(__name__)
 
-VARIANTS = ("remove-leader", "remove-add", "partitioned", "double", "transfer", "race")
+VARIANTS = ("remove-leader", "remove-add", "partitioned", "double", "transfer", "race", "linger")
 
-WEIGHTS = {"race": 10}
+WEIGHTS = {"race": 10, "linger": 10}
 """How often a variant is drawn relative to the others (1). Tuned as the ``figure8``
 profile was, for issue 29's campaign (``--nemesis membership,partition,kill``, 60 s,
 interval 5 s): the stock schedule gives membership a third of its ~6 starts, and the
 2015 bug needs the race. At weight 3, 54% of 2000 simulated seeds drew a race in their
-first 6 starts; at 10, 77% (the other variants keep 1/15 each)."""
+first 6 starts; at 10, 77% (the other variants keep 1/15 each). ``linger`` is the only
+variant that leaves a removed node running, which is what ``removed-node-votes`` needs
+(docs/membership.md M15): it gets the race's weight, so each is drawn 2 times in 5 and
+the five others 1 in 25 each."""
 
 _MIN_NODES = {"double": 4, "race": 4}
 
-_NEEDS_LEADER = frozenset({"remove-leader", "transfer", "race", "partitioned"})
+_NEEDS_LEADER = frozenset({"remove-leader", "transfer", "race", "partitioned", "linger"})
 
 
 def usable(variant: str, n: int) -> bool:
@@ -369,6 +384,9 @@ class MembershipNemesis:
         if variant == "race":
             self._race(ctx, value, changes, order, lead, hold)
             return
+        if variant == "linger":
+            self._linger(ctx, value, changes, order, lead, hold)
+            return
         raise NemesisError(f"unknown membership variant {variant!r}")
 
     def _cut_members(
@@ -430,7 +448,7 @@ class MembershipNemesis:
             raise NemesisError("no leader and follower known; nothing done")
         target = followers[0]
         value["target"] = target
-        if self.can_cut:
+        if self.can_cut and not (value.get("lag") == "kill" and isinstance(db, Killable)):
             value["lag"] = "cut"
             value["grudge"] = self._cut(ctx, [[target], [n for n in ctx.nodes if n != target]])
             try:
@@ -452,6 +470,78 @@ class MembershipNemesis:
             lambda: db.transfer_leader(ctx, target),
             self._ident(ctx, target),
         )
+
+    def _linger(
+        self,
+        ctx: RunContext,
+        value: dict[str, Any],
+        changes: list[dict[str, Any]],
+        order: list[str],
+        lead: str | None,
+        hold: float,
+    ) -> None:
+        """A removed follower left running in a quiet cluster (see the module's docstring).
+
+        The writes are held first, so that the removed node's log is, and stays, as long
+        as every member's: what keeps a removed node from leading is then the protocol
+        alone (M5's voter check, M7.3), not a log check it would lose anyway under load.
+        The leader stops telling it 2E after the removal commits; the hold is waited out
+        past that, or until it leads.
+        """
+        victims = self._followers(order, lead)
+        if lead is None or not victims:
+            raise NemesisError("no leader and follower known; nothing done")
+        node = victims[0]
+        value["target"] = node
+        held = not ctx.writes.lull
+        if held:
+            ctx.writes.hold()
+        value["writes"] = "held" if held else "already held"
+        try:
+            time.sleep(0.5)  # the writes in flight complete
+            if not self._remove(ctx, changes, node, via=lead, wait=False):
+                return
+            self.out.add(node)  # out of the configuration, still running: the heal re-adds
+            deadline = time.monotonic() + 2 * hold + 2.0
+            while time.monotonic() < deadline:
+                m = self._members(ctx)
+                if m is not None and node not in {*m.voters, *m.learners} and not m.pending:
+                    value["committed"] = True
+                    break
+                time.sleep(0.1)
+            value["removed_led"] = self._leader_gone(ctx, value, node, lead, hold + 3.0)
+        finally:
+            if held:
+                ctx.writes.release()
+
+    def _leader_gone(
+        self, ctx: RunContext, value: dict[str, Any], node: str, lead: str, within: float
+    ) -> bool:
+        """Whether the removed ``node`` came to lead within ``within`` s, with the network
+        cut so that only it could win an election.
+
+        A removed node that campaigns (M7.3 broken) polls first in its current term, and
+        members that have a leader refuse it (§4); members that lost theirs race it, and
+        under a write load their logs are longer. So the leader of the moment is cut off
+        alone and the other members from each other, each still reaching ``node`` (a
+        bridge): no member can gather a majority, and ``node``, whose log is as long as
+        theirs (the writes are held), can, if they vote for it. A correct cluster stays
+        leaderless until the heal. Without the partition fault's rules it only waits.
+        """
+        if not self.can_cut:
+            return self._await_leader(ctx, [node], within) is not None
+        members = [n for n in ctx.nodes if n not in self.out]
+        cur = self._leader(ctx, members) or lead
+        others = sorted(self.out - {node})
+        sides = [[cur], *([v, node] for v in members if v != cur), *([others] if others else [])]
+        value["grudge"] = self._cut(ctx, sides)
+        try:
+            if self._await_leader(ctx, [node], within) is None:
+                return False
+            time.sleep(1.0)  # it leads on while the cut holds: long enough to be sampled
+            return True
+        finally:
+            self._heal_cut(ctx)
 
     def _race(
         self,
@@ -629,6 +719,12 @@ MEMBERSHIP = Fault(
     usable=usable,
     targets="cluster",
     needs=frozenset({"primaries"}),
+    db_needs=(Reconfigurable,),
+    refuse=lambda db, hosts: (
+        None
+        if getattr(db, "reconfigurable", True)
+        else f"{type(db).__name__} cannot change its membership in this mode"
+    ),
     link=_link,
     journal=(MEMBERSHIP_JOURNAL,),
     colour="#16a085",

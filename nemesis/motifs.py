@@ -25,11 +25,14 @@ to be wrong, whatever the code is:
                   nodes while it holds, healed in a random order.
   deposed-crash   the leader cut off until the others elect and commit, killed
                   and restarted while still cut off (it reloads a tail the new
-                  leader replaced), then healed.
+                  leader replaced), then healed. Half the time a minority of
+                  followers goes with it: a deposed leader that still hears some
+                  acks (just not a majority's) and is held longer before the kill,
+                  so clients keep reading from it while the new leader commits.
 
-For DBs that can change their membership (``Reconfigurable``) two more, in
-:data:`MEMBERSHIP_MOTIFS` (apart, so the stock deck and its seeds are unchanged;
-:func:`motifs_for` gives a DB's deck):
+For DBs that can change their membership (``Reconfigurable``) four more, in
+:data:`MEMBERSHIP_MOTIFS` (apart, so the stock motifs' seeds are unchanged; the deck of
+:mod:`nemesis.deck` leaves them out, and says so, for a DB that is not ``Reconfigurable``):
 
   reconfig-partition  a partition (a minority cut off, drawn), then a membership
                   change while it holds (a follower removed, or removed and added
@@ -39,6 +42,14 @@ For DBs that can change their membership (``Reconfigurable``) two more, in
                   an even voter set, a lagging voter, an old leader holding a
                   change nobody else has, and a new leader asked for a change
                   the moment it wins.
+  reconfig-linger a follower removed while the clients' writes are held and left
+                  running, its log as long as anyone's: only the protocol keeps a
+                  removed node from campaigning and winning (the membership fault's
+                  ``linger`` variant, docs/membership.md M7.3).
+  reconfig-transfer  leadership transferred to a follower that lags: it is killed
+                  for a while under the write load, and the transfer asked the moment
+                  it is back, its log behind, its term unchanged (M9.2: the leader must
+                  bring it up to date before telling it to campaign).
 
 Each motif is a pure function of the nodes, the seeded rng and the basic hold:
 plain :class:`~nemesis.schedules.Step` data, with ``leader`` left for the
@@ -67,7 +78,6 @@ __all__ = [
     "MEMBERSHIP_MOTIFS",
     "MEMBERSHIP_MOTIF_KINDS",
     "motif_steps",
-    "motifs_for",
 ]
 
 MOTIFS = (
@@ -83,7 +93,7 @@ MOTIFS = (
 MOTIF_KINDS = frozenset({"partition", "kill", "pause", "clock"})
 """The fault kinds motifs use: a campaign drawing motifs must enable all of them."""
 
-MEMBERSHIP_MOTIFS = ("reconfig-partition", "reconfig-race")
+MEMBERSHIP_MOTIFS = ("reconfig-partition", "reconfig-race", "reconfig-linger", "reconfig-transfer")
 """Motifs for a DB declaring ``Reconfigurable`` (harness/core/db.py) only."""
 
 MEMBERSHIP_MOTIF_KINDS = frozenset({"membership", "partition"})
@@ -132,13 +142,19 @@ class _Remembered:
         """A kill or pause of the remembered leader."""
         return lambda ctx: {"target": "leader", "nodes": [self.node(ctx)], "why": why}
 
-    def cut(self, shape: str) -> Callable[[RunContext], dict[str, Any]]:
-        """A partition of the remembered leader from every peer (its clients still reach it)."""
+    def cut(self, shape: str, companions: int = 0) -> Callable[[RunContext], dict[str, Any]]:
+        """A partition of the remembered leader from every peer (its clients still reach it),
+        or from all but ``companions`` followers (seeded picks) that stay on its side."""
 
         def build(ctx: RunContext) -> dict[str, Any]:
             lead = self.node(ctx)
-            grudge = g.complete_grudge([[lead], [n for n in self.nodes if n != lead]])
-            return {"shape": shape, "isolated": lead, "grudge": g.grudge_to_json(grudge)}
+            others = [n for n in self.nodes if n != lead]
+            side = [lead, *sorted(self.rng.sample(others, min(companions, len(others))))]
+            grudge = g.complete_grudge([side, [n for n in self.nodes if n not in side]])
+            out = {"shape": shape, "isolated": lead, "grudge": g.grudge_to_json(grudge)}
+            if companions:
+                out["with"] = side[1:]
+            return out
 
         return build
 
@@ -209,10 +225,23 @@ def _deposed_crash(nodes: list[str], rng: random.Random, hold: float) -> list[St
     # from its own disk a tail of writes it never committed and that the new
     # leader has replaced, and keeps it (with whatever it derived from it:
     # indexes, queues, a state machine) until it rejoins and is truncated.
+    #
+    # With a minority of followers (half the time, on five nodes or more): a deposed
+    # leader that still gets some heartbeat acks is the case a miscounted quorum or a
+    # stale lease lets keep leading; alone, it hears nothing and any count fails. It is
+    # held longer (5-6.5 s at the default hold), so the majority elects and commits while
+    # clients still read from it: on a loaded 2-core lab the election alone took 2.5 s
+    # and the first commit 3 s, which left under a second of a 4 s hold.
     cut = _Remembered(nodes, rng)
+    minority = (len(nodes) - 1) // 2
+    gap = _gap(rng, hold)
+    if minority >= 2 and rng.random() < 0.5:
+        side, held = cut.cut("leader-minority", minority - 1), scaled(rng, hold, 2.0, 2.6)
+    else:
+        side, held = cut.cut("leader"), scaled(rng, hold, 1.0, 1.4)
     return [
-        start(_gap(rng, hold), "partition", cut.cut("leader")),
-        start(scaled(rng, hold, 1.0, 1.4), "kill", cut.target("deposed-crash")),
+        start(gap, "partition", side),
+        start(held, "kill", cut.target("deposed-crash")),
         stop(scaled(rng, hold, 0.2, 0.4), "kill"),
         stop(scaled(rng, hold, 0.5, 0.9), "partition"),
     ]
@@ -298,6 +327,33 @@ def _reconfig_race(nodes: list[str], rng: random.Random, hold: float) -> list[St
     ]
 
 
+def _reconfig_linger(nodes: list[str], rng: random.Random, hold: float) -> list[Step]:
+    order = list(nodes)
+    rng.shuffle(order)
+    linger = {"variant": "linger", "order": order, "hold": round(scaled(rng, hold, 0.6, 1.0), 3)}
+    return [
+        start(_gap(rng, hold), "membership", linger),
+        stop(scaled(rng, hold, 0.3, 0.6), "membership"),
+    ]
+
+
+def _reconfig_transfer(nodes: list[str], rng: random.Random, hold: float) -> list[Step]:
+    # Lagging by a kill, not a cut: a follower cut off campaigns and raises its term, and
+    # its higher term, not the transfer, would then decide the next election.
+    order = list(nodes)
+    rng.shuffle(order)
+    change = {
+        "variant": "transfer",
+        "lag": "kill",
+        "order": order,
+        "hold": round(scaled(rng, hold, 0.4, 0.8), 3),
+    }
+    return [
+        start(_gap(rng, hold), "membership", change),
+        stop(scaled(rng, hold, 0.3, 0.6), "membership"),
+    ]
+
+
 _BUILDERS: dict[str, StepsFn] = {
     "restart-all": _restart_all,
     "elections": _elections,
@@ -308,16 +364,9 @@ _BUILDERS: dict[str, StepsFn] = {
     "deposed-crash": _deposed_crash,
     "reconfig-partition": _reconfig_partition,
     "reconfig-race": _reconfig_race,
+    "reconfig-linger": _reconfig_linger,
+    "reconfig-transfer": _reconfig_transfer,
 }
-
-
-def motifs_for(db: object) -> tuple[str, ...]:
-    """The motif deck for ``db``: the stock motifs, plus the membership ones when it
-    declares ``Reconfigurable`` (a campaign drawing them must enable
-    :data:`MEMBERSHIP_MOTIF_KINDS` too)."""
-    from harness.core.db import Reconfigurable
-
-    return MOTIFS + (MEMBERSHIP_MOTIFS if isinstance(db, Reconfigurable) else ())
 
 
 def motif_steps(name: str, nodes: Sequence[str], rng: random.Random, hold: float) -> list[Step]:

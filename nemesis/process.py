@@ -13,6 +13,7 @@ import logging
 import os
 from typing import TYPE_CHECKING, Any
 
+from harness.core.db import Killable, Pausable
 from harness.core.errors import NemesisError
 from harness.core.fault import Fault, JournalKind, JournalRecord, Residue
 from nemesis import journal
@@ -306,6 +307,7 @@ KILL = Fault(
     heal_rank=70,
     draw=lambda d: draw_target(d, "kill"),
     options=NodeFaultOptions,
+    db_needs=(Killable,),
     link=_link_kill,
     colour="#8e44ad",
     doc="SIGKILL to the DB's processes (Killable), restarted on heal",
@@ -316,6 +318,7 @@ PAUSE = Fault(
     heal_rank=60,
     draw=lambda d: draw_target(d, "pause"),
     options=NodeFaultOptions,
+    db_needs=(Pausable,),
     journal=(SIGSTOPPED,),
     colour="#29335c",
     doc="SIGSTOP to the DB's processes (Pausable), SIGCONT on heal",

@@ -41,23 +41,32 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 import nemesis.grudge as g
+from harness.core.db import HasPrimaries
 from harness.core.errors import ConfigError
 from harness.core.nemesis import NemesisPackage
 from nemesis.disk import disk_steps
-from nemesis.motifs import MOTIFS, motif_steps
+from nemesis.motifs import MEMBERSHIP_MOTIFS, MOTIFS, motif_steps
 from nemesis.package import build_package
 from nemesis.schedules import Retry, Step, StepSchedule, leader_within, scaled, start, stop
 
 if TYPE_CHECKING:
     from harness.core.spec import RunContext
 
-__all__ = ["PROFILES", "SCRIPTS", "profile_steps", "ProfileSchedule", "build_profile_package"]
+__all__ = [
+    "PROFILES",
+    "SCRIPTS",
+    "profile_steps",
+    "aim_without_leader",
+    "ProfileSchedule",
+    "build_profile_package",
+]
 
 PROFILES = ("lease", "rejoin", "crash", "lag", "bridge", "figure8", "disk")
 """The per-bug profiles, each staged after studying one seeded bug."""
 
-SCRIPTS = PROFILES + MOTIFS
-"""Every fault script a campaign may name: the profiles, then the generic motifs."""
+SCRIPTS = PROFILES + MOTIFS + MEMBERSHIP_MOTIFS
+"""Every fault script a campaign may name: the profiles, then the generic motifs (the
+membership ones last: only a ``Reconfigurable`` DB's deck draws them)."""
 
 
 def profile_steps(name: str, nodes: Sequence[str], rng: random.Random, hold: float) -> list[Step]:
@@ -68,7 +77,7 @@ def profile_steps(name: str, nodes: Sequence[str], rng: random.Random, hold: flo
     reproduced by seed.
     """
 
-    if name in MOTIFS:
+    if name in MOTIFS or name in MEMBERSHIP_MOTIFS:
         return motif_steps(name, nodes, rng, hold)
 
     def shape(kind: str) -> dict[str, Any]:
@@ -272,6 +281,38 @@ def _figure8_steps(nodes: list[str], rng: random.Random, hold: float, gap: float
     ]
 
 
+def aim_without_leader(step: Step, nodes: Sequence[str], rng: random.Random) -> Step:
+    """``step`` for a DB that cannot say who leads: what it aims at the leader hits a
+    seeded random node instead, named in the value (``aimed``), so the history tells.
+
+    A kill or pause of ``target: leader`` names one node; a ``shape: leader`` partition
+    cuts one node off from the rest. Builders are wrapped, their answer rewritten when
+    they land (the motifs' remembered leader already falls back to a seeded pick).
+    """
+    value = step.value
+    if value is None:
+        return step
+    if callable(value):
+        build = value
+
+        def rebuilt(ctx: RunContext) -> dict[str, Any] | Retry:
+            got = build(ctx)
+            return got if isinstance(got, Retry) else _unaimed(got, nodes, rng)
+
+        return step._replace(value=rebuilt)
+    return step._replace(value=_unaimed(value, nodes, rng))
+
+
+def _unaimed(value: dict[str, Any], nodes: Sequence[str], rng: random.Random) -> dict[str, Any]:
+    aimed = "a seeded random node: the DB reports no leader"
+    if value.get("target") == "leader" and value.get("nodes") is None:
+        return {**value, "target": "one", "nodes": [rng.choice(list(nodes))], "aimed": aimed}
+    if value.get("shape") == "leader" and value.get("grudge") is None:
+        one = rng.choice(list(nodes))
+        return {**_split_value("one", nodes, [one]), "aimed": aimed}
+    return value
+
+
 class ProfileSchedule(StepSchedule):
     """Plays the scripts forever; the runner stops it at the time limit.
 
@@ -289,6 +330,7 @@ class ProfileSchedule(StepSchedule):
         hold: float,
         rng: random.Random,
         shuffle: bool = False,
+        passes: int | None = None,
     ) -> None:
         if not profiles:
             raise ConfigError("a zoo campaign needs at least one fault profile", field="profiles")
@@ -303,18 +345,31 @@ class ProfileSchedule(StepSchedule):
         self.hold = hold
         self.rng = rng
         self.shuffle = shuffle
+        self.passes = passes
+        self.passes_begun = 0
         self.deck: list[str] = []
         self.played: list[str] = []
         """Every script's name in the order played (for tests and the log)."""
 
+    @property
+    def ends_load(self) -> bool:
+        """Whether the run's load ends when this schedule does (after its passes)."""
+        return self.passes is not None
+
     def more(self, ctx: RunContext) -> list[Step]:
         if not self.deck:
+            if self.passes is not None and self.passes_begun >= self.passes:
+                return []  # the schedule is over; the runner ends the load (ends_load)
+            self.passes_begun += 1
             self.deck = list(self.profiles)
             if self.shuffle:
                 self.rng.shuffle(self.deck)
         name = self.deck.pop(0)
         self.played.append(name)
-        return profile_steps(name, list(ctx.nodes), self.rng, self.hold)
+        steps = profile_steps(name, list(ctx.nodes), self.rng, self.hold)
+        if isinstance(ctx.db, HasPrimaries):
+            return steps
+        return [aim_without_leader(s, list(ctx.nodes), self.rng) for s in steps]
 
 
 def build_profile_package(
@@ -324,18 +379,20 @@ def build_profile_package(
     interval: float,
     rng: random.Random,
     shuffle: bool = False,
+    passes: int | None = None,
     **options: Any,
 ) -> NemesisPackage:
     """The stock nemeses and heal ops for ``faults``, driven by the profiles (``interval`` = hold).
 
     Without profiles it is the stock package, options and all. ``shuffle``
-    draws the scripts as a seeded deck (:class:`ProfileSchedule`).
+    draws the scripts as a seeded deck (:class:`ProfileSchedule`); ``passes`` ends the
+    schedule, and the load, after that many passes.
     """
     base = build_package(list(faults), interval=interval, rng=rng, **options)
     if not profiles:
         return base
     return NemesisPackage(
         nemesis=base.nemesis,
-        schedule=ProfileSchedule(profiles, hold=interval, rng=rng, shuffle=shuffle),
+        schedule=ProfileSchedule(profiles, hold=interval, rng=rng, shuffle=shuffle, passes=passes),
         final_ops=base.final_ops,
     )

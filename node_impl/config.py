@@ -36,6 +36,12 @@ class NodeConfig:
     ha_sync: bool = False
     ha_slave_timeout_ms: int = 3000
     join: bool = False  # docs/membership.md M6: start as a learner of an existing cluster
+    log_file: Path | None = None  # node.log; None: DIR/node.log of --data-dir
+
+    @property
+    def log_path(self) -> Path:
+        """Where node.log goes: outside the data dir when a harness rolls that back."""
+        return self.log_file if self.log_file is not None else self.data_dir / "node.log"
 
     @property
     def n(self) -> int:
@@ -109,6 +115,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--ha-slave-timeout-ms", type=int, default=3000)
     p.add_argument("--bug", default="")
     p.add_argument("--bind-host", default=None)
+    p.add_argument("--log-file", default=None, help="node.log's path (default DATA_DIR/node.log)")
     # docs/membership.md M6: a node added to a running cluster starts with --join and
     # --peers = the current configuration plus itself; it is a learner until promoted.
     p.add_argument(
@@ -174,4 +181,5 @@ def parse_args(argv: list[str]) -> NodeConfig:
         ha_sync=a.ha_sync,
         ha_slave_timeout_ms=a.ha_slave_timeout_ms,
         join=a.join,
+        log_file=None if a.log_file is None else Path(a.log_file),
     )

@@ -53,6 +53,8 @@ class Elector:
         self.last_success_wall = 0.0
         self._confirm_waiters: list[asyncio.Future] = []
         self._confirm_task: asyncio.Task | None = None
+        self._candidacy_term = -1  # the last term a candidacy line was written for
+        self._last_refusal: tuple[int, str, str] | None = None  # (term, candidate, result)
 
     def backoff(self) -> float:
         e = self.node.cfg.election_s
@@ -261,6 +263,11 @@ class Elector:
             "ledgerEndIndex": store.end_index,
             "ledgerEndTerm": store.end_term,
         }
+        if self._candidacy_term != term:
+            # one line per term asked for: concurrent candidacies are what a voter that
+            # can vote twice needs, and a candidate's own vote may be refused
+            self._candidacy_term = term
+            node.log.info("candidacy", term=term, end=store.end_index, end_term=store.end_term)
         own = self.handle_vote(dict(req), from_self=True)
         replies: list[tuple[str, int] | None] = [(own["result"], own["term"])]
         if node.role != "candidate" or node.term != term:
@@ -355,8 +362,22 @@ class Elector:
                 # Votes are the evidence an operator needs when a term has two leaders.
                 node.log.info("vote", term=req.term, candidate=req.candidate)
             node.grant_vote(req.candidate)
-        elif d.step_to_candidate:
-            node.become_candidate(req.term, need_increase=True)
+        else:
+            if not from_self:
+                # a candidate re-asks every backoff: one line per (term, candidate, why)
+                key = (req.term, req.candidate, d.result)
+                if key != self._last_refusal:
+                    self._last_refusal = key
+                    node.log.info(
+                        "vote-refused",
+                        term=req.term,
+                        candidate=req.candidate,
+                        why=d.result,
+                        my_term=node.term,
+                        voted=node.voted_for,
+                    )
+            if d.step_to_candidate:
+                node.become_candidate(req.term, need_increase=True)
         return {
             "type": "vote-resp",
             "rid": msg.get("rid"),

@@ -79,7 +79,7 @@ class HANode:
         self.bugs = cfg.bugs
         self.id = cfg.node_id
         cfg.data_dir.mkdir(parents=True, exist_ok=True)
-        self.log = NodeLog(cfg.data_dir / "node.log")
+        self.log = NodeLog(cfg.log_path)
         self.store = LogStore(cfg.data_dir)
         self.term_store = TermStore(cfg.data_dir)
         epoch, master = self.term_store.load()

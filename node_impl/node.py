@@ -37,7 +37,7 @@ from node_impl.membership import (
     remove,
     voter_quorum_index,
 )
-from node_impl.nodelog import NodeLog
+from node_impl.nodelog import NodeLog, boot_id
 from node_impl.peers import PeerLink
 from node_impl.quorum import next_committed
 from node_impl.replication import EntryDispatcher
@@ -87,7 +87,7 @@ class Node:
         self.bugs = cfg.bugs
         self.id = cfg.node_id
         cfg.data_dir.mkdir(parents=True, exist_ok=True)
-        self.log = NodeLog(cfg.data_dir / "node.log")
+        self.log = NodeLog(cfg.log_path)
         # seeded bug skip-fsync: every write reaches the OS on the correct path, no sync
         sync = not self.bugs.skip_fsync
         self.store = LogStore(
@@ -126,6 +126,7 @@ class Node:
         self._apply_wanted: asyncio.Event | None = None
         self._term_dirty = False
         self._last_role: tuple | None = None
+        self._read_refusal_role: tuple | None = ("none yet",)  # the role stint last logged one
         self._tasks: list[asyncio.Task] = []
         self._pool: ThreadPoolExecutor | None = None
         self._aux_pool: ThreadPoolExecutor | None = None
@@ -169,6 +170,7 @@ class Node:
             end=self.store.end_index,
             committed=self.committed,
             bug=self.cfg.bug_spec or None,
+            boot=boot_id(),
         )
         self._log_role()
         self.servers = Servers(self)
@@ -482,25 +484,34 @@ class Node:
 
     # ------------------------------------------------------------------ reads (§8.3)
 
+    def _refuse_read(self, code: str, stage: str, term: int) -> tuple[str, int]:
+        """A read refused, logged: a leader that refuses is one that could have answered
+        stale; a non-leader's refusals are logged once per role stint (cheap)."""
+        if stage != "not-leader" or self._read_refusal_role != self._last_role:
+            self._read_refusal_role = self._last_role
+            self.log.info("read-refused", why=stage, code=code, term=term, role=self.role)
+        return code, -1
+
     async def read_barrier(self) -> tuple[str | None, int]:
         """Read-index: (None, readIndex) when the caller may read applied state, else (code, -1)."""
         if self.role != LEADER:
-            return "NOT_LEADER", -1
+            return self._refuse_read("NOT_LEADER", "not-leader", self.term)
         term = self.term
         loop = asyncio.get_running_loop()
         deadline = loop.time() + self.cfg.election_s
         while self.committed < self.ready_index:
             if self.role != LEADER or self.term != term:
-                return "NOT_LEADER", -1
+                return self._refuse_read("NOT_LEADER", "deposed", term)
             left = deadline - loop.time()
             if left <= 0:
-                return "LEADER_NOT_READY", -1
+                return self._refuse_read("LEADER_NOT_READY", "not-ready", term)
             await self.commit_signal.wait(left)
         read_index = self.committed
         if not await self.elector.confirm_leadership(term):
-            return "NOT_LEADER", -1
+            return self._refuse_read("NOT_LEADER", "confirm-failed", term)
         if not await self.wait_applied(read_index, self.cfg.election_s * 2):
-            return ("NOT_LEADER" if self.role != LEADER else "LEADER_NOT_READY"), -1
+            code = "NOT_LEADER" if self.role != LEADER else "LEADER_NOT_READY"
+            return self._refuse_read(code, "apply-timeout", term)
         return None, read_index
 
     async def read_view(self, local: bool) -> ReadView | str:
@@ -510,7 +521,7 @@ class Node:
             return ReadView(self.store.end_index, committed_only=False)
         if not self.bugs.stale_read:
             if self.role != LEADER:
-                return "NOT_LEADER"
+                return self._refuse_read("NOT_LEADER", "not-leader", self.term)[0]
             if not (self.bugs.wallclock_lease and self.lease_valid_wallclock()):
                 why, _ = await self.read_barrier()
                 if why is not None:
@@ -859,6 +870,7 @@ class Node:
 
     def status(self) -> dict:
         return {
+            "id": self.id,  # the member answering: a host re-added wiped runs a new one
             "role": self.role,
             "term": self.term,
             "leader": self.leader_id,

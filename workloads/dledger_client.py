@@ -50,7 +50,6 @@ __all__ = [
     "exception_outcome",
     "finish",
     "jsonable",
-    "member_sample",
 ]
 
 log = logging.getLogger(__name__)
@@ -328,27 +327,3 @@ class DLedgerClient:
         if self._session is not None:
             self._session.close()
             self._session = None
-
-
-def member_sample(ctx: RunContext, node: str, sample: Callable[[], Op]) -> Op:
-    """A status sample named after the member that answered, not only its host.
-
-    The membership fault adds a node back wiped under a fresh identity (``n3`` runs
-    member ``n3.1``): a new member whose term starts again at 0 on the same host. The
-    log-safety checker keys its per-node invariants (a term never goes down, I6) by the
-    sample's ``node``, so until it learns member identities (issue 29 item 4) a sample
-    of a re-added member is recorded under the member's id. A sample that straddled a
-    re-addition (the id changed while it was out) is only ``info``: it cannot be said
-    which member answered.
-    """
-    ident = getattr(ctx.db, "ident", None)
-    if not callable(ident):
-        return sample()
-    before = ident(node)
-    done = sample()
-    after = ident(node)
-    if before != after:
-        return done.replace(type="info", error=f"member on {node} changed ({before} -> {after})")
-    if done.type == "ok" and after != node:
-        return done.replace(node=after)
-    return done

@@ -1,7 +1,11 @@
 """The status sampler: every node's role, term and water marks at a fixed rate.
 
 Samples feed the invariants that need a node's own view over time (committed
-monotonic per incarnation, one leader per term, terms never going back). Each
+monotonic per incarnation, one leader per term, terms never going back), and the
+membership checks (docs/membership.md M14): a sample names the member that answered
+(``member``: a host re-added wiped runs a new member, whose term starts again at 0)
+and the configuration in force on it (``config``), so the checker can key each
+invariant by member and tell a removed member's stale view from the cluster's. Each
 node gets a dedicated :class:`~harness.core.workload.ExtraWorker` whose process ids are
 ``1_000_000 + i + k*1000`` (node i, k bumped after each info), and whose
 generator throttles itself to ``sample_rate`` per second by the context clock.
@@ -18,7 +22,7 @@ from typing import TYPE_CHECKING, Any
 
 from harness.core.options import as_options, declares_options
 from harness.core.workload import ExtraWorker, GenContext, Generator, Workload
-from workloads.dledger_client import DLedgerClient, Session, jsonable, member_sample
+from workloads.dledger_client import DLedgerClient, Session, jsonable
 from workloads.generator import OpFn, each_node, idle, invoke, once, repeat, throttle
 from workloads.options import SampleOptions, SamplerOptions
 
@@ -41,7 +45,17 @@ __all__ = [
 
 SAMPLER_PROCESS_BASE = 1_000_000
 SAMPLER_PROCESS_STRIDE = 1000
-SAMPLE_KEYS = ("role", "term", "leader", "begin", "end", "committed", "incarnation")
+SAMPLE_KEYS = (
+    "role",
+    "term",
+    "leader",
+    "begin",
+    "end",
+    "committed",
+    "incarnation",
+    "member",
+    "config",
+)
 DEFAULT_SAMPLE_TIMEOUT = 1.0
 
 
@@ -56,17 +70,29 @@ def sample_value(status: Mapping[str, Any]) -> dict[str, Any]:
             "end": status.get("ledgerEndIndex"),
             "committed": status.get("committedIndex"),
             "incarnation": status.get("incarnation"),
+            "member": status.get("id"),
+            "config": _config(status.get("config")),
         }
     )
 
 
+def _config(view: Any) -> dict[str, Any] | None:
+    """The configuration in force on the node, by member id only (the addresses would
+    triple a sample's size and no check reads them); null when the node has none (mode
+    ha)."""
+    if not isinstance(view, Mapping):
+        return None
+    return {
+        "voters": sorted(map(str, view.get("voters") or ())),
+        "learners": sorted(map(str, view.get("learners") or ())),
+        "index": view.get("configIndex"),
+    }
+
+
 def handle_sample(client: DLedgerClient, session: Session, op: Op) -> Op:
+    """One status sample of the op's node (the host: the reply's ``member`` says which
+    member answered, so a sample straddling a re-addition is still attributed)."""
     node = client.target(op)
-    # named after the member that answered (a node re-added wiped is a new member)
-    return member_sample(session.ctx, node, lambda: _sample(session, node, op))
-
-
-def _sample(session: Session, node: str, op: Op) -> Op:
     res = session.call(node, lambda c: c.status(), follow=False)
     if res.exc is not None:
         return op.complete("info", None, error=f"{type(res.exc).__name__}: {res.exc}").replace(

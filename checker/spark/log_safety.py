@@ -105,24 +105,47 @@ class LogSafety:
             F.broadcast(valid), "r"
         )
 
-        # Samples, partitioned once by node and kept (narrow, a sixth of the records): every
-        # sample check is a window over a node. Without the cache each check's filter
-        # would be pushed below the exchange, and each would scan and shuffle again.
+        # Samples, partitioned once by member and kept (narrow, a sixth of the records):
+        # every sample check is a window over a member. Without the cache each check's
+        # filter would be pushed below the exchange, and each would scan and shuffle again.
+        # ``node`` is the member key (checker.log_safety._member_config), ``host`` the node
+        # sampled; ``voters``/``learners``/``ci`` the configuration in force, if any.
+        cfg = F.from_json(
+            col("v_config"), "voters array<string>, learners array<string>, index long"
+        )
+        member = F.get_json_object(F.concat(F.lit('{"m":'), col("v_member"), F.lit("}")), "$.m")
+        has_cfg = cfg.getField("voters").isNotNull()
         self.samples = self._keep(
             client.where(
                 (col("f") == "sample") & (col("type") == "ok") & (col("v_kind") == "object")
             )
             .select(
                 "index",
-                "node",
+                F.when(col("v_member").startswith('"'), member)
+                .otherwise(col("node"))
+                .alias("node"),
+                col("node").alias("host"),
                 F.coalesce(col("v_incarnation"), F.lit("null")).alias("inc"),
                 as_int(col("v_committed")).alias("c"),
                 as_int(col("v_end")).alias("e"),
                 as_int(col("v_term")).alias("t"),
                 (col("v_role") == '"leader"').alias("is_leader"),
+                F.when(has_cfg, F.array_sort(F.array_distinct(cfg.getField("voters")))).alias(
+                    "voters"
+                ),
+                F.when(
+                    has_cfg,
+                    F.array_sort(
+                        F.array_distinct(
+                            F.coalesce(cfg.getField("learners"), F.array().cast("array<string>"))
+                        )
+                    ),
+                ).alias("learners"),
+                F.when(has_cfg, cfg.getField("index")).alias("ci"),
             )
             .repartition(parts, "node")
         )
+        self.client = client
 
         # D: committed observations and acked appends, by (log index, term, payload).
         # The first row of each read also stands for the read itself, for the counters.
@@ -302,7 +325,138 @@ class LogSafety:
             ).alias("x")
         )
 
-    # ----- log contents (first pass: all from D)
+    # ----- membership (checker.log_safety: _removals and the three checks after it)
+
+    def _removals(self) -> Any:
+        """Rows (``m``, ``r``: struct(t, index, ci)) for each removed member: the lowest-term
+        sample showing its removal committed (ties: the earliest), and the removing entry."""
+        F, col = self.F, self.F.col
+        cfgs = self.samples.where(col("voters").isNotNull() & col("ci").isNotNull())
+        listed = F.when(col("ci") < 0, col("voters")).otherwise(
+            F.concat(col("voters"), col("learners"))
+        )
+        span = (
+            cfgs.select("ci", F.explode(listed).alias("m"))
+            .groupBy("m")
+            .agg(F.min("ci").alias("lo"), F.max("ci").alias("hi"))
+        )
+        seen = (
+            cfgs.where(
+                (col("ci") >= 0)
+                & col("c").isNotNull()
+                & (col("ci") <= col("c"))
+                & col("t").isNotNull()
+            )
+            .groupBy("ci", "voters", "learners")
+            .agg(F.min(F.struct("t", "index")).alias("first"))
+        )
+        gone = seen.crossJoin(F.broadcast(span)).where(
+            (col("lo") < col("ci"))
+            & (col("hi") < col("ci"))
+            & ~F.array_contains(col("voters"), col("m"))
+            & ~F.array_contains(col("learners"), col("m"))
+        )
+        return gone.groupBy("m").agg(
+            F.min(
+                F.struct(col("first.t").alias("t"), col("first.index").alias("index"), "ci")
+            ).alias("r")
+        )
+
+    def leader_after_removal(self) -> Any:
+        F, col = self.F, self.F.col
+        led = self.samples.where(col("is_leader") & col("t").isNotNull())
+        x = led.join(F.broadcast(self._removals()), led["node"] == col("m")).where(
+            col("t") > col("r.t")
+        )
+        first = x.groupBy("node").agg(F.min(F.struct("index", "t", "r")).alias("s"))
+        return first.select(
+            _ex(
+                F,
+                "leader-after-removal",
+                F.array_sort(F.array(col("s.r.index"), col("s.index"))),
+                node=col("node"),
+                term=col("s.t"),
+                removed_term=col("s.r.t"),
+                config_index=col("s.r.ci"),
+            ).alias("x")
+        )
+
+    def ack_after_removal(self) -> Any:
+        """The member on an ack's host: the host's samples just before its invocation and
+        just after its completion, by a window over the host's samples and the ack's two
+        ends."""
+        F, W, col = self.F, self.W, self.F.col
+        acks = (
+            self.apps.where(col("type") == "ok")
+            .select("inv", "comp")
+            .join(
+                self.client.where((col("f") == "append") & (col("type") == "ok")).select(
+                    col("index").alias("comp"),
+                    col("node").alias("host"),
+                    as_int(col("v_term")).alias("at"),
+                    F.coalesce(col("v_index"), F.lit("null")).alias("li"),
+                ),
+                "comp",
+            )
+            .where(col("at").isNotNull())
+        )
+        ev = (
+            self.samples.select(
+                "host", "index", col("node").alias("m"), F.lit(None).cast("long").alias("k")
+            )
+            .unionByName(
+                acks.select(
+                    "host",
+                    col("inv").alias("index"),
+                    F.lit(None).alias("m"),
+                    col("comp").alias("k"),
+                )
+            )
+            .unionByName(
+                acks.select(
+                    "host",
+                    col("comp").alias("index"),
+                    F.lit(None).alias("m"),
+                    col("comp").alias("k"),
+                )
+            )
+        )
+        w = W.partitionBy("host").orderBy("index")
+        ev = ev.where(col("k").isNotNull() | col("m").isNotNull()).select(
+            "k",
+            "index",
+            F.last("m", ignorenulls=True)
+            .over(w.rowsBetween(W.unboundedPreceding, -1))
+            .alias("before"),
+            F.first("m", ignorenulls=True)
+            .over(w.rowsBetween(1, W.unboundedFollowing))
+            .alias("after"),
+        )
+        ends = (
+            ev.where(col("k").isNotNull())
+            .groupBy("k")
+            .agg(
+                F.max(F.when(col("index") < col("k"), col("before"))).alias("before"),
+                F.max(F.when(col("index") == col("k"), col("after"))).alias("after"),
+            )
+            .where(col("before") == col("after"))
+        )
+        x = (
+            acks.join(ends, acks["comp"] == ends["k"])
+            .join(F.broadcast(self._removals()), col("after") == col("m"))
+            .where(col("at") > col("r.t"))
+        )
+        return x.select(
+            _ex(
+                F,
+                "ack-after-removal",
+                F.array_sort(F.array(col("r.index"), col("comp"))),
+                node=col("m"),
+                term=col("at"),
+                index=col("li"),
+                removed_term=col("r.t"),
+            ).alias("x")
+        )
 
     def divergent_committed(self) -> Any:
         """Candidates: log indexes with two committed values, by their first reader."""
@@ -512,6 +666,8 @@ class LogSafety:
             self.lost_ack(),
             self.payload_checks(),
             self.append_order(),
+            self.leader_after_removal(),
+            self.ack_after_removal(),
             self.committed_regress_restart(),
             *self.counters(),
         ]
@@ -734,6 +890,14 @@ class LogSafety:
         ]
 
 
+_INT_TERMS = (
+    "two-leaders-in-term",
+    "leader-after-removal",
+    "ack-after-removal",
+)
+"""Kinds whose examples' ``term`` is a sampled or acked integer, not raw JSON text."""
+
+
 def _decode(kind: str, r: Any) -> dict[str, Any]:
     """An example row back to the local engine's example dict."""
     d: dict[str, Any] = json.loads(r["ex"])
@@ -743,8 +907,10 @@ def _decode(kind: str, r: Any) -> dict[str, Any]:
     if kind == "failed-append-present":
         d["_comp"] = d.pop("comp")
     for k in ("incarnation", "previous_incarnation", "payload", "term"):
-        if k in d and not (kind == "two-leaders-in-term" and k == "term"):
+        if k in d and not (kind in _INT_TERMS and k == "term"):
             d[k] = loads(d[k])
+    if kind == "ack-after-removal":
+        d["index"] = loads(d["index"])
     if kind == "two-leaders-in-term":
         d["nodes"] = sorted(d["nodes"], key=str)
     d["indexes"] = idx

@@ -22,10 +22,9 @@ from harness.core.verdict import word as verdict_word
 from harness.inventory.resolve import resolve_hosts
 from harness.report.junit import junit_xml
 from harness.run.summary import verdict_line
+from nemesis.deck import DECK, DEFAULT_TIME_LIMIT
 
 __all__ = ["run", "parse_kv", "parse_nemesis"]
-
-DEFAULT_NEMESIS = "partition,kill,clock"
 
 
 def parse_kv(pairs: Sequence[str], *, option: str) -> dict[str, Any]:
@@ -69,37 +68,43 @@ def parse_nemesis(text: str) -> tuple[str, ...]:
     "--db", default="dledger", show_default=True, help="Database under test (names listed below)."
 )
 @click.option(
-    "--workload", "-w", default="append", show_default=True, help="Workload name (listed below)."
+    "--workload",
+    "-w",
+    default=None,
+    help="Workload name (listed below) [default: the DB's strongest (the reference node: "
+    "mixed, with its clients), or append].",
 )
 @click.option(
     "--nemesis",
-    default=DEFAULT_NEMESIS,
+    default=DECK,
     show_default=True,
-    help="Comma-separated faults (e.g. partition,kill,clock,pause); 'none' for none. "
-    "'upgrade' (with --db-option mode=broker) starts the cluster in mode ha and switches "
-    "it to mode broker one node at a time (docs/broker-mode.md B5b).",
+    help="'deck': the default campaign's fault scripts (docs/zoo.md) that this DB and these "
+    "hosts can take, drawn as a seeded deck; or comma-separated faults played one at a "
+    "time (e.g. partition,kill,clock,pause); 'none' for none. 'upgrade' (with --db-option "
+    "mode=broker) starts the cluster in mode ha and switches it to mode broker one node at "
+    "a time (docs/broker-mode.md B5b).",
 )
 @click.option(
     "--time-limit",
     type=click.FloatRange(min=0.1),
-    default=30.0,
-    show_default=True,
-    help="Seconds of load and faults per test.",
+    default=None,
+    help="Seconds of load and faults per test [default: with the deck, until every script "
+    f"has played once (at most {DEFAULT_TIME_LIMIT:g} s; with this option the deck cycles "
+    "until the time is up); else 30].",
 )
 @click.option(
     "--concurrency",
     "-c",
     type=click.IntRange(min=1),
-    default=5,
-    show_default=True,
-    help="Client worker threads.",
+    default=None,
+    help="Client worker threads [default: the DB's default workload's, else 5].",
 )
 @click.option(
     "--rate",
     type=click.FloatRange(min=0),
-    default=50.0,
-    show_default=True,
-    help="Total client ops/s (0: as fast as possible).",
+    default=None,
+    help="Total client ops/s, 0 as fast as possible [default: the DB's default workload's, "
+    "else 50].",
 )
 @click.option(
     "--test-count",
@@ -115,14 +120,22 @@ def parse_nemesis(text: str) -> tuple[str, ...]:
     help="Seconds a client op may take before it is recorded info "
     "[default: 5; every workload's clients use it, the watchdog allows twice that].",
 )
+@click.option(
+    "--converge-timeout",
+    type=click.FloatRange(min=0),
+    default=60.0,
+    show_default=True,
+    help="Seconds to wait after the heal for a DB that declares Converges to say its replicas "
+    "agree (0: a fixed short sleep instead); not converged makes a valid verdict unknown.",
+)
 @click.option("--bug", default=None, help="Seeded bug for the reference node (--bug NAME).")
 @click.option("--seed", type=int, default=None, help="RNG seed (random and recorded if omitted).")
 @click.option(
     "--nemesis-interval",
     type=click.FloatRange(min=0.1),
-    default=5.0,
-    show_default=True,
-    help="Mean seconds between fault changes.",
+    default=None,
+    help="Mean seconds between fault changes [default: 5]; with the deck, the scripts' "
+    "basic hold [default: 2.5].",
 )
 @click.option("--name", default=None, help="Test name (store/<name>/...).")
 @click.option(
@@ -195,16 +208,17 @@ def parse_nemesis(text: str) -> tuple[str, ...]:
 )
 def run(
     db: str,
-    workload: str,
+    workload: str | None,
     nemesis: str,
-    time_limit: float,
-    concurrency: int,
-    rate: float,
+    time_limit: float | None,
+    concurrency: int | None,
+    rate: float | None,
     test_count: int,
     client_timeout: float | None,
+    converge_timeout: float,
     bug: str | None,
     seed: int | None,
-    nemesis_interval: float,
+    nemesis_interval: float | None,
     name: str | None,
     store_root: str,
     leave_db_running: bool,
@@ -230,6 +244,12 @@ def run(
     from harness.run.runner import RunOptions
 
     faults = parse_nemesis(nemesis)
+    use_deck = DECK in faults
+    if use_deck and len(faults) > 1:
+        raise click.BadParameter(
+            f"'{DECK}' is the whole default campaign; it takes no other fault names",
+            param_hint="--nemesis",
+        )
     db_opts = parse_kv(db_options, option="--db-option")
     wl_opts = parse_kv(workload_options, option="--workload-option")
     nem_opts = parse_kv(nemesis_options, option="--nemesis-option")
@@ -248,6 +268,16 @@ def run(
         from harness.dbs.dledger import check_bug
 
         check_bug(bug)
+    from harness.run.roles import default_workload, prepare
+
+    choice = default_workload(db, db_opts) if workload is None else None
+    if choice is not None:
+        workload = choice.name
+        wl_opts = {**choice.options, **wl_opts}
+        concurrency = concurrency or choice.concurrency
+        rate = choice.rate if rate is None else rate
+        client_timeout = client_timeout or choice.client_timeout
+    assert workload is not None
     test_name = name or "-".join([db, workload] + ([bug] if bug else []))
     base_seed = seed if seed is not None else random.SystemRandom().randrange(2**31)
     run_opts: dict[str, Any] = {"db": db_opts, "nemesis": nem_opts}
@@ -260,18 +290,16 @@ def run(
         nodes=(),
         db=db,
         workload=workload,
-        nemesis=faults,
-        time_limit=time_limit,
-        concurrency=concurrency,
-        rate=rate,
+        nemesis=() if use_deck else faults,
+        time_limit=time_limit or (DEFAULT_TIME_LIMIT if use_deck else 30.0),
+        concurrency=concurrency or 5,
+        rate=50.0 if rate is None else rate,
         seed=base_seed,
         bug=bug,
-        nemesis_interval=nemesis_interval,
+        nemesis_interval=nemesis_interval or 5.0,
         options={**wl_opts, **run_opts},
     )
-    from harness.run.roles import prepare
-
-    prepare(spec)  # every --db-option and --workload-option checked before any host is asked
+    roles = prepare(spec)  # every --db-option and --workload-option checked before any host
     hosts = resolve_hosts(
         lab=lab, nodes_file=nodes_file, vagrant=vagrant, docker=docker, insecure=insecure, vm=vm
     )
@@ -281,9 +309,13 @@ def run(
                 f"the inventory has only {len(hosts)} hosts", param_hint="--nodes"
             )
         hosts = hosts[:node_count]
+    if use_deck:
+        spec = _with_deck(spec, roles.db, hosts, nemesis_interval, one_pass=time_limit is None)
     from nemesis.package import check_hosts
 
-    check_hosts(faults, hosts)  # power on hosts with no hypervisor: exit 3 before anything runs
+    check_hosts(
+        spec.nemesis, hosts
+    )  # power on hosts with no hypervisor: exit 3 before anything runs
     from harness.report.html import write_report
 
     opts = RunOptions(
@@ -291,6 +323,7 @@ def run(
         engine=engine,
         progress=not no_progress,
         reporter=write_report,
+        converge_timeout_s=converge_timeout,
     )
     spec = dataclasses.replace(spec, nodes=tuple(h.name for h in hosts))
     summary: list[dict[str, Any]] = []
@@ -333,6 +366,28 @@ def run(
         )
         click.echo(f"junit: {junit_path}")
     return rc
+
+
+def _with_deck(
+    spec: Any, db: object, hosts: Sequence[Any], hold: float | None, *, one_pass: bool
+) -> Any:
+    """``spec`` drawing its faults from the deck this DB and these hosts can take (printed,
+    with what was left out and why, before anything runs); ``one_pass`` ends the load once
+    every script has played, else the deck cycles until the time limit."""
+    from nemesis.deck import HOLD, deck_for
+
+    deck = dataclasses.replace(
+        deck_for(db, hosts), hold=hold or HOLD, passes=1 if one_pass else None
+    )
+    click.echo(f"faults: {deck.describe()}")
+    for note in deck.notes:
+        click.echo(f"faults: {note}")
+    return dataclasses.replace(
+        spec,
+        nemesis=deck.faults,
+        nemesis_interval=hold or HOLD,
+        options={**spec.options, "deck": deck.to_json()},
+    )
 
 
 def _rel(p: Path) -> str:

@@ -7,7 +7,8 @@ simply never gets a pause fault. Implementations: :mod:`harness.dbs`.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import time
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol, TypeAlias, runtime_checkable
 
@@ -26,9 +27,15 @@ __all__ = [
     "HasFootprint",
     "Upgradable",
     "InformsChecker",
+    "WorkloadChoice",
+    "HasDefaultWorkload",
     "Members",
     "Reconfigurable",
     "TransfersLeadership",
+    "Convergence",
+    "ConvergenceReport",
+    "Converges",
+    "poll_converged",
     "runs_under_faketime",
 ]
 
@@ -161,6 +168,30 @@ class InformsChecker(Protocol):
 
 
 @dataclass(frozen=True)
+class WorkloadChoice:
+    """The workload a DB is best tested with, and the clients it wants.
+
+    ``splitbrain run`` and the zoo start from it when no ``--workload`` is given, so a user
+    gets the strongest check the DB offers without knowing its workloads. ``options`` are
+    the workload's own (``--workload-option`` keys override them); ``client_timeout``,
+    ``concurrency`` and ``rate`` replace the run's defaults unless the user gave them.
+    """
+
+    name: str
+    options: Mapping[str, Any] = field(default_factory=dict)
+    concurrency: int | None = None
+    rate: float | None = None
+    client_timeout: float | None = None
+
+
+@runtime_checkable
+class HasDefaultWorkload(Protocol):
+    """A DB that names its strongest workload (depends on its options only, no connection)."""
+
+    def default_workload(self) -> WorkloadChoice: ...
+
+
+@dataclass(frozen=True)
 class Members:
     """A cluster's configuration as the cluster itself reports it, in the harness's node names.
 
@@ -211,6 +242,10 @@ class Reconfigurable(Protocol):
       cluster reports it gone, its process stopped (a removed node must not linger);
     * ``add_member``: ``node``'s host wiped (an empty disk), the DB started there with a
       fresh identity joining the cluster, added, and waited for until it votes.
+
+    A DB whose class has these methods but whose configured mode cannot change its
+    membership declares the class attribute ``reconfigurable = False`` (the reference
+    node's mode ha): the membership fault then refuses it before the run.
     """
 
     def members(self, ctx: RunContext, via: str | None = None) -> Members: ...
@@ -229,6 +264,107 @@ class TransfersLeadership(Protocol):
     def transfer_leader(self, ctx: RunContext, node: str) -> dict[str, Any]:
         """Ask the leader to hand over to ``node``; the DB's answer (code, new leader...)."""
         ...
+
+
+@dataclass(frozen=True)
+class Convergence:
+    """One look at the replicas: whether they agreed at that moment, and what was seen.
+
+    ``seen`` is JSON (it goes into the history as it is). ``token`` is what must not change
+    between the consecutive looks that count as converged (the leader, the last sequence):
+    two agreeing looks at two different states prove nothing about either.
+    """
+
+    converged: bool
+    seen: Mapping[str, Any] = field(default_factory=dict)
+    token: Any = None
+    why: str | None = None
+    """What was still off, in a few words (shown when the wait ends without converging)."""
+
+
+@dataclass(frozen=True)
+class ConvergenceReport:
+    """How the wait after the heal ended: converged after ``elapsed_s``, or not within it.
+
+    ``last`` is what the last look saw (JSON), ``why`` says what was still off when the
+    replicas had not converged (or what failed). The runner records it as the ``converge``
+    op's completion, so the history keeps what the final reads were read against.
+    """
+
+    converged: bool
+    elapsed_s: float
+    polls: int = 0
+    last: Mapping[str, Any] = field(default_factory=dict)
+    why: str | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "converged": self.converged,
+            "elapsed_s": round(self.elapsed_s, 3),
+            "polls": self.polls,
+            "last": dict(self.last),
+            **({"why": self.why} if self.why else {}),
+        }
+
+
+@runtime_checkable
+class Converges(Protocol):
+    """A DB that can tell when its replicas have caught up with each other after the heal.
+
+    The runner calls ``wait_converged`` once, after the heal and before the final reads
+    (in place of the fixed recovery sleep), and records the report: final reads taken
+    while replicas still catch up judge a moment, not the outcome. A run whose replicas
+    did not converge in time is at best ``unknown`` (harness/run/converge.py).
+    """
+
+    def wait_converged(self, ctx: RunContext, deadline: float) -> ConvergenceReport:
+        """Block until the replicas agree or ``time.monotonic()`` passes ``deadline``; never
+        raise for a cluster that is merely not there yet (say so in the report)."""
+        ...
+
+
+def poll_converged(
+    look: Callable[[], Convergence],
+    deadline: float,
+    *,
+    stable: int = 2,
+    interval: float = 0.5,
+    clock: Callable[[], float] = time.monotonic,
+    sleep: Callable[[float], None] = time.sleep,
+) -> ConvergenceReport:
+    """``look`` until ``stable`` looks in a row say converged with one ``token``, or ``deadline``.
+
+    One agreeing look can be a replica that reports itself current a moment before it
+    learns of the next entry; the same state seen twice an ``interval`` apart cannot. A
+    look that raises counts as not converged (its error is what was seen). ``look`` runs
+    at least once, and again at the deadline if the last look was before it.
+    """
+    started = clock()
+    polls, run = 0, 0
+    token: Any = None
+    last: Mapping[str, Any] = {}
+    why: str | None = None
+    while True:
+        try:
+            c = look()
+        except Exception as e:  # noqa: BLE001 - an unreachable node is "not yet", said so
+            c = Convergence(False, {}, why=f"the look failed: {type(e).__name__}: {e}")
+        polls += 1
+        last = c.seen
+        if c.converged:
+            run = run + 1 if run and c.token == token else 1
+            token = c.token
+            if run >= stable:
+                return ConvergenceReport(True, clock() - started, polls, last)
+            why = f"{run} of {stable} agreeing looks"
+        else:
+            run, why = 0, c.why
+        now = clock()
+        if now >= deadline:
+            return ConvergenceReport(
+                False, now - started, polls, last, why or "the last look did not agree"
+            )
+        sleep(max(0.0, min(interval, deadline - now)))
 
 
 def runs_under_faketime(db: object) -> bool:

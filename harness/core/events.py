@@ -23,7 +23,9 @@ from typing import Protocol, runtime_checkable
 
 __all__ = ["EVENT_KINDS", "NodeEvent", "ReportsEvents"]
 
-EVENT_KINDS = ("start", "role", "vote", "truncate")
+EVENT_KINDS = (
+    "start", "role", "vote", "truncate", "candidacy", "vote-refused", "read-refused"
+)  # fmt: skip
 """What an event can be:
 
 - ``start``: the node's process started (a restart: in-memory state is gone);
@@ -32,7 +34,12 @@ EVENT_KINDS = ("start", "role", "vote", "truncate")
 - ``vote``: the node granted its vote in ``term`` to ``candidate`` (itself included:
   a candidate votes for itself when it asks for votes, so every candidacy shows);
 - ``truncate``: the node removed entries from ``index`` on (its log diverged from the
-  leader's and was cut back).
+  leader's and was cut back);
+- ``candidacy``: the node asked for votes in ``term`` (once per term);
+- ``vote-refused``: the node refused its vote in ``term`` to ``candidate``, ``why`` the
+  voter's rule (e.g. it had already voted in that term);
+- ``read-refused``: the node refused a client read, ``why`` how far it got (``not-leader``,
+  or a leader whose read-index confirmation failed: ``confirm-failed``).
 """
 
 
@@ -49,6 +56,13 @@ class NodeEvent:
     candidate: str | None = None
     index: int | None = None
     time: int | None = None
+    why: str | None = None
+    mono_s: float | None = None
+    """The node's ``CLOCK_MONOTONIC`` stamp, when it logs one: exact on the history's
+    clock when the node shares the harness's kernel (``boot``), whatever its wall clock."""
+    boot: str | None = None
+    """On ``start`` events: the node's kernel boot id, which says whether ``mono_s`` is
+    the harness's clock too."""
 
     def at(self, time_ns: int | None) -> NodeEvent:
         """This event placed on the history's clock."""

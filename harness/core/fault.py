@@ -141,7 +141,11 @@ class Fault:
       ``--nemesis-option`` keys, given as ``<name>_<field>``; a node fault's has ``targets``.
     * ``targets``: ``node`` (aimed at nodes) or ``cluster`` (the fault picks its own);
       ``needs``: ``machine`` (hosts with ``Host.machine``), ``netem`` (tc netem),
-      ``primaries`` (a DB reporting its leader).
+      ``primaries`` (a DB reporting its leader), ``fuse`` (hosts whose inventory declares
+      ``extras["fuse"]``); ``db_needs``: the capabilities (``harness.core.db`` protocols) the
+      DB must declare; ``refuse``: any other reason it cannot act on this DB and these hosts.
+      :meth:`why_not` joins them, so the default campaign leaves out, and names, a fault
+      script it could not play instead of failing mid-run.
     * ``nemesis``: a factory given the selected kinds of its ``group`` and their options;
       ``link`` wires it to the other nemeses of the run (a kill that ends a pause).
     * ``draw``: the start value, from a :class:`Draw`; ``usable``: which variants can
@@ -165,6 +169,8 @@ class Fault:
     options: type | None = None
     targets: Literal["node", "cluster"] = "node"
     needs: frozenset[str] = frozenset()
+    db_needs: tuple[type, ...] = ()
+    refuse: Callable[[object, Sequence[Host]], str | None] | None = None
     group: str = ""
     link: Callable[[Any, Mapping[str, Any]], None] | None = None
     journal: tuple[JournalKind, ...] = ()
@@ -184,6 +190,32 @@ class Fault:
     def names(self) -> tuple[str, ...]:
         """Every ``--nemesis`` name that selects this fault."""
         return (self.name, *self.aliases)
+
+    def why_not(self, db: object, hosts: Sequence[Host]) -> str | None:
+        """Why this fault cannot act on ``db`` running on ``hosts``, or None when it can.
+
+        Declared facts only (the DB's capabilities, the inventory's host facts): nothing
+        is asked of a host, so the answer is known before the run starts.
+        """
+        from harness.core.db import HasPrimaries
+
+        missing = [c.__name__ for c in self.db_needs if not isinstance(db, c)]
+        if "primaries" in self.needs and not isinstance(db, HasPrimaries):
+            missing.append("HasPrimaries")
+        if missing:
+            return f"{self.name} needs a DB that declares {', '.join(missing)}"
+        if "machine" in self.needs:
+            bare = sorted(h.name for h in hosts if h.machine is None)
+            if bare:
+                return f"{self.name} needs VM hosts; {', '.join(bare)} have no hypervisor"
+        if "fuse" in self.needs:
+            bare = sorted(h.name for h in hosts if not h.extras.get("fuse"))
+            if bare:
+                return (
+                    f"{self.name} needs hosts that declare FUSE (extras fuse: true); "
+                    f"{', '.join(bare)} do not"
+                )
+        return self.refuse(db, hosts) if self.refuse is not None else None
 
     def selected_variants(self, name: str) -> tuple[str, ...]:
         return self.variants if name == self.name else tuple(self.aliases[name])

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from harness.core.errors import HistoryError
-from harness.core.jsonl import json_line, json_records
+from harness.core.jsonl import json_line, json_records_entries_apart
 from harness.core.op import NEMESIS, OP_TYPES, Op
 from harness.core.record import clip, json_kind, parse_op
 
@@ -45,7 +45,18 @@ __all__ = [
 # are kept as compact JSON text (keys sorted), the form both engines compare
 # payloads and terms in, so a string "1" and a number 1 stay different.
 PARQUET_COLUMNS = ("index", "time", "type", "process", "f", "key", "value", "node", "error")
-VALUE_FIELDS = ("payload", "index", "term", "committed", "end", "role", "incarnation", "final")
+VALUE_FIELDS = (
+    "payload",
+    "index",
+    "term",
+    "committed",
+    "end",
+    "role",
+    "incarnation",
+    "final",
+    "member",
+    "config",
+)
 """Object fields with a typed column ``v_<field>``: ``value[field]`` as compact JSON text
 (null when ``value`` is not an object or lacks the field; a JSON null is the text ``null``)."""
 PARQUET_VALUE_COLUMNS = ("v_kind", *(f"v_{f}" for f in VALUE_FIELDS), "v_entries")
@@ -180,6 +191,16 @@ def _value_text(v: Any) -> str:
     return _compact_json(v)
 
 
+def _lifted_text(v: dict[str, Any], lift: _Entries) -> str:
+    """:func:`_value_text` of a value whose entries Arrow parsed: their raw text is already
+    the compact JSON the encoder would write (:data:`_TRIPLES`), spliced in."""
+    text = _compact_json({**v, "entries": []})
+    at = text.find('"entries":[]')
+    if at < 0 or text.find('"entries":[]', at + 1) >= 0:
+        return _compact_json({**v, "entries": lift.decoded()})
+    return text[: at + 10] + lift.text.decode("ascii") + text[at + 12 :]
+
+
 Row = tuple[int, int, str, str, str, "str | None", Any, "str | None", "str | None"]
 """A record as the Parquet writer takes it: index, time, type, process (as text), f, key,
 value (decoded), node, error."""
@@ -215,7 +236,7 @@ def jsonl_to_parquet(
 def _jsonl_rows(path: Path) -> Iterator[Row]:
     """:func:`iter_jsonl`'s records as :data:`Row` tuples, with its errors word for word."""
     types = frozenset(OP_TYPES)
-    for lineno, obj in json_records(path):
+    for lineno, obj in json_records_entries_apart(path, _parse_entries):
         if obj.__class__ is dict:
             index, t, typ = obj.get("index", -1), obj.get("time", 0), obj.get("type")
             proc, f, key = obj.get("process"), obj.get("f"), obj.get("key")
@@ -233,6 +254,9 @@ def _jsonl_rows(path: Path) -> Iterator[Row]:
             ):
                 yield (index, t, typ, str(proc), f, key, obj.get("value"), node, err)
                 continue
+            v = obj.get("value")
+            if v.__class__ is dict and v.get("entries").__class__ is _Entries:
+                v["entries"] = v["entries"].decoded()
         op = parse_op(obj, path=path, line=lineno)
         yield (
             op.index,
@@ -245,6 +269,67 @@ def _jsonl_rows(path: Path) -> Iterator[Row]:
             op.node,
             op.error,
         )
+
+
+_I = r"(?:0|-?[1-9][0-9]{0,17})"
+_E = r"(?:null|true|false|" + _I + r'|"[ !#-+\--Z^-~]*")'
+_TRIPLE = r"\[" + _I + "," + _E + "," + _E + r"\]"
+_TRIPLES = r"^\[" + _TRIPLE + "(?:," + _TRIPLE + r")*\]$"
+"""An entries array whose raw text is already what the columns hold: items of exactly
+three, an integer index within int64, terms and payloads that are null, booleans,
+integers or plain strings (printable ASCII without quote, backslash, comma or
+bracket), all in the compact form ``json.dumps`` writes. The text of such an item is
+its column text, and it splits on ``],[`` and ``,`` into exactly its items and fields."""
+
+
+class _Entries:
+    """A log read's entries parsed by Arrow (:func:`_parse_entries`): the three columns of
+    :data:`PARQUET_VALUE_COLUMNS`' ``v_entries`` items, term and payload as JSON text."""
+
+    __slots__ = ("index", "term", "payload", "text")
+
+    def __init__(self, index: Any, term: Any, payload: Any, text: bytes) -> None:
+        self.index, self.term, self.payload, self.text = index, term, payload, text
+
+    def __len__(self) -> int:
+        return len(self.index)
+
+    def decoded(self) -> list[list[Any]]:
+        """The entries as ``json.loads`` gives them (for the rare record that goes through
+        :func:`parse_op`)."""
+        out: list[list[Any]] = json.loads(self.text)
+        return out
+
+
+def _parse_entries(texts: list[bytes]) -> list[_Entries | None]:
+    """Entries arrays' raw texts parsed all at once by Arrow's kernels (None for a text
+    outside :data:`_TRIPLES`, which the reader then decodes with ``json``): one kernel
+    call per batch instead of a decoded list and two JSON encodings per entry."""
+    import numpy as np
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    out: list[_Entries | None] = [None] * len(texts)
+    try:
+        arr = pa.array(texts, pa.binary()).cast(pa.string())
+    except (pa.ArrowInvalid, UnicodeDecodeError):  # not UTF-8: the JSON decoder words it
+        return out
+    ok = pc.match_substring_regex(arr, _TRIPLES).to_numpy(zero_copy_only=False)
+    good = np.flatnonzero(ok)
+    if not len(good):
+        return out
+    items = pc.split_pattern(pc.utf8_slice_codeunits(arr.take(pa.array(good)), 2, -2), "],[")
+    counts = pc.list_value_length(items).to_numpy()
+    fields = pc.list_flatten(pc.split_pattern(pc.list_flatten(items), ","))
+    n = len(fields) // 3
+    index = pc.cast(fields.take(pa.array(np.arange(0, 3 * n, 3))), pa.int64())
+    term = fields.take(pa.array(np.arange(1, 3 * n, 3)))
+    payload = fields.take(pa.array(np.arange(2, 3 * n, 3)))
+    lo = 0
+    for g, c in zip(good.tolist(), counts.tolist(), strict=True):
+        out[g] = _Entries(index.slice(lo, c), term.slice(lo, c), payload.slice(lo, c), texts[g])
+        lo += c
+    return out
 
 
 def _write_rows(rows: Iterable[Row], path: str | os.PathLike[str], *, batch: int) -> int:
@@ -282,10 +367,37 @@ def _row_tables(rows: Iterable[Row], *, batch: int, values: bool = True) -> Iter
         cols[c].append for c in plain
     )
 
+    pieces: list[tuple[Any, Any, Any]] = []  # entries made by Arrow, and Python's before them
+    lifted = 0  # entries in pieces
+
+    def piece() -> None:
+        """The Python entry lists so far as one piece (so that entries stay in row order)."""
+        nonlocal lifted
+        if e_index:
+            lifted += len(e_index)
+            pieces.append(
+                (
+                    pa.array(e_index, pa.int64()),
+                    pa.array(e_term, pa.string()),
+                    pa.array(e_payload, pa.string()),
+                )
+            )
+            e_index.clear()
+            e_term.clear()
+            e_payload.clear()
+
     def flush() -> Any:
+        nonlocal lifted
         m = len(cols["index"])
         if not m:
             return None
+        if pieces:
+            piece()
+            ents_cols = [pa.concat_arrays([p[k] for p in pieces]) for k in range(3)]
+            pieces.clear()
+            lifted = 0
+        else:
+            ents_cols = [e_index, e_term, e_payload]
         arrays = {c: pa.array(cols[c], schema.field(c).type) for c in plain}
         for name, vals in zip(VALUE_FIELDS, obj_fields, strict=True):
             if not obj_rows:
@@ -295,7 +407,7 @@ def _row_tables(rows: Iterable[Row], *, batch: int, values: bool = True) -> Iter
             for i, x in zip(obj_rows, vals, strict=True):
                 full[i] = x
             arrays[f"v_{name}"] = pa.array(full, pa.string())
-        arrays["v_entries"] = entries_column(offsets, valid, e_index, e_term, e_payload)
+        arrays["v_entries"] = entries_column(offsets, valid, *ents_cols)
         t = pa.Table.from_arrays([arrays[c] for c in schema.names], schema=schema)
         for v in (*cols.values(), *obj_fields, obj_rows, valid, e_index, e_term, e_payload):
             v.clear()
@@ -310,7 +422,10 @@ def _row_tables(rows: Iterable[Row], *, batch: int, values: bool = True) -> Iter
         c_proc(proc)
         c_f(f)
         c_key(key)
-        c_value(_value_text(v) if values else None)
+        lift = v.get("entries") if v.__class__ is dict else None
+        if lift.__class__ is not _Entries:
+            lift = None
+        c_value(None if not values else _value_text(v) if lift is None else _lifted_text(v, lift))
         c_node(node)
         c_error(err)
         kind = _kind(v)
@@ -320,16 +435,20 @@ def _row_tables(rows: Iterable[Row], *, batch: int, values: bool = True) -> Iter
             obj_rows.append(pos)
             for fld, col in zip(VALUE_FIELDS, obj_fields, strict=True):
                 col.append(_json_text(v[fld]) if fld in v else None)
-            ents = _entries(v.get("entries"))
+            ents = [] if lift is not None else _entries(v.get("entries"))
         valid.append(ents is not None)
-        if ents:
+        if lift is not None:
+            piece()
+            pieces.append((lift.index, lift.term, lift.payload))
+            lifted += len(lift)
+        elif ents:
             for i, tm, pl in ents:
                 e_index.append(i)
                 e_term.append(tm)
                 e_payload.append(pl)
-        offsets.append(len(e_index))
+        offsets.append(lifted + len(e_index))
         pos += 1
-        if pos >= batch or len(e_index) >= 1_000_000:
+        if pos >= batch or lifted + len(e_index) >= 1_000_000:
             yield flush()
             pos = 0
     last = flush()

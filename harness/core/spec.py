@@ -34,13 +34,15 @@ network deadline, and the runner's watchdog completes ``info`` an op still open 
 that (an op may make two calls: a redirect). 5 s is above the reference node's 2.5 s
 quorum-ack timeout, so a slow commit still answers with its own code."""
 
-RUN_KEYS = frozenset({"db", "nemesis", "client_timeout", "client_port", "checks"})
+RUN_KEYS = frozenset({"db", "nemesis", "client_timeout", "client_port", "checks", "deck"})
 """Keys of ``TestSpec.options`` that belong to the run, not to the workload: the DB's and the
-nemesis' option maps, the client timeout, the fallback client port (workloads/addr.py), and
-the checks the user added to the workload's (``run --check NAME``)."""
+nemesis' option maps, the client timeout, the fallback client port (workloads/addr.py), the
+checks the user added to the workload's (``run --check NAME``), and the fault deck the
+nemesis draws from (``nemesis.deck.Deck.to_json``; absent: the stock schedule)."""
 
 RECORD_KEYS = frozenset({"zoo_profiles", "zoo_shuffle", "mutant"})
-"""Keys the zoo records in ``test.json`` for the reader; no role reads them."""
+"""Keys the zoo records (or recorded, before the deck) in ``test.json`` for the reader; no
+role reads them."""
 
 
 @dataclass(frozen=True)

@@ -5,7 +5,8 @@ namespaces, VMs and containers. Per node, one directory holds the uploaded
 code, the data, the pid file and the daemon's stdout::
 
     <root>/[<lab>/]<test>/<node>/app/node_impl/   the package, uploaded at setup
-    <root>/<test>/<node>/data/            --data-dir (node.log lives here)
+    <root>/<test>/<node>/data/            --data-dir
+    <root>/<test>/<node>/node.log         --log-file: outside the data a disk fault rolls back
     <root>/<test>/<node>/node.pid
     <root>/<test>/<node>/stdout.log
 
@@ -28,7 +29,7 @@ from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from harness.core.db import Members
+from harness.core.db import Members, WorkloadChoice
 from harness.core.errors import ConfigError, NemesisError, RemoteError
 from harness.core.fanout import map_values
 from harness.core.remote import UploadsTrees
@@ -150,6 +151,29 @@ def _leaders_now(
         return [n for n in addrs if n in leaders]
     finally:
         pool.shutdown(wait=False, cancel_futures=True)  # a silent node's thread ends at its timeout
+
+
+_WIPE_PY = (
+    "import os, shutil, sys\n"
+    "d = sys.argv[1]\n"
+    "os.makedirs(d, exist_ok=True)\n"
+    "for name in os.listdir(d):\n"
+    "    p = os.path.join(d, name)\n"
+    "    shutil.rmtree(p) if os.path.isdir(p) and not os.path.islink(p) else os.unlink(p)\n"
+    "fd = os.open(d, os.O_RDONLY | os.O_DIRECTORY)\n"
+    "os.fsync(fd)\n"
+)
+
+
+def durable_wipe(path: str) -> str:
+    """A shell command that empties ``path`` and fsyncs it, so the emptying is durable.
+
+    A member re-added wiped (M6) is a new identity: under the lazy fs of the disk faults
+    (docs/disk-faults.md) an ``rm -rf`` whose directory was never fsynced is an un-fsynced
+    change, and a later lost-power fault would bring the old member's log and term back
+    under the new id. The harness's own wipe must be as durable as a real operator's.
+    """
+    return f"python3 -c {shlex.quote(_WIPE_PY)} {shlex.quote(path)}"
 
 
 def _fetch_status(host: str, port: int, timeout: float) -> dict[str, Any] | None:
@@ -444,9 +468,8 @@ class DLedgerMembership:
             # beside the node directory and fetched with the others (log_files)
             kept = f"{p['dir']}/node.{self.ident(node)}.log"
             remote.run(
-                f"if [ -e {shlex.quote(p['data'] + '/node.log')} ]; then "
-                f"mv {shlex.quote(p['data'] + '/node.log')} {shlex.quote(kept)}; fi; "
-                f"rm -rf {shlex.quote(p['data'])} && mkdir -p {shlex.quote(p['data'])}"
+                f"if [ -e {shlex.quote(p['log'])} ]; then "
+                f"mv {shlex.quote(p['log'])} {shlex.quote(kept)}; fi; " + durable_wipe(p["data"])
             )
             self._old_logs.setdefault(node, []).append(kept)
             k = self._generation[node] = self._generation.get(node, 0) + 1
@@ -511,8 +534,50 @@ class DLedgerMembership:
         return out
 
 
+# "mixed" runs the append log and per-key registers at once, with the status sampler,
+# so log safety (I2-I4), linearizability (I7) and the sampled invariants (I1, I5, I6) are
+# checked in every run; reads served by followers and isolated leaders expose stale
+# reads. The workloads that read the past ride along: archive keys written once and read
+# for the rest of the run, retired register keys still read, a set in the kv map read
+# back from every node, and clients that stick to the node that last answered.
+# Three workers per node keep reads flowing on an isolated leader while its writes hang.
+STRONGEST_WORKLOAD = WorkloadChoice(
+    name="mixed",
+    options={
+        "mixed_weights": (1, 2, 2, 0.25),
+        "read_fraction": 0.25,
+        "ops_per_key": 100,
+        "retired_reads": 0.1,
+        "sticky_ops": 20,
+        # About two workers in three stuck at a time (a stint of 20 ops, then ~10 free
+        # ones): the free ones find the new leader and write while the old one sleeps,
+        # the stuck ones read from the sleeper.
+        "sticky_fraction": 0.1,
+        # A sticky worker re-sends its read to a frozen leader every 0.5 s, so the one
+        # still waiting when it wakes was invoked after the new leader's commits
+        # (docs/zoo.md, M3b).
+        "read_timeout": 0.5,
+    },
+    concurrency=15,
+    rate=60.0,
+    # Below the stopped-leader motif's 3-4 s pause, as real clients' are: writes trapped
+    # on the frozen leader give up and find the new one, which then commits while the
+    # sleeper still sleeps.
+    client_timeout=2.0,
+)
+"""The reference node's strongest workload (mode dledger): ``splitbrain run``'s default."""
+BROKER_WORKLOAD = WorkloadChoice(name="queue", concurrency=6, rate=60.0)
+"""Mode broker is checked as producers and consumers see it: sends, pulls, final drains."""
+
+
 class DLedgerDB(NodeLogEvents, DLedgerMembership, PidfileDaemonDB):
     """Installs, starts, faults and removes ``node_impl`` on every node of a test."""
+
+    def default_workload(self) -> WorkloadChoice:
+        """Mode broker (``--mode broker`` among the node's arguments) is a queue."""
+        if "--mode broker" in " ".join(self.extra_args.split()):
+            return BROKER_WORKLOAD
+        return STRONGEST_WORKLOAD
 
     def __init__(
         self,
@@ -572,6 +637,7 @@ class DLedgerDB(NodeLogEvents, DLedgerMembership, PidfileDaemonDB):
             "data": f"{d}/data",
             "pid": f"{d}/node.pid",
             "stdout": f"{d}/stdout.log",
+            "log": f"{d}/node.log",
         }
 
     def ports(self, ctx: RunContext, node: str) -> list[int]:
@@ -659,6 +725,8 @@ class DLedgerDB(NodeLogEvents, DLedgerMembership, PidfileDaemonDB):
             peers,
             "--data-dir",
             p["data"],
+            "--log-file",
+            p["log"],
             "--client-port",
             str(ports[node][1]),
         ]
@@ -696,7 +764,8 @@ class DLedgerDB(NodeLogEvents, DLedgerMembership, PidfileDaemonDB):
             remote.signal_daemon(p["pid"], "CONT")
             remote.stop_daemon(p["pid"], timeout=5)
         remote.run(
-            f"rm -rf {shlex.quote(p['data'])} {shlex.quote(p['stdout'])} && "
+            f"rm -rf {shlex.quote(p['data'])} {shlex.quote(p['stdout'])} "
+            f"{shlex.quote(p['log'])} && "
             f"mkdir -p {shlex.quote(p['data'])}"
         )
         self._upload_code(remote, p["app"])
@@ -828,7 +897,7 @@ class DLedgerDB(NodeLogEvents, DLedgerMembership, PidfileDaemonDB):
 
     def log_files(self, ctx: RunContext, node: str) -> list[str]:
         p = self._paths(ctx, node)
-        return [f"{p['data']}/node.log", p["stdout"], *self._old_logs.get(node, [])]
+        return [p["log"], p["stdout"], *self._old_logs.get(node, [])]
 
     def teardown(self, ctx: RunContext, node: str) -> None:
         remote = ctx.remotes[node]

@@ -24,7 +24,7 @@ import threading
 import time
 from typing import TYPE_CHECKING, Any
 
-from harness.core.db import Members
+from harness.core.db import Members, WorkloadChoice
 from harness.core.errors import ConfigError, NemesisError, RemoteError
 from harness.core.fanout import map_values
 from harness.dbs.daemon import PidfileDaemonDB
@@ -111,6 +111,10 @@ def _is_leader(st: dict[str, Any] | None) -> bool:
 
 class EtcdDB(PidfileDaemonDB):
     """Installs, starts, faults and removes one etcd member per node."""
+
+    def default_workload(self) -> WorkloadChoice:
+        """Linearizable registers through etcd's own transactions (workloads/etcd.py)."""
+        return WorkloadChoice(name="etcd-register")
 
     def __init__(
         self,

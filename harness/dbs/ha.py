@@ -16,6 +16,7 @@ import shlex
 import time
 from typing import TYPE_CHECKING, Any
 
+from harness.core.db import WorkloadChoice
 from harness.core.errors import ConfigError, RemoteError
 from harness.core.fanout import map_values
 from harness.dbs.dledger import DLedgerDB, _fetch_status
@@ -38,6 +39,13 @@ def _as_bool(v: Any, name: str) -> bool:
 
 class HADB(DLedgerDB):
     """``node_impl --mode ha``: master ``master`` (default: the first node), slaves the rest."""
+
+    reconfigurable = False
+    """Mode ha has a fixed master and slaves: no membership changes (docs/membership.md)."""
+
+    def default_workload(self) -> WorkloadChoice:
+        """Mode ha has no election and no kv: its log, appended and read back."""
+        return WorkloadChoice(name="append", concurrency=5, rate=50.0)
 
     def __init__(
         self,

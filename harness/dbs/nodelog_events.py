@@ -1,27 +1,37 @@
 """The reference node's ``node.log`` read as :class:`~harness.core.events.NodeEvent`s.
 
-``node_impl/nodelog.py`` writes one ``KIND key=value ... time=<epoch>`` line per fact;
-the ones the coverage report needs:
+``node_impl/nodelog.py`` writes one ``KIND key=value ... time=<epoch> mono=<s>`` line
+per fact (older nodes wrote no ``mono``); the ones the coverage report needs:
 
-- ``INFO event=start id=N incarnation=I term=T ...``: a process start;
+- ``INFO event=start id=N incarnation=I term=T ... boot=B``: a process start, on the
+  kernel whose boot id is B;
 - ``ROLE term=T role=R leader=L``: on every change of (term, role, leader);
+- ``INFO event=candidacy term=T``: the node asked for votes in T (once per term);
 - ``INFO event=vote term=T candidate=C``: a vote granted (a candidate's own included);
+- ``INFO event=vote-refused term=T candidate=C why=RESULT``: a vote refused;
+- ``INFO event=read-refused why=STAGE code=C term=T``: a client read refused;
 - ``INFO event=truncated at=I old_end=.. new_end=..``: a follower cut its log back.
 
 Mode ``ha`` logs ``ROLE`` lines with ``master``/``slave`` roles and no votes; those
 roles are not election roles and are skipped.
+
+A DB host's node directory holds ``node.log`` and, when the host's member was removed
+and re-added wiped, the old members' ``node.<id>.log``; all are read, the old ones
+first (they were written first).
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 from harness.core.events import NodeEvent
 
-__all__ = ["NodeLogEvents", "parse_node_log_line"]
+__all__ = ["NodeLogEvents", "parse_node_log_line", "node_log_files"]
 
 _ELECTION_ROLES = frozenset({"leader", "follower", "candidate"})
+_OLD_MEMBER_LOG = re.compile(r"^node\.(.+)\.log$")
 
 
 def _fields(parts: Sequence[str]) -> dict[str, str]:
@@ -40,6 +50,13 @@ def _int(v: str | None) -> int | None:
         return None
 
 
+def _float(v: str | None) -> float | None:
+    try:
+        return None if v is None else float(v)
+    except ValueError:
+        return None
+
+
 def _name(v: str | None) -> str | None:
     return None if v in (None, "-", "") else v
 
@@ -50,40 +67,67 @@ def parse_node_log_line(node: str, line: str) -> NodeEvent | None:
     if len(parts) < 2:
         return None
     f = _fields(parts[1:])
-    try:
-        wall = float(f["time"]) if "time" in f else None
-    except ValueError:
-        wall = None
+    wall = _float(f.get("time"))
+    mono = _float(f.get("mono"))
     kind = parts[0]
+    term = _int(f.get("term"))
     if kind == "ROLE":
         role = f.get("role")
         if role not in _ELECTION_ROLES:
             return None
-        return NodeEvent(node, "role", wall, _int(f.get("term")), role, _name(f.get("leader")))
+        return NodeEvent(node, "role", wall, term, role, _name(f.get("leader")), mono_s=mono)
     if kind != "INFO":
         return None
     what = f.get("event")
     if what == "start":
-        return NodeEvent(node, "start", wall, _int(f.get("term")))
-    if what == "vote":
+        return NodeEvent(node, "start", wall, term, mono_s=mono, boot=_name(f.get("boot")))
+    if what in ("vote", "vote-refused"):
         return NodeEvent(
-            node, "vote", wall, _int(f.get("term")), candidate=_name(f.get("candidate"))
+            node,
+            what,
+            wall,
+            term,
+            candidate=_name(f.get("candidate")),
+            why=_name(f.get("why")),
+            mono_s=mono,
         )
+    if what == "candidacy":
+        return NodeEvent(node, "candidacy", wall, term, candidate=node, mono_s=mono)
+    if what == "read-refused":
+        return NodeEvent(
+            node, "read-refused", wall, term, role=_name(f.get("role")),
+            why=_name(f.get("why")), mono_s=mono,
+        )  # fmt: skip
     if what == "truncated":
-        return NodeEvent(node, "truncate", wall, _int(f.get("term")), index=_int(f.get("at")))
+        return NodeEvent(node, "truncate", wall, term, index=_int(f.get("at")), mono_s=mono)
     return None
+
+
+def _old_member_key(path: Path) -> tuple[int, str]:
+    """The member's generation: ``n3`` first, then ``n3.1``, ``n3.2``, ..."""
+    m = _OLD_MEMBER_LOG.match(path.name)
+    ident = m.group(1) if m else path.name
+    _, dot, k = ident.rpartition(".")
+    return (int(k) if dot and k.isdigit() else 0, path.name)
+
+
+def node_log_files(files: Sequence[Path]) -> list[Path]:
+    """The node logs among a host's fetched files, in the order they were written: the
+    removed members' ``node.<id>.log`` (``n3``, then ``n3.1``, ...), then ``node.log``."""
+    old = sorted((p for p in files if _OLD_MEMBER_LOG.match(p.name)), key=_old_member_key)
+    return old + [p for p in files if p.name == "node.log"]
 
 
 class NodeLogEvents:
     """:class:`~harness.core.events.ReportsEvents` for DBs running ``node_impl``."""
 
     def event_kinds(self) -> frozenset[str]:
-        return frozenset({"start", "role", "vote", "truncate"})
+        return frozenset(
+            {"start", "role", "vote", "truncate", "candidacy", "vote-refused", "read-refused"}
+        )
 
     def node_events(self, node: str, files: Sequence[Path]) -> Iterator[NodeEvent]:
-        for path in files:
-            if path.name != "node.log":
-                continue  # stdout.log holds tracebacks, not events
+        for path in node_log_files(files):  # stdout.log holds tracebacks, not events
             try:
                 fh = open(path, encoding="utf-8", errors="replace")  # noqa: SIM115
             except OSError:

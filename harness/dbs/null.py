@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+from harness.core.db import WorkloadChoice
 from harness.core.spec import RunContext
 
 __all__ = ["NullDB"]
 
 
 class NullDB:
+    def default_workload(self) -> WorkloadChoice:
+        return WorkloadChoice(name="null")
+
     def addresses(self, ctx: RunContext) -> dict[str, dict[str, tuple[str, int]]]:
         return {"client": {n: (ctx.hosts[n].address, 0) for n in ctx.nodes}}
 

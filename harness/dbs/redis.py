@@ -30,6 +30,7 @@ import threading
 import time
 from typing import TYPE_CHECKING, Any
 
+from harness.core.db import WorkloadChoice
 from harness.core.errors import ConfigError, RemoteError
 from harness.core.fanout import map_values
 from harness.dbs.daemon import PidfileDaemonDB
@@ -115,6 +116,10 @@ def _call(addr: tuple[str, int], *args: Any, timeout: float = 1.0) -> Any:
 
 class RedisDB(PidfileDaemonDB):
     """Installs, starts, faults and removes Redis plus a Sentinel on every node."""
+
+    def default_workload(self) -> WorkloadChoice:
+        """Registers through the Sentinel's current master (workloads/redis.py)."""
+        return WorkloadChoice(name="redis-register")
 
     def __init__(
         self,

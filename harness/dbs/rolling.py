@@ -19,10 +19,11 @@ from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from harness.core.errors import ConfigError, NemesisError, RemoteError
-from harness.dbs.dledger import DLedgerDB, _fetch_status
+from harness.dbs.dledger import BROKER_WORKLOAD, DLedgerDB, _fetch_status
 from harness.dbs.ha import HADB
 
 if TYPE_CHECKING:
+    from harness.core.db import WorkloadChoice
     from harness.core.spec import RunContext
 
 __all__ = ["RollingUpgradeDB", "upgrade_options"]
@@ -44,6 +45,10 @@ def upgrade_options(db: str, faults: Sequence[str], options: Mapping[str, Any]) 
 
 class RollingUpgradeDB(HADB):
     """Mode ``ha`` at setup; nodes in :attr:`switched` run mode ``broker`` from then on."""
+
+    def default_workload(self) -> WorkloadChoice:
+        """It ends as a broker: producers and consumers see the switch."""
+        return BROKER_WORKLOAD
 
     def __init__(
         self,

@@ -389,6 +389,22 @@ def _summary(test: Mapping[str, Any], results: Mapping[str, Any], d: Digest) -> 
         rows.append(("stopped because", run["reason"]))
     if run.get("cleanup_problems"):
         rows.append(("cleanup problems", run["cleanup_problems"]))
+    if run.get("faults_not_drawn"):
+        rows.append(("faults never injected", ", ".join(run["faults_not_drawn"])))
+    deck: Mapping[str, Any] = run["deck"] if isinstance(run.get("deck"), Mapping) else {}
+    if deck.get("played"):  # the default campaign's scripts (nemesis/deck.py)
+        rows.append(("fault scripts played", ", ".join(deck["played"])))
+    if deck.get("not_played"):
+        rows.append(("fault scripts time did not reach", ", ".join(deck["not_played"])))
+    for script, why in dict(deck.get("left_out") or {}).items():
+        rows.append((f"left out: {script}", str(why)))
+    if isinstance(run.get("converge"), Mapping):  # the wait after the heal (run/converge.py)
+        from harness.run.converge import convergence_text
+
+        conv = run["converge"]
+        rows.append(("after the heal", convergence_text(conv) or ""))
+        if conv.get("last"):
+            rows.append(("replicas last seen", conv["last"]))
     return (
         "<table class='kv'>"
         + "".join(

@@ -173,6 +173,17 @@ def analyse(
         "cleanup_problems": problems,
         "faults_not_drawn": faults_not_drawn(run.spec.nemesis, run.counters.started_faults),
     }
+    if run.spec.options.get("deck"):
+        from nemesis.deck import deck_record
+
+        played = getattr(run.package.schedule, "played", ())
+        results["run"]["deck"] = deck_record(run.spec.options["deck"], played)
+    if run.convergence is not None:  # the wait after the heal (harness/run/converge.py)
+        from harness.run.converge import apply_convergence
+
+        results["run"]["converge"] = run.convergence
+        if not interrupted:
+            apply_convergence(results)
     if problems:
         log.error("cleanup problems: %s", "; ".join(problems))
     cov = run_coverage_safely(run, store)

@@ -11,6 +11,13 @@ falls back to its directory's name, a UTC stamp made just before the history beg
 A node whose clock a ``clock`` fault bumped stamped its lines that much off; those
 lines are moved back by the offset the fault's completion recorded. A strobed clock
 cannot be corrected: its events keep their stamps (ordering within a node still holds).
+
+Exact when it can be: a node that stamps ``CLOCK_MONOTONIC`` too (``mono_s``) and started
+on the harness's own kernel (its ``start`` event's boot id is ours: lab namespaces,
+containers; not VMs or remote machines) is placed by that stamp, which no clock fault
+moves. That needs the history's origin on the monotonic clock, known only to a live run
+(``run_coverage`` given ``origin_wall_ns``); a stored run re-analysed later falls back to
+the wall stamps.
 """
 
 from __future__ import annotations
@@ -18,6 +25,7 @@ from __future__ import annotations
 import bisect
 import logging
 import re
+import time
 from collections.abc import Iterable, Mapping, Sequence
 from datetime import datetime, timezone
 from pathlib import Path
@@ -104,8 +112,14 @@ class _Placer:
         origin: int,
         periods: Sequence[tuple[int, int, float | None]],
         states: Sequence[tuple[int, int, str | None]] = (),
+        *,
+        origin_mono: int | None = None,
+        boot: str | None = None,
     ) -> None:
         self.origin = origin
+        self.origin_mono = origin_mono
+        self.boot = boot
+        self.mono_ok = False  # the node's current process shares our monotonic clock
         self.periods = [(t0, t1, off) for t0, t1, off in periods if off is not None]
         self.last: int | None = None
         self.times = [t for t, _, _ in states]
@@ -142,6 +156,14 @@ class _Placer:
         )
 
     def place(self, ev: NodeEvent) -> NodeEvent:
+        if ev.kind == "start":
+            self.mono_ok = (
+                self.origin_mono is not None and self.boot is not None and ev.boot == self.boot
+            )
+        if self.mono_ok and ev.mono_s is not None and self.origin_mono is not None:
+            real = int(ev.mono_s * 1e9) - self.origin_mono
+            self.last = real if self.last is None else max(self.last, real)
+            return ev.at(real)
         if ev.wall_s is None:
             return ev
         t = int(ev.wall_s * 1e9) - self.origin
@@ -169,8 +191,12 @@ def collect_events(
     origin_wall_ns: int | None,
     nemesis: Iterable[Op],
     samples: Iterable[Op] = (),
+    origin_mono_ns: int | None = None,
 ) -> tuple[list[NodeEvent], frozenset[str], str | None]:
     """The DB's node events on the history's clock, the kinds it reports, and why none.
+
+    ``origin_mono_ns``: ``CLOCK_MONOTONIC`` when the history read 0; with it, events of
+    nodes on this kernel are placed by their monotonic stamps (exact).
 
     ``samples`` (the sampler's ok ops) tell the terms each node was in when, which
     settles stamps a clock fault made ambiguous (:class:`_Placer`).
@@ -196,7 +222,11 @@ def collect_events(
     for node_dir in sorted(p for p in nodes_dir.iterdir() if p.is_dir()):
         files = sorted(p for p in node_dir.rglob("*") if p.is_file())
         placer = _Placer(
-            origin_wall_ns, shifts.get(node_dir.name, []), states.get(node_dir.name, [])
+            origin_wall_ns,
+            shifts.get(node_dir.name, []),
+            states.get(node_dir.name, []),
+            origin_mono=origin_mono_ns,
+            boot=local_boot_id(),
         )
         try:
             for ev in db.node_events(node_dir.name, files):
@@ -204,6 +234,15 @@ def collect_events(
         except Exception as e:  # a DB's parser must not cost the run its results
             log.warning("%s: reading node events failed: %s", node_dir.name, e)
     return events, frozenset(db.event_kinds()), None
+
+
+def local_boot_id() -> str | None:
+    """This kernel's boot id (Linux): a node logging the same one shares our monotonic clock."""
+    try:
+        with open("/proc/sys/kernel/random/boot_id", encoding="ascii") as f:
+            return f.read().strip() or None
+    except OSError:
+        return None
 
 
 def election_timeout_s(db: object, default: float = 1.0) -> float:
@@ -229,9 +268,14 @@ def run_coverage(
     """
     ops = list(history)
     origin = origin_wall_ns if origin_wall_ns is not None else origin_from_dir(run_dir)
+    # A live run's origin came from the harness's clocks a moment ago: the monotonic
+    # origin is the same instant, as long as the wall clock was not stepped meanwhile.
+    mono = None
+    if origin_wall_ns is not None:
+        mono = origin_wall_ns + time.monotonic_ns() - time.time_ns()
     nemesis = [op for op in ops if op.process == "nemesis"]
     samples = [op for op in ops if op.f == "sample" and op.type == "ok"]
-    events, kinds, why = collect_events(db, run_dir, origin, nemesis, samples)
+    events, kinds, why = collect_events(db, run_dir, origin, nemesis, samples, mono)
     obs = observed_from(
         ops, events=events, event_kinds=kinds, nodes=nodes, election_s=election_timeout_s(db)
     )

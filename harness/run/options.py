@@ -38,6 +38,16 @@ class RunOptions:
     own client timeout (``TestSpec.client_timeout``, ``run --client-timeout``), the one
     every client uses for its calls."""
     recovery_s: float = 3.0
+    """The sleep between the heal and the final reads, for a DB that does not declare
+    ``Converges``."""
+    converge_timeout_s: float = 60.0
+    """How long a ``Converges`` DB's replicas may take to agree after the heal (0: no wait,
+    the fixed ``recovery_s`` sleep instead); not converged makes a valid verdict unknown."""
+    final_op_timeout_s: float = 30.0
+    """The watchdog's limit for one final read (at least the load's): a final read is the
+    run's evidence and may make many calls (a set read key by key, hundreds of them), so
+    only a stalled one is cut. Cut at the load's limit on a loaded machine, every set read
+    ended ``info`` and the set check could judge nothing."""
     final_timeout_s: float = 60.0
     """Final reads stop once this long passes with no op completed (and at the latest
     this plus the test's time limit after they began)."""

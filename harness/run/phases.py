@@ -1,7 +1,8 @@
 """One run's phases, Jepsen's ``run!`` body: connect, set up, load and faults, heal, read.
 
     connect -> nemesis setup (heals leftovers) -> db setup -> workers + sampler +
-    nemesis for time-limit -> heal (final ops) -> recovery wait -> final reads
+    nemesis for time-limit -> heal (final ops) -> recovery wait (the DB's own
+    ``Converges`` wait when it declares one, else a fixed sleep) -> final reads
     cleanup (always): stop load -> nemesis teardown -> fetch node logs -> db teardown
 
 :meth:`Run.cleanup` is the point of this module: whatever happens before it, it
@@ -18,7 +19,14 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from harness.core.db import DB, Addressable, HasLogFiles, WaitsReady, runs_under_faketime
+from harness.core.db import (
+    DB,
+    Addressable,
+    Converges,
+    HasLogFiles,
+    WaitsReady,
+    runs_under_faketime,
+)
 from harness.core.errors import SplitbrainError
 from harness.core.fanout import each_or_raise
 from harness.core.history import NEMESIS, HistoryWriter, Op
@@ -27,6 +35,7 @@ from harness.core.remote import Host, Remote
 from harness.core.spec import RunContext, TestSpec
 from harness.core.workload import Workload
 from harness.run.cleanup import clean_start, clear_db_node, journal_db_node, run_journal
+from harness.run.converge import CONVERGE, convergence_text, wait_for_convergence
 from harness.run.preload import without_preload
 from harness.run.progress import Counters, Progress
 from harness.run.store import RunStore
@@ -39,6 +48,11 @@ if TYPE_CHECKING:
 __all__ = ["Run", "watchdog_limit"]
 
 log = logging.getLogger(__name__)
+
+FINAL_GROUP = "final"
+"""The worker group of the final reads, whose ops the watchdog allows longer."""
+SETTLE_S = 5.0
+"""Seconds of load after a schedule that ends the load has played its last fault."""
 
 
 def watchdog_limit(spec: TestSpec, opts: RunOptions) -> float | None:
@@ -87,6 +101,9 @@ class Run:
         self.db_set_up: set[str] = set()
         self.nemesis_set_up = False
         self.progress: Progress | None = None
+        self._schedule_ended_at: float | None = None
+        self.convergence: dict[str, object] | None = None
+        """The ``converge`` op's value (harness/run/converge.py); None when there was no wait."""
 
     def _phase(self, name: str) -> None:
         self.phase = name
@@ -174,14 +191,19 @@ class Run:
         The limit is twice the test's client timeout (an op may make two calls, a
         redirect, each bounded by it), unless ``RunOptions.client_timeout`` overrides it.
         """
-        timeout = watchdog_limit(self.spec, self.opts)
-        if not timeout:
+        load_limit = watchdog_limit(self.spec, self.opts)
+        if not load_limit:
             return
-        while not self.finished.wait(min(0.25, timeout / 4)):
+        while not self.finished.wait(min(0.25, load_limit / 4)):
             now = time.monotonic()
             for group in self.groups:
                 if group.stop.is_set():
                     continue
+                timeout = (
+                    max(load_limit, self.opts.final_op_timeout_s)
+                    if group.name == FINAL_GROUP
+                    else load_limit
+                )
                 for w in list(group.slots):
                     if w.overdue(now, timeout) and w.abandon(
                         f"timeout: no completion within {timeout:g} s"
@@ -232,6 +254,9 @@ class Run:
             if not pool.alive():
                 log.info("every worker finished before the time limit")
                 break
+            if self._schedule_over():
+                log.info("the fault schedule played every pass it was given: the load ends")
+                break
             time.sleep(min(0.2, max(0.0, deadline - time.monotonic())))
         self.stop_load()
         crashed = pool.errors()
@@ -242,6 +267,19 @@ class Run:
                 if isinstance(e, SplitbrainError)
                 else RuntimeError(f"{crashed[0].name} crashed: {e!r}")
             )
+
+    def _schedule_over(self) -> bool:
+        """A schedule that ends the load (a deck of ``passes``) has ended, and the cluster
+        has had :data:`SETTLE_S` without faults since, so the last script's effects reach
+        the clients before the final phase."""
+        if not getattr(self.package.schedule, "ends_load", False):
+            return False
+        thread = self.nemesis_thread
+        if thread is None or thread.is_alive():
+            return False
+        if self._schedule_ended_at is None:
+            self._schedule_ended_at = time.monotonic()
+        return time.monotonic() - self._schedule_ended_at >= SETTLE_S
 
     def _start_extra_workers(self) -> None:
         """Dedicated workers (status samplers) that run until final reads begin."""
@@ -304,7 +342,34 @@ class Run:
                 self.db.wait_ready(self.ctx)
             except Exception as e:  # noqa: BLE001 - the final reads judge what is left
                 log.warning("cluster not ready again after the heal: %s", e)
-        time.sleep(self.opts.recovery_s)
+        if isinstance(self.db, Converges) and self.opts.converge_timeout_s > 0:
+            self.converge(self.opts.converge_timeout_s)
+        else:
+            time.sleep(self.opts.recovery_s)
+
+    def converge(self, timeout: float) -> None:
+        """Wait, bounded, until the DB says its replicas agree; record what it saw.
+
+        In place of the fixed recovery sleep: the final reads then read the outcome of the
+        heal, not a moment of it, and the history says which (docs/architecture.md §3).
+        """
+        self._phase("converge")
+        self.history.append(
+            Op(type="invoke", process=NEMESIS, f=CONVERGE, value={"timeout_s": timeout})
+        )
+        report = wait_for_convergence(self.db, self.ctx, timeout)
+        value: dict[str, object] = {**report.to_json(), "timeout_s": timeout}
+        self.history.append(
+            Op(
+                type="info",
+                process=NEMESIS,
+                f=CONVERGE,
+                value=value,
+                error=None if report.converged else f"not converged: {report.why or '?'}",
+            )
+        )
+        self.convergence = value  # not a fault: kept out of the progress line's faults
+        log.info("converge: %s", convergence_text(value))
 
     def final_reads(self) -> None:
         self.stop_extra_workers()
@@ -321,7 +386,7 @@ class Run:
         stall = self.opts.final_timeout_s
         started = time.monotonic()
         cap = started + stall + self.spec.time_limit
-        finals = self._new_group("final")
+        finals = self._new_group(FINAL_GROUP)
         for i, node in enumerate(nodes):
             finals.add(
                 Worker(

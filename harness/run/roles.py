@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from harness.core import plugins
-from harness.core.db import DB, InformsChecker
+from harness.core.db import DB, HasDefaultWorkload, InformsChecker, WorkloadChoice
 from harness.core.errors import ConfigError
 from harness.core.layout import RESULTS, TEST
 from harness.core.options import declared_options, parse_options
@@ -40,6 +40,7 @@ __all__ = [
     "prepare",
     "build_db",
     "build_workload",
+    "default_workload",
     "db_checker_options",
     "checker_options",
     "load_spec",
@@ -72,6 +73,34 @@ def build_workload(spec: TestSpec) -> Workload:
     from workloads import get_workload
 
     return get_workload(spec.workload, spec.workload_options)
+
+
+def default_workload(db: str, db_options: Mapping[str, Any]) -> WorkloadChoice:
+    """The workload ``db`` names as its strongest (``HasDefaultWorkload``).
+
+    The DB is built from its options (an unknown one is a ConfigError, as in
+    :func:`prepare`); declaring a workload needs no connection. A DB that names none gets
+    a ConfigError asking for ``-w``: guessing a workload whose client speaks another
+    protocol would fail every op and judge nothing.
+    """
+    from harness.dbs import get_db
+
+    built = get_db(db, db_options)
+    if not isinstance(built, HasDefaultWorkload):
+        from workloads import workload_names
+
+        raise ConfigError(
+            f"db {db} names no default workload (HasDefaultWorkload); choose one with -w "
+            f"(known: {', '.join(workload_names())})",
+            field="workload",
+        )
+    choice = built.default_workload()
+    if not isinstance(choice, WorkloadChoice):
+        raise ConfigError(
+            f"db {db}: default_workload() returned {choice!r}, not a WorkloadChoice",
+            field="workload",
+        )
+    return choice
 
 
 def prepare(spec: TestSpec) -> Roles:
@@ -221,5 +250,9 @@ def recheck(
         results["checked_valid"] = results.get("valid")
         results["valid"] = "unknown"
         results["reason"] = run.get("reason") or "the run was interrupted"
+    else:  # replicas that never converged after the heal: at most unknown, as the run said
+        from harness.run.converge import apply_convergence
+
+        apply_convergence(results)
     results["valid"] = normalize(results.get("valid"))
     return results

@@ -41,18 +41,37 @@ from harness.run.roles import build_db, build_workload, checker_options
 from harness.run.signals import SignalGuard
 from harness.run.store import RunStore
 
-__all__ = ["RunResult", "RunOptions", "run_test"]
+__all__ = ["RunResult", "RunOptions", "run_test", "build_package_for"]
 
 log = logging.getLogger(__name__)
 
 
-def _build_package(spec: TestSpec, rng: random.Random) -> NemesisPackage:
+def build_package_for(spec: TestSpec) -> NemesisPackage:
+    """The spec's nemeses: its deck's scripts when it has one, else the stock schedule.
+
+    The rng is the seed's own (``seed ^ 0x5EED``), so a seed replays the same faults.
+    """
+    rng = random.Random(spec.seed ^ 0x5EED)
     if not spec.nemesis:
         return null_package()
-    from nemesis.package import build_package
+    from nemesis.profiles import build_profile_package
 
-    return build_package(
-        list(spec.nemesis), interval=spec.nemesis_interval, rng=rng, **spec.nemesis_options
+    recorded = spec.options.get("deck")
+    if recorded:
+        from nemesis.deck import Deck
+
+        deck = Deck.from_json(recorded)
+        return build_profile_package(
+            list(spec.nemesis),
+            deck.scripts,
+            interval=deck.hold,
+            rng=rng,
+            shuffle=deck.shuffle,
+            passes=deck.passes,
+            **spec.nemesis_options,
+        )
+    return build_profile_package(
+        list(spec.nemesis), (), interval=spec.nemesis_interval, rng=rng, **spec.nemesis_options
     )
 
 
@@ -104,7 +123,7 @@ def run_test(
     # The same function `splitbrain check` calls on test.json (harness/run/roles.py).
     checker_opts = checker_options(spec, workload=workload, db=db)
     if nemesis_package is None:
-        nemesis_package = _build_package(spec, random.Random(spec.seed ^ 0x5EED))
+        nemesis_package = build_package_for(spec)
 
     store = RunStore.create(store_root, spec.name)
     guard = SignalGuard()

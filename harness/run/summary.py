@@ -57,6 +57,16 @@ def verdict_line(results: Mapping[str, Any]) -> str:
         not_drawn = run_info.get("faults_not_drawn") or []
         if not_drawn:
             bits.append(f"faults never injected: {', '.join(not_drawn)}")
+        deck = run_info.get("deck") or {}
+        if deck.get("not_played"):
+            bits.append(f"fault scripts not reached in time: {', '.join(deck['not_played'])}")
+        if deck.get("left_out"):
+            bits.append(f"fault scripts left out: {', '.join(deck['left_out'])}")
+        from harness.run.converge import convergence_text
+
+        converged = convergence_text(run_info.get("converge"))
+        if converged and not (results.get("reason") or "").startswith(converged):
+            bits.append(converged)
     bits.extend(coverage_bits(results.get("coverage")))
     return "; ".join(bits)
 

@@ -8,7 +8,6 @@ schedules as the correct node; :func:`run_zoo` turns each finished run into a
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from functools import partial
 from pathlib import Path
 
 from harness.core.remote import Host
@@ -16,7 +15,7 @@ from harness.core.verdict import word as verdict_word
 from harness.run.campaign import CampaignRun, PlannedRun, run_campaign, user_stopped
 from harness.run.options import RunOptions
 from harness.zoo.summary import RunRecord, anomaly_indexes, first_anomaly_seconds, read_op_times
-from harness.zoo.targets import Campaign, Target, build_zoo_package, zoo_spec
+from harness.zoo.targets import Campaign, Target, zoo_spec
 
 __all__ = ["zoo_plan", "record_of", "run_zoo", "progress_line"]
 
@@ -25,17 +24,13 @@ def zoo_plan(
     targets: Sequence[Target],
     seeds: Sequence[int],
     campaigns: Mapping[str, Campaign],
-    nodes: Sequence[str],
+    hosts: Sequence[Host],
 ) -> Iterator[PlannedRun]:
     """Every target's runs in turn; the tag is ``(mode, bug, run index)``."""
     for mode, bug in targets:
         c = campaigns[mode]
         for i, seed in enumerate(seeds):
-            yield PlannedRun(
-                zoo_spec(c, nodes, mode, bug, seed),
-                package=partial(build_zoo_package, c, seed),
-                tag=(mode, bug, i),
-            )
+            yield PlannedRun(zoo_spec(c, hosts, mode, bug, seed), tag=(mode, bug, i))
 
 
 def _rel(p: Path) -> str:
@@ -95,7 +90,7 @@ def run_zoo(
 
     # No HTML report per run: it costs seconds, and `splitbrain report PATH` makes one later.
     runs = run_campaign(
-        zoo_plan(targets, seeds, campaigns, [h.name for h in hosts]),
+        zoo_plan(targets, seeds, campaigns, hosts),
         hosts,
         store_root=store_root,
         options=RunOptions(progress=False),

@@ -8,17 +8,19 @@ module only picks which ones a campaign cycles.
 
 from __future__ import annotations
 
-import random
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, replace
 from typing import Any
 
 from harness.core.errors import ConfigError
 from harness.core.nemesis import NemesisPackage
+from harness.core.remote import Host
 from harness.core.spec import TestSpec
-from nemesis.disk import DISK_KINDS
+from harness.dbs.dledger import STRONGEST_WORKLOAD
+from nemesis.deck import DEFAULT_TIME_LIMIT, deck_for
+from nemesis.deck import HOLD as DECK_HOLD
 from nemesis.motifs import MOTIFS
-from nemesis.profiles import PROFILES, SCRIPTS, build_profile_package
+from nemesis.profiles import PROFILES, SCRIPTS
 
 __all__ = [
     "BROKER_CAMPAIGN",
@@ -66,11 +68,17 @@ class Campaign:
     nemesis_options: tuple[tuple[str, Any], ...] = ()
     shuffle: bool = False
     """Draw the profiles as a seeded deck (every one once per pass, shuffled), not in order."""
+    deck: bool = False
+    """Play the DB's deck (:func:`nemesis.deck.deck_for`, as ``splitbrain run`` does by
+    default): ``profiles`` if given, else every script the DB and hosts can take."""
+    passes: int | None = None
+    """End the load after this many passes over the deck (``time_limit`` is then a cap)."""
     needs_vm: bool = False
     """Its faults need VM hosts (``Host.machine``): it runs only with ``zoo --vm``."""
 
     def with_time_limit(self, seconds: float) -> Campaign:
-        return replace(self, time_limit=seconds)
+        """Load for ``seconds``: a deck then cycles until the time is up."""
+        return replace(self, time_limit=seconds, passes=None)
 
     def with_profiles(self, names: Sequence[str]) -> Campaign:
         """Only these fault scripts (profiles or motifs), played in this order (for tuning one,
@@ -82,7 +90,9 @@ class Campaign:
                 f"(known: {', '.join(SCRIPTS)})",
                 field="profiles",
             )
-        return replace(self, profiles=tuple(names), shuffle=False) if self.profiles else self
+        if not (self.profiles or self.deck):
+            return self
+        return replace(self, profiles=tuple(names), shuffle=False, passes=None)
 
     def to_json(self) -> dict[str, Any]:
         d = asdict(self)
@@ -94,55 +104,26 @@ class Campaign:
         return d
 
 
-# Mode dledger draws fault scripts as a seeded deck, the same for every bug:
-# the per-bug profiles of nemesis/profiles.py and the generic motifs of
-# nemesis/motifs.py (docs/zoo.md has the measurements).
-# "mixed" runs the append log and per-key registers at once, with the status
-# sampler, so log safety (I2-I4), linearizability (I7) and the sampled
-# invariants (I1, I5, I6) are checked in every run; reads served by followers
-# and isolated leaders expose stale-read. Two workers per node keep reads
-# flowing on an isolated leader while its writes hang. The workloads that
-# read the past ride along: archive keys written once and read for the rest of
-# the run, retired register keys still read, a set in the kv map read back
-# from every node, and clients that stick to the node that last answered.
-SCRIPT_FAULTS = (
-    "partition-leader",
-    "partition-bridge",
-    "partition-majority",
-    "kill",
-    "pause",
-    "clock",
-)
-"""The fault kinds the motifs and profiles drive (profiles also hold writes: ``lull``)."""
-# The disk faults (issue 28, docs/disk-faults.md) are driven by the "disk" profile
-# only: they mount a lazy fs over every node's directory, so hosts need FUSE.
+# Mode dledger is what `splitbrain run` does by default, so there is one campaign: the
+# reference node's strongest workload (harness/dbs/dledger.py: "mixed", with the readers
+# of the past and sticky clients) under the deck of every fault script it can take (the
+# per-bug profiles of nemesis/profiles.py, the generic motifs of nemesis/motifs.py and
+# the membership motifs; nemesis/deck.py), the same for every bug (docs/zoo.md).
 DEFAULT_CAMPAIGN = Campaign(
-    workload="mixed",
-    nemesis=(*SCRIPT_FAULTS, "lull", *DISK_KINDS),
-    profiles=SCRIPTS,
-    nemesis_interval=2.5,
-    time_limit=90.0,
-    rate=60.0,
-    concurrency=15,
+    workload=STRONGEST_WORKLOAD.name,
+    nemesis=(),
+    profiles=(),
+    nemesis_interval=DECK_HOLD,
+    time_limit=DEFAULT_TIME_LIMIT,
+    rate=STRONGEST_WORKLOAD.rate or 60.0,
+    concurrency=STRONGEST_WORKLOAD.concurrency or 15,
     workload_options=(
-        ("mixed_weights", (1, 2, 2, 0.25)),
-        ("read_fraction", 0.25),
-        ("ops_per_key", 100),
-        ("retired_reads", 0.1),
-        ("sticky_ops", 20),
-        # About two workers in three stuck at a time (a stint of 20 ops, then ~10
-        # free ones): the free ones find the new leader and write while the old
-        # one sleeps, the stuck ones read from the sleeper.
-        ("sticky_fraction", 0.1),
-        # Both below stopped-leader's 3-4 s pause, as real clients' are: writes
-        # trapped on the frozen leader give up and find the new one, which then
-        # commits while the sleeper still sleeps; a sticky worker re-sends its read
-        # to the sleeper every 0.5 s, so the one still waiting when it wakes was
-        # invoked after those commits (docs/zoo.md, M3b).
-        ("client_timeout", 2.0),
-        ("read_timeout", 0.5),
+        *STRONGEST_WORKLOAD.options.items(),
+        ("client_timeout", STRONGEST_WORKLOAD.client_timeout),
     ),
     shuffle=True,
+    deck=True,
+    passes=1,
 )
 # Mode ha (RocketMQ master/slave) has no election, so its bugs need other
 # faults: the master cut off from every slave *while* the operator fails over.
@@ -170,8 +151,9 @@ HA_CAMPAIGN = Campaign(
 # or stopped while clients still reach it is a deposed master that may keep acking.
 BROKER_CAMPAIGN = Campaign(
     workload="queue",
-    nemesis=SCRIPT_FAULTS,
+    nemesis=(),
     profiles=MOTIFS,
+    deck=True,
     nemesis_interval=2.5,
     time_limit=60.0,
     rate=60.0,
@@ -332,7 +314,18 @@ def describe_campaign(c: Campaign) -> str:
     """One line saying what every run does."""
     wl = "".join(f", {k}={v}" for k, v in c.workload_options)
     db = "".join(f", {k}={v}" for k, v in c.db_options)
-    if c.profiles:
+    if c.deck and not c.profiles:
+        faults = (
+            f"the deck of every fault script the DB can take, shuffled "
+            f"(basic hold {c.nemesis_interval:g} s)"
+        )
+        if c.passes is not None:
+            return (
+                f"db dledger{db}; workload {c.workload}{wl}; concurrency {c.concurrency}, "
+                f"{c.rate:g} ops/s; {faults}; the load ends after {c.passes} pass(es) "
+                f"(at most {c.time_limit:g} s)"
+            )
+    elif c.profiles:
         how = "drawn as a seeded deck" if c.shuffle else "cycled"
         faults = f"fault scripts {','.join(c.profiles)} {how} (basic hold {c.nemesis_interval:g} s)"
     else:
@@ -344,43 +337,42 @@ def describe_campaign(c: Campaign) -> str:
     )
 
 
-def build_zoo_package(c: Campaign, seed: int) -> NemesisPackage:
-    """The stock nemeses and heal ops for the campaign's faults, driven by its profiles.
+def build_zoo_package(c: Campaign, hosts: Sequence[Host], seed: int) -> NemesisPackage:
+    """The nemesis package one zoo run of ``c`` gets (the runner builds the same from
+    :func:`zoo_spec`'s spec; this is for callers that want it in hand)."""
+    from harness.run.runner import build_package_for
 
-    A campaign without profiles keeps the stock schedule (with its nemesis options).
-    The rng is derived from the seed as the runner derives its own, so run i of
-    every target meets the same faults.
-    """
-    return build_profile_package(
-        list(c.nemesis),
-        c.profiles,
-        interval=c.nemesis_interval,
-        rng=random.Random(seed ^ 0x5EED),
-        shuffle=c.shuffle,
-        **dict(c.nemesis_options),
-    )
+    return build_package_for(zoo_spec(c, hosts, "dledger", None, seed))
 
 
-def zoo_spec(c: Campaign, nodes: Sequence[str], mode: str, bug: str | None, seed: int) -> TestSpec:
-    """The test of one zoo run; ``zoo_profiles`` in its options records the profiles in test.json."""
+def zoo_spec(c: Campaign, hosts: Sequence[Host], mode: str, bug: str | None, seed: int) -> TestSpec:
+    """The test of one zoo run. A deck campaign records its deck (``options.deck``: the
+    scripts the DB and hosts can take, and what was left out) as ``splitbrain run`` does."""
     name = f"zoo-{bug or 'correct'}" + ("" if mode == "dledger" or bug else f"-{mode}")
+    nemesis = c.nemesis
+    options: dict[str, Any] = {
+        **dict(c.workload_options),
+        "db": dict(c.db_options),
+        "nemesis": dict(c.nemesis_options),
+    }
+    if c.deck or c.profiles:
+        from harness.dbs import get_db
+
+        deck = deck_for(get_db("dledger", dict(c.db_options)), hosts, c.profiles or None)
+        deck = replace(deck, hold=c.nemesis_interval, shuffle=c.shuffle, passes=c.passes)
+        nemesis = deck.faults
+        options["deck"] = deck.to_json()
     return TestSpec(
         name=name,
-        nodes=tuple(nodes),
+        nodes=tuple(h.name for h in hosts),
         db="dledger",
         workload=c.workload,
-        nemesis=c.nemesis,
+        nemesis=nemesis,
         time_limit=c.time_limit,
         concurrency=c.concurrency,
         rate=c.rate,
         seed=seed,
         bug=bug,
         nemesis_interval=c.nemesis_interval,
-        options={
-            **dict(c.workload_options),
-            "db": dict(c.db_options),
-            "nemesis": dict(c.nemesis_options),
-            "zoo_profiles": list(c.profiles),
-            "zoo_shuffle": c.shuffle,
-        },
+        options=options,
     )

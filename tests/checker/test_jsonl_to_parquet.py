@@ -65,3 +65,67 @@ def test_same_errors(tmp_path: Path, line: str) -> None:
     with pytest.raises(HistoryError) as got:
         jsonl_to_parquet(src, tmp_path / "b.parquet")
     assert str(got.value) == str(want.value)
+
+
+# Log reads whose entries the reader may hand to Arrow (harness.core.parquet._TRIPLES), and
+# lines where cutting the entries out would change what the record says: each must come out
+# as json.loads reads it.
+_ENTRY_VALUES = [
+    {"entries": [[1, 2, "p1"], [2, 2, None], [3, 3, 7], [4, 3, True]], "committed": 3},
+    {"entries": [[5, 1, "a,b"], [6, 1, "c]]"]], "committed": 6},  # comma, brackets: refused
+    {"entries": [[7, 1.5, "p"], [8, 2, "é"]]},  # a float, non-ASCII: refused
+    {"entries": [[9, 1, 2, 3], [10, 1, 2]]},  # an item of four: refused (and left out)
+    {"entries": [[2**70, 1, "big"], [-1, -0, 0]]},  # beyond int64; -0 decodes to 0
+    {"x": "]] [[", "entries": [[11, 1, "q"]], "end": 11, "final": True},
+    {"x": {"entries": [[12, 1, "nested"]]}, "entries": 3},  # not value.entries
+    {"entries": [[13, 1, "first"]], "y": '\u00e9"entries":[]'},  # an escape on the line
+    {"entries": [[14, 1, "p14"]], "config": {"voters": ["n1", "n2"], "index": 3}},
+    {"entries": []},
+    {"entries": [[15, 2, "p15"]] * 3, "committed": None},
+]
+
+
+def _read_line(i: int, value: object) -> str:
+    return json.dumps(
+        {
+            "index": i,
+            "time": i,
+            "type": "ok",
+            "process": 1,
+            "f": "read",
+            "key": None,
+            "value": value,
+        },
+        separators=(",", ":"),
+    )
+
+
+def test_entries_cut_out_read_as_json_does(tmp_path: Path) -> None:
+    src = tmp_path / "h.jsonl"
+    lines = [_read_line(i, v) for i, v in enumerate(_ENTRY_VALUES)]
+    dup = _read_line(len(lines), {"entries": [[1, 1, "a"]]})
+    lines.append(dup[:-1] + ',"value":{"entries":[[2,2,"b"]]}}')  # a repeated key: last wins
+    lines.append(
+        '{"index":99,"type":"ok","process":1,"f":"read","value":{"entries":[[1,2,3]]},"entries":[[4,5,6]]}'
+    )
+    text = "\n".join(lines * 3) + "\n" + _read_line(500, {"entries": [[1, 1, "torn"]]})[:-2]
+    src.write_text(text, encoding="utf-8")
+    for batch in (2, 700):  # Arrow's entries and Python's mixed in one batch, and not
+        write_parquet(iter_jsonl(src), tmp_path / "a.parquet", batch=batch)
+        assert jsonl_to_parquet(src, tmp_path / "b.parquet", batch=batch) == 3 * len(lines)
+        want, got = pq.read_table(tmp_path / "a.parquet"), pq.read_table(tmp_path / "b.parquet")
+        assert got.equals(want)
+    assert want.column("v_entries")[0].as_py()[0] == {"index": 1, "term": "2", "payload": '"p1"'}
+
+
+def test_columnar_history_from_jsonl_matches_parquet(tmp_path: Path) -> None:
+    from harness.core.parquet import ColumnarHistory
+
+    src = tmp_path / "h.jsonl"
+    write_history(src, 4000, workload="append", seed=5)
+    write_parquet(iter_jsonl(src), tmp_path / "h.parquet")
+    a = ColumnarHistory.from_jsonl(src)
+    b = ColumnarHistory.read(tmp_path / "h.parquet")
+    assert a is not None and b is not None
+    assert a.table.equals(b.table)
+    assert a.held.equals(pq.read_table(tmp_path / "h.parquet").column("v_entries").combine_chunks())

@@ -23,7 +23,7 @@ from harness.zoo.summary import RunRecord, coverage_table, never_reached, render
 
 S = 1_000_000_000
 NODES3 = ("n1", "n2", "n3")
-ALL_KINDS = frozenset({"start", "role", "vote", "truncate"})
+ALL_KINDS = NodeLogEvents().event_kinds()
 
 
 def s(t: float) -> int:
@@ -307,6 +307,8 @@ def test_every_situation_has_a_test_here() -> None:
         "deposed-leader-with-clients", "read-from-non-leader", "read-to-deposed-leader",
         "resumed-after-successor-commit", "kill-with-ops-in-flight", "whole-cluster-restart",
         "follower-truncation", "healed-minority-uncommitted", "clock-jump-on-leader",
+        # tests/harness/test_coverage_events.py
+        "voter-asked-twice", "read-refused-by-leader",
     }  # fmt: skip
     assert {x.name for x in SITUATIONS} == tested
     assert all(x.doc and x.title and x.needs for x in SITUATIONS)

@@ -171,14 +171,19 @@ def test_choose_is_a_seeded_prefix_and_rejects_unknown_ids() -> None:
 
 
 def test_plan_uses_the_default_campaign_with_the_mutant_tree(tmp_path: Path) -> None:
+    from harness.core.remote import Host
+
     m = mutate_source(SRC, "demo.py", ["quorum"])[0]
+    (tmp_path / "__main__.py").write_text("")  # a node package, as write_tree makes one
     c = with_node_src(DEFAULT_CAMPAIGN, tmp_path)
-    spec = mutant_spec(c, ["n1", "n2", "n3"], m, 5, "campaign")
-    assert spec.workload == DEFAULT_CAMPAIGN.workload and spec.nemesis == DEFAULT_CAMPAIGN.nemesis
+    hosts = [Host(name=f"n{i}", address="127.0.0.1", extras={"fuse": True}) for i in (1, 2, 3)]
+    spec = mutant_spec(c, hosts, m, 5, "campaign")
+    assert spec.workload == DEFAULT_CAMPAIGN.workload and "deck" in spec.options
+    assert set(spec.nemesis) >= {"kill", "partition", "lose-unfsynced"}  # the deck's faults
     assert spec.options["db"]["node_src"] == str(tmp_path)
     assert spec.options["mutant"]["id"] == m.id and spec.name.startswith("mutant-campaign-demo")
-    smoke = mutant_spec(smoke_campaign(c, 10), ["n1"], m, 5, "smoke")
-    assert smoke.nemesis == () and smoke.time_limit == 10
+    smoke = mutant_spec(smoke_campaign(c, 10), hosts[:1], m, 5, "smoke")
+    assert smoke.nemesis == () and smoke.time_limit == 10 and "deck" not in smoke.options
     assert smoke.options["db"]["node_src"] == str(tmp_path)
 
 

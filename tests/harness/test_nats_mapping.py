@@ -29,10 +29,17 @@ from splitbrain_nats.mapping import (  # noqa: E402
     meta_leader,
     publish_failed,
     read_value,
+    replicas_converged,
     stream_detail,
     stream_leader,
 )
-from splitbrain_nats.store import block_messages, blocks_messages  # noqa: E402
+from splitbrain_nats.store import (  # noqa: E402
+    IndexFormatError,
+    block_index,
+    block_messages,
+    blocks_messages,
+    live_messages,
+)
 
 
 class History:
@@ -243,3 +250,108 @@ def test_a_replicas_block_file_gives_its_live_messages_by_sequence() -> None:
     torn = block + _record(5, b"1-1")[:-3]  # a write cut short ends the block
     assert block_messages(torn) == block_messages(block)
     assert blocks_messages([_record(7, b"a"), _record(8, b"b")]) == [(7, b"a"), (8, b"b")]
+
+
+def _jsz(node: str, leader: str, replicas: list[dict[str, Any]] | None, last: int = 40) -> dict:
+    """A server's /jsz (accounts and streams) as nats-server 2.9.10 shapes it."""
+    cluster: dict[str, Any] = {"name": "splitbrain", "leader": leader}
+    if replicas is not None:
+        cluster["replicas"] = replicas
+    return {
+        "server_id": node,
+        "meta_cluster": {"name": "splitbrain", "leader": "n1", "cluster_size": 3},
+        "account_details": [
+            {
+                "name": "$G",
+                "stream_detail": [
+                    {
+                        "name": STREAM,
+                        "cluster": cluster,
+                        "state": {"messages": last, "first_seq": 1, "last_seq": last},
+                    }
+                ],
+            }
+        ],
+    }
+
+
+def _peer(name: str, *, current: bool = True, lag: int = 0, offline: bool = False) -> dict:
+    p: dict[str, Any] = {"name": name, "current": current, "active": 1000, "peer": name.upper()}
+    if lag:
+        p["lag"] = lag  # omitted when 0, as the server does (omitempty)
+    if offline:
+        p["offline"] = True
+    return p
+
+
+def test_replicas_converge_when_the_leader_reports_every_replica_current_with_lag_0() -> None:
+    views = {
+        "n1": _jsz("n1", "n2", [_peer("n1", current=False, lag=9)]),  # a follower's stale list
+        "n2": _jsz("n2", "n2", [_peer("n1"), _peer("n3")]),
+        "n3": _jsz("n3", "n2", None),
+    }
+    look = replicas_converged(views)
+    assert look.converged and look.why is None
+    seen = look.seen["streams"][f"$G/{STREAM}"]
+    assert seen["leader"] == "n2" and seen["replicas"]["n1"] == {"current": True, "lag": 0}
+    assert seen["state"]["n3"] == [1, 40, 40]
+    assert look.token == replicas_converged(views).token
+
+
+@pytest.mark.parametrize(
+    "leader_view, views_extra, off",
+    [
+        ([_peer("n1", lag=3), _peer("n3")], {}, "n1 lag 3"),
+        ([_peer("n1", current=False), _peer("n3")], {}, "n1 not current"),
+        ([_peer("n1"), _peer("n3", offline=True)], {}, "n3 offline"),
+        ([_peer("n1")], {}, "the leader does not list n3"),
+        ([_peer("n1"), _peer("n3")], {"n3": None}, "no /jsz answer from n3"),
+        ([_peer("n1"), _peer("n3")], {"n1": _jsz("n1", "n1", [])}, "no agreed leader"),
+    ],
+)
+def test_replicas_have_not_converged_while_the_leader_sees_one_behind(
+    leader_view: list[dict[str, Any]], views_extra: dict[str, Any], off: str
+) -> None:
+    views: dict[str, Any] = {
+        "n1": _jsz("n1", "n2", None),
+        "n2": _jsz("n2", "n2", leader_view),
+        "n3": _jsz("n3", "n2", None),
+        **views_extra,
+    }
+    look = replicas_converged(views)
+    assert not look.converged and off in (look.why or ""), look.why
+
+
+def _uvarint(v: int) -> bytes:
+    out = bytearray()
+    while True:
+        b = v & 0x7F
+        v >>= 7
+        out.append(b | (0x80 if v else 0))
+        if not v:
+            return bytes(out)
+
+
+def _idx(first: int, last: int, deleted: list[int], *, msgs: int | None = None) -> bytes:
+    """A block's .idx as nats-server 2.9 writes it (writeIndexInfo: zigzag for the stamps)."""
+    n = (last - first + 1 - len(deleted)) if msgs is None else msgs
+    head = bytes([22, 1]) + b"".join(
+        _uvarint(v) for v in (n, 1000, first, 2 * 1_700_000_000, last, 2 * 1_700_000_001)
+    )
+    return head + _uvarint(len(deleted)) + bytes(8) + b"".join(_uvarint(s - first) for s in deleted)
+
+
+def test_a_blocks_index_removes_what_was_deleted_from_it() -> None:
+    block = b"".join(_record(s, f"m{s}".encode()) for s in range(1, 7))
+    idx = _idx(3, 6, [5])  # 1 and 2 gone from the head, 5 from the middle
+    assert block_index(idx).first == 3 and block_index(idx).deleted == {5}
+    newer = _record(7, b"m7")  # appended after the index was written: kept
+    msgs, dropped = live_messages([(block + newer, idx), (_record(8, b"m8"), None)])
+    assert [s for s, _ in msgs] == [3, 4, 6, 7, 8] and dropped == 3
+
+
+def test_an_index_of_another_format_stops_the_read_with_a_clear_error() -> None:
+    with pytest.raises(IndexFormatError, match="not nats-server 2.9's"):
+        live_messages([(_record(1, b"a"), bytes([22, 2]) + bytes(20))])
+    with pytest.raises(IndexFormatError, match="ends"):
+        block_index(bytes([22, 1, 0x80]))

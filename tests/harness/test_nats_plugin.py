@@ -97,6 +97,19 @@ def test_nats_plugin_campaign_on_the_lab(lab, tmp_path):
     assert len(acked) > 100, len(acked)
     assert finals == {"n1", "n2", "n3"}  # every node's replica was read back
     assert "start-kill" in {o["f"] for o in ops if o["process"] == "nemesis"}
+    # The wait after the heal (Converges): recorded, before every final read, and the
+    # restarted servers caught up well within its 60 s.
+    conv = [o for o in ops if o["f"] == "converge"]
+    assert [o["type"] for o in conv] == ["invoke", "info"], conv
+    final_reads = [
+        o["index"]
+        for o in ops
+        if o["f"] == "read" and isinstance(o["value"], dict) and o["value"].get("final")
+    ]
+    assert final_reads and conv[1]["index"] < min(final_reads)
+    waited = results["run"]["converge"]
+    assert waited["converged"] is True and waited["elapsed_s"] < 60, waited
+    assert waited["last"]["streams"]["$G/SPLITBRAIN"]["leader"] in {"n1", "n2", "n3"}
     # A verdict, not a fixed one: nats-server 2.9 itself lets replicas diverge after a
     # kill now and then (docs/thirdparty.md), and that is the harness's finding.
     assert results["valid"] in (True, False), results.get("reason")

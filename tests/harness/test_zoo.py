@@ -13,6 +13,7 @@ from click.testing import CliRunner
 
 from harness.cli.zoo import zoo
 from harness.core.errors import ConfigError
+from harness.core.remote import Host
 from harness.zoo.summary import (
     RunRecord,
     first_anomaly_seconds,
@@ -36,6 +37,7 @@ from harness.zoo.targets import (
     select_targets,
     split_vm_targets,
     zoo_bugs,
+    zoo_spec,
 )
 
 
@@ -60,6 +62,16 @@ def rec(
 # --------------------------------------------------------------------------- pure logic
 
 
+def _lab_hosts(n: int) -> list[Host]:
+    """Hosts as a namespace lab declares them (libfaketime clocks, FUSE)."""
+    return [
+        Host(
+            name=f"n{i}", address=f"127.0.0.{10 + i}", extras={"fuse": True, "faketime_file": "/f"}
+        )
+        for i in range(1, n + 1)
+    ]
+
+
 def test_bug_list_is_read_from_the_node_in_both_modes() -> None:
     from harness.zoo.targets import NO_CAMPAIGN_YET
     from node_impl.bugs import BROKER_BUGS, BUGS, HA_BUGS
@@ -79,8 +91,9 @@ def test_disk_bugs_meet_the_default_campaign_on_any_lab(monkeypatch: pytest.Monk
 
     disk_bugs = ("skip-fsync", "skip-crc", "trust-torn-tail", "trust-term-file")
     assert all(bug_mode(b) == "dledger" and b in zoo_bugs() for b in disk_bugs)
-    assert "disk" in DEFAULT_CAMPAIGN.profiles
-    assert set(DISK_KINDS) <= set(DEFAULT_CAMPAIGN.nemesis)
+    spec = zoo_spec(DEFAULT_CAMPAIGN, _lab_hosts(5), "dledger", None, 1)
+    assert "disk" in spec.options["deck"]["scripts"]
+    assert set(DISK_KINDS) <= set(spec.nemesis)
     targets = select_targets(zoo_bugs(), None)
     assert split_vm_targets(targets, vm=False) == (targets, [])
     # The VM-only mechanism stays for a bug only a power cut reaches.
@@ -134,7 +147,7 @@ def test_each_mode_has_its_own_correct_row() -> None:
 def test_a_campaign_without_profiles_keeps_the_stock_schedule_with_its_overlap() -> None:
     from nemesis.package import Schedule
 
-    pkg = build_zoo_package(HA_CAMPAIGN, 5)
+    pkg = build_zoo_package(HA_CAMPAIGN, _lab_hosts(5), 5)
     assert isinstance(pkg.schedule, Schedule)
     assert pkg.schedule.overlap == 2 and set(pkg.schedule.kinds) == {"partition", "failover"}
     assert [op.f for op in pkg.final_ops] == ["stop-partition", "stop-failover"]
@@ -248,7 +261,9 @@ def test_campaign_command_reproduces_one_run() -> None:
     assert line == "splitbrain zoo --runs 1 --bugs stale-read --seed 3 --lab zoo"
     assert "--time-limit 9 " in campaign_command(DEFAULT_CAMPAIGN.with_time_limit(9), seed=1)
     text = describe_campaign(DEFAULT_CAMPAIGN)
-    assert "mixed" in text and ",".join(PROFILES) in text
+    assert "mixed" in text and "deck of every fault script" in text and "1 pass" in text
+    text = describe_campaign(DEFAULT_CAMPAIGN.with_profiles(PROFILES))
+    assert ",".join(PROFILES) in text and "cycled" in text
 
 
 def test_node_src_ships_another_node_tree_and_the_repro_command_says_so(tmp_path: Path) -> None:

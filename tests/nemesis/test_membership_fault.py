@@ -21,7 +21,6 @@ from nemesis.motifs import (
     MEMBERSHIP_MOTIFS,
     MOTIFS,
     motif_steps,
-    motifs_for,
 )
 from nemesis.package import build_package
 
@@ -241,5 +240,37 @@ def test_membership_motifs_heal_what_they_start_and_replay(name: str, seed: int)
 
 
 def test_the_deck_adds_membership_motifs_only_for_a_reconfigurable_db() -> None:
-    assert motifs_for(FakeCluster(NODES)) == MOTIFS + MEMBERSHIP_MOTIFS
-    assert motifs_for(object()) == MOTIFS
+    from harness.core.remote import Host
+    from nemesis.deck import deck_for
+
+    hosts = [Host(name=n, address="127.0.0.1") for n in NODES]
+    kept = deck_for(FakeCluster(NODES), hosts, MOTIFS + MEMBERSHIP_MOTIFS)
+    assert set(MEMBERSHIP_MOTIFS) <= set(kept.scripts)
+    refused = deck_for(object(), hosts, MOTIFS + MEMBERSHIP_MOTIFS)
+    assert set(MEMBERSHIP_MOTIFS) <= set(refused.left_out)
+    assert "Reconfigurable" in refused.left_out["reconfig-race"]
+
+
+def test_linger_removes_a_follower_while_writes_are_held_and_leaves_it_running() -> None:
+    from harness.core.traffic import WriteGate
+
+    class Watched(FakeCluster):
+        def remove_member(
+            self, ctx: Any, node: str, *, via: str | None = None, wait: bool = True
+        ) -> Members:
+            self.held_at_removal = ctx.writes.lull
+            return super().remove_member(ctx, node, via=via, wait=wait)
+
+    db = Watched(NODES)
+    nem = MembershipNemesis()
+    ctx: Any = SimpleNamespace(**vars(_ctx(db)), writes=WriteGate())
+    done = _start(nem, ctx, "linger")
+    assert db.held_at_removal and not ctx.writes.lull  # held for the removal, then let go
+    assert done.value["target"] == "n3" and done.value["writes"] == "held"
+    assert [(c["op"], c["node"], c["ok"]) for c in done.value["changes"]] == [
+        ("remove-request", "n3", True)
+    ]
+    assert done.value["committed"] and done.value["removed_led"] is False
+    assert "n3" in db.running and "n3" not in db.voters and done.value["out"] == ["n3"]
+    healed = nem.invoke(ctx, _op("stop-membership"))
+    assert healed.value["restored"] and db.voters["n3"] == "n3.1"

@@ -140,16 +140,32 @@ def test_stopped_leader_outlasts_an_election_but_not_a_client_timeout() -> None:
 
 
 def test_deposed_crash_kills_and_restarts_the_cut_off_leader_before_healing() -> None:
-    for seed in range(10):
+    shapes = set()
+    for seed in range(16):
         steps = motif_steps("deposed-crash", NODES, random.Random(seed), 2.5)
         assert _fs(steps) == ["start-partition", "start-kill", "stop-kill", "stop-partition"]
         cut = _value(steps[0])
-        assert cut["isolated"] == "n3" and cut["grudge"]["n3"] == ["n1", "n2", "n4", "n5"]
+        shapes.add(cut["shape"])
+        assert cut["isolated"] == "n3"
+        if cut["shape"] == "leader":
+            assert cut["grudge"]["n3"] == ["n1", "n2", "n4", "n5"]
+        else:
+            # a minority: the leader and one follower, who still hear each other
+            [mate] = cut["with"]
+            assert mate != "n3" and mate not in cut["grudge"]["n3"]
+            assert sorted(cut["grudge"]["n3"]) == sorted(set(NODES) - {"n3", mate})
+            assert sorted(cut["grudge"][mate]) == sorted(cut["grudge"]["n3"])
+            assert steps[1].wait >= 5.0  # held longer: clients read from it meanwhile
         # the kill names the node cut off though n1 leads by the time it lands
         assert steps[1].value(_Led1Ctx())["nodes"] == ["n3"]  # type: ignore[operator]
         # long enough for the others to elect (E = 1 s, up to 2E) and commit
         assert steps[1].wait >= 2.5
         assert steps[3].wait > 0  # restarted while still cut off
+    assert shapes == {"leader", "leader-minority"}
+    # three nodes have no minority to share: always alone
+    for seed in range(8):
+        steps = motif_steps("deposed-crash", NODES[:3], random.Random(seed), 2.5)
+        assert _value(steps[0])["shape"] == "leader"
 
 
 def test_rolling_restarts_every_node_once_one_at_a_time() -> None:
@@ -225,8 +241,13 @@ def test_unknown_script_is_refused_when_the_schedule_is_built() -> None:
 
 
 def test_default_campaign_draws_profiles_and_motifs_and_its_package_heals_every_kind() -> None:
-    assert set(DEFAULT_CAMPAIGN.profiles) == set(SCRIPTS) and DEFAULT_CAMPAIGN.shuffle
-    pkg = build_zoo_package(DEFAULT_CAMPAIGN, 11)
+    from harness.core.remote import Host
+
+    hosts = [Host(name=f"n{i}", address="127.0.0.1", extras={"fuse": True}) for i in range(5)]
+    assert DEFAULT_CAMPAIGN.deck and DEFAULT_CAMPAIGN.shuffle and not DEFAULT_CAMPAIGN.profiles
+    pkg = build_zoo_package(DEFAULT_CAMPAIGN, hosts, 11)
+    assert isinstance(pkg.schedule, ProfileSchedule)
+    assert set(pkg.schedule.profiles) == set(SCRIPTS)  # the reference node takes every one
     healed = Counter(op.f for op in pkg.final_ops)
     for kind in MOTIF_KINDS:
         assert healed[f"stop-{kind}"] == 1, pkg.final_ops

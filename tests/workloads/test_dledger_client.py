@@ -358,6 +358,8 @@ def test_sampler_values_and_down_node(ctx):
         "end": 9,
         "committed": 8,
         "incarnation": 12345,
+        "member": None,  # a status without id and config (an older node)
+        "config": None,
     }
     down = c.invoke(ctx, inv("sample", node="n3", process=1_000_002))
     assert (down.type, down.node) == ("info", "n3")

@@ -30,7 +30,7 @@ from .mapping import (
     read_value,
 )
 from .server import node_dir
-from .store import BLOCKS_GLOB, blocks_messages
+from .store import BLOCKS_GLOB, IndexFormatError, live_messages
 
 __all__ = ["StreamClient", "EventLoopThread"]
 
@@ -271,10 +271,13 @@ class StreamClient:
         frm, to = int(op.value["from"]), int(op.value["to"])
         msgs = f"{node_dir(ctx, node)}/store/" + BLOCKS_GLOB.format(stream=STREAM)
         folder = msgs.rsplit("/", 1)[0]
-        # One line of base64 per block, blocks in number order; exit 3: no replica here.
+        # One line per block, in number order: the block's base64, a colon, its index's
+        # base64 (``-`` when the server has not written one yet); exit 3: no replica here.
         cmd = (
             f"cd '{folder}' 2>/dev/null || exit 3; "
-            "for f in $(ls | grep '[.]blk$' | sort -n); do base64 -w0 \"$f\"; echo; done"
+            "for f in $(ls | grep '[.]blk$' | sort -n); do base64 -w0 \"$f\"; printf :; "
+            'i="${f%.blk}.idx"; if [ -f "$i" ]; then base64 -w0 "$i"; else printf -; fi; echo; '
+            "done"
         )
         try:
             res = ctx.remotes[node].run(cmd, check=False, timeout=self.timeout * 10)
@@ -284,6 +287,21 @@ class StreamClient:
             return op.complete("ok", final_read_value([], end=None))
         if not res.ok:
             return op.complete("fail", op.value, error=f"reading blocks: {res.stderr[-150:]}")
-        stored = blocks_messages(base64.b64decode(line) for line in res.stdout.split())
+        try:
+            stored, deleted = live_messages(_block_pairs(res.stdout))
+        except IndexFormatError as e:
+            return op.complete("fail", op.value, error=f"IndexFormatError: {e}"[:200])
         end = max((seq for seq, _ in stored), default=0)
-        return op.complete("ok", final_read_value(stored, end=end, frm=frm, to=to))
+        value = final_read_value(stored, end=end, frm=frm, to=to)
+        if deleted:
+            value["deleted"] = deleted  # records the blocks hold that their .idx calls gone
+        return op.complete("ok", value)
+
+
+def _block_pairs(listing: str) -> list[tuple[bytes, bytes | None]]:
+    """The final read's listing (``blk-base64:idx-base64`` lines, ``-`` for no index)."""
+    out: list[tuple[bytes, bytes | None]] = []
+    for line in listing.split():
+        blk, _, idx = line.partition(":")
+        out.append((base64.b64decode(blk), None if idx in ("", "-") else base64.b64decode(idx)))
+    return out

@@ -13,9 +13,9 @@ import urllib.request
 from collections.abc import Mapping
 from typing import Any
 
-from harness.api import ConfigError, RunContext
+from harness.api import ConfigError, ConvergenceReport, RunContext, poll_converged
 
-from .mapping import meta_leader, stream_leader
+from .mapping import meta_leader, replicas_converged, stream_leader
 
 __all__ = ["NatsServer", "jsz", "node_dir"]
 
@@ -48,7 +48,7 @@ def _healthy(host: str, port: int, timeout: float = 1.0) -> bool:
 
 
 class NatsServer:
-    """Killable, Pausable, HasPrimaries, HasLogFiles, WaitsReady, Addressable."""
+    """Killable, Pausable, HasPrimaries, HasLogFiles, WaitsReady, Addressable, Converges."""
 
     def __init__(
         self,
@@ -165,6 +165,20 @@ class NatsServer:
                     field="db",
                 )
             time.sleep(0.3)
+
+    def wait_converged(self, ctx: RunContext, deadline: float) -> ConvergenceReport:
+        """Every stream's leader reports every replica current with lag 0, twice in a row.
+
+        Two looks 0.5 s apart with the same leaders and stream states: one look can catch
+        a replica that calls itself current just before it hears of the next entry.
+        """
+
+        def look() -> Any:
+            return replicas_converged(
+                {n: jsz(ctx.hosts[n].address, self.monitor_port) for n in ctx.nodes}
+            )
+
+        return poll_converged(look, deadline, stable=2, interval=0.5)
 
     def _ready(self, address: str) -> bool:
         view = jsz(address, self.monitor_port)

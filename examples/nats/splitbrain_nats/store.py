@@ -11,14 +11,38 @@ the subject, [header length (u32) and headers], the body, an 8-byte checksum. Th
 length counts the whole record. The checksum is a keyed HighwayHash that the
 standard library cannot compute, so it is not verified; a record running past the
 end (a torn write) ends the block.
+
+Deletes: a message removed from the middle of a block (a work queue's ack, a
+``STREAM.MSG.DELETE``, a limit) keeps its record in the ``.blk``; only the block's
+``N.idx`` knows, through the block's first sequence (everything below it is gone) and its
+delete map (sequences above the first that are gone). A secure erase rewrites the record
+with the erased flag instead. The ``.idx`` of 2.9 is magic 22, version 1, then unsigned
+varints: message count, bytes, first sequence, (signed) first timestamp, last sequence,
+(signed) last timestamp, the delete map's length, then the 8-byte checksum of the block's
+last record, then the delete map as varint offsets from the first sequence. This module
+applies both. The server writes an ``.idx`` lazily (on a timer, and for out-of-order
+deletes at most every few seconds), so while it runs the file can be a little behind its
+memory: a message deleted in the last moments before a read may still show as stored.
+Messages appended after the index was written are kept (they are past its last sequence).
+An index in any other format stops the read with :class:`IndexFormatError` rather than
+guess.
 """
 
 from __future__ import annotations
 
 import struct
 from collections.abc import Iterable
+from dataclasses import dataclass
 
-__all__ = ["block_messages", "blocks_messages", "BLOCKS_GLOB"]
+__all__ = [
+    "block_messages",
+    "blocks_messages",
+    "BLOCKS_GLOB",
+    "BlockIndex",
+    "IndexFormatError",
+    "block_index",
+    "live_messages",
+]
 
 _HEAD = struct.Struct("<IQqH")
 _HBIT = 1 << 31
@@ -51,3 +75,95 @@ def block_messages(data: bytes) -> list[tuple[int, bytes]]:
 def blocks_messages(blocks: Iterable[bytes]) -> list[tuple[int, bytes]]:
     """Every block's messages, blocks given in their number order."""
     return [m for block in blocks for m in block_messages(block)]
+
+
+_MAGIC, _VERSION = 22, 1
+
+
+class IndexFormatError(ValueError):
+    """A block's ``.idx`` is not nats-server 2.9's: its deletes cannot be applied."""
+
+
+@dataclass(frozen=True)
+class BlockIndex:
+    """What a block's ``.idx`` says is gone: everything below ``first``, and ``deleted``."""
+
+    first: int
+    last: int
+    msgs: int
+    deleted: frozenset[int]
+
+    def live(self, seq: int) -> bool:
+        return seq >= self.first and seq not in self.deleted
+
+
+def _uvarint(data: bytes, i: int) -> tuple[int, int]:
+    value = shift = 0
+    while True:
+        if i >= len(data) or shift > 63:
+            raise IndexFormatError("the index ends inside a number")
+        b = data[i]
+        i += 1
+        value |= (b & 0x7F) << shift
+        if not b & 0x80:
+            return value, i
+        shift += 7
+
+
+def _varint(data: bytes, i: int) -> tuple[int, int]:
+    u, i = _uvarint(data, i)
+    return (u >> 1) ^ -(u & 1), i
+
+
+def block_index(data: bytes) -> BlockIndex:
+    """A 2.9 ``.idx`` parsed; :class:`IndexFormatError` for any other format or a short file."""
+    if len(data) < 2 or data[0] != _MAGIC or data[1] != _VERSION:
+        head = data[:2].hex() or "empty"
+        raise IndexFormatError(
+            f"index header {head}, not nats-server 2.9's (magic {_MAGIC}, version {_VERSION}): "
+            "deletes cannot be applied (an encrypted store is not supported either)"
+        )
+    i = 2
+    msgs, i = _uvarint(data, i)
+    _bytes, i = _uvarint(data, i)
+    first, i = _uvarint(data, i)
+    _fts, i = _varint(data, i)
+    last, i = _uvarint(data, i)
+    _lts, i = _varint(data, i)
+    ndel, i = _uvarint(data, i)
+    first, last = first & ~_EBIT, last & ~_EBIT
+    i += _CHECKSUM
+    if i > len(data):
+        raise IndexFormatError("the index ends before its checksum")
+    deleted = set()
+    for _ in range(ndel):  # the server drops entries at or below first lazily: fewer may follow
+        if i >= len(data):
+            break
+        off, i = _uvarint(data, i)
+        off &= ~_EBIT
+        if off == 0:
+            break
+        deleted.add(first + off)
+    return BlockIndex(first=first, last=last, msgs=msgs, deleted=frozenset(deleted))
+
+
+def live_messages(blocks: Iterable[tuple[bytes, bytes | None]]) -> tuple[list[tuple[int, bytes]], int]:
+    """Every block's messages that its ``.idx`` does not call deleted, and how many it did.
+
+    ``blocks`` are ``(block bytes, index bytes or None)`` in number order; a block with no
+    index yet (the newest, before the server first writes one) has no known deletes.
+    """
+    out: list[tuple[int, bytes]] = []
+    dropped = 0
+    for block, idx in blocks:
+        msgs = block_messages(block)
+        if idx is None:
+            out.extend(msgs)
+            continue
+        index = block_index(idx)
+        for seq, body in msgs:
+            if index.live(seq):
+                out.append((seq, body))
+            else:
+                dropped += 1
+    return out, dropped

@@ -11,7 +11,7 @@ import socket
 import time
 from typing import Any
 
-from harness.api import ConfigError, RunContext
+from harness.api import ConfigError, RunContext, WorkloadChoice
 
 __all__ = ["RedisQueueDB", "ping"]
 
@@ -36,6 +36,10 @@ class RedisQueueDB:
 
     def __init__(self, port: int = 6379, ready_timeout: int = 30, **_: Any) -> None:
         self.port, self.ready_timeout = port, ready_timeout
+
+    def default_workload(self) -> WorkloadChoice:
+        """Its queue, consumers active throughout (a consume-and-ack queue: docs/queues.md)."""
+        return WorkloadChoice(name="redis-queue")
 
     def _dir(self, ctx: RunContext, node: str) -> str:
         return f"/srv/splitbrain-redisqueue/{ctx.hosts[node].extras.get('lab', 'hosts')}/{node}"

@@ -15,6 +15,7 @@ from harness.api import (
     Op,
     RunContext,
     Workload,
+    WorkloadChoice,
     address,
     client_timeout,
     declares_options,
@@ -40,6 +41,9 @@ class TinyKV:
 
     def __init__(self, port: int = 7500) -> None:
         self.port = port
+
+    def default_workload(self) -> WorkloadChoice:
+        return WorkloadChoice(name="tinykv-register")
 
     def _dir(self, ctx: RunContext, node: str) -> str:
         return node_dir(ctx, node, "/srv/tinykv-plugin")

@@ -20,6 +20,7 @@ from harness.api import (
     Op,
     RunContext,
     Workload,
+    WorkloadChoice,
     host_addresses,
     kill_daemon,
     node_dir,
@@ -46,7 +47,7 @@ def four_letter(host: str, port: int, word: str = "srvr", timeout: float = 1.0) 
 
 
 class ZooKeeper:
-    """Killable, Pausable, HasPrimaries, HasLogFiles, WaitsReady, Addressable."""
+    """Killable, Pausable, HasPrimaries, HasLogFiles, WaitsReady, Addressable, HasFootprint."""
 
     # A lab preloads libfaketime into every session for clock faults; the JVM's threads
     # hang under it (leader election completes, followers never sync), so the server
@@ -62,8 +63,20 @@ class ZooKeeper:
                 raise ConfigError(f"a positive integer, not {v!r}", field=name)
         self.port, self.tick_ms, self.heap_mb = client_port, tick_ms, heap_mb
 
+    root = "/srv/splitbrain-zookeeper"
+    """HasFootprint: where every node directory lives (the disk faults mount over one)."""
+
     def _dir(self, ctx: RunContext, node: str) -> str:
-        return node_dir(ctx, node, "/srv/splitbrain-zookeeper")
+        return node_dir(ctx, node, self.root)
+
+    def node_dir(self, ctx: RunContext, node: str) -> str:
+        return self._dir(ctx, node)
+
+    def pidfiles(self, ctx: RunContext, node: str) -> list[str]:
+        return [f"{self._dir(ctx, node)}/pid"]
+
+    def ports(self, ctx: RunContext, node: str) -> list[int]:
+        return [self.port, 2888, 3888]
 
     def addresses(self, ctx: RunContext) -> dict[str, dict[str, tuple[str, int]]]:
         return host_addresses(ctx, self.port)
@@ -76,6 +89,10 @@ class ZooKeeper:
                 f"clientPortAddress={ctx.hosts[node].address}\nadmin.enableServer=false\n"
                 f"4lw.commands.whitelist=srvr,ruok\nforceSync=yes\n{servers}\n")
 
+    def default_workload(self) -> WorkloadChoice:
+        """Per-key registers: linearizable reads and writes (sync before read)."""
+        return WorkloadChoice(name="zk-register")
+
     def setup(self, ctx: RunContext, node: str) -> None:
         """Stop and wipe leftovers, write zoo.cfg and myid, start the server."""
         self.teardown(ctx, node)
@@ -83,6 +100,10 @@ class ZooKeeper:
         remote.run(f"mkdir -p {d}/data")
         remote.run(f"cat > {d}/zoo.cfg", stdin=self._config(ctx, node))
         remote.run(f"echo {ctx.nodes.index(node) + 1} > {d}/data/myid")
+        # An installer's files are durable before the server runs (fsync of each file
+        # and of the directories naming them): a power cut (the lazy fs) must take
+        # what ZooKeeper wrote, not the myid it needs to start at all.
+        remote.run(f"sync {d}/zoo.cfg {d}/data/myid {d}/data {d}")
         self.start(ctx, node)
 
     def start(self, ctx: RunContext, node: str) -> None:
@@ -93,8 +114,11 @@ class ZooKeeper:
             pidfile=f"{d}/pid", logfile=f"{d}/zookeeper.log", chdir=d)
 
     def teardown(self, ctx: RunContext, node: str) -> None:
-        ctx.remotes[node].stop_daemon(f"{self._dir(ctx, node)}/pid")
-        ctx.remotes[node].run(f"rm -rf {self._dir(ctx, node)}")
+        """Stop the server and empty its directory in place: under the disk faults the
+        directory is a lazy fs's mount point, which ``rm -rf`` cannot remove."""
+        d = self._dir(ctx, node)
+        ctx.remotes[node].stop_daemon(f"{d}/pid")
+        ctx.remotes[node].run(f"mkdir -p {d} && find {d} -mindepth 1 -delete")
 
     def kill(self, ctx: RunContext, node: str) -> None:
         kill_daemon(ctx.remotes[node], f"{self._dir(ctx, node)}/pid")

@@ -30,7 +30,8 @@ node's processes are dead, applies the records:
 - ``torn-write``: the disk took the pending operations in order and lost power in
   the middle of the last pending write (optionally: the last one to a file named
   ``path``): records after it are undone, it keeps only a prefix of ``keep``
-  bytes (seeded random when not given), records before it stay.
+  bytes (seeded random when not given: any length, or with ``tail`` all but the
+  last 1..``tail`` bytes), records before it stay.
 
 If this daemon dies, its memory goes with it: the files then hold every write,
 which is what a process crash (not a power cut) leaves. The control channel is a
@@ -691,8 +692,16 @@ class LazyOps:
         seed: int | None = None,
         wait_s: float = 5.0,
         under: str | None = None,
+        tail: int | None = None,
     ) -> dict[str, Any]:
         """Apply a power cut to the pending records (the node's processes must be dead).
+
+        ``tail`` (torn-write, no ``keep``): the tear cuts 1..``tail`` bytes off the
+        write's end, so it lands in the write's last record, past that record's
+        header when the header is shorter than the record less ``tail``: the torn
+        record is the one recovery reads last, whole in length if padded. A prefix
+        of any length (``tail`` None) tears a header or drops whole records most of
+        the time, which any recovery cuts.
 
         ``under`` limits the cut to one subdirectory of the mount (e.g. the node's
         ``data`` when the mount covers its whole directory, code and logs too):
@@ -733,11 +742,14 @@ class LazyOps:
                 else:
                     w = recs[target]
                     rng = random.Random(seed)
-                    k = (
-                        keep
-                        if keep is not None
-                        else (rng.randrange(1, w.length) if w.length > 1 else 0)
-                    )
+                    if keep is not None:
+                        k = keep
+                    elif w.length <= 1:
+                        k = 0
+                    elif tail:
+                        k = w.length - rng.randint(1, min(tail, w.length - 1))
+                    else:
+                        k = rng.randrange(1, w.length)
                     k = max(0, min(k, w.length - 1 if w.length > 0 else 0))
                     for rec in reversed(recs[target + 1 :]):
                         self._undo(rec, problems)
@@ -752,6 +764,7 @@ class LazyOps:
                         "length": w.length,
                         "kept": len(prefix),
                         "seed": seed,
+                        **({"tail": tail} if tail and keep is None else {}),
                     }
                     cut = target
             else:
@@ -853,6 +866,7 @@ class LazyOps:
                 seed=req.get("seed"),
                 wait_s=float(req.get("wait_s", 5.0)),
                 under=req.get("under"),
+                tail=req.get("tail"),
             )
         raise ValueError(f"unknown command {cmd!r} (status, sync, hold, crash)")
 

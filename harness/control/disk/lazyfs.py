@@ -184,11 +184,14 @@ class LazyFs:
         seed: int | None = None,
         wait_s: float = 5.0,
         under: str | None = None,
+        tail: int | None = None,
     ) -> dict[str, Any]:
         """Apply ``lose-unfsynced`` or ``torn-write``; the node's processes must be dead.
 
         ``under``: only that subdirectory of the mount loses power (the node's data
-        directory when the mount covers the node's whole directory).
+        directory when the mount covers the node's whole directory). ``tail``
+        (torn-write without ``keep``): the tear cuts 1..``tail`` bytes off the torn
+        write's end, into its last record, instead of keeping a prefix of any length.
 
         Returns the daemon's record: what was dropped per file, the torn write, and
         ``open_files`` (files still open when it acted: a process that survived).
@@ -204,6 +207,8 @@ class LazyFs:
             req["seed"] = seed
         if under is not None:
             req["under"] = under
+        if tail:
+            req["tail"] = tail
         return self._ctl(req, timeout=wait_s + 60.0)
 
     def unmount(self) -> str:

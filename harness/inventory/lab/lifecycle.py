@@ -236,6 +236,8 @@ class Lab:
                             "faketime_file": str(hp.state_dir / "faketime") if faketime else None,
                             "cgroup": str(cg) if cg else None,
                             "cgroup_kind": cgroup_kind if cg else None,
+                            # a namespace host sees this machine's /dev: disk faults' lazy fs
+                            "fuse": os.path.exists("/dev/fuse"),
                             # where the machine sees what the host wrote there
                             "private_dirs": {
                                 d: str(hp.state_dir / d.strip("/").replace("/", "_"))

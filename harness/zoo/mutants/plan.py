@@ -16,6 +16,7 @@ from pathlib import Path
 
 from harness.core.errors import ConfigError
 from harness.core.layout import safe_name
+from harness.core.remote import Host
 from harness.core.spec import TestSpec
 from harness.zoo.mutants.mutator import Mutant
 from harness.zoo.targets import Campaign, zoo_spec
@@ -31,12 +32,12 @@ def with_node_src(c: Campaign, pkg: Path) -> Campaign:
 
 def smoke_campaign(c: Campaign, seconds: float) -> Campaign:
     """The same load with no faults at all, for ``seconds``."""
-    return replace(c, nemesis=(), profiles=(), time_limit=seconds)
+    return replace(c, nemesis=(), profiles=(), deck=False, time_limit=seconds)
 
 
-def mutant_spec(c: Campaign, nodes: Sequence[str], m: Mutant, seed: int, stage: str) -> TestSpec:
+def mutant_spec(c: Campaign, hosts: Sequence[Host], m: Mutant, seed: int, stage: str) -> TestSpec:
     """The zoo's spec for this campaign, named for the mutant; test.json records which one."""
-    spec = zoo_spec(c, nodes, "dledger", None, seed)
+    spec = zoo_spec(c, hosts, "dledger", None, seed)
     return replace(
         spec,
         name=safe_name(f"mutant-{stage}-{m.id}"),

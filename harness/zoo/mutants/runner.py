@@ -23,7 +23,7 @@ from harness.zoo.mutants.record import MutantRecord, StageResult
 from harness.zoo.mutants.selection import area_of
 from harness.zoo.mutants.stages import Stopped, lab_run, unit_tests
 from harness.zoo.mutants.tree import write_tree
-from harness.zoo.targets import Campaign, build_zoo_package
+from harness.zoo.targets import Campaign
 
 __all__ = ["MutationSettings", "run_mutants", "LEDGER_FILE"]
 
@@ -76,9 +76,8 @@ def _run_one(
     if not unit.passed:
         return _record(m, node_dir, settings, unit=unit)
     c = with_node_src(campaign.with_time_limit(settings.time_limit), pkg)
-    nodes = [h.name for h in hosts]
     smoke = lab_run(
-        mutant_spec(smoke_campaign(c, settings.smoke_seconds), nodes, m, settings.seed, "smoke"),
+        mutant_spec(smoke_campaign(c, settings.smoke_seconds), hosts, m, settings.seed, "smoke"),
         hosts,
         store_root=store_root,
         min_ok=settings.min_ok,
@@ -87,10 +86,9 @@ def _run_one(
     if not smoke.passed:
         return _record(m, node_dir, settings, unit=unit, smoke=smoke)
     result = lab_run(
-        mutant_spec(c, nodes, m, settings.seed, "campaign"),
+        mutant_spec(c, hosts, m, settings.seed, "campaign"),
         hosts,
         store_root=store_root,
-        package=build_zoo_package(c, settings.seed),
     )
     stage_done("campaign", result)
     return _record(m, node_dir, settings, unit=unit, smoke=smoke, campaign=result)

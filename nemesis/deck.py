@@ -1,0 +1,184 @@
+"""The default campaign's fault deck: every fault script a DB can take, and why not the rest.
+
+``splitbrain run`` with no ``--nemesis`` and every zoo run of the reference node play
+the same deck: the per-bug profiles of :mod:`nemesis.profiles` and the generic motifs of
+:mod:`nemesis.motifs` (the membership motifs too, for a ``Reconfigurable`` DB), drawn
+shuffled, each once per pass (:class:`~nemesis.profiles.ProfileSchedule`). A stock
+schedule of one fault at a time finds a fraction of what these overlaps find
+(docs/zoo.md), so the strong campaign must not be the zoo's privilege.
+
+A script is kept only when the DB and the hosts can take every fault kind it plays,
+as the faults themselves declare it (:meth:`harness.core.fault.Fault.why_not`: the DB's
+capabilities, the inventory's host facts). The rest are left out *with the reason*,
+recorded in ``test.json`` and printed before the load: a campaign that silently played
+half its deck would look as strong as the whole. Nothing is probed; the kinds a script
+plays are read from its own steps, so a new script needs no table here.
+
+Scripts aimed at the leader need ``HasPrimaries`` to find it; on a DB without it they
+hit a seeded random node instead (:func:`nemesis.profiles.aim_without_leader`), and the
+deck's notes say so.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from harness.core.db import HasPrimaries
+from harness.core.errors import ConfigError
+from nemesis import registry
+from nemesis.profiles import SCRIPTS, profile_steps
+
+if TYPE_CHECKING:
+    from harness.core.remote import Host
+
+__all__ = [
+    "DECK",
+    "HOLD",
+    "DEFAULT_TIME_LIMIT",
+    "Deck",
+    "deck_for",
+    "deck_record",
+    "script_faults",
+]
+
+DECK = "deck"
+"""The ``--nemesis`` value that selects the deck (the default of ``splitbrain run``)."""
+HOLD = 2.5
+"""The scripts' basic hold in seconds: every wait of a script is a multiple of it."""
+DEFAULT_TIME_LIMIT = 300.0
+"""The cap on the default campaign's load (``run`` and the zoo), which ends once every
+script of the deck has played (``passes=1``): about two minutes for the reference node's
+scripts on a quiet machine, over three at a load of 30 on two cores (docs/zoo.md), where
+a 180 s cap left a quarter of the deck unplayed. With ``--time-limit`` the deck cycles
+until that time instead."""
+NO_LEADER_NOTE = (
+    "the DB does not report its leader (HasPrimaries): steps aimed at the leader hit a "
+    "seeded random node"
+)
+
+
+@dataclass(frozen=True)
+class Deck:
+    """The scripts a run draws from, the fault kinds they play, and what was left out."""
+
+    scripts: tuple[str, ...]
+    faults: tuple[str, ...]
+    """The ``--nemesis`` names the scripts play: the run's nemeses and final heal."""
+    left_out: Mapping[str, str] = field(default_factory=dict)
+    """Script name to why this DB or these hosts cannot take it."""
+    notes: tuple[str, ...] = ()
+    hold: float = HOLD
+    shuffle: bool = True
+    passes: int | None = 1
+    """Passes over the deck before the load ends (None: cycle until the time limit)."""
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "scripts": list(self.scripts),
+            "faults": list(self.faults),
+            "left_out": dict(self.left_out),
+            "notes": list(self.notes),
+            "hold": self.hold,
+            "shuffle": self.shuffle,
+            "passes": self.passes,
+        }
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> Deck:
+        """A recorded deck (``test.json``'s ``options.deck``); a bad one is a ConfigError."""
+        try:
+            return cls(
+                scripts=tuple(str(s) for s in data["scripts"]),
+                faults=tuple(str(f) for f in data["faults"]),
+                left_out={str(k): str(v) for k, v in dict(data.get("left_out") or {}).items()},
+                notes=tuple(str(n) for n in data.get("notes") or ()),
+                hold=float(data.get("hold", HOLD)),
+                shuffle=bool(data.get("shuffle", True)),
+                passes=None if data.get("passes") is None else int(data["passes"]),
+            )
+        except (KeyError, TypeError, ValueError) as e:
+            raise ConfigError(f"a recorded deck is malformed: {e}", field="deck") from None
+
+    def describe(self) -> str:
+        """One line for the run's banner and summary."""
+        how = "shuffled, each once per pass" if self.shuffle else "in order"
+        if self.passes is not None:
+            how += f"; the load ends after {self.passes} pass{'es' if self.passes > 1 else ''}"
+        out = f"fault scripts {', '.join(self.scripts)} ({how}; hold {self.hold:g} s)"
+        if self.left_out:
+            out += "; left out: " + "; ".join(f"{k} ({v})" for k, v in self.left_out.items())
+        return out
+
+
+def script_faults(name: str, n_nodes: int) -> tuple[str, ...]:
+    """The fault kinds script ``name`` starts, read from its own steps on ``n_nodes`` nodes.
+
+    The steps are built with a throwaway rng: which kinds a script plays does not depend
+    on its draws (a builder may pick among shapes of one kind, never among kinds).
+    """
+    nodes = [f"n{i + 1}" for i in range(n_nodes)]
+    steps = profile_steps(name, nodes, random.Random(0), HOLD)
+    return tuple(sorted({s.f.removeprefix("start-") for s in steps if s.f.startswith("start-")}))
+
+
+def deck_for(db: object, hosts: Sequence[Host], scripts: Sequence[str] | None = None) -> Deck:
+    """The deck ``db`` on ``hosts`` can take: ``scripts`` (default: every script, the
+    membership motifs included), less those one of whose faults cannot act here, with the
+    reason.
+
+    A ConfigError when nothing is left: a fault campaign with no faults is not one.
+    """
+    names = tuple(scripts) if scripts is not None else SCRIPTS
+    known = registry.faults()
+    kept: list[str] = []
+    faults: set[str] = set()
+    left_out: dict[str, str] = {}
+    for name in names:
+        try:
+            kinds = script_faults(name, len(hosts))
+        except ConfigError as e:
+            left_out[name] = str(e)
+            continue
+        why = next(
+            (w for k in kinds if (w := _why_not(known.get(k), k, db, hosts)) is not None), None
+        )
+        if why is not None:
+            left_out[name] = why
+            continue
+        kept.append(name)
+        faults.update(kinds)
+    if not kept:
+        reasons = "; ".join(f"{k}: {v}" for k, v in left_out.items())
+        raise ConfigError(
+            f"no fault script of the default campaign can run against {type(db).__name__} "
+            f"on these hosts ({reasons}); name faults with --nemesis",
+            field="nemesis",
+        )
+    notes = () if isinstance(db, HasPrimaries) else (NO_LEADER_NOTE,)
+    return Deck(tuple(kept), tuple(sorted(faults)), left_out, notes)
+
+
+def deck_record(recorded: Mapping[str, Any], started: Sequence[str]) -> dict[str, Any]:
+    """What a run of a deck played: the scripts started (in order, first time each), those
+    of the deck time never reached, and those left out before the run, with the reason.
+
+    ``results.json`` keeps it under ``run.deck`` and the summary names what was missed:
+    a bug whose script never played could not have been found by this run.
+    """
+    deck = Deck.from_json(recorded)
+    played = list(dict.fromkeys(started))
+    return {
+        "played": played,
+        "not_played": [s for s in deck.scripts if s not in played],
+        "left_out": dict(deck.left_out),
+    }
+
+
+def _why_not(fault: Any, kind: str, db: object, hosts: Sequence[Host]) -> str | None:
+    if fault is None:
+        return f"its fault {kind!r} is not registered"
+    why: str | None = fault.why_not(db, hosts)
+    return why
