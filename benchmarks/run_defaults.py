@@ -5,7 +5,7 @@ Runs the literal command a user types, ``splitbrain run --lab LAB --bug BUG --se
 limit), for the correct node and each seeded bug of mode dledger, over a few seeds, and
 appends one JSON line per run to ``--out`` (a run already there is skipped, so an
 interrupted measurement resumes). ``--table`` prints the markdown table of docs/zoo.md
-from such files.
+from such files (a run measured again, in a later file, replaces the earlier one).
 
     python benchmarks/run_defaults.py --lab L --seeds 501,502,503 --out runs.jsonl
     python benchmarks/run_defaults.py --table runs.jsonl [more.jsonl ...]
@@ -89,12 +89,16 @@ def measure(lab: str, bugs: Sequence[str], seeds: Sequence[int], out: Path) -> N
 
 
 def table(files: Sequence[Path]) -> str:
-    rows: dict[str, list[dict[str, Any]]] = {}
+    # A run measured again (a later file, or later in one) replaces the earlier one.
+    last: dict[tuple[str, int], dict[str, Any]] = {}
     for path in files:
         for line in path.read_text().splitlines():
             if line.strip():
                 r = json.loads(line)
-                rows.setdefault(r["bug"], []).append(r)
+                last[(r["bug"], r["seed"])] = r
+    rows: dict[str, list[dict[str, Any]]] = {}
+    for r in last.values():
+        rows.setdefault(r["bug"], []).append(r)
     order = [CORRECT, *_bugs()] + sorted(set(rows) - {CORRECT, *_bugs()})
     out = ["| bug | found | seeds (verdict) | anomaly kinds | load |", "|---|---|---|---|---|"]
     for bug in order:
