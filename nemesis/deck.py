@@ -32,6 +32,7 @@ from nemesis import registry
 from nemesis.profiles import SCRIPTS, profile_steps
 
 if TYPE_CHECKING:
+    from harness.core.fault import Fault
     from harness.core.remote import Host
 
 __all__ = [
@@ -142,9 +143,7 @@ def deck_for(db: object, hosts: Sequence[Host], scripts: Sequence[str] | None = 
         except ConfigError as e:
             left_out[name] = str(e)
             continue
-        why = next(
-            (w for k in kinds if (w := _why_not(known.get(k), k, db, hosts)) is not None), None
-        )
+        why = _refusal(kinds, known, db, hosts)
         if why is not None:
             left_out[name] = why
             continue
@@ -177,8 +176,15 @@ def deck_record(recorded: Mapping[str, Any], started: Sequence[str]) -> dict[str
     }
 
 
-def _why_not(fault: Any, kind: str, db: object, hosts: Sequence[Host]) -> str | None:
-    if fault is None:
-        return f"its fault {kind!r} is not registered"
-    why: str | None = fault.why_not(db, hosts)
-    return why
+def _refusal(
+    kinds: Sequence[str], known: Mapping[str, Fault], db: object, hosts: Sequence[Host]
+) -> str | None:
+    """The first reason one of ``kinds`` cannot act on ``db`` and ``hosts``, or None."""
+    for kind in kinds:
+        fault = known.get(kind)
+        if fault is None:
+            return f"its fault {kind!r} is not registered"
+        why = fault.why_not(db, hosts)
+        if why is not None:
+            return why
+    return None

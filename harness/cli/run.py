@@ -385,7 +385,7 @@ def _with_deck(
     return dataclasses.replace(
         spec,
         nemesis=deck.faults,
-        nemesis_interval=hold or HOLD,
+        nemesis_interval=deck.hold,
         options={**spec.options, "deck": deck.to_json()},
     )
 
