@@ -9,6 +9,13 @@ from such files (a run measured again, in a later file, replaces the earlier one
 
     python benchmarks/run_defaults.py --lab L --seeds 501,502,503 --out runs.jsonl
     python benchmarks/run_defaults.py --table runs.jsonl [more.jsonl ...]
+    python benchmarks/run_defaults.py --recheck runs.jsonl --root DIR --out rechecked.jsonl
+
+``--recheck`` judges the stored runs again with this tree's checkers (``splitbrain
+check``, which writes ``recheck.json`` beside each run and leaves its ``results.json``
+alone) and writes the rows with the new verdicts, marked ``rechecked``: a checker added
+after the campaigns ran is then measured on the same histories. ``--root`` is where
+the runs' relative store paths were printed from.
 
 ``skip-fsync`` is left out by default (it needs lost un-fsynced writes, which only the
 deck's disk script makes; add it with ``--bugs``). Several labs can share one list:
@@ -44,7 +51,7 @@ def _done(out: Path) -> set[tuple[str, int]]:
 
 
 def _result(store_line: str) -> dict[str, Any]:
-    path = Path(store_line.removeprefix("store:").strip()) / "results.json"
+    path = Path(store_line.removeprefix("store:").strip()).resolve() / "results.json"
     try:
         res = json.loads(path.read_text())
     except (OSError, ValueError):
@@ -83,6 +90,34 @@ def measure(lab: str, bugs: Sequence[str], seeds: Sequence[int], out: Path) -> N
             }
             if not store:
                 row["error"] = (proc.stderr or proc.stdout)[-400:]
+            with out.open("a") as f:
+                f.write(json.dumps(row) + "\n")
+            print(json.dumps(row), flush=True)
+
+
+def recheck(files: Sequence[Path], root: Path, out: Path) -> None:
+    cli = [sys.executable, "-m", "harness.cli", "check"]
+    for path in files:
+        for line in path.read_text().splitlines():
+            if not line.strip():
+                continue
+            row = json.loads(line)
+            store = Path(row.get("store") or "")
+            store = store if store.is_absolute() else root / store
+            if not (store / "history.jsonl").exists() and not (store / "history.parquet").exists():
+                row["recheck_error"] = f"no history at {store}"
+            else:
+                proc = subprocess.run([*cli, str(store)], capture_output=True, text=True)
+                try:
+                    res = json.loads((store / "recheck.json").read_text())
+                    row.update(
+                        valid=res.get("valid"),
+                        kinds=sorted(res.get("anomalies") or {}),
+                        rechecked=True,
+                        store=str(store),
+                    )
+                except (OSError, ValueError):
+                    row["recheck_error"] = (proc.stderr or proc.stdout)[-400:]
             with out.open("a") as f:
                 f.write(json.dumps(row) + "\n")
             print(json.dumps(row), flush=True)
@@ -127,9 +162,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--bugs", default=None, help="comma-separated; 'none' is the correct node")
     ap.add_argument("--out", type=Path, default=Path("run-defaults.jsonl"))
     ap.add_argument("--table", nargs="+", type=Path, default=None)
+    ap.add_argument("--recheck", nargs="+", type=Path, default=None)
+    ap.add_argument("--root", type=Path, default=Path.cwd())
     args = ap.parse_args(argv)
     if args.table:
         print(table(args.table))
+        return 0
+    if args.recheck:
+        recheck(args.recheck, args.root, args.out)
         return 0
     if not args.lab:
         ap.error("--lab is required to measure")

@@ -12,7 +12,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from harness.core.errors import CheckerError
-from harness.core.source import HistorySource, history_path, read_paired
+from harness.core.source import HistorySource, history_path, read_ops
 
 __all__ = ["ENGINES", "AUTO_SPARK_OPS", "check_history", "estimate_ops", "choose_engine"]
 
@@ -81,7 +81,7 @@ def check_history(
             # record, when every checker that applies can read them (log histories);
             # else ops, as always.
             fast = check_local_columns(path, model=model, timeout=timeout, opts=opts)
-        res = fast or check_local(read_paired(source), model=model, timeout=timeout, opts=opts)
+        res = fast or check_local(read_ops(source), model=model, timeout=timeout, opts=opts)
     if engine == "auto":
         res["engine_requested"] = "auto"
     return res

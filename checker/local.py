@@ -27,8 +27,8 @@ from checker.base import check_spec_safe, crash_result
 from checker.families import is_log, is_queue, is_set, lin_family
 from checker.registry import Settings, checkers, parse_settings
 from checker.results import compose_results
-from harness.core.checker import CheckerSpec, OpShape
-from harness.core.op import Op
+from harness.core.checker import ALL, CheckerSpec, OpShape
+from harness.core.op import NEMESIS, Op
 from harness.core.paired import PairedHistory
 from harness.core.parquet import ColumnarHistory
 
@@ -70,21 +70,31 @@ def run_name(checker: str, part: str, parts: Iterable[str]) -> str:
 
 
 def plan(
-    history: PairedHistory, settings: Settings, specs: Mapping[str, CheckerSpec]
+    history: PairedHistory,
+    settings: Settings,
+    specs: Mapping[str, CheckerSpec],
+    fault_fs: frozenset[str] = frozenset(),
 ) -> list[Planned]:
-    """The checker runs this history needs, in registry order, parts by name."""
+    """The checker runs this history needs, in registry order, parts by name.
+
+    ``fault_fs``: the ``f`` of the history's fault records (a checker judging one of
+    them runs even if it claims no client op)."""
     return [
         Planned(name, spec, part, tuple(ns))
-        for name, spec, part, ns in _assign(shapes(history), settings, specs)
+        for name, spec, part, ns in _assign(shapes(history), settings, specs, fault_fs)
     ]
 
 
 def _assign(
-    shapes: Iterable[OpShape], settings: Settings, specs: Mapping[str, CheckerSpec]
+    shapes: Iterable[OpShape],
+    settings: Settings,
+    specs: Mapping[str, CheckerSpec],
+    fault_fs: frozenset[str] = frozenset(),
 ) -> list[tuple[str, CheckerSpec, str, list[int]]]:
     """Which of ``shapes`` (numbered in order) each selected checker claims, by part:
     ``(results name, spec, part, shape numbers)``, asking ``claims`` once per distinct
-    shape. Both local paths plan with it: per op, or per distinct shape of the columns."""
+    shape. Both local paths plan with it: per op, or per distinct shape of the columns.
+    A checker judging fault records the history holds runs at least once (part ALL)."""
     chosen = settings.selected(specs)
     configs = {s.name: settings.config(s.name) for s in chosen}
     memo: dict[OpShape, list[tuple[str, str]]] = {}
@@ -103,6 +113,8 @@ def _assign(
     out = []
     for s in chosen:
         parts = taken[s.name]
+        if not parts and s.faults & fault_fs:
+            parts[ALL] = []
         for part in sorted(parts):
             out.append((run_name(s.name, part, parts), s, part, parts[part]))
     return out
@@ -180,7 +192,9 @@ def check_local_columns(
     if history is None:
         return None
     distinct, of_pair = column_shapes(history)
-    runs = _assign(distinct, settings, specs)
+    runs = _assign(distinct, settings, specs, history.fault_fs)
+    if any(spec.faults & history.fault_fs for _, spec, _, _ in runs):
+        return None  # it reads the fault records, which only the ops carry
     if any(spec.columnar is None for _, spec, _, _ in runs):
         return None
     results = {}
@@ -241,12 +255,16 @@ def check_local(
     t0 = time.monotonic()
     specs = checkers()
     settings = parse_settings(opts, model=model, timeout=timeout, specs=specs)
+    faults = tuple(op for op in ops if op.process == NEMESIS)
     history = PairedHistory.of(ops, strict=True)
+    fault_fs = frozenset(op.f for op in faults)
     results = {
         p.name: check_spec_safe(
-            p.spec, history.subset(p.pairs), settings.config(p.spec.name, p.part)
+            p.spec,
+            history.subset(p.pairs),
+            settings.config(p.spec.name, p.part, faults=faults if p.spec.faults else ()),
         )
-        for p in plan(history, settings, specs)
+        for p in plan(history, settings, specs, fault_fs)
     }
     return compose_results(
         results,

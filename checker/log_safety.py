@@ -40,7 +40,7 @@ specification, the code the reference. Conventions shared by all functions:
   its entries when ``committed`` is absent/null. An entry with a null payload is a
   NOOP: it counts for :func:`divergent_committed` but is ignored by the payload
   checks (:func:`lost_ack` only looks up acked payloads, :func:`failed_append_present`,
-  :func:`duplicate_payload`).
+  :func:`duplicate_payload`, :func:`unproposed_committed`).
 * **Value ordering.** Where an example lists ``[term, payload]`` values, they are
   sorted by ``(term, json.dumps(payload, sort_keys=True))``.
 
@@ -49,6 +49,7 @@ Parquet history's columns (``LOG_SAFETY.columnar``); these functions stay the re
 it is tested against (tests/checker/test_log_safety_fast.py). Like the Spark engine it
 compares terms and payloads as canonical JSON text, where these functions compare Python
 values: only values Python equates across JSON types (``1``, ``1.0`` and ``true``) differ.
+:func:`unproposed_committed` compares canonical JSON text here too, so all three agree on it.
 """
 
 from __future__ import annotations
@@ -83,6 +84,7 @@ __all__ = [
     "lost_ack_unjudged",
     "failed_append_present",
     "duplicate_payload",
+    "unproposed_committed",
     "append_order",
     "leader_after_removal",
     "ack_after_removal",
@@ -762,6 +764,76 @@ def duplicate_payload(ops: Sequence[Op]) -> list[dict[str, Any]]:
     return _by_indexes(out)
 
 
+def _is_system(payload: Any) -> bool:
+    """An entry the system wrote for itself, not a client's append: a NOOP (null), or a
+    JSON object with a key ``"kind"`` (workloads/append.py reports kv, config and read
+    entries as ``{"kind", "at", "op"}``; their identity is their index)."""
+    return payload is None or (isinstance(payload, dict) and "kind" in payload)
+
+
+def _lowest_ack(ops: Sequence[Op]) -> int | None:
+    """The lowest integer log index an ok append was acked at (None: no such append)."""
+    return min(
+        (a.index for a in _appends(ops) if a.type == "ok" and _is_int(a.index)), default=None
+    )
+
+
+def unproposed_committed(ops: Sequence[Op]) -> list[dict[str, Any]]:
+    """A committed entry no client proposed: a replicated log commits only what some
+    client appended, or its own entries. A recovery that keeps a torn or corrupted record
+    (zero-padded, checksum re-stamped) commits a body nobody wrote; lost-ack does not see
+    it (no acked entry need be replaced) and neither does divergent-committed (every node
+    may hold the same bad body).
+
+    Over the committed observations of all log reads (final or not), one example per
+    distinct log index at which some committed observation holds a payload P such that:
+
+    * P is not null (a NOOP) and is not a *system entry*, a JSON object with a key
+      ``"kind"`` (the append workload's kv, config and read entries; a node reports a
+      body it cannot decode as ``{"undecodable": hex}``, no system entry, so it counts);
+    * P equals, as canonical JSON text (sorted keys, compact: how the columnar path and
+      the Spark engine compare payloads), no append invocation's ``payload`` and no ok
+      append completion's ``payload`` in the history, whatever the append's outcome
+      (ok, fail, info, never completed): an entry some client sent, even one whose
+      append failed, is judged by failed-append-present, not here;
+    * the log index is at least the lowest integer acked index of an ok append (below
+      it may lie entries from before the run, on a DB that does not wipe); with no
+      such ok append no index is judged.
+
+    ``payload`` is the smallest such P at that index (by canonical JSON text) and
+    ``indexes`` the sorted distinct read indexes whose committed observations hold
+    one there::
+
+        {"index": log index, "payload": P, "indexes": sorted read indexes}
+    """
+    lo = _lowest_ack(ops)
+    if lo is None:
+        return []
+    proposed: set[str] = set()
+    for inv, comp in _pairs(ops, "append"):
+        if isinstance(inv.value, dict) and "payload" in inv.value:
+            proposed.add(_canon(inv.value["payload"]))
+        done = comp.value if comp is not None and comp.type == "ok" else None
+        if isinstance(done, dict) and "payload" in done:
+            proposed.add(_canon(done["payload"]))
+    seen: dict[int, dict[str, Any]] = {}  # log index -> {canonical text: payload}
+    readers: dict[int, set[int]] = {}
+    for r in _log_reads(ops):
+        for idx, _term, payload in r.committed:
+            if idx < lo or _is_system(payload):
+                continue
+            text = _canon(payload)
+            if text in proposed:
+                continue
+            seen.setdefault(idx, {}).setdefault(text, payload)
+            readers.setdefault(idx, set()).add(r.index)
+    out = [
+        {"index": idx, "payload": vals[min(vals)], "indexes": sorted(readers[idx])}
+        for idx, vals in seen.items()
+    ]
+    return _by_indexes(out)
+
+
 def append_order(ops: Sequence[Op]) -> list[dict[str, Any]]:
     """Real-time order: an append that started after another was acked got a lower or equal index.
 
@@ -808,6 +880,7 @@ _FUNCS = {
     "lost-ack": lost_ack,
     "failed-append-present": failed_append_present,
     "duplicate-payload": duplicate_payload,
+    "unproposed-committed": unproposed_committed,
     "append-order": append_order,
     "leader-after-removal": leader_after_removal,
     "ack-after-removal": ack_after_removal,
@@ -1149,14 +1222,24 @@ def check_log_safety_columns(h: Any, ha: dict[str, Any] | None = None) -> dict[s
     nonnull = d.filter(pc.not_equal(d["payload"], "null"))
     pays = nonnull.group_by("payload").aggregate([("li", "count_distinct")])
     cand_pay = pays.filter(pc.greater(pays["li_count_distinct"], 1))["payload"]
+    # unproposed-committed: candidates from d too (few: most entries are acked payloads)
+    proposed = pc.unique(pa.concat_arrays([p_inv, p_comp.filter(pa.array(a_ok))]).drop_null())
+    unprop = _unproposed(nonnull, proposed, int(ack_li.min()) if len(ack_li) else None)
     readers_li: dict[int, set[int]] = {}
     readers_pay: dict[str, set[int]] = {}
-    if len(cand_li) or len(cand_pay):
+    readers_un: dict[int, set[int]] = {}
+    if len(cand_li) or len(cand_pay) or unprop.num_rows:
         for t in reads.observations(h, first=False):
             hit = pc.or_(pc.is_in(t["li"], cand_li), pc.is_in(t["payload"], cand_pay))
             for row in t.filter(hit).select(["li", "payload", "r"]).to_pylist():
                 readers_li.setdefault(row["li"], set()).add(row["r"])
                 readers_pay.setdefault(row["payload"], set()).add(row["r"])
+            if unprop.num_rows:
+                un = t.select(["li", "payload", "r"]).join(
+                    unprop, keys=["li", "payload"], join_type="left semi"
+                )
+                for li, r in zip(un["li"].to_pylist(), un["r"].to_pylist(), strict=True):
+                    readers_un.setdefault(li, set()).add(r)
     div = []
     for row_li in cand_li.to_pylist():
         at = d.filter(pc.equal(d["li"], row_li)).select(["term", "payload"]).to_pylist()
@@ -1241,6 +1324,19 @@ def check_log_safety_columns(h: Any, ha: dict[str, Any] | None = None) -> dict[s
             }
         )
     found["duplicate-payload"] = _by_indexes(dup)
+    at_un: dict[int, list[str]] = {}
+    for li, p in zip(unprop["li"].to_pylist(), unprop["payload"].to_pylist(), strict=True):
+        at_un.setdefault(li, []).append(p)
+    found["unproposed-committed"] = _by_indexes(
+        [
+            {
+                "index": li,
+                "payload": min(map(_loads, ps), key=_canon),
+                "indexes": sorted(readers_un[li]),
+            }
+            for li, ps in at_un.items()
+        ]
+    )
     found["append-order"] = _append_order_columns(a_inv_idx[ack], a_comp_idx[ack], ack_li)
     found = {kind: found[kind] for kind in _FUNCS}
 
@@ -1257,6 +1353,42 @@ def check_log_safety_columns(h: Any, ha: dict[str, Any] | None = None) -> dict[s
     }
     judgeable = unjudged == 0 if n_final else n_ok == 0
     return _result(found, committed_regress_restart(prep), stats, judgeable, ha)
+
+
+_SURELY_SYSTEM = r'^\{(?:"(?:[^"\\]|\\.)*":(?:[^"{}\[\],]*|"(?:[^"\\]|\\.)*"),)*"kind":'
+"""JSON object text whose keys before ``"kind"`` all hold scalars: ``"kind"`` is then a key
+of the object itself, not of one nested in it (a kv entry's ``{"at":5,"kind":...}``)."""
+
+
+def _unproposed(obs: Any, proposed: Any, lo: int | None) -> Any:
+    """:func:`unproposed_committed`'s committed (log index, payload) pairs, from distinct
+    non-null observations ``obs`` and the proposed payloads' texts (``li``, ``payload``
+    columns; empty when no ok append was acked at an integer index).
+
+    System entries are told apart by their text: not an object, or no ``"kind":`` in it,
+    is none; an object whose keys before ``"kind"`` hold scalars is one; only what is left
+    (a nested ``"kind"``) is decoded."""
+    import numpy as np
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    empty = pa.table({"li": pa.array([], pa.int64()), "payload": pa.array([], pa.string())})
+    if lo is None:
+        return empty
+    x = obs.filter(pc.greater_equal(obs["li"], lo)).select(["li", "payload"])
+    x = x.filter(pc.invert(pc.is_in(x["payload"], proposed)))
+    if not x.num_rows:
+        return empty
+    p = x["payload"]
+    maybe = pc.and_(pc.starts_with(p, "{"), pc.match_substring(p, '"kind":'))
+    sure = pc.match_substring_regex(p, _SURELY_SYSTEM)
+    system = np.array(sure.to_numpy(), dtype=bool)  # a writable copy
+    unsure = np.flatnonzero(pc.and_(maybe, pc.invert(sure)).to_numpy())
+    if len(unsure):
+        texts = p.take(pa.array(unsure)).to_pylist()
+        system[unsure] = [_is_system(_loads(t)) for t in texts]
+    x = x.filter(pa.array(~system))
+    return x.group_by(["li", "payload"]).aggregate([]) if x.num_rows else empty
 
 
 def _append_order_columns(inv_idx: Any, comp_idx: Any, li: Any) -> list[dict[str, Any]]:

@@ -58,8 +58,10 @@ def linearizable() -> dict[str, Example]:
 
 
 def log_safety() -> dict[str, Example]:
-    """The append workload with every log anomaly planted, and a history whose lost acks
-    mode ha with an async master measures as its loss window (notes, not anomalies)."""
+    """The append workload with every log anomaly planted, a history whose lost acks
+    mode ha with an async master measures as its loss window (notes, not anomalies),
+    the membership checks' histories, and committed entries that some client proposed or
+    that nobody did (unproposed-committed)."""
     lost = list(generate(400, workload="append", anomaly="lost-ack", seed=24))
     return {
         "every-anomaly": (
@@ -74,7 +76,56 @@ def log_safety() -> dict[str, Example]:
             {},
             ("leader-after-removal", "ack-after-removal"),
         ),
+        "proposed-only": (_unproposed(bad=False), {}, ("failed-append-present",)),
+        "unproposed": (
+            _unproposed(bad=True),
+            {},
+            ("failed-append-present", "unproposed-committed"),
+        ),
     }
+
+
+def _unproposed(*, bad: bool) -> list[Op]:
+    """A committed log of what unproposed-committed must let pass: an entry from before
+    the run (below the lowest ack), a NOOP, acked payloads (one an object whose keys the
+    log lists in another order), a failed append's payload (failed-append-present's), an
+    info append's, one never completed, and system entries (``"kind"`` beside a scalar and
+    beside an object); past ``committed``, an entry nobody wrote.
+
+    ``bad`` adds, committed, what it must flag: a torn record the node could not decode,
+    a string nobody appended, and an object whose only ``"kind"`` is nested.
+    """
+    b = _Builder()
+    b.op(0, "append", {"payload": "a"}, "ok", {"payload": "a", "index": 3, "term": 1})
+    obj = {"y": 1, "x": [2, {"kind": "not-system"}]}
+    b.op(1, "append", {"payload": obj}, "ok", {"payload": obj, "index": 4, "term": 1})
+    b.op(2, "append", {"payload": "b"}, "fail", {"payload": "b"})
+    b.op(3, "append", {"payload": "c"}, "info")
+    b.op(4, "append", {"payload": "d"}, None)
+    log: list[list[Any]] = [
+        [1, 1, "left-over"],
+        [2, 1, None],
+        [3, 1, "a"],
+        [4, 1, {"x": [2, {"kind": "not-system"}], "y": 1}],
+        [5, 1, "b"],
+        [6, 1, "c"],
+        [7, 1, "d"],
+        [8, 1, {"at": 8, "kind": "kv-write", "op": {"k": "k0", "v": 3}}],
+        [9, 1, {"at": {"index": 9}, "kind": "config", "op": None}],
+    ]
+    if bad:
+        log += [
+            [10, 1, {"undecodable": "7b227061796c6f6164223a2270000000"}],
+            [11, 1, "nobody"],
+            [12, 1, {"op": {"kind": "kv-write"}}],
+        ]
+    top = len(log)
+    log.append([top + 1, 1, "uncommitted"])
+    for p, node in ((5, "n1"), (6, "n2")):
+        v = {"from": 0, "to": top + 1, "final": True}
+        b.op(p, "read", v, "ok", {"entries": log, "committed": top, "end": top + 1}, node=node)
+    b.op(7, "read", {"from": 0, "to": top}, "ok", {"entries": log[-4:], "committed": top})
+    return b.ops
 
 
 def _membership(*, stale: bool) -> list[Op]:

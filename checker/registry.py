@@ -13,13 +13,14 @@ import functools
 import importlib
 import importlib.util
 import logging
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from harness.core import plugins
 from harness.core.checker import ALL, CheckConfig, CheckerSpec, Example, Examples, SparkCheck
 from harness.core.errors import CheckerError, ConfigError
+from harness.core.op import Op
 from harness.core.options import parse_options
 
 __all__ = [
@@ -160,9 +161,14 @@ class Settings:
         return [specs[n] for n in specs if n in self.checks]
 
     def config(
-        self, name: str, part: str = ALL, shared: Mapping[str, Any] | None = None
+        self,
+        name: str,
+        part: str = ALL,
+        shared: Mapping[str, Any] | None = None,
+        faults: Sequence[Op] = (),
     ) -> CheckConfig:
         return CheckConfig(
+            faults=tuple(faults),
             options=self.options.get(name),
             model=self.model,
             model_params=dict(self.model_params),

@@ -5,10 +5,11 @@ engine is benchmarked at 10M records), and tests need histories whose verdict is
 known without trusting a checker. So this module simulates an idealised cluster
 and records what clients would have seen. Validity follows from how the
 simulation works, not from checking: an append is placed in the log at the
-moment it completes (so real-time order holds), every read returns the log as it
-is, the leader changes only with the term, and a register op takes effect at its
-completion. Each planted ``anomaly`` (one kind, or several) bends exactly one of
-those rules once, past the first third of the run.
+moment it completes (so real-time order holds), the log holds only what clients
+appended and the leaders' NOOPs, every read returns the log as it is, the leader
+changes only with the term, and a register op takes effect at its completion. Each
+planted ``anomaly`` (one kind, or several) bends exactly one of those rules once,
+past the first third of the run.
 
 The simulation is a stream: it keeps the log as two compact integer arrays (about
 16 bytes per entry), never a list of ops, and writes values as JSON text
@@ -47,6 +48,7 @@ LOG_ANOMALIES = (
     "committed-beyond-end",
     "failed-append-present",
     "append-order",
+    "unproposed-committed",
 )
 REGISTER_ANOMALIES = ("nonlinearizable",)
 ANOMALIES = LOG_ANOMALIES + REGISTER_ANOMALIES
@@ -63,6 +65,10 @@ _ARRAY = ("array", None, *_NONE7)
 _OBJECT = ("object", None, *_NONE7)
 _FINAL = ("object", *_NONE7, "true")
 
+_TORN = '{"undecodable":"7b227061796c6f6164223a22703400000000"}'
+"""What the reference node reports for a torn record a recovery kept: the body of an append
+cut short and zero-padded (``{"payload":"p4`` and zeros), which no client proposed."""
+
 _READ_SPAN = 16  # entries asked for by a non-final read
 _FINAL_CHUNK = 1000  # entries per final read
 _TERM_EVERY = 4000  # records between elections, on average
@@ -75,7 +81,7 @@ class _Log:
     def __init__(self) -> None:
         self.terms = array("q")
         self.pids = array("q")
-        self.ghost: dict[int, str] = {}  # log index -> payload JSON that no client appended
+        self.ghost: dict[int, str] = {}  # log index -> payload JSON read there instead
 
     def __len__(self) -> int:
         return len(self.terms)
@@ -86,10 +92,11 @@ class _Log:
         return len(self.terms) - 1
 
     def read(self, lo: int, hi: int, committed: int, *, corrupt: int | None = None) -> _Slice:
-        """A read of entries lo..hi inclusive as the log is now; ``corrupt`` swaps one payload."""
+        """A read of entries lo..hi inclusive as the log is now; ``corrupt`` shows one
+        client entry as a NOOP (a value the log may hold, so only the disagreement is wrong)."""
         patches = {i - lo: g for i, g in self.ghost.items() if lo <= i <= hi}
         if corrupt is not None:
-            patches[corrupt - lo] = '"ghost-divergent"'
+            patches[corrupt - lo] = "null"
         return _Slice(lo, self.terms[lo : hi + 1], self.pids[lo : hi + 1], patches, committed)
 
 
@@ -381,11 +388,14 @@ def _simulate(
                 idx = log.add(term, pid)
             t = log.terms[idx]
             if due("lost-ack"):
-                log.ghost[idx] = '"ghost-lost"'
+                log.ghost[idx] = "null"  # a later leader's NOOP took the acked entry's slot
                 pending.discard("lost-ack")
             elif due("duplicate-payload"):
                 log.add(term, pid)
                 pending.discard("duplicate-payload")
+            elif due("unproposed-committed"):
+                log.ghost[log.add(term, -1)] = _TORN
+                pending.discard("unproposed-committed")
             p = f'"p{pid}"'
             yield (
                 "ok",
@@ -402,9 +412,13 @@ def _simulate(
             c = committed()
             hi = min(hi, c)
             corrupt = None
-            if due("divergent-committed") and hi >= lo:
-                corrupt = hi
-                pending.discard("divergent-committed")
+            if due("divergent-committed"):
+                corrupt = next(
+                    (i for i in range(hi, lo - 1, -1) if log.pids[i] >= 0 and i not in log.ghost),
+                    None,
+                )
+                if corrupt is not None:
+                    pending.discard("divergent-committed")
             yield ("ok", proc, f, None, log.read(lo, hi, c, corrupt=corrupt), node, None, _read(c))
         else:
             cur = regs.get(key)

@@ -17,8 +17,9 @@ its name. One ``start-membership`` plays one variant, drawn from the seeded rng:
                   ``CONFIG_CHANGE_PENDING``).
   transfer        a follower made to lag (cut off from its peers, or killed, for a
                   while: a kill when the value asks ``lag: kill`` or there is no
-                  partition fault), then, the moment it is back, leadership
-                  transferred to it.
+                  partition fault), then, the moment it is back (a killed one: once
+                  it answers and follows the leader, ``back_s``), leadership
+                  transferred to it, its log still behind.
   linger          a follower removed while the clients' writes are held, and left
                   running with a log as long as anyone's (M7.3): a correct removed
                   node holds the entry that removes it and never campaigns, and the
@@ -44,7 +45,10 @@ they did nothing and ``transfer`` makes the follower lag with a kill (``Killable
 Every change is recorded in the op's value: what was asked (``op``, ``node``, the
 member ``id`` it had or got), how it ended (``ok`` or ``error``) and the configuration
 the cluster reported after it (``members``: ``{voters, learners, pending, leader}``, by
-node, each with the DB's own id). Nodes are always named by their host: a node added
+node, each with the DB's own id). A transfer records the DB's answer (``result``:
+``from``, ``leader``, ``outcome``, see ``TransfersLeadership``), its ``lag`` (``kill``
+or ``cut``) and, when the DB declares ``transfer_hands_over``, ``promise:
+"hands-over"``: the ``transfer`` checker (checker/transfer.py) judges those. Nodes are always named by their host: a node added
 back keeps its node name and gets a fresh ``id``.
 
 ``stop-membership`` (and the final heal, and teardown) restores the original
@@ -448,6 +452,8 @@ class MembershipNemesis:
             raise NemesisError("no leader and follower known; nothing done")
         target = followers[0]
         value["target"] = target
+        if getattr(db, "transfer_hands_over", False) is True:
+            value["promise"] = "hands-over"  # what checker/transfer.py judges it by
         if self.can_cut and not (value.get("lag") == "kill" and isinstance(db, Killable)):
             value["lag"] = "cut"
             value["grudge"] = self._cut(ctx, [[target], [n for n in ctx.nodes if n != target]])
@@ -462,6 +468,7 @@ class MembershipNemesis:
                 time.sleep(hold)
             finally:
                 db.start(ctx, target)
+            value["back_s"] = _following(ctx, self._db(ctx), target, lead)
         self._record(
             ctx,
             changes,
@@ -696,6 +703,28 @@ MEMBERSHIP_JOURNAL = JournalKind(
     doc="a node removed from the cluster or added back under a fresh identity: its DB "
     "process stopped by pid file (the next run's clean start wipes it)",
 )
+
+
+def _following(
+    ctx: RunContext, db: Reconfigurable, node: str, lead: str, within: float = 10.0
+) -> float | None:
+    """Seconds until restarted ``node`` answers and names ``lead`` as its leader (None if
+    not within ``within``).
+
+    A transfer asked before then tests only that a process is starting: the leader's
+    request cannot reach it, and every DB keeps its leader. Asked now, the target is
+    reachable and still behind (the entries written while it was down are on their
+    way): the moment a transfer must first catch it up.
+    """
+    t0 = time.monotonic()
+    while time.monotonic() - t0 < within and not ctx.stop.is_set():
+        try:
+            if db.members(ctx, via=node).leader == lead:
+                return round(time.monotonic() - t0, 3)
+        except Exception:  # noqa: BLE001 - still starting
+            pass
+        time.sleep(0.05)
+    return None
 
 
 def _link(nem: MembershipNemesis, built: Mapping[str, object]) -> None:

@@ -74,7 +74,9 @@ def entry_view(e: Entry) -> list:
             "config",
             {"voters": obj.get("voters"), "learners": obj.get("learners")},
         ]
-    return [e.index, e.term, "append", None]
+    # Neither a body this node could have written nor one it can read (a torn or flipped
+    # record a recovery kept): said as such, with its bytes, never passed off as an append.
+    return [e.index, e.term, "undecodable", e.body.hex()]
 
 
 def is_plain_append(e: Entry) -> bool:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import random
 import signal
 import socket
 import subprocess
@@ -33,11 +34,38 @@ def _die_with_parent() -> None:
         ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
 
 
-def free_ports(n: int, host: str = "127.0.0.1") -> list[int]:
-    """n distinct ports that were free a moment ago (bound to 0, then released together)."""
-    socks = []
+def _ephemeral_range() -> tuple[int, int]:
     try:
-        for _ in range(n):
+        lo, hi = Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()
+        return int(lo), int(hi)
+    except (OSError, ValueError):
+        return 32768, 60999
+
+
+def free_ports(n: int, host: str = "127.0.0.1") -> list[int]:
+    """n distinct ports that were free a moment ago (all bound, then released together).
+
+    They come from below the kernel's ephemeral range: a port the kernel handed out by
+    ``bind(0)`` can be handed out again as the source port of any outgoing connection,
+    and the nodes' own peer connections took one of a not yet started node's ports
+    (that node then died with EADDRINUSE, under load, a few times in a hundred runs).
+    """
+    lo_eph, hi_eph = _ephemeral_range()
+    low, high = (10000, lo_eph - 1) if lo_eph - 10000 >= 4 * n else (hi_eph + 1, 65535)
+    rng = random.Random(os.getpid() ^ time.monotonic_ns())
+    socks: list[socket.socket] = []
+    try:
+        for _ in range(50 * n):
+            if len(socks) == n:
+                break
+            s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+            try:
+                s.bind((host, rng.randint(low, high)))
+            except OSError:
+                s.close()
+                continue
+            socks.append(s)
+        while len(socks) < n:  # a crowded range: the kernel's choice, as before
             s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
             s.bind((host, 0))
             socks.append(s)

@@ -8,7 +8,8 @@ History values (docs/architecture.md §3):
 - ``read`` (key null): invoke ``{"from": a, "to": b}``, ok ``{"entries": [[index,
   term, payload], ...], "committed": c}``; payload is null for NOOP entries and
   ``{"kind", "at": index, "op": kv op map}`` for kv (and log-mode read) entries,
-  which are not unique by content. During the run a read goes to the leader
+  which are not unique by content, and ``{"undecodable": hex}`` for a body the node
+  could not read (no client proposed it: log safety's ``unproposed-committed``). During the run a read goes to the leader
   (non-local get: committed entries only, linearizable) and covers at most
   ``read_chunk`` entries near the highest index seen acked.
 - final reads: invoke ``{"from", "to", "final": true, "local": true}`` naming the
@@ -142,6 +143,10 @@ def log_entries(reply: Mapping[str, Any]) -> list[list[Any]]:
         index, term, kind, payload = e[0], e[1], e[2], e[3] if len(e) > 3 else None
         if kind == "noop":
             payload = None
+        elif kind == "undecodable":
+            # A body the node could not read (a torn or flipped record it kept): shown as
+            # its bytes, not a system entry, so log safety asks who ever proposed it.
+            payload = {"undecodable": payload}
         elif kind != "append":
             # kv ops repeat by content (two clients may both put k0=3), so only
             # append payloads are unique (I4); a kv entry's identity is its index.

@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import os
 import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from typing import Any
 
 from checker.base import check_spec_safe
@@ -37,7 +37,7 @@ from checker.spark.claims import Labels, build_labels
 from checker.spark.input import BASE_COLUMNS, OP_COLUMNS, op_of, to_parquet, with_typed
 from checker.spark.pairing import Pairing, check_malformed, label_columns, labeled, part_counts
 from checker.spark.tuning import footer, tune
-from harness.core.checker import CheckConfig, CheckerSpec
+from harness.core.checker import ALL, CheckConfig, CheckerSpec
 from harness.core.errors import CheckerError, HistoryError
 from harness.core.op import NEMESIS, Op
 from harness.core.paired import PairedHistory
@@ -165,6 +165,14 @@ def _check_df(
     settings = parse_settings(opts, model=name, timeout=timeout, specs=specs)
     chosen = settings.selected(specs)
     client = with_typed(F, hist).where(F.col("process") != NEMESIS)
+    # The fault records: a few dozen, read to the driver for the checkers judging them.
+    faults = [
+        op_of(tuple(r))
+        for r in hist.where(F.col("process") == NEMESIS)
+        .select(*OP_COLUMNS)
+        .orderBy("index")
+        .collect()
+    ]
     # The f names of the history (one narrow job) bound the op shapes it can hold: every
     # checker's claims is asked about each, and its answers become a lookup column.
     fs = sorted(r[0] for r in client.select("f").distinct().collect() if r[0] is not None)
@@ -175,7 +183,9 @@ def _check_df(
     # the paired appends and reads, which are kept for the log-safety job.
     pairing = Pairing(client, labels, fs, max_index=max_index)
     try:
-        return _check_paired(spark, client, pairing, labels, fs, settings, t0=t0, parts=parts)
+        return _check_paired(
+            spark, client, pairing, labels, fs, settings, t0=t0, parts=parts, faults=faults
+        )
     finally:
         pairing.close()
 
@@ -190,8 +200,13 @@ def _check_paired(
     *,
     t0: float,
     parts: int,
+    faults: Sequence[Op] = (),
 ) -> dict[str, Any]:
-    """The checks, once the first pass has run."""
+    """The checks, once the first pass has run.
+
+    A checker judging fault records the history holds (``CheckerSpec.faults``) gets them
+    in its config, and runs even when it claims no client record (on the driver).
+    """
     from pyspark import StorageLevel
     from pyspark.sql import functions as F
 
@@ -225,16 +240,23 @@ def _check_paired(
         lab = labeled(client.select(*client.columns), labels, fs)
         if len(runs) > 1:
             lab = lab.persist(StorageLevel.MEMORY_AND_DISK)
+    fault_fs = frozenset(op.f for op in faults)
     results: dict[str, dict[str, Any]] = {}
     try:
         for c, p, name in runs:
             spec = labels.checkers[c]
-            config = settings.config(spec.name, labels.parts[c][p], shared)
+            mine = faults if spec.faults else ()
+            config = settings.config(spec.name, labels.parts[c][p], shared, mine)
             if unlabeled or lab is None:
                 recs = client
             else:
                 recs = lab.where(F.col(label_columns(labels)[c]) == p).select(*client.columns)
             results[name] = _run(spark, spec, recs, config)
+        ran = {labels.checkers[c].name for c, _, _ in runs}
+        for spec in labels.checkers:
+            if spec.name not in ran and spec.faults & fault_fs:
+                config = settings.config(spec.name, ALL, shared, faults)
+                results[spec.name] = _run(spark, spec, client.limit(0), config)
     finally:
         if lab is not None:
             lab.unpersist()

@@ -13,8 +13,8 @@ Every check is then a window or aggregate over those, unioned into one job that
 returns the first ``cap`` examples per kind with the totals.
 
 Examples that need every read of a log index or payload (divergent-committed,
-duplicate-payload) are finished by a second, small pass over the reads, only
-for the few candidates that can make the first ``cap``.
+duplicate-payload, unproposed-committed) are finished by a second, small pass over
+the reads, only for the few candidates that can make the first ``cap``.
 """
 
 from __future__ import annotations
@@ -60,7 +60,7 @@ _OBS, _FIN, _FIRST, _ACK, _DONE = 1, 2, 4, 8, 16
 
 # Kinds whose first-pass rows are candidates ranked by their smallest history index;
 # the exact examples (all reads involved) come from a second pass over the candidates.
-_CANDIDATES = ("divergent-committed", "duplicate-payload")
+_CANDIDATES = ("divergent-committed", "duplicate-payload", "unproposed-committed")
 
 
 class LogSafety:
@@ -571,6 +571,51 @@ class LogSafety:
         )
         return x.select(F.explode(F.filter(rows, lambda r: r.isNotNull())).alias("x"))
 
+    def unproposed_committed(self) -> Any:
+        """Candidates: log indexes where a committed payload is one no append proposed
+        (:func:`checker.log_safety.unproposed_committed`), by their first reader, with
+        those payloads' texts (``payloads``) for the second pass.
+
+        A row of ``D`` that an ack shares (``n_ack``) holds that ack's payload, proposed;
+        only the others, a few, are looked up among the payloads of every keyless append
+        invocation and ok completion (info or never completed too).
+        """
+        F, col = self.F, self.F.col
+        lo = self.apps.where((col("type") == "ok") & col("li").isNotNull()).agg(
+            F.min("li").alias("lo")
+        )
+        system = F.coalesce(
+            F.array_contains(F.json_object_keys(col("payload")), "kind"), F.lit(False)
+        )
+        cand = (
+            self.D.where((col("n_obs") > 0) & (col("n_ack") == 0) & (col("payload") != "null"))
+            .crossJoin(F.broadcast(lo))
+            .where((col("li") >= col("lo")) & ~system)
+        )
+        proposed = self.client.where(
+            (col("f") == "append")
+            & col("key").isNull()  # keyed appends are kv ops (checker.families.is_log)
+            & col("type").isin("invoke", "ok")
+            & col("v_payload").isNotNull()
+        ).select(col("v_payload").alias("payload"))
+        x = (
+            cand.join(proposed, "payload", "left_anti")
+            .groupBy("li")
+            .agg(
+                F.min("min_r").alias("r0"),
+                F.sort_array(F.collect_set("payload")).alias("payloads"),
+            )
+        )
+        return x.select(
+            _ex(
+                F,
+                "unproposed-committed",
+                F.array("r0"),
+                index=col("li"),
+                payloads=col("payloads"),
+            ).alias("x")
+        )
+
     def append_order(self) -> Any:
         """Running maximum of acked indexes over history order, in buckets.
 
@@ -665,6 +710,7 @@ class LogSafety:
             self.divergent_committed(),
             self.lost_ack(),
             self.payload_checks(),
+            self.unproposed_committed(),
             self.append_order(),
             self.leader_after_removal(),
             self.ack_after_removal(),
@@ -735,8 +781,8 @@ class LogSafety:
     ) -> None:
         """Complete what the first pass left open, for the examples kept only.
 
-        Candidates (divergent-committed, duplicate-payload) get all their readers and
-        values; only keys that can be among the first ``cap`` were kept: a key whose
+        Candidates (divergent-committed, duplicate-payload, unproposed-committed) get all
+        their readers and values (the smallest unproposed payload at each index); only keys that can be among the first ``cap`` were kept: a key whose
         first reader comes later than the ``cap``-th smallest first reader cannot sort
         before ``cap`` others, as examples sort by their sorted reader lists. Lost
         acks get ``found``, failed appends the exact log index (the first reader may
@@ -753,27 +799,45 @@ class LogSafety:
         dup = anomalies.get("duplicate-payload", [])
         failed = anomalies.get("failed-append-present", [])
         lost = anomalies.get("lost-ack", [])
+        unprop = anomalies.get("unproposed-committed", [])
         lis = sorted({e["index"] for e in div})
         pays = sorted({e["_raw"] for e in dup})
         for e in failed:
             e["_r0"] = next(i for i in e["indexes"] if i != e["_comp"])
         firsts = sorted({(e["_raw"], e["_r0"]) for e in failed})
         lost_lis = sorted({e["index"] for e in lost})
-        if not (lis or pays or firsts or lost_lis):
+        pairs = sorted({_pair_key(e["index"], p) for e in unprop for p in e["_raw"]})
+        if not (lis or pays or firsts or lost_lis or pairs):
             return
-        obs = col("n_obs") > 0
-        cond = (obs & (col("li").isin(lis) | col("payload").isin(pays))) | (
-            (col("n_fin") > 0) & col("li").isin(lost_lis)
-        )
-        for p, r0 in firsts:
-            cond = cond | (obs & (col("payload") == p) & (col("min_r") == r0))
-        rows = (
-            self.D.where(cond).select("li", "term", "payload", "n_obs", "n_fin", "min_r").collect()
-        )
+        rows: list[Any] = []
+        if lis or pays or firsts or lost_lis:
+            obs = col("n_obs") > 0
+            cond = (obs & (col("li").isin(lis) | col("payload").isin(pays))) | (
+                (col("n_fin") > 0) & col("li").isin(lost_lis)
+            )
+            for p, r0 in firsts:
+                cond = cond | (obs & (col("payload") == p) & (col("min_r") == r0))
+            rows = (
+                self.D.where(cond)
+                .select("li", "term", "payload", "n_obs", "n_fin", "min_r")
+                .collect()
+            )
         readers: dict[tuple[str, str], list[int]] = {}
-        if lis or pays:
-            for row in self._readers(lis, pays).collect():
+        if lis or pays or pairs:
+            for row in self._readers(lis, pays, pairs).collect():
                 readers[(row["k"], row["key"])] = list(row["rs"])
+        if unprop:
+            ex = [
+                {
+                    "index": e["index"],
+                    "payload": min(map(loads, e["_raw"]), key=_canon),
+                    "indexes": sorted(
+                        {r for p in e["_raw"] for r in readers[("pair", _pair_key(e["index"], p))]}
+                    ),
+                }
+                for e in unprop
+            ]
+            anomalies["unproposed-committed"] = sorted(ex, key=lambda e: e["indexes"])[: self.cap]
         if div:
             vals: dict[int, list[list[Any]]] = {}
             for row in rows:
@@ -823,9 +887,10 @@ class LogSafety:
                 e.pop("_raw", None)
                 e.pop("_comp", None)
 
-    def _readers(self, lis: list[int], pays: list[str]) -> Any:
-        """Sorted reads with a committed observation at these log indexes or of these payloads:
-        rows (``k`` = "li" or "payload", ``key`` as text, ``rs``)."""
+    def _readers(self, lis: list[int], pays: list[str], pairs: Sequence[str] = ()) -> Any:
+        """Sorted reads with a committed observation at these log indexes, of these payloads,
+        or of these (log index, payload) pairs (:func:`_pair_key`): rows (``k`` = "li",
+        "payload" or "pair", ``key`` as text, ``rs``)."""
         F, col = self.F, self.F.col
         c = col("v_committed")
         x = self.reads.select(
@@ -834,9 +899,10 @@ class LogSafety:
             as_int(c).alias("ci"),
             F.explode("v_entries").alias("e"),
         )
+        pair = F.concat(col("e.index").cast("string"), F.lit("\t"), col("e.payload"))
         x = x.where(
             (col("all") | (col("e.index") <= col("ci")))
-            & (col("e.index").isin(lis) | col("e.payload").isin(pays))
+            & (col("e.index").isin(lis) | col("e.payload").isin(pays) | pair.isin(list(pairs)))
         )
         keys = F.array(
             F.when(
@@ -846,6 +912,10 @@ class LogSafety:
             F.when(
                 col("e.payload").isin(pays),
                 F.struct(F.lit("payload").alias("k"), col("e.payload").alias("key")),
+            ),
+            F.when(
+                pair.isin(list(pairs)),
+                F.struct(F.lit("pair").alias("k"), pair.alias("key")),
             ),
         )
         x = x.select("r", F.explode(F.filter(keys, lambda k: k.isNotNull())).alias("kk"))
@@ -890,6 +960,12 @@ class LogSafety:
         ]
 
 
+def _pair_key(li: int, payload: str) -> str:
+    """A (log index, payload text) pair as one text, as :meth:`LogSafety._readers` makes it
+    in a job (an index has no tab, so the first one splits it)."""
+    return f"{li}\t{payload}"
+
+
 _INT_TERMS = (
     "two-leaders-in-term",
     "leader-after-removal",
@@ -904,6 +980,8 @@ def _decode(kind: str, r: Any) -> dict[str, Any]:
     idx = list(r["idx"])
     if kind in ("duplicate-payload", "failed-append-present"):
         d["_raw"] = d["payload"]
+    if kind == "unproposed-committed":
+        d["_raw"] = d.pop("payloads")
     if kind == "failed-append-present":
         d["_comp"] = d.pop("comp")
     for k in ("incarnation", "previous_incarnation", "payload", "term"):

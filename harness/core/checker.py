@@ -39,6 +39,9 @@ entry point of the group ``splitbrain.checkers`` (built-ins in splitbrain's
   claimed records to the driver and runs ``local``. The records' columns:
   ``index``, ``type``, ``process``, ``f``, ``key``, ``value`` (JSON text), ``node`` and
   the typed ``v_*`` columns of docs/architecture.md §3 (no ``time``, no ``error``).
+- ``faults``: optional, the fault records (by ``f``) the checker judges besides client
+  ops; both engines then run it whenever the history holds one, and hand it the fault
+  records in ``CheckConfig.faults`` (checker/transfer.py: a leadership transfer's answer).
 - ``examples``: histories with planted anomalies; the engine-agreement test runs them on
   both engines for every registered checker.
 
@@ -177,6 +180,10 @@ class CheckConfig:
     shared: Mapping[str, Any] = field(default_factory=dict)
     """Intermediate results an engine already has (the Spark engine's first pass), which
     built-in implementations reuse; plugins must not rely on any key being there."""
+    faults: Sequence[Op] = ()
+    """The history's fault records (process ``nemesis``: invocations and completions, in
+    history order), given to a checker whose spec names some in ``faults``; empty for
+    the others."""
 
 
 Claims = Callable[[OpShape, CheckConfig], "str | None"]
@@ -209,6 +216,12 @@ class CheckerSpec:
     options: type | None = None
     notes: tuple[str, ...] = ()
     doc: str = ""
+    faults: frozenset[str] = frozenset()
+    """The fault records this checker judges, by ``f`` (``start-membership``): it runs
+    whenever the history holds one of them, with every fault record in
+    ``CheckConfig.faults``, whether or not ``claims`` takes any client op. This is for
+    what a DB answered to the harness's own requests (a leadership transfer), which
+    only the nemesis's records hold; a checker of client ops leaves it empty."""
     examples: Examples | str | None = None
     """Histories with planted anomalies, for the engine-agreement test
     (tests/checker/test_engines_agree.py runs every registered checker's on both engines

@@ -12,6 +12,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol, TypeAlias, runtime_checkable
 
+from harness.core.errors import ConfigError
+
 if TYPE_CHECKING:
     from harness.core.spec import RunContext
 
@@ -37,6 +39,7 @@ __all__ = [
     "Converges",
     "poll_converged",
     "runs_under_faketime",
+    "unreachable_situations",
 ]
 
 
@@ -259,10 +262,26 @@ class Reconfigurable(Protocol):
 
 @runtime_checkable
 class TransfersLeadership(Protocol):
-    """A :class:`Reconfigurable` DB that can also hand leadership to a chosen member."""
+    """A :class:`Reconfigurable` DB that can also hand leadership to a chosen member.
+
+    ``transfer_leader`` returns the DB's answer (JSON; the ``membership`` fault records it)
+    with at least ``from`` (the node that led when asked), ``leader`` (the node leading
+    when the DB answered, None if none was known) and ``outcome``, the answer read in the
+    DB's own terms: ``"handed-over"`` (the target leads), ``"kept"`` (the old leader
+    still leads in its term: the DB gave up, e.g. a timeout), ``"lost"`` (leadership
+    left the old leader and did not reach the target), ``"refused"`` (nothing was done),
+    or None when the answer does not say.
+
+    A DB whose transfer promises to hand over or keep, never lose (the leader brings the
+    target up to date before it tells it to campaign, as DLedger's preferred leader and
+    Raft's TimeoutNow do) declares the class attribute ``transfer_hands_over = True``.
+    The fault records the promise with each transfer, and the ``transfer`` checker
+    (checker/transfer.py) judges the quiet ones by it; without the declaration the
+    answers are recorded and never judged.
+    """
 
     def transfer_leader(self, ctx: RunContext, node: str) -> dict[str, Any]:
-        """Ask the leader to hand over to ``node``; the DB's answer (code, new leader...)."""
+        """Ask the leader to hand over to ``node``; the DB's answer (see the class)."""
         ...
 
 
@@ -365,6 +384,31 @@ def poll_converged(
                 False, now - started, polls, last, why or "the last look did not agree"
             )
         sleep(max(0.0, min(interval, deadline - now)))
+
+
+def unreachable_situations(db: object) -> dict[str, str]:
+    """The coverage situations (checker/situations.py) a correct run of ``db`` cannot reach,
+    each with why, as the DB declares them.
+
+    A DB declares ``unreachable_situations`` (a mapping, or a property) when its design
+    rules a situation out: the reference node answers a read only as a leader that has
+    confirmed its leadership, so a read answered by a non-leader is, on it, the symptom of
+    a stale read and not a situation a campaign can produce. Such a situation never counts
+    as "never reached" (the coverage block keeps it under ``by_design``); it still counts
+    when it happens. A malformed declaration is a ConfigError naming the DB.
+    """
+    got = getattr(db, "unreachable_situations", None)
+    if got is None:
+        return {}
+    if not isinstance(got, Mapping) or not all(
+        isinstance(k, str) and isinstance(v, str) for k, v in got.items()
+    ):
+        raise ConfigError(
+            f"{type(db).__name__}.unreachable_situations must map situation names to "
+            f"reasons (str to str), got {got!r}",
+            field="unreachable_situations",
+        )
+    return dict(got)
 
 
 def runs_under_faketime(db: object) -> bool:

@@ -600,6 +600,9 @@ class ColumnarHistory:
     held: Any = None
     """``v_entries`` of every row of ``table``, when the history came from JSONL (then
     in memory: there is no file to stream it from again)."""
+    fault_fs: frozenset[str] = frozenset()
+    """The ``f`` of the history's fault records (which are not in ``table``): a checker
+    that judges some of them (``CheckerSpec.faults``) runs on ops instead."""
 
     @classmethod
     def read(cls, path: str | os.PathLike[str], *, strict: bool = True) -> ColumnarHistory | None:
@@ -646,7 +649,9 @@ class ColumnarHistory:
             return None
         client = pc.fill_null(pc.not_equal(t["process"], NEMESIS), True)
         rows = np.flatnonzero(client.to_numpy(zero_copy_only=False))
+        fault_fs: frozenset[str] = frozenset()
         if len(rows) < t.num_rows:  # nemesis records: dropped, as pairing drops them
+            fault_fs = frozenset(pc.unique(t.filter(pc.invert(client))["f"]).to_pylist())
             t = t.filter(client)
         index = t["index"].to_numpy()
         if len(index) > 1 and not np.all(index[1:] > index[:-1]):
@@ -669,7 +674,7 @@ class ColumnarHistory:
             return None
         entries = t["v_entries"].combine_chunks() if held else None
         t = t.select(list(COLUMNAR_COLUMNS))
-        return cls(path, t, rows, paired[0], paired[1], entries)
+        return cls(path, t, rows, paired[0], paired[1], entries, fault_fs)
 
     def __len__(self) -> int:
         """Client records in the history (not only the pairs given)."""
@@ -678,7 +683,13 @@ class ColumnarHistory:
     def subset(self, keep: Any) -> ColumnarHistory:
         """The pairs numbered ``keep`` (positions in ``inv``/``comp``), same table."""
         return ColumnarHistory(
-            self.path, self.table, self.rows, self.inv[keep], self.comp[keep], self.held
+            self.path,
+            self.table,
+            self.rows,
+            self.inv[keep],
+            self.comp[keep],
+            self.held,
+            self.fault_fs,
         )
 
     def column(self, name: str) -> Any:

@@ -513,6 +513,9 @@ class DLedgerMembership:
             time.sleep(0.2)
         raise NemesisError(f"add {node}: the new member did not answer status in {within:g} s")
 
+    transfer_hands_over = True
+    """M9: the target is caught up before its TimeoutNow, so it wins (TransfersLeadership)."""
+
     def transfer_leader(self, ctx: RunContext, node: str) -> dict[str, Any]:
         """M9 on the leader; the reply with ``leader`` named as a node of the run."""
         self._refuse_ha(ctx)
@@ -525,13 +528,28 @@ class DLedgerMembership:
         reply = _admin(
             host, port, timeout_ms / 1000 + 3.0, lambda c: c.transfer_leader(target, timeout_ms)
         )
-        out = {"code": reply.get("code"), "from": lead, "term": reply.get("term")}
+        code = reply.get("code")
+        out = {
+            "code": code,
+            "from": lead,
+            "term": reply.get("term"),
+            "leader": None,
+            "outcome": _TRANSFER_OUTCOMES.get(str(code), "refused" if code else None),
+        }
         new = reply.get("leader")
         if isinstance(new, str):
             out["leader"] = self._node_at(ctx, new, None) or new
         if reply.get("error"):
             out["error"] = reply["error"]
         return out
+
+
+_TRANSFER_OUTCOMES = {
+    "SUCCESS": "handed-over",
+    "TRANSFER_TIMEOUT": "kept",
+    "TRANSFER_FAILED": "lost",
+}
+"""M9.4's answers as TransfersLeadership outcomes; any other code did nothing (refused)."""
 
 
 # "mixed" runs the append log and per-key registers at once, with the status sampler,
@@ -573,11 +591,33 @@ BROKER_WORKLOAD = WorkloadChoice(name="queue", concurrency=6, rate=60.0)
 class DLedgerDB(NodeLogEvents, DLedgerMembership, PidfileDaemonDB):
     """Installs, starts, faults and removes ``node_impl`` on every node of a test."""
 
+    @property
+    def unreachable_situations(self) -> dict[str, str]:
+        """Mode dledger with read index: only a leader that confirmed its leadership
+        answers a read (spec §9), so a correct node never lets a non-leader answer one.
+        Mode ha and the log read mode declare nothing."""
+        if self.read_mode not in (None, "index") or self.node_mode != "dledger":
+            return {}
+        return {
+            "read-from-non-leader": "the node answers a read only as a leader that has "
+            "confirmed its leadership (read index): a correct run never reaches this; a run "
+            "that does has found a stale read"
+        }
+
+    @property
+    def node_mode(self) -> str:
+        """The node's ``--mode`` among its arguments (``dledger`` when not given)."""
+        args = self.extra_args.split()
+        for i, a in enumerate(args):
+            if a == "--mode" and i + 1 < len(args):
+                return args[i + 1]
+            if a.startswith("--mode="):
+                return a.removeprefix("--mode=")
+        return "dledger"
+
     def default_workload(self) -> WorkloadChoice:
-        """Mode broker (``--mode broker`` among the node's arguments) is a queue."""
-        if "--mode broker" in " ".join(self.extra_args.split()):
-            return BROKER_WORKLOAD
-        return STRONGEST_WORKLOAD
+        """Mode broker is a queue."""
+        return BROKER_WORKLOAD if self.node_mode == "broker" else STRONGEST_WORKLOAD
 
     def __init__(
         self,

@@ -452,10 +452,15 @@ class EtcdDB(PidfileDaemonDB):
         except NemesisError as e:
             out, code = str(e), "FAILED"
         after = self.primaries(ctx)
+        now = after[0] if after else None
+        outcome = (
+            "handed-over" if now == node else "kept" if now == lead[0] else "lost" if now else None
+        )
         return {
             "code": code,
             "from": lead[0],
-            "leader": after[0] if after else None,
+            "leader": now,
+            "outcome": outcome,
             "output": out.strip()[-200:],
         }
 

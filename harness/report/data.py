@@ -778,9 +778,10 @@ def digest(
 def coverage_rows(results: Mapping[str, Any]) -> list[dict[str, Any]]:
     """The results' ``coverage`` block as table rows, in the vocabulary's order.
 
-    Each row: ``name``, ``title``, ``doc``, ``state`` (``reached``, ``not reached`` or
-    ``unobservable``), ``count``, ``first_s`` and ``why`` (for unobservable ones). A
-    situation the DB could not show is never listed as not reached. Names the
+    Each row: ``name``, ``title``, ``doc``, ``state`` (``reached``, ``not reached``,
+    ``by design``: one the DB declares a correct run cannot reach, or ``unobservable``),
+    ``count``, ``first_s`` and ``why`` (for unobservable and by-design ones). A situation
+    the DB could not show, or rules out, is never listed as not reached. Names the
     vocabulary no longer knows (an older run) are kept, after the known ones. Empty
     when the run has no coverage block (written before coverage existed).
     """
@@ -792,8 +793,10 @@ def coverage_rows(results: Mapping[str, Any]) -> list[dict[str, Any]]:
     known = {s.name: s for s in SITUATIONS}
     got_blind = cov.get("unobservable")
     blind: Mapping[str, Any] = got_blind if isinstance(got_blind, Mapping) else {}
+    got_design = cov.get("by_design")
+    design: Mapping[str, Any] = got_design if isinstance(got_design, Mapping) else {}
     names = [s.name for s in SITUATIONS if s.name in cov or s.name in blind]
-    reserved = {"unobservable", "sources", "events"}  # the block's own fields
+    reserved = {"unobservable", "sources", "events", "by_design"}  # the block's own fields
     names += [
         n
         for n, v in cov.items()
@@ -806,7 +809,16 @@ def coverage_rows(results: Mapping[str, Any]) -> list[dict[str, Any]]:
         got = cov.get(n)
         entry: Mapping[str, Any] = got if isinstance(got, Mapping) else {}
         count = entry.get("count") if isinstance(entry.get("count"), int) else 0
-        state = "unobservable" if n in blind else "reached" if count else "not reached"
+        state = (
+            "unobservable"
+            if n in blind
+            else "reached"
+            if count
+            else "by design"
+            if n in design
+            else "not reached"
+        )
+        why = blind.get(n) if state == "unobservable" else design.get(n)
         rows.append(
             {
                 "name": n,
@@ -815,7 +827,7 @@ def coverage_rows(results: Mapping[str, Any]) -> list[dict[str, Any]]:
                 "state": state,
                 "count": count if state != "unobservable" else None,
                 "first_s": entry.get("first_s") if state == "reached" else None,
-                "why": blind.get(n) if state == "unobservable" else None,
+                "why": why if state in ("unobservable", "by design") else None,
             }
         )
     return rows

@@ -434,7 +434,7 @@ def coverage_section(results: Mapping[str, Any]) -> str:
             count = str(r["count"])
         else:
             first, count = "-", "-" if state == "unobservable" else "0"
-        note = r["why"] if state == "unobservable" else r["doc"]
+        note = r["why"] if state in ("unobservable", "by design") else r["doc"]
         body.append(
             f"<tr class='cov {state.replace(' ', '-')}' data-situation='{html.escape(r['name'])}'>"
             f"<td title='{html.escape(r['doc'])}'>{html.escape(r['title'])}</td>"
@@ -443,9 +443,11 @@ def coverage_section(results: Mapping[str, Any]) -> str:
         )
     reached = sum(1 for r in rows if r["state"] == "reached")
     blind = sum(1 for r in rows if r["state"] == "unobservable")
+    design = sum(1 for r in rows if r["state"] == "by design")
     return (
-        f"<p>{reached} of {len(rows) - blind} observable situations reached"
+        f"<p>{reached} of {len(rows) - blind - design} observable situations reached"
         + (f"; {blind} not observable with this DB" if blind else "")
+        + (f"; {design} ruled out by its design (a symptom if reached)" if design else "")
         + ".</p><table id='coverage-table'><tr><th>situation</th><th>state</th><th>count</th>"
         "<th>first (s)</th><th>what it is / why it cannot be seen</th></tr>"
         + "".join(body)

@@ -303,12 +303,17 @@ class CoverageRow:
     count: int  # occurrences over all runs
     median_first_s: float | None
     why_not: list[str] = field(default_factory=list)  # distinct reasons it was unobservable
+    by_design: list[str] = field(default_factory=list)
+    """Why the DB rules it out (``by_design`` of the coverage blocks), when every run that
+    could observe it says so: then not reaching it is what a correct DB does."""
 
     @property
     def state(self) -> str:
         if self.observable == 0:
             return "unobservable" if self.runs else "no data"
-        return "reached" if self.reached else "NEVER REACHED"
+        if self.reached:
+            return "reached"
+        return "by design" if self.by_design else "NEVER REACHED"
 
 
 def coverage_table(records: Iterable[RunRecord]) -> list[CoverageRow]:
@@ -325,6 +330,8 @@ def coverage_table(records: Iterable[RunRecord]) -> list[CoverageRow]:
         observable = reached = count = 0
         firsts: list[float] = []
         why: list[str] = []
+        design: list[str] = []
+        ruled_out = True  # by every run that could observe it
         for cov in covs:
             blind = cov.get("unobservable") or {}
             entry = cov.get(s.name)
@@ -334,6 +341,11 @@ def coverage_table(records: Iterable[RunRecord]) -> list[CoverageRow]:
                     why.append(reason)
                 continue
             observable += 1
+            ruled = (cov.get("by_design") or {}).get(s.name)
+            if ruled is None:
+                ruled_out = False
+            elif str(ruled) not in design:
+                design.append(str(ruled))
             got = entry.get("count")
             n = got if isinstance(got, int) else 0
             count += n
@@ -351,14 +363,16 @@ def coverage_table(records: Iterable[RunRecord]) -> list[CoverageRow]:
                 count,
                 statistics.median(firsts) if firsts else None,
                 why,
+                design if ruled_out else [],
             )
         )
     return rows
 
 
 def never_reached(rows: Sequence[CoverageRow]) -> list[str]:
-    """Titles of the situations some run could observe and no run reached."""
-    return [r.title for r in rows if r.observable and not r.reached]
+    """Titles of the situations some run could observe and no run reached, less those the
+    DB rules out by design."""
+    return [r.title for r in rows if r.state == "NEVER REACHED"]
 
 
 def render_coverage(rows: Sequence[CoverageRow]) -> str:
@@ -371,7 +385,9 @@ def render_coverage(rows: Sequence[CoverageRow]) -> str:
             + (f" ({r.runs - r.observable} blind)" if r.runs - r.observable else ""),
             str(r.count) if r.observable else "-",
             _fmt_s(r.median_first_s),
-            r.state + (f": {'; '.join(r.why_not)}" if r.state == "unobservable" else ""),
+            r.state
+            + (f": {'; '.join(r.why_not)}" if r.state == "unobservable" else "")
+            + (f": {'; '.join(r.by_design)}" if r.state == "by design" else ""),
         )
         for r in rows
     ]
@@ -401,6 +417,7 @@ def coverage_json(rows: Sequence[CoverageRow]) -> dict[str, Any]:
                 "median_first_s": r.median_first_s,
                 "state": r.state,
                 **({"why_unobservable": r.why_not} if r.state == "unobservable" else {}),
+                **({"by_design": r.by_design} if r.state == "by design" else {}),
             }
             for r in rows
         },

@@ -237,3 +237,66 @@ def test_check_log_safety_collects_kinds() -> None:
     assert res["valid"] is False
     assert set(res["anomalies"]) == {"failed-append-present"}
     assert res["stats"]["appends"] == {"ok": 0, "fail": 1, "info": 0}
+
+
+TORN = {"undecodable": "7b227061796c6f6164223a2270000000"}  # '{"payload":"p' zero-padded
+
+
+def test_unproposed_committed_catches_a_torn_record_and_an_unknown_payload() -> None:
+    h = H()
+    h.append(1, "p1", index=1)
+    h.append(2, "p2", index=2)
+    r1 = h.read(3, [[1, 1, "p1"], [2, 1, "p2"], [3, 1, TORN], [4, 1, "nobody"]], final=True)
+    r2 = h.read(4, [[3, 1, TORN]], committed=3)
+    assert ls.unproposed_committed(h.ops) == [  # in the order of their indexes
+        {"index": 4, "payload": "nobody", "indexes": [r1]},
+        {"index": 3, "payload": TORN, "indexes": [r1, r2]},
+    ]
+    res = ls.check_log_safety(h.ops)
+    assert res["valid"] is False and set(res["anomalies"]) == {"unproposed-committed"}
+    # two unproposed payloads at one index (divergent too): one example, the smaller payload
+    r3 = h.read(5, [[3, 2, "zz"]])
+    assert ls.unproposed_committed(h.ops)[1] == {
+        "index": 3,
+        "payload": "zz",  # '"zz"' sorts before '{"undecodable":...}'
+        "indexes": [r1, r2, r3],
+    }
+
+
+def test_unproposed_committed_lets_proposed_and_system_entries_pass() -> None:
+    """Whatever some append carried (failed, info, never completed), NOOPs, system
+    entries, entries above ``committed`` and below the lowest ack are not flagged."""
+    h = H()
+    h.add("invoke", 9, "append", {"payload": "old"})  # never completed
+    h.append(1, "p1", index=3)
+    h.append(2, "failed", result="fail")
+    h.append(3, "unknown", result="info")
+    h.add("invoke", 4, "append", {"payload": {"b": 1, "a": [1, {"kind": 0}]}})
+    h.add("ok", 4, "append", {"payload": {"b": 1, "a": [1, {"kind": 0}]}, "index": 4, "term": 1})
+    entries: list[list[Any]] = [
+        [1, 1, "from-before-the-run"],  # below the lowest acked index, 3
+        [2, 1, None],
+        [3, 1, "p1"],
+        [4, 1, {"a": [1, {"kind": 0}], "b": 1}],  # the same payload, keys in another order
+        [5, 1, "failed"],
+        [6, 1, "unknown"],
+        [7, 1, "old"],
+        [8, 1, {"at": 8, "kind": "kv-write", "op": {"key": "k0", "value": 3}}],
+        [9, 1, {"at": {"n": 9}, "kind": "config", "op": None}],
+        [10, 1, "uncommitted"],
+    ]
+    h.read(5, entries, committed=9, final=True)
+    assert ls.unproposed_committed(h.ops) == []
+    assert set(ls.check_log_safety(h.ops)["anomalies"]) == {"failed-append-present"}
+    # "kind" only in a nested object is no system entry
+    h.read(6, [[9, 1, {"op": {"kind": "kv-write"}}]])
+    assert [e["index"] for e in ls.unproposed_committed(h.ops)] == [9]
+
+
+def test_unproposed_committed_judges_nothing_without_an_ok_append() -> None:
+    h = H()
+    h.append(1, "p1", result="info")
+    h.read(2, [[1, 1, TORN]], final=True)
+    assert ls.unproposed_committed(h.ops) == []
+    h.append(3, "p3", index=1, term=9)  # an ack at index 1 (its term aside) opens index 1
+    assert [e["index"] for e in ls.unproposed_committed(h.ops)] == [1]

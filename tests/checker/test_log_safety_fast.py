@@ -91,6 +91,57 @@ def test_edge_values(tmp_path: Path) -> None:
     assert {"divergent-committed", "failed-append-present"} <= set(res["anomalies"])
 
 
+@pytest.mark.parametrize("bad", [False, True])
+def test_unproposed_committed_same_result(tmp_path: Path, bad: bool) -> None:
+    """The planted unproposed-committed histories (checker.planted): what must pass and,
+    with ``bad``, what must be caught, read alike from Parquet's JSON text."""
+    from checker.planted import _unproposed
+
+    res = _same(_unproposed(bad=bad), tmp_path)
+    found = res["checkers"]["log-safety"]["anomalies"].get("unproposed-committed", [])
+    assert [e["index"] for e in found] == ([10, 11, 12] if bad else [])
+
+
+def unproposed_edges() -> tuple[list[Op], list[Op]]:
+    """Histories for unproposed-committed's edges (the Spark tests use them too): system
+    entries told apart by their text (``"kind"`` after scalars, after a nested value, only
+    nested, inside a string), two unproposed payloads at one index, JSON types the
+    canonical text keeps apart (the acked number 7 is not the string "7" nor 7.0); and
+    the history's first read alone, before any ok append (nothing judged)."""
+    ops: list[Op] = []
+
+    def pair(p: int, f: str, inv: Any, typ: str, out: Any) -> None:
+        ops.append(_op(len(ops), "invoke", p, f, inv))
+        ops.append(_op(len(ops), typ, p, f, out))
+
+    pair(1, "read", {"from": 0}, "ok", {"entries": [[1, 1, {"undecodable": "00"}]]})
+    none_acked = list(ops)
+    pair(0, "append", {"payload": 7}, "ok", {"payload": 7, "index": 1, "term": 1})
+    pair(0, "append", {"payload": "s"}, "ok", {"index": 2, "term": 1})
+    log = [
+        [2, 1, "s"],
+        [3, 1, {"a": 1, "b": 'x,"kind":', "kind": "kv"}],
+        [4, 1, {"a": {"n": [1, 2]}, "kind": "config"}],
+        [5, 1, {"a": {"kind": "x"}}],
+        [6, 1, {"a": '"kind":1'}],
+        [7, 1, "7"],
+        [8, 1, 7.0],
+        [9, 1, [1, {"kind": 1}]],
+    ]
+    pair(1, "read", {"from": 0, "final": True}, "ok", {"entries": log, "committed": 9})
+    pair(2, "read", {"from": 0}, "ok", {"entries": [[9, 2, "other"], [5, 1, {"a": {"kind": "x"}}]]})
+    return none_acked, ops
+
+
+def test_unproposed_committed_edges_same_result(tmp_path: Path) -> None:
+    none_acked, ops = unproposed_edges()
+    assert _same(none_acked, tmp_path)["valid"] is True
+    res = _same(ops, tmp_path)
+    found = res["checkers"]["log-safety"]["anomalies"]["unproposed-committed"]
+    assert sorted(e["index"] for e in found) == [1, 5, 6, 7, 8, 9]
+    assert next(e for e in found if e["index"] == 9)["payload"] == "other"
+
+
 def test_function_level_agreement(tmp_path: Path) -> None:
     """Without the engine in between: the two functions on the same history."""
     ops = list(generate(1200, workload="append", anomaly=("lost-ack", "append-order"), seed=2))

@@ -12,6 +12,7 @@ from checker.local import check_local
 from checker.synth import generate
 from harness.core.errors import HistoryError
 from harness.core.history import PARQUET_COLUMNS, Op, write_jsonl, write_parquet
+from tests.checker.test_log_safety_fast import unproposed_edges
 from tests.checker.test_results import lost_ack_history, restart_history
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow]
@@ -95,7 +96,9 @@ def _second_pass_history() -> list[Op]:
     A read disagrees with the final log on 30 indexes, all first seen by that one
     read (ties beyond the cap of 20); one (index, term, payload) is acked twice and
     lost; three fail appends share a payload that a read shows; the acked string
-    "7" sits in the final log as the number 7; payload x3 is committed twice.
+    "7" sits in the final log as the number 7; payload x3 is committed twice. The 30
+    disagreeing payloads (and the number 7) nobody proposed: unproposed-committed at
+    those 30 indexes, tied beyond the cap as well.
     """
     ops: list[Op] = []
     for i in range(40):
@@ -148,6 +151,7 @@ def test_second_pass_evidence_matches_local(spark: Any, tmp_path: Path, columns:
         "lost-ack": 3,
         "failed-append-present": 3,
         "duplicate-payload": 2,
+        "unproposed-committed": 30,
         "append-order": 1,
     }
     assert ls["anomalies"]["lost-ack"][0]["found"] == [1, 7]
@@ -159,3 +163,51 @@ def test_second_pass_evidence_matches_local(spark: Any, tmp_path: Path, columns:
     sp = res["checkers"]["log-safety"]
     assert sp["anomalies"] == ls["anomalies"]
     assert sp["stats"] == ls["stats"]
+
+
+@pytest.mark.parametrize("case", ["planted", "planted-clean", "edges", "none-acked"])
+def test_unproposed_committed_matches_local(spark: Any, case: str) -> None:
+    """Caught (a torn record, a string and an object nobody appended) and let pass (what
+    some append carried whatever its outcome, NOOPs, system entries, past ``committed``,
+    below the lowest ack, before any ack): the very examples and stats of the local engine."""
+    from checker.planted import _unproposed
+    from checker.spark import check_spark
+
+    none_acked, edges = unproposed_edges()
+    ops = {
+        "planted": _unproposed(bad=True),
+        "planted-clean": _unproposed(bad=False),
+        "edges": edges,
+        "none-acked": none_acked,
+    }[case]
+    local = check_local(ops)["checkers"]["log-safety"]
+    sp = check_spark(ops)["checkers"]["log-safety"]
+    assert ("unproposed-committed" in local["anomalies"]) is (case in ("planted", "edges"))
+    assert sp["anomalies"] == local["anomalies"]
+    assert sp["stats"] == local["stats"]
+
+
+def test_unproposed_committed_examples_are_capped_with_true_totals(spark: Any) -> None:
+    """More unproposed indexes than the cap, first seen by different reads: the same
+    first CAP examples and the true total from both engines."""
+    from checker.results import CAP
+    from checker.spark import check_spark
+
+    n = CAP + 15
+    ops = [
+        Op("invoke", 0, "append", {"payload": "a"}),
+        Op("ok", 0, "append", {"payload": "a", "index": 0, "term": 1}),
+    ]
+    for i in range(n):  # read i shows the torn record at i + 1 (and, later, at i)
+        torn = [[j, 1, {"undecodable": f"{j:04x}"}] for j in range(max(1, i), i + 2)]
+        ops += [
+            Op("invoke", 10 + i, "read", {"from": 0, "to": i + 1}),
+            Op("ok", 10 + i, "read", {"entries": [[0, 1, "a"], *torn], "committed": i + 1}),
+        ]
+    ops = [op.replace(index=k, time=k) for k, op in enumerate(ops)]
+    local = check_local(ops)["checkers"]["log-safety"]
+    sp = check_spark(ops)["checkers"]["log-safety"]
+    assert len(local["anomalies"]["unproposed-committed"]) == CAP
+    assert local["stats"]["anomaly_counts"]["unproposed-committed"] == n
+    assert sp["anomalies"] == local["anomalies"]
+    assert sp["stats"] == local["stats"]

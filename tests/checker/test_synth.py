@@ -9,7 +9,15 @@ import pytest
 from click.testing import CliRunner
 
 from checker.local import check_local
-from checker.synth import ANOMALIES, LOG_ANOMALIES, gen_history, generate, records, write_history
+from checker.synth import (
+    _TORN,
+    ANOMALIES,
+    LOG_ANOMALIES,
+    gen_history,
+    generate,
+    records,
+    write_history,
+)
 from harness.core.history import Op, read_history, validate_history, write_parquet
 
 
@@ -35,6 +43,15 @@ def test_each_planted_anomaly_is_found(anomaly: str) -> None:
 def test_all_anomalies_at_once() -> None:
     res = check_local(list(generate(3000, workload="mixed", anomaly=ANOMALIES, seed=2)))
     assert set(res["anomalies"]) == set(ANOMALIES)
+
+
+def test_unproposed_committed_is_a_torn_record_every_read_shows() -> None:
+    """The plant is what the reference node reports for a torn record a recovery kept:
+    one log index, the same on every node (no divergence), acked by nobody (no lost ack)."""
+    res = check_local(list(generate(2000, workload="append", anomaly="unproposed-committed")))
+    (ex,) = res["anomalies"]["unproposed-committed"]
+    assert ex["payload"] == json.loads(_TORN)
+    assert len(ex["indexes"]) >= 5  # the final reads of every node, at least
 
 
 def test_stream_is_deterministic_and_lazy() -> None:
@@ -91,6 +108,7 @@ def test_synth_parquet_equals_write_parquet(tmp_path) -> None:
         "duplicate-payload",
         "append-order",
         "failed-append-present",
+        "unproposed-committed",
         "nonlinearizable",
     ]
     write_history(tmp_path / "a.parquet", 3000, workload="mixed", anomaly=kinds, seed=7, batch=700)
@@ -101,7 +119,7 @@ def test_synth_parquet_equals_write_parquet(tmp_path) -> None:
     for name in a.column_names:
         assert a.column(name).to_pylist() == b.column(name).to_pylist(), name
     ents = [e for row in a.column("v_entries").to_pylist() if row for e in row]
-    assert {'"ghost-lost"', '"ghost-divergent"', "null"} <= {e["payload"] for e in ents}
+    assert {_TORN, "null"} <= {e["payload"] for e in ents}
 
 
 def test_typed_columns_keep_json_text(tmp_path) -> None:

@@ -13,6 +13,8 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from checker.situations import SITUATIONS, Observed, coverage, observed_from
 from harness.core.events import NodeEvent, ReportsEvents
 from harness.core.history import HistoryWriter, Op
@@ -365,6 +367,57 @@ def test_summary_line_names_never_reached_and_unobservable_apart() -> None:
     assert "never reached" not in verdict_line({"valid": True})
 
 
+def test_a_situation_the_db_rules_out_is_not_called_never_reached_but_still_counts() -> None:
+    """``by_design`` (the DB's ``unreachable_situations``): not reaching it is what a
+    correct DB does, so the run, the report and the zoo do not list it as missed; a run
+    that does reach it (a stale read on the reference node) still says so."""
+    from harness.report.data import coverage_rows
+
+    why = "reads are answered only by a confirmed leader"
+    cov: dict[str, Any] = {
+        "read-from-non-leader": {"count": 0, "first_s": None},
+        "concurrent-candidates": {"count": 0, "first_s": None},
+        "unobservable": {},
+        "by_design": {"read-from-non-leader": why},
+    }
+    line = verdict_line({"valid": True, "run": {"ok": 1, "fail": 0, "info": 0}, "coverage": cov})
+    assert "never reached: concurrent candidates" in line
+    assert "read answered by a non-leader" not in line
+    rows = {r["name"]: r for r in coverage_rows({"coverage": cov})}
+    assert rows["read-from-non-leader"]["state"] == "by design"
+    assert rows["read-from-non-leader"]["why"] == why
+    assert rows["concurrent-candidates"]["state"] == "not reached"
+    zoo = {r.name: r for r in coverage_table([_record(cov), _record(cov, 1)])}
+    assert zoo["read-from-non-leader"].state == "by design"
+    assert "read answered by a non-leader" not in never_reached(list(zoo.values()))
+    assert why in render_coverage(list(zoo.values()))
+    reached = {**cov, "read-from-non-leader": {"count": 3, "first_s": 12.0}}
+    assert {r["name"]: r for r in coverage_rows({"coverage": reached})}["read-from-non-leader"][
+        "state"
+    ] == "reached"
+    # one run of a DB that does not rule it out: the zoo calls it never reached again
+    other = {k: v for k, v in cov.items() if k != "by_design"}
+    mixed = {r.name: r for r in coverage_table([_record(cov), _record(other, 1)])}
+    assert mixed["read-from-non-leader"].state == "NEVER REACHED"
+
+
+def test_the_declaration_is_validated_and_the_reference_node_makes_it_per_mode() -> None:
+    from harness.core.db import unreachable_situations
+    from harness.core.errors import ConfigError
+    from harness.dbs.dledger import DLedgerDB
+
+    assert set(unreachable_situations(DLedgerDB())) == {"read-from-non-leader"}
+    assert unreachable_situations(DLedgerDB(extra_args="--mode ha")) == {}
+    assert unreachable_situations(DLedgerDB(read_mode="log")) == {}
+    assert unreachable_situations(object()) == {}
+
+    class Bad:
+        unreachable_situations = ["read-from-non-leader"]
+
+    with pytest.raises(ConfigError, match="Bad.unreachable_situations must map"):
+        unreachable_situations(Bad())
+
+
 # ---------------------------------------------------------------- node logs
 
 
@@ -497,7 +550,7 @@ def test_coverage_block_of_a_stored_run(tmp_path: Path) -> None:
 
     ops = read_history(run / "history.jsonl")
     cov = run_coverage(run, ops, NodeLogEvents(), ["n1", "n2"], origin_wall_ns=origin)
-    assert cov["events"] == {"count": 2, "kinds": sorted(ALL_KINDS)}
+    assert cov["events"] == {"count": 2, "kinds": sorted(ALL_KINDS), "origin_wall_ns": origin}
     assert cov["concurrent-candidates"]["count"] == 1
     json.dumps(cov)  # results.json must be able to hold it
 
@@ -548,18 +601,23 @@ def test_a_real_run_writes_a_coverage_block_whose_events_match_the_samples(
         if entry["first_s"] is not None:
             assert 0 < entry["first_s"] < spec.time_limit + 60
     line = verdict_line(stored)
-    missed = [x.title for x in SITUATIONS if cov[x.name]["count"] == 0]
+    assert set(cov["by_design"]) == {"read-from-non-leader"}  # the reference node's
+    missed = [
+        x.title for x in SITUATIONS if cov[x.name]["count"] == 0 and x.name not in cov["by_design"]
+    ]
     assert ("never reached: " + ", ".join(missed) in line) if missed else "never" not in line
-    # The events' clock: recompute from the store (the directory name's origin) and check
-    # each sample that saw its node lead against the leaderships the events describe.
+    # The events' clock: recompute from the store with the origin the run recorded (the
+    # directory's name is stamped before setup, seconds early under load) and check each
+    # sample that saw its node lead against the leaderships the events describe.
     from harness.core.history import read_history
     from harness.dbs.dledger import DLedgerDB
 
     ops = read_history(res.store_dir / "history.jsonl")
     nemesis = [op for op in ops if op.process == "nemesis"]
     events, kinds, why = collect_events(
-        DLedgerDB(), res.store_dir, origin_from_dir(res.store_dir), nemesis
+        DLedgerDB(), res.store_dir, cov["events"]["origin_wall_ns"], nemesis
     )
+    assert origin_from_dir(res.store_dir) <= cov["events"]["origin_wall_ns"]
     assert why is None
     obs = observed_from(ops, events=events, event_kinds=kinds, nodes=spec.nodes)
     leading = [

@@ -142,7 +142,9 @@ def test_run_and_recheck_hand_the_checker_the_same_options(tmp_path: Path, monke
     run_opts, re_opts = seen[0], seen[1]
     assert run_opts == re_opts
     assert run_opts["opts"]["options"]["log-safety"]["ha"] == {"sync": False}
-    assert run_opts["opts"]["checks"] == ["log-safety"] and run_opts["model"] is None
+    # the workload's selection, and the checkers of fault records (they run only on
+    # histories holding their records)
+    assert run_opts["opts"]["checks"] == ["log-safety", "transfer"] and run_opts["model"] is None
 
 
 def test_checker_options_come_from_the_declarations_not_from_a_shared_dict():
@@ -150,7 +152,8 @@ def test_checker_options_come_from_the_declarations_not_from_a_shared_dict():
         TestSpec(name="t", nodes=("n1",), workload="append", options={"db": {"mode": "ha"}})
     )
     assert ha["options"] == {"log-safety": {"ha": {"sync": False}}}
-    assert ha["checks"] == ["log-safety"]  # the samples feed log-safety; no "samples" check
+    # the samples feed log-safety (no "samples" check); transfer judges fault records
+    assert ha["checks"] == ["log-safety", "transfer"]
     plain = checker_options(TestSpec(name="t", nodes=("n1",), workload="append"))
     assert plain["options"] == {} and "ha" not in plain
     upgrade = checker_options(
@@ -161,7 +164,7 @@ def test_checker_options_come_from_the_declarations_not_from_a_shared_dict():
             options={"db": {"mode": "broker", "upgrade_from": "ha"}},
         )
     )
-    assert upgrade["options"] == {} and upgrade["checks"] == ["queue"]
+    assert upgrade["options"] == {} and upgrade["checks"] == ["queue", "transfer"]
     reg = checker_options(TestSpec(name="t", nodes=("n1",), workload="register"))
     assert reg["model"] == "cas-register" and reg["keys"] is True and "independent" not in reg
 

@@ -49,6 +49,9 @@ def _history() -> list[Op]:
     add("ok", 1, "append", {"payload": "kept", "index": 0, "term": 1})
     add("invoke", 1, "append", {"payload": "lost"})
     add("ok", 1, "append", {"payload": "lost", "index": 1, "term": 1})
+    # the new master's entry: a client's too (its append never heard back), or log
+    # safety would call it unproposed
+    add("invoke", 3, "append", {"payload": "new"})
     add("invoke", 2, "read", {"from": 0, "to": 10, "final": True})
     add("ok", 2, "read", {"entries": [[0, 1, "kept"], [1, 2, "new"]], "committed": 1})
     return ops

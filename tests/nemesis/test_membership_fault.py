@@ -4,6 +4,7 @@ against an in-memory Reconfigurable DB, and the membership motifs."""
 from __future__ import annotations
 
 import random
+import threading
 from collections import Counter
 from types import SimpleNamespace
 from typing import Any
@@ -88,6 +89,8 @@ class FakeCluster:
         return [self.lead] if self.lead in self.voters else []
 
     def members(self, ctx: Any, via: str | None = None) -> Members:
+        if via is not None and via not in self.running:
+            raise NemesisError(f"{via}: connection refused")
         lead = self.lead if self.lead in self.voters else None
         return Members(voters=dict(self.voters), leader=lead, asked=via or lead)
 
@@ -124,7 +127,9 @@ class FakeCluster:
 
 
 def _ctx(db: Any) -> Any:
-    return SimpleNamespace(nodes=list(NODES), db=db, rng=random.Random(0), journal=None)
+    return SimpleNamespace(
+        nodes=list(NODES), db=db, rng=random.Random(0), journal=None, stop=threading.Event()
+    )
 
 
 def _op(f: str, value: Any = None) -> Op:
@@ -195,6 +200,36 @@ def test_transfer_makes_a_follower_lag_by_a_kill_without_partitions_then_hands_o
     assert done.value["target"] == "n3" and done.value["lag"] == "kill"
     assert db.asked == [("transfer", "n3")] and db.lead == "n3" and "n3" in db.running
     assert done.value["changes"][0]["result"]["code"] == "SUCCESS"
+    # asked once the restarted target followed the leader; no promise declared, none recorded
+    assert isinstance(done.value["back_s"], float) and "promise" not in done.value
+
+
+def test_transfer_waits_for_the_restarted_target_and_records_the_declared_promise() -> None:
+    """The transfer is asked only once the target answers and names the leader (a process
+    still starting cannot take a TimeoutNow, so every DB would keep its leader), and a
+    DB declaring ``transfer_hands_over`` gets its promise recorded for the checker."""
+
+    class Slow(FakeCluster):
+        transfer_hands_over = True
+
+        def __init__(self, nodes: list[str]) -> None:
+            super().__init__(nodes)
+            self.asks = 0
+
+        def members(self, ctx: Any, via: str | None = None) -> Members:
+            if via is not None:
+                self.asks += 1
+                if self.asks < 4:  # starting, then up but following no one yet
+                    if self.asks < 2:
+                        raise NemesisError(f"{via}: connection refused")
+                    return Members(voters=dict(self.voters), leader=None, asked=via)
+            return super().members(ctx, via)
+
+    db = Slow(NODES)
+    done = _start(MembershipNemesis(), _ctx(db), "transfer")
+    assert db.asks == 4 and done.value["back_s"] >= 0.1  # three polls 0.05 s apart
+    assert done.value["promise"] == "hands-over"
+    assert db.asked == [("transfer", "n3")]
 
 
 @pytest.mark.parametrize("variant", ["partitioned", "race"])
