@@ -155,8 +155,17 @@ def _rejoin_steps(nodes: list[str], rng: random.Random, hold: float, gap: float)
        then has two leaders.
 
     Steps 1 and 3 pick their sides when they land (``leader`` is whoever leads
-    then); the values in the history name every node.
+    then); the values in the history name every node. The whole is played twice: step 3
+    is a race (the voter must be back before its new side votes for itself), which a
+    loaded machine lost in two runs of three (docs/zoo.md).
     """
+    return [
+        *_rejoin_round(nodes, rng, hold, gap),
+        *_rejoin_round(nodes, rng, hold, scaled(rng, hold, 0.4, 0.8)),
+    ]
+
+
+def _rejoin_round(nodes: list[str], rng: random.Random, hold: float, gap: float) -> list[Step]:
     k = max(1, (len(nodes) - 1) // 2)
     memo: dict[str, list[str]] = {}
     deadlines: dict[str, float] = {}
