@@ -64,6 +64,14 @@ def _open_spans(faults: Sequence[Op]) -> list[tuple[str, int, int | None]]:
     return spans
 
 
+def _in_force(spans: Sequence[tuple[str, int, int | None]], inv: Op, comp: Op) -> bool:
+    """Whether another fault was in force at some moment between ``inv`` and ``comp``."""
+    lo, hi = inv.index, comp.index
+    if lo is None or hi is None:
+        return False
+    return any(start < hi and (stop is None or stop > lo) for _kind, start, stop in spans)
+
+
 def _membership_ops(faults: Sequence[Op]) -> list[tuple[Op, Op]]:
     """``(invocation, completion)`` of each ``start-membership`` (the nemesis runs one
     fault op at a time, so a completion closes the latest open invocation)."""
@@ -106,11 +114,7 @@ def lost_transfers(faults: Sequence[Op]) -> tuple[list[dict[str, Any]], dict[str
                 skip("no answer from the DB")
             elif value.get("lag") != "kill":
                 skip("the target lagged by a cut (its own term rose)")
-            elif any(
-                start < comp.index and (stop is None or stop > inv.index)
-                for _kind, start, stop in spans
-                if comp.index is not None and inv.index is not None
-            ):
+            elif _in_force(spans, inv, comp):
                 skip("another fault was in force")
             elif result.get("outcome") not in ("handed-over", "kept", "lost"):
                 skip("the answer gives no outcome")
@@ -135,12 +139,11 @@ def check_transfers(faults: Sequence[Op]) -> dict[str, Any]:
     """The checker's result map over a history's fault records."""
     found, counts = lost_transfers(faults)
     judged = counts.pop("judged")
-    out: dict[str, Any] = {
+    return {
         "valid": not found,
         "anomalies": {"transfer-lost": found} if found else {},
         "stats": {"judged": judged, "not_judged": counts},
     }
-    return out
 
 
 def _claims(shape: OpShape, config: CheckConfig) -> str | None:

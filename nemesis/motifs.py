@@ -318,24 +318,35 @@ def _reconfig_partition(nodes: list[str], rng: random.Random, hold: float) -> li
     ]
 
 
-def _reconfig_race(nodes: list[str], rng: random.Random, hold: float) -> list[Step]:
+def _membership_round(
+    variant: str,
+    nodes: list[str],
+    rng: random.Random,
+    hold: float,
+    span: tuple[float, float],
+    **extra: Any,
+) -> list[Step]:
+    """One membership variant on a seeded ranking of the nodes, after a quiet gap, healed."""
     order = list(nodes)
     rng.shuffle(order)
-    race = {"variant": "race", "order": order, "hold": round(scaled(rng, hold, 0.6, 1.0), 3)}
+    change = {
+        "variant": variant,
+        **extra,
+        "order": order,
+        "hold": round(scaled(rng, hold, *span), 3),
+    }
     return [
-        start(_gap(rng, hold), "membership", race),
+        start(_gap(rng, hold), "membership", change),
         stop(scaled(rng, hold, 0.3, 0.6), "membership"),
     ]
+
+
+def _reconfig_race(nodes: list[str], rng: random.Random, hold: float) -> list[Step]:
+    return _membership_round("race", nodes, rng, hold, (0.6, 1.0))
 
 
 def _reconfig_linger(nodes: list[str], rng: random.Random, hold: float) -> list[Step]:
-    order = list(nodes)
-    rng.shuffle(order)
-    linger = {"variant": "linger", "order": order, "hold": round(scaled(rng, hold, 0.6, 1.0), 3)}
-    return [
-        start(_gap(rng, hold), "membership", linger),
-        stop(scaled(rng, hold, 0.3, 0.6), "membership"),
-    ]
+    return _membership_round("linger", nodes, rng, hold, (0.6, 1.0))
 
 
 def _reconfig_transfer(nodes: list[str], rng: random.Random, hold: float) -> list[Step]:
@@ -344,21 +355,10 @@ def _reconfig_transfer(nodes: list[str], rng: random.Random, hold: float) -> lis
     # each to its own follower: a target that has caught up by the time it follows the
     # leader again (a loaded machine restarts it slowly) tests nothing, and that was one
     # round in three at load 11 (docs/membership.md M16).
-    steps: list[Step] = []
-    for _ in range(2):
-        order = list(nodes)
-        rng.shuffle(order)
-        change = {
-            "variant": "transfer",
-            "lag": "kill",
-            "order": order,
-            "hold": round(scaled(rng, hold, 0.4, 0.8), 3),
-        }
-        steps += [
-            start(_gap(rng, hold), "membership", change),
-            stop(scaled(rng, hold, 0.3, 0.6), "membership"),
-        ]
-    return steps
+    return [
+        *_membership_round("transfer", nodes, rng, hold, (0.4, 0.8), lag="kill"),
+        *_membership_round("transfer", nodes, rng, hold, (0.4, 0.8), lag="kill"),
+    ]
 
 
 _BUILDERS: dict[str, StepsFn] = {

@@ -165,14 +165,19 @@ def _check_df(
     settings = parse_settings(opts, model=name, timeout=timeout, specs=specs)
     chosen = settings.selected(specs)
     client = with_typed(F, hist).where(F.col("process") != NEMESIS)
-    # The fault records: a few dozen, read to the driver for the checkers judging them.
-    faults = [
-        op_of(tuple(r))
-        for r in hist.where(F.col("process") == NEMESIS)
-        .select(*OP_COLUMNS)
-        .orderBy("index")
-        .collect()
-    ]
+    # The fault records: a few dozen, read to the driver for the checkers judging them
+    # (a job over the whole file, so only when a selected checker judges some).
+    faults = (
+        [
+            op_of(tuple(r))
+            for r in hist.where(F.col("process") == NEMESIS)
+            .select(*OP_COLUMNS)
+            .orderBy("index")
+            .collect()
+        ]
+        if any(s.faults for s in chosen)
+        else []
+    )
     # The f names of the history (one narrow job) bound the op shapes it can hold: every
     # checker's claims is asked about each, and its answers become a lookup column.
     fs = sorted(r[0] for r in client.select("f").distinct().collect() if r[0] is not None)
