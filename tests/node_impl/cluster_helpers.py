@@ -47,10 +47,19 @@ def running_cluster(
         c.close()
 
 
+TRANSIENT = ("LEADER_NOT_READY", "TERM_CHANGED", "WAIT_QUORUM_ACK_TIMEOUT")
+
+
 def call_leader(
-    c: LocalCluster, msg: dict, *, timeout: float = 10.0, call_timeout: float = 2.0
+    c: LocalCluster,
+    msg: dict,
+    *,
+    timeout: float = 10.0,
+    call_timeout: float = 2.0,
+    retry: tuple[str, ...] = (),
 ) -> dict:
-    """Send msg to whoever leads, following redirects, until a non-redirect reply."""
+    """Send msg to whoever leads, following redirects, until a reply that is neither a
+    redirect nor a transient refusal (``TRANSIENT``, plus the caller's ``retry`` codes)."""
     deadline = time.monotonic() + timeout
     last: Any = None
     while time.monotonic() < deadline:
@@ -66,11 +75,7 @@ def call_leader(
             except (ConnectionError, TimeoutError, OSError) as e:
                 last = e
                 continue
-            if r.get("type") != "redirect" and r.get("code") not in (
-                "LEADER_NOT_READY",
-                "TERM_CHANGED",
-                "WAIT_QUORUM_ACK_TIMEOUT",
-            ):
+            if r.get("type") != "redirect" and r.get("code") not in TRANSIENT + retry:
                 return r
             last = r
         time.sleep(0.05)

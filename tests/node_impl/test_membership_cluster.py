@@ -285,8 +285,12 @@ def test_acked_appends_survive_membership_churn_under_load(tmp_path) -> None:
             else:
                 time.sleep(0.05)
 
+    # A promotion shows in the voters once logged (M2.1), before it commits: the next
+    # change or transfer may meet it still pending, which is a refusal to retry.
+    pending = ("CONFIG_CHANGE_PENDING", "LEADER_TRANSFERRING")
+
     def change(c: LocalCluster, msg: dict) -> dict:
-        r = call_leader(c, msg, timeout=30, call_timeout=5)
+        r = call_leader(c, msg, timeout=30, call_timeout=5, retry=pending)
         assert r["code"] == "SUCCESS", r
         return r
 
@@ -311,6 +315,7 @@ def test_acked_appends_survive_membership_churn_under_load(tmp_path) -> None:
                         {"type": "transfer-leader", "id": "n4", "timeout_ms": 5000},
                         timeout=30,
                         call_timeout=10,
+                        retry=pending,
                     )
                     assert r["code"] in ("SUCCESS", "TRANSFER_TIMEOUT", "TRANSFER_FAILED"), r
                     change(c, {"type": "remove-member", "id": first})
