@@ -18,7 +18,7 @@ BUGS: dict[str, str] = {
     "commit-old-term": "leader commits the quorum index by counting, whatever its term, and appends no election NOOP (DLedger 0.2)",
     "vote-without-log-check": "voter skips the log up-to-date check and grants votes to candidates with shorter logs",
     "stale-read": "every node serves kv-read and get from its local state, with no read barrier and no redirect",
-    "wallclock-lease": "leader serves local reads, and does not step down, while time.time() says its last quorum round is younger than E",
+    "wallclock-lease": "leader serves local reads (and followers' read indexes, read mode follower), and does not step down, while time.time() says its last quorum round is younger than E",
     "no-fsync": "log and term.json stay in a process buffer flushed every 1 s, after acks and votes",
     "skip-fsync": "log, term.json and checkpoint are written to the OS at once but never fsynced (files nor directories), acked and voted as if durable: only a power cut loses them",
     "forget-vote": "votedFor is kept only in memory (term.json always says null)",

@@ -108,7 +108,13 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--client-port", type=int, default=None)
     p.add_argument("--heartbeat-ms", type=int, default=200)
     p.add_argument("--election-timeout-ms", type=int, default=1000)
-    p.add_argument("--read-mode", choices=("index", "log"), default="index")
+    p.add_argument(
+        "--read-mode",
+        choices=("index", "follower", "log"),
+        default="index",
+        help="index: the leader answers after a read index (§8.3); follower: any follower "
+        "too, after asking the leader for one (§8.3a); log: reads go through the log",
+    )
     p.add_argument("--mode", choices=("dledger", "ha", "broker"), default="dledger")
     p.add_argument("--ha-master", default=None)
     p.add_argument("--ha-sync", action="store_true")

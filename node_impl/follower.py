@@ -97,7 +97,9 @@ class EntryHandler:
             }
         )
 
-    def _take_commit(self, leader_commit: object) -> None:
+    def take_commit(self, leader_commit: object) -> None:
+        """Adopt the leader's commit index as far as our log is known to match its own
+        (a push's ``commitIndex``, or a read index from the leader we follow)."""
         if not isinstance(leader_commit, int):
             return
         n = self.node
@@ -151,7 +153,7 @@ class EntryHandler:
             reply({**base, "code": why})
             return
         if kind == "COMMIT":
-            self._take_commit(msg.get("commitIndex"))
+            self.take_commit(msg.get("commitIndex"))
             reply({**base, "code": "SUCCESS"})
             return
         if kind in ("COMPARE", "TRUNCATE"):
@@ -174,7 +176,7 @@ class EntryHandler:
                 return
             self.write_buf[p.first] = p
             heapq.heappush(self._heap, p.first)
-            self._take_commit(msg.get("commitIndex"))
+            self.take_commit(msg.get("commitIndex"))
             self._wake.set()
             return
         reply({**base, "code": "UNSUPPORTED"})
@@ -223,7 +225,7 @@ class EntryHandler:
                 ok = e.index <= store.durable_end
             if ok:
                 self.match_index = e.index
-                self._take_commit(p.req.get("commitIndex"))
+                self.take_commit(p.req.get("commitIndex"))
             self._reply(p, "SUCCESS" if ok else "INCONSISTENT_STATE", e.index)
             return
         # TRUNCATE
@@ -265,7 +267,7 @@ class EntryHandler:
                     leader=n.leader_id,
                 )
         self.match_index = e.index
-        self._take_commit(p.req.get("commitIndex"))
+        self.take_commit(p.req.get("commitIndex"))
         self._reply(p, "SUCCESS", e.index)
 
     async def _do_appends(self) -> None:
@@ -325,6 +327,6 @@ class EntryHandler:
                 self._reply(p, "INCONSISTENT_STATE")
             return
         self.match_index = max(self.match_index, done[-1].last)
-        self._take_commit(best_commit)
+        self.take_commit(best_commit)
         for p in done:
             self._reply(p, "SUCCESS")

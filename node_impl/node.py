@@ -22,6 +22,7 @@ from node_impl.api import ReadView
 from node_impl.config import NodeConfig
 from node_impl.election import Elector
 from node_impl.follower import EntryHandler
+from node_impl.follower_read import FollowerReads
 from node_impl.groupcommit import group_commit
 from node_impl.kv import KV, decode, is_plain_append
 from node_impl.membership import (
@@ -132,6 +133,7 @@ class Node:
         self._aux_pool: ThreadPoolExecutor | None = None
         self.elector = Elector(self)
         self.handler = EntryHandler(self)
+        self.follower_reads = FollowerReads(self)
         # ---- membership (docs/membership.md)
         startup = {p: f"{h}:{port}" for p, (h, port) in cfg.peers.items()}
         if cfg.join:  # M6: a joining node is a learner of the configuration it was given
@@ -492,8 +494,10 @@ class Node:
             self.log.info("read-refused", why=stage, code=code, term=term, role=self.role)
         return code, -1
 
-    async def read_barrier(self) -> tuple[str | None, int]:
-        """Read-index: (None, readIndex) when the caller may read applied state, else (code, -1)."""
+    async def leader_read_index(self) -> tuple[str | None, int]:
+        """The leader's read index (§8.3): (None, readIndex) once its NOOP has committed
+        and a heartbeat round started after this call confirmed it still leads, else
+        (code, -1). Its own reads and its followers' (§8.3a) both take it."""
         if self.role != LEADER:
             return self._refuse_read("NOT_LEADER", "not-leader", self.term)
         term = self.term
@@ -507,20 +511,54 @@ class Node:
                 return self._refuse_read("LEADER_NOT_READY", "not-ready", term)
             await self.commit_signal.wait(left)
         read_index = self.committed
+        if self.bugs.wallclock_lease and self.lease_valid_wallclock():
+            return None, read_index  # seeded bug: the lease stands in for the round (§8.3a too)
         if not await self.elector.confirm_leadership(term):
             return self._refuse_read("NOT_LEADER", "confirm-failed", term)
+        return None, read_index
+
+    async def answer_read_index(self, msg: dict) -> dict:
+        """A follower's ``read-index`` request (§8.3a): the index a read of ours would take."""
+        why, index = await self.leader_read_index()
+        return {"code": why or "SUCCESS", "index": index, "term": self.term}
+
+    def serves_reads(self) -> bool:
+        """Whether this node may take a linearizable read now rather than redirect it:
+        a leader, or in read mode ``follower`` a follower within reach of its leader."""
+        if self.role == LEADER:
+            return True
+        return (
+            self.cfg.read_mode == "follower"
+            and self.role == FOLLOWER
+            and self.follower_reads.leader_in_reach()
+        )
+
+    async def read_barrier(self) -> tuple[str | None, int]:
+        """Read-index: (None, readIndex) when the caller may read applied state, else (code, -1)."""
+        if not self.serves_reads():
+            return self._refuse_read("NOT_LEADER", "not-leader", self.term)
+        term = self.term
+        if self.role == LEADER:
+            why, read_index = await self.leader_read_index()
+            if why is not None:
+                return why, -1
+        else:
+            got = await self.follower_reads.read_index()
+            if got is None:
+                return self._refuse_read("NOT_LEADER", "leader-unconfirmed", term)
+            read_index = got
         if not await self.wait_applied(read_index, self.cfg.election_s * 2):
-            code = "NOT_LEADER" if self.role != LEADER else "LEADER_NOT_READY"
+            code = "NOT_LEADER" if not self.serves_reads() else "LEADER_NOT_READY"
             return self._refuse_read(code, "apply-timeout", term)
         return None, read_index
 
     async def read_view(self, local: bool) -> ReadView | str:
         """A non-local get sees committed entries only, and only after a read barrier
-        proves this node still leads (§8.3); a local get sees the whole local log."""
+        (§8.3); a local get sees the whole local log."""
         if local:
             return ReadView(self.store.end_index, committed_only=False)
         if not self.bugs.stale_read:
-            if self.role != LEADER:
+            if not self.serves_reads():
                 return self._refuse_read("NOT_LEADER", "not-leader", self.term)[0]
             if not (self.bugs.wallclock_lease and self.lease_valid_wallclock()):
                 why, _ = await self.read_barrier()

@@ -13,6 +13,7 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 from node_impl.api import DLedgerNode, KVNode, LogNode, Proposal
+from node_impl.follower_read import READ_INDEX
 from node_impl.kv import body_append, body_cas, body_put, body_read, entry_view
 from node_impl.wire import MAX_FRAME, FrameError, encode_frame, read_frame
 
@@ -110,6 +111,8 @@ class Servers:
                         node.handler.handle_push(msg, reply)
                     elif t == "timeout-now":  # leadership transfer (docs/membership.md M9)
                         reply(node.handle_timeout_now(msg))
+                    elif t == READ_INDEX:  # a follower's read (§8.3a): answered once confirmed
+                        self._spawn(_answer(msg, writer, node.answer_read_index, node.log))
                     else:
                         reply({"type": f"{t}-resp", "rid": msg.get("rid"), "code": "UNSUPPORTED"})
                 except Exception as e:

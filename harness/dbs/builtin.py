@@ -53,7 +53,11 @@ class DLedgerOptions:
     election_timeout_ms: int | None = option(
         None, "election timeout (default: the node's)", minimum=1
     )
-    read_mode: str | None = option(None, "the node's --read-mode (default: the node's)")
+    read_mode: Literal["index", "follower", "log"] | None = option(
+        None,
+        "the node's --read-mode: index (the leader answers), follower (any follower too, "
+        "after a read index from the leader) or log (default: the node's, index)",
+    )
     leader_timeout: float | None = option(
         None, "seconds to wait for a leader at setup (default 30, 300 on emulated CPUs)", minimum=0
     )

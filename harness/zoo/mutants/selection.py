@@ -109,7 +109,7 @@ SAFETY_CODE: tuple[Area, ...] = (
         (
             "gate",
             "EntryHandler.reset",
-            "EntryHandler._take_commit",
+            "EntryHandler.take_commit",
             "EntryHandler.handle_push",
             "EntryHandler._still_valid",
             "EntryHandler._do_control",
