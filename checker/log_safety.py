@@ -176,6 +176,10 @@ class _Sample:
     config_index: int | None = None
 
 
+_NO_LEARNERS: frozenset[str] = frozenset()
+"""Shared: an empty frozenset is a new 200-byte object per call, once per sample."""
+
+
 def _int_or_none(x: Any) -> int | None:
     return x if _is_int(x) else None
 
@@ -211,12 +215,12 @@ def _member_config(
     its configuration, as :class:`_Sample` keeps them (None: no usable configuration)."""
     key = member if isinstance(member, str) else node
     if not isinstance(config, dict) or not isinstance(config.get("voters"), list):
-        return key, None, frozenset(), None
+        return key, None, _NO_LEARNERS, None
     learners = config.get("learners")
     return (
         key,
         frozenset(map(str, config["voters"])),
-        frozenset(map(str, learners)) if isinstance(learners, list) else frozenset(),
+        frozenset(map(str, learners)) if isinstance(learners, list) else _NO_LEARNERS,
         _int_or_none(config.get("index")),
     )
 
@@ -999,6 +1003,16 @@ def _decoded(h: Any, name: str, take: Any) -> list[Any]:
     return [None if i is None else known[i] for i in enc.indices.to_pylist()]
 
 
+def _texts(arr: Any) -> list[Any]:
+    """A string column as Python strings, one object per distinct value (node names
+    repeat on every sample and ack)."""
+    import pyarrow.compute as pc
+
+    enc = pc.dictionary_encode(arr)
+    known = enc.dictionary.to_pylist()
+    return [None if i is None else known[i] for i in enc.indices.to_pylist()]
+
+
 def _incarnations(arr: Any) -> list[tuple[Any, Any]]:
     """Each sample's incarnation as recorded and frozen, decoding each distinct text once
     (a node has a handful)."""
@@ -1050,7 +1064,7 @@ class _ReadCols:
         import pyarrow as pa
         import pyarrow.compute as pc
 
-        for pos, ents in h.entries(self.pos):
+        for pos, ents in _bounded(h.entries(self.pos)):
             k = np.searchsorted(self.pos, pos)
             if first:
                 self.is_read[k] = ents.is_valid().to_numpy(zero_copy_only=False)
@@ -1076,13 +1090,42 @@ class _ReadCols:
             )
 
 
+OBSERVATIONS_PER_SLICE = 1 << 17
+"""Entries flattened at once: a batch of final reads holds a thousand each, and the
+flattened columns, their copies and the hash table of one slice are the check's peak."""
+
+
+def _bounded(batches: Iterator[tuple[Any, Any]]) -> Iterator[tuple[Any, Any]]:
+    """Each ``(positions, entries)`` batch cut into slices of whole reads holding about
+    :data:`OBSERVATIONS_PER_SLICE` entries (a read longer than that is a slice alone)."""
+    import numpy as np
+    import pyarrow.compute as pc
+
+    for pos, ents in batches:
+        sizes = pc.fill_null(pc.list_value_length(ents), 0).to_numpy()
+        total = int(sizes.sum())
+        if total <= OBSERVATIONS_PER_SLICE:
+            yield pos, ents
+            continue
+        ends = np.cumsum(sizes)
+        lo = 0
+        while lo < len(pos):
+            base = ends[lo - 1] if lo else 0
+            hi = int(np.searchsorted(ends, base + OBSERVATIONS_PER_SLICE, side="right"))
+            hi = max(hi, lo + 1)
+            yield pos[lo:hi], ents.slice(lo, hi - lo)
+            lo = hi
+
+
 def _distinct(parts: list[Any]) -> Any:
     """One row per distinct (li, term, payload): first reader and whether a final read
     showed it."""
     import pyarrow as pa
 
     t = pa.concat_tables(parts)
-    g = t.group_by(["li", "term", "payload"]).aggregate([("r", "min"), ("fin", "max")])
+    g = t.group_by(["li", "term", "payload"], use_threads=False).aggregate(
+        [("r", "min"), ("fin", "max")]
+    )
     return g.select(["li", "term", "payload", "r_min", "fin_max"]).rename_columns(
         ["li", "term", "payload", "r", "fin"]
     )
@@ -1110,29 +1153,6 @@ def check_log_safety_columns(h: Any, ha: dict[str, Any] | None = None) -> dict[s
 
     def is_f(name: str) -> Any:
         return pc.fill_null(pc.equal(f_inv, name), False).to_numpy(zero_copy_only=False)
-
-    # samples: the functions above, over _Sample rows made from the typed columns
-    sp = np.sort(comp[is_f("sample") & ok & eq("v_kind", cpos, "object")])
-    take = pa.array(sp)
-    incs = _incarnations(h.column("v_incarnation").take(take))
-    leader = eq("v_role", sp, '"leader"').tolist()
-    prep = _Prepared()
-    nodes = h.column("node").take(take).to_pylist()
-    prep.samples = [
-        _Sample(i, n, inc[1], inc[0], c, e, t, ld, *_member_config(n, mem, cfg))
-        for i, n, inc, c, e, t, ld, mem, cfg in zip(
-            h.column("index").take(take).to_pylist(),
-            nodes,
-            incs,
-            _ints(h.column("v_committed").take(take)),
-            _ints(h.column("v_end").take(take)),
-            _ints(h.column("v_term").take(take)),
-            leader,
-            _decoded(h, "v_member", take),
-            _decoded(h, "v_config", take),
-            strict=True,
-        )
-    ]
 
     # appends
     am = is_f("append")
@@ -1163,7 +1183,7 @@ def check_log_safety_columns(h: Any, ha: dict[str, Any] | None = None) -> dict[s
     )
     reads = _ReadCols(h, comp[rm], inv[rm])
     parts: list[Any] = []
-    rows = n_obs = 0
+    rows = merged = n_obs = 0
     final_reach = -1
     for t in reads.observations(h, first=True):
         n_obs += t.num_rows
@@ -1172,9 +1192,12 @@ def check_log_safety_columns(h: Any, ha: dict[str, Any] | None = None) -> dict[s
             final_reach = max(final_reach, int(t["li"].to_numpy()[fl].max()))
         parts.append(_distinct([t]))
         rows += parts[-1].num_rows
-        if len(parts) > 1 and rows > 1_000_000:
+        # merge once the parts outgrow twice what the last merge kept: the rows held stay
+        # within a small multiple of the distinct entries, whatever the reads repeat
+        if len(parts) > 1 and rows > 2 * merged + OBSERVATIONS_PER_SLICE:
             parts = [_distinct(parts)]
-            rows = parts[0].num_rows
+            rows = merged = parts[0].num_rows
+            pa.default_memory_pool().release_unused()
     schema = pa.schema(
         [
             ("li", pa.int64()),
@@ -1197,6 +1220,32 @@ def check_log_safety_columns(h: Any, ha: dict[str, Any] | None = None) -> dict[s
     n_final = int(final.sum())
     reach = None if complete.any() else final_reach
 
+    # The samples are built only now, once the pass above has let go of its memory: the
+    # two peaks do not stack.
+    pa.default_memory_pool().release_unused()
+    # Samples: the functions above, over _Sample rows made from the typed columns
+    sp = np.sort(comp[is_f("sample") & ok & eq("v_kind", cpos, "object")])
+    take = pa.array(sp)
+    incs = _incarnations(h.column("v_incarnation").take(take))
+    leader = eq("v_role", sp, '"leader"').tolist()
+    prep = _Prepared()
+    nodes = _texts(h.column("node").take(take))
+    prep.samples = [
+        _Sample(i, n, inc[1], inc[0], c, e, t, ld, *_member_config(n, mem, cfg))
+        for i, n, inc, c, e, t, ld, mem, cfg in zip(
+            h.column("index").take(take).to_pylist(),
+            nodes,
+            incs,
+            _ints(h.column("v_committed").take(take)),
+            _ints(h.column("v_end").take(take)),
+            _ints(h.column("v_term").take(take)),
+            leader,
+            _decoded(h, "v_member", take),
+            _decoded(h, "v_config", take),
+            strict=True,
+        )
+    ]
+
     found: dict[str, list[dict[str, Any]]] = {}
     found["committed-regress"] = committed_regress(prep)
     found["committed-beyond-end"] = committed_beyond_end(prep)
@@ -1207,7 +1256,7 @@ def check_log_safety_columns(h: Any, ha: dict[str, Any] | None = None) -> dict[s
         zip(
             a_inv_idx[oks].tolist(),
             a_comp_idx[oks].tolist(),
-            h.column("node").take(pa.array(a_ok_pos)).to_pylist(),
+            _texts(h.column("node").take(pa.array(a_ok_pos))),
             _decoded(h, "v_term", pa.array(a_ok_pos)),
             _decoded(h, "v_index", pa.array(a_ok_pos)),
             strict=True,
@@ -1215,6 +1264,9 @@ def check_log_safety_columns(h: Any, ha: dict[str, Any] | None = None) -> dict[s
     )
     found["leader-after-removal"] = leader_after_removal(prep)
     found["ack-after-removal"] = ack_after_removal(prep)
+    restart = committed_regress_restart(prep)
+    n_samples = len(prep.samples)
+    del prep  # the samples are done with: the joins below need the room
 
     # divergent-committed and duplicate-payload: candidates from d, readers by a second pass
     lis = d.group_by("li").aggregate([("term", "count")])
@@ -1344,7 +1396,7 @@ def check_log_safety_columns(h: Any, ha: dict[str, Any] | None = None) -> dict[s
     if n_final and reach is not None:
         unjudged = int((ack_li > reach).sum())
     stats = {
-        "samples": len(prep.samples),
+        "samples": n_samples,
         "appends": {"ok": n_ok, "fail": int(a_fail.sum()), "info": int(a_info.sum())},
         "reads": int(is_read.sum()),
         "final_reads": n_final,
@@ -1352,7 +1404,7 @@ def check_log_safety_columns(h: Any, ha: dict[str, Any] | None = None) -> dict[s
         "lost_ack_unjudged": unjudged,
     }
     judgeable = unjudged == 0 if n_final else n_ok == 0
-    return _result(found, committed_regress_restart(prep), stats, judgeable, ha)
+    return _result(found, restart, stats, judgeable, ha)
 
 
 _SURELY_SYSTEM = r'^\{(?:"(?:[^"\\]|\\.)*":(?:[^"{}\[\],]*|"(?:[^"\\]|\\.)*"),)*"kind":'

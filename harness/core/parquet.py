@@ -562,6 +562,9 @@ def _parquet_op(rec: dict[str, Any], path: str | os.PathLike[str], row: int) -> 
     return parse_op(rec, path=path, record=row)
 
 
+SPILL_ROWS = 4_096
+"""Records per batch of a JSONL history's spilled entries (a final read holds a thousand)."""
+
 COLUMNAR_COLUMNS = (
     "index",
     "type",
@@ -589,7 +592,7 @@ class ColumnarHistory:
     ``inv``/``comp`` the pairs (positions in ``table``, -1 for an op that never
     completed) a checker was given, in invocation order. ``v_entries`` is read by
     :meth:`entries`, a Parquet batch at a time, so memory holds one batch's entries (a
-    JSONL history's are held, ``held``).
+    JSONL history's from a temporary file of that column, ``spill``).
     """
 
     path: str
@@ -597,9 +600,10 @@ class ColumnarHistory:
     rows: Any
     inv: Any
     comp: Any
-    held: Any = None
-    """``v_entries`` of every row of ``table``, when the history came from JSONL (then
-    in memory: there is no file to stream it from again)."""
+    spill: Any = None
+    """For a history read from JSONL, an unlinked temporary file holding the ``v_entries``
+    of every record in file order (Arrow IPC, small batches): the JSONL cannot be streamed
+    again cheaply, and held in memory they were a fifth of the check's peak."""
     fault_fs: frozenset[str] = frozenset()
     """The ``f`` of the history's fault records (which are not in ``table``): a checker
     that judges some of them (``CheckerSpec.faults``) runs on ops instead."""
@@ -626,19 +630,39 @@ class ColumnarHistory:
         cls, path: str | os.PathLike[str], *, strict: bool = True
     ) -> ColumnarHistory | None:
         """A JSONL history read straight into the same columns (the Parquet writer's
-        typed columns, without re-encoding ``value`` or writing a file), log entries held
-        in memory. Errors of an unreadable file are :func:`iter_jsonl`'s, word for word;
-        None for a malformed history, as :meth:`read`."""
-        import pyarrow as pa
+        typed columns, without re-encoding ``value`` or writing a Parquet file), log
+        entries spilled to a temporary file (``spill``). Errors of an unreadable file are
+        :func:`iter_jsonl`'s, word for word; None for a malformed history, as
+        :meth:`read`."""
+        import tempfile
 
-        parts = list(_row_tables(_jsonl_rows(Path(path)), batch=200_000, values=False))
+        import pyarrow as pa
+        import pyarrow.ipc as ipc
+
+        # lives as long as the history (closed, and so deleted, when it is collected)
+        spill = tempfile.TemporaryFile(prefix="splitbrain-entries-")  # noqa: SIM115
+        parts, writer = [], None
+        try:
+            for part in _row_tables(_jsonl_rows(Path(path)), batch=200_000, values=False):
+                entries = part.select(["v_entries"])
+                if writer is None:
+                    writer = ipc.new_file(spill, entries.schema)
+                writer.write_table(entries, max_chunksize=SPILL_ROWS)
+                parts.append(part.drop_columns(["v_entries"]))
+            if writer is not None:
+                writer.close()
+        except BaseException:
+            spill.close()
+            raise
         if not parts:
+            spill.close()
             return None
         t = pa.concat_tables(parts)
-        return cls._of(str(path), t, strict=strict, held=True)
+        del parts
+        return cls._of(str(path), t, strict=strict, spill=spill)
 
     @classmethod
-    def _of(cls, path: str, t: Any, *, strict: bool, held: bool = False) -> ColumnarHistory | None:
+    def _of(cls, path: str, t: Any, *, strict: bool, spill: Any = None) -> ColumnarHistory | None:
         import numpy as np
         import pyarrow as pa
         import pyarrow.compute as pc
@@ -647,19 +671,22 @@ class ColumnarHistory:
 
         if any(t[c].null_count for c in ("index", "type", "process", "f")):
             return None
+        t = t.select(list(COLUMNAR_COLUMNS))
         client = pc.fill_null(pc.not_equal(t["process"], NEMESIS), True)
         rows = np.flatnonzero(client.to_numpy(zero_copy_only=False))
         fault_fs: frozenset[str] = frozenset()
         if len(rows) < t.num_rows:  # nemesis records: dropped, as pairing drops them
             fault_fs = frozenset(pc.unique(t.filter(pc.invert(client))["f"]).to_pylist())
-            t = t.filter(client)
-        index = t["index"].to_numpy()
+        index = t["index"].to_numpy()[rows]
         if len(index) > 1 and not np.all(index[1:] > index[:-1]):
             by = np.argsort(index, kind="stable")
-            t, rows, index = t.take(pa.array(by)), rows[by], index[by]
+            rows, index = rows[by], index[by]
             if np.any(index[1:] == index[:-1]):
                 return None
-        t = t.combine_chunks()
+        # One copy of the columns, in one chunk each: taken when records were dropped or
+        # reordered, combined otherwise (filter, sort and combine would copy three times).
+        moved = len(rows) < t.num_rows or not np.array_equal(rows, np.arange(len(rows)))
+        t = t.take(pa.array(rows)).combine_chunks() if moved else t.combine_chunks()
         proc = pc.dictionary_encode(t["process"]).combine_chunks().indices
         fcode = pc.dictionary_encode(t["f"]).combine_chunks().indices
         typ = t["type"]
@@ -672,9 +699,8 @@ class ColumnarHistory:
         )
         if paired is None:
             return None
-        entries = t["v_entries"].combine_chunks() if held else None
-        t = t.select(list(COLUMNAR_COLUMNS))
-        return cls(path, t, rows, paired[0], paired[1], entries, fault_fs)
+        pa.default_memory_pool().release_unused()  # the reader's buffers, before a check
+        return cls(path, t, rows, paired[0], paired[1], spill, fault_fs)
 
     def __len__(self) -> int:
         """Client records in the history (not only the pairs given)."""
@@ -688,7 +714,7 @@ class ColumnarHistory:
             self.rows,
             self.inv[keep],
             self.comp[keep],
-            self.held,
+            self.spill,
             self.fault_fs,
         )
 
@@ -697,30 +723,37 @@ class ColumnarHistory:
         col = self.table[name]
         return col.chunk(0) if col.num_chunks == 1 else col.combine_chunks()
 
-    def entries(self, positions: Any, *, batch: int = 65_536) -> Iterator[tuple[Any, Any]]:
+    def entries(self, positions: Any, *, batch: int = 4_096) -> Iterator[tuple[Any, Any]]:
         """``(positions, v_entries)`` of the table rows at ``positions`` (a numpy array),
         in file order, one Parquet batch at a time."""
         import numpy as np
         import pyarrow as pa
-        import pyarrow.parquet as pq
 
         if len(positions) == 0:
-            return
-        if self.held is not None:
-            positions = np.sort(positions)
-            for lo in range(0, len(positions), batch):
-                got = positions[lo : lo + batch]
-                yield got, self.held.take(pa.array(got))
             return
         file_rows = self.rows[positions]
         order = np.argsort(file_rows, kind="stable")
         file_rows, positions = file_rows[order], positions[order]
-        pf = pq.ParquetFile(self.path)
         start = 0
-        for b in pf.iter_batches(batch_size=batch, columns=["v_entries"], use_threads=False):
-            end = start + b.num_rows
+        for col in self._entry_batches(batch):
+            end = start + len(col)
             lo, hi = np.searchsorted(file_rows, [start, end])
             if hi > lo:
-                col = b.column(0)
                 yield positions[lo:hi], col.take(pa.array(file_rows[lo:hi] - start))
             start = end
+
+    def _entry_batches(self, batch: int) -> Iterator[Any]:
+        """The ``v_entries`` of every record of the file, in file order, a batch at a time:
+        from the Parquet file, or from ``spill`` for a JSONL history."""
+        import pyarrow.ipc as ipc
+        import pyarrow.parquet as pq
+
+        if self.spill is None:
+            pf = pq.ParquetFile(self.path)
+            for b in pf.iter_batches(batch_size=batch, columns=["v_entries"], use_threads=False):
+                yield b.column(0)
+            return
+        self.spill.seek(0)
+        reader = ipc.open_file(self.spill)
+        for i in range(reader.num_record_batches):
+            yield reader.get_batch(i).column(0)

@@ -128,4 +128,14 @@ def test_columnar_history_from_jsonl_matches_parquet(tmp_path: Path) -> None:
     b = ColumnarHistory.read(tmp_path / "h.parquet")
     assert a is not None and b is not None
     assert a.table.equals(b.table)
-    assert a.held.equals(pq.read_table(tmp_path / "h.parquet").column("v_entries").combine_chunks())
+    # the spilled entries are the Parquet file's, row for row
+    import numpy as np
+    import pyarrow as pa
+
+    every = np.arange(len(a))
+    spilled = pa.concat_arrays([e for _, e in a.entries(every, batch=500)])
+    stored = pa.concat_arrays([e for _, e in b.entries(every, batch=500)])
+    assert spilled.equals(stored)
+    assert spilled.equals(
+        pq.read_table(tmp_path / "h.parquet").column("v_entries").combine_chunks().take(b.rows)
+    )
