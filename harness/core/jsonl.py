@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import re
 import threading
 import time as _time
 from collections.abc import Callable, Iterable, Iterator
@@ -18,6 +19,11 @@ from typing import IO, Any
 from harness.core.errors import HistoryError
 from harness.core.op import Op
 from harness.core.record import parse_op
+
+try:
+    import orjson as _orjson
+except ImportError:  # the standard parser alone: slower, the same values and errors
+    _orjson = None  # type: ignore[assignment]
 
 __all__ = ["HistoryWriter", "iter_jsonl", "read_jsonl", "write_jsonl", "json_records", "json_line"]
 
@@ -214,6 +220,9 @@ def json_records_entries_apart(
                 yield lineno, obj
 
 
+_LONG_DIGITS = re.compile(rb"[0-9]{19}")
+
+
 def json_line(raw: bytes) -> Any:
     """Decode one JSONL line; every failure is a ValueError with a one-line reason.
 
@@ -222,6 +231,15 @@ def json_line(raw: bytes) -> Any:
     (no ``.msg``). Deep nesting raises ``RecursionError`` and an over-long
     integer a plain ``ValueError``: both become the same one-line reason.
     """
+    if _orjson is not None and _LONG_DIGITS.search(raw) is None:
+        # orjson is four times faster and agrees with json on everything it accepts, but
+        # for integers beyond int64, which it turns into floats: a line with 19 digits in
+        # a row goes to json. Anything orjson refuses (NaN, 1e400, lone surrogates, bad
+        # UTF-8 or JSON) goes to json too, which accepts it or words the error.
+        try:
+            return _orjson.loads(raw)
+        except _orjson.JSONDecodeError:
+            pass
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as e:

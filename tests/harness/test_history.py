@@ -166,3 +166,44 @@ def test_read_history_dispatch_and_errors(tmp_path):
         w.append(Op("invoke", 0, "read"))
     assert len(read_history(tmp_path)) == 1
     assert os.path.exists(tmp_path / "history.jsonl")
+
+
+@pytest.mark.parametrize(
+    "raw",
+    [
+        b'{"a":1,"a":2}',
+        b"[123456789012345678901234567890, -9223372036854775809, 18446744073709551615]",
+        b"[9223372036854775807, -9223372036854775808, 0.1, 2.5e-3, -0]",
+        b"[1e400, NaN, -Infinity]",
+        b'["\\ud800", "\\u00e9", "\xc3\xa9"]',
+        b'  {"entries": [[1, 2, "p"]], "x": null}  \n',
+    ],
+)
+def test_a_line_decodes_to_what_the_standard_parser_gives(raw: bytes) -> None:
+    """The fast parser, when present, never changes a value: integers beyond int64 stay
+    exact, and what it refuses (NaN, 1e400, lone surrogates) the standard one decodes."""
+    import json
+
+    from harness.core.jsonl import json_line
+
+    got, want = json_line(raw), json.loads(raw.decode())
+    assert repr(got) == repr(want)  # ints stay ints (exact), nan and inf as json gives them
+
+
+@pytest.mark.parametrize(
+    ("raw", "reason"),
+    [
+        (
+            b"{oops",
+            "not valid JSON (Expecting property name enclosed in double quotes at column 2)",
+        ),
+        (b"[1]x", "not valid JSON (Extra data at column 4)"),
+        (b'["\xff"]', "not valid UTF-8 (byte 0xff at column 3)"),
+    ],
+)
+def test_a_bad_line_is_worded_by_the_standard_parser(raw: bytes, reason: str) -> None:
+    from harness.core.jsonl import json_line
+
+    with pytest.raises(ValueError) as e:
+        json_line(raw)
+    assert str(e.value) == reason
