@@ -421,15 +421,19 @@ class LogSafety:
                 )
             )
         )
-        w = W.partitionBy("host").orderBy("index")
+        # Both frames grow from the partition's start, which Spark updates row by row; a
+        # frame running to the partition's end is recomputed for every row (quadratic: a
+        # host's events are a fifth of the history). "After" is "before" in reverse order.
+        fwd = W.partitionBy("host").orderBy("index")
+        rev = W.partitionBy("host").orderBy(col("index").desc())
         ev = ev.where(col("k").isNotNull() | col("m").isNotNull()).select(
             "k",
             "index",
             F.last("m", ignorenulls=True)
-            .over(w.rowsBetween(W.unboundedPreceding, -1))
+            .over(fwd.rowsBetween(W.unboundedPreceding, -1))
             .alias("before"),
-            F.first("m", ignorenulls=True)
-            .over(w.rowsBetween(1, W.unboundedFollowing))
+            F.last("m", ignorenulls=True)
+            .over(rev.rowsBetween(W.unboundedPreceding, -1))
             .alias("after"),
         )
         ends = (
