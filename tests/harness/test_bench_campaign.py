@@ -113,3 +113,28 @@ def test_soak_checks_and_reports_the_stored_run(tmp_path):
     assert d["check"]["verdict"] == "unknown", d["check"]
     assert d["check"]["engine_used"] == "local" and d["check"]["checker_seconds"] >= 0
     assert d["report"]["ok"] and d["report"]["bytes"] > 0, d["report"]
+
+
+def test_sampler_finds_a_daemon_that_a_wrapper_execs_into(tmp_path: Path) -> None:
+    """The pid first shows a command line without the marker (as sshd's child does before
+    it execs the command), then execs into the daemon: it is counted all the same."""
+    marker = f"/lab/{tmp_path.name}/"
+    burn = "import time\nt = time.process_time()\nwhile time.process_time() - t < 0.4: pass\n"
+    wrapper = (
+        "import os, sys, time\n"
+        "time.sleep(0.6)\n"
+        "flag = '--data' + '-dir'  # not in this command line, only in the daemon's\n"
+        "os.execv(sys.executable, [sys.executable, '-c', sys.argv[1], flag, sys.argv[2]])\n"
+    )
+    sampler = DbCpuSampler(marker, interval=0.05).start()
+    try:
+        p = subprocess.Popen(
+            [sys.executable, "-c", wrapper, burn, f"/x{marker}n1/data"],
+            executable=sys.executable,
+        )
+        time.sleep(0.3)  # sampled while it still looks like someone else's process
+        p.wait(10)
+    finally:
+        sampler.stop()
+    assert sampler.pids_seen == 1
+    assert sampler.samples[-1][1] >= 0.3
