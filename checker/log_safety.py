@@ -56,7 +56,7 @@ from __future__ import annotations
 
 import bisect
 import json
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeGuard
 
@@ -991,37 +991,36 @@ def _loads(x: str | None) -> Any:
 
 
 def _decoded(h: Any, name: str, take: Any) -> list[Any]:
-    """A typed column's JSON texts at ``take``, decoded once per distinct text (a
-    sample's member and configuration take a handful of values); None where absent, and
-    for a history written before the column existed."""
-    import pyarrow.compute as pc
-
+    """A typed column's JSON texts at ``take``, decoded (a sample's member and
+    configuration take a handful of values); None where absent, and for a history
+    written before the column existed."""
     if name not in h.table.column_names:
         return [None] * len(take)
-    enc = pc.dictionary_encode(h.column(name).take(take))
-    known = [_loads(v) for v in enc.dictionary.to_pylist()]
-    return [None if i is None else known[i] for i in enc.indices.to_pylist()]
+    return _per_distinct(h.column(name).take(take), _loads)
 
 
-def _texts(arr: Any) -> list[Any]:
-    """A string column as Python strings, one object per distinct value (node names
-    repeat on every sample and ack)."""
+def _per_distinct(
+    arr: Any, fn: Callable[[str], Any] | None = None, missing: Any = None
+) -> list[Any]:
+    """A string column as Python values, ``fn`` applied once per distinct text and one
+    object shared by every row holding it (node names, terms and incarnations repeat on
+    every sample and ack); ``missing`` where the column is null."""
     import pyarrow.compute as pc
 
     enc = pc.dictionary_encode(arr)
-    known = enc.dictionary.to_pylist()
-    return [None if i is None else known[i] for i in enc.indices.to_pylist()]
+    texts = enc.dictionary.to_pylist()
+    known = texts if fn is None else [fn(t) for t in texts]
+    return [missing if i is None else known[i] for i in enc.indices.to_pylist()]
 
 
 def _incarnations(arr: Any) -> list[tuple[Any, Any]]:
-    """Each sample's incarnation as recorded and frozen, decoding each distinct text once
-    (a node has a handful)."""
-    import pyarrow.compute as pc
+    """Each sample's incarnation as recorded and frozen (a node has a handful)."""
 
-    enc = pc.dictionary_encode(arr)
-    known = [(v, _freeze(v)) for v in map(_loads, enc.dictionary.to_pylist())]
-    none = (None, None)
-    return [none if i is None else known[i] for i in enc.indices.to_pylist()]
+    def both(text: str) -> tuple[Any, Any]:
+        v = _loads(text)
+        return v, _freeze(v)
+
+    return _per_distinct(arr, both, missing=(None, None))
 
 
 class _ReadCols:
@@ -1229,7 +1228,7 @@ def check_log_safety_columns(h: Any, ha: dict[str, Any] | None = None) -> dict[s
     incs = _incarnations(h.column("v_incarnation").take(take))
     leader = eq("v_role", sp, '"leader"').tolist()
     prep = _Prepared()
-    nodes = _texts(h.column("node").take(take))
+    nodes = _per_distinct(h.column("node").take(take))
     prep.samples = [
         _Sample(i, n, inc[1], inc[0], c, e, t, ld, *_member_config(n, mem, cfg))
         for i, n, inc, c, e, t, ld, mem, cfg in zip(
@@ -1256,7 +1255,7 @@ def check_log_safety_columns(h: Any, ha: dict[str, Any] | None = None) -> dict[s
         zip(
             a_inv_idx[oks].tolist(),
             a_comp_idx[oks].tolist(),
-            _texts(h.column("node").take(pa.array(a_ok_pos))),
+            _per_distinct(h.column("node").take(pa.array(a_ok_pos))),
             _decoded(h, "v_term", pa.array(a_ok_pos)),
             _decoded(h, "v_index", pa.array(a_ok_pos)),
             strict=True,

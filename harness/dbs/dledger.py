@@ -596,18 +596,13 @@ class DLedgerDB(NodeLogEvents, DLedgerMembership, PidfileDaemonDB):
         """Mode dledger with read mode index: only a leader that confirmed its leadership
         answers a read (spec §9), so a correct node never lets a non-leader answer one.
         Mode ha, and the read modes follower and log, declare nothing."""
-        if self.node_mode != "dledger" or self.effective_read_mode != "index":
+        if self.node_mode != "dledger" or self.read_mode not in (None, "index"):
             return {}
         return {
             "read-from-non-leader": "the node answers a read only as a leader that has "
             "confirmed its leadership (read index): a correct run never reaches this; a run "
             "that does has found a stale read"
         }
-
-    @property
-    def effective_read_mode(self) -> str:
-        """The node's ``--read-mode``: the option, else the node's default, ``index``."""
-        return self.read_mode or "index"
 
     @property
     def node_mode(self) -> str:
