@@ -165,22 +165,7 @@ def _check_df(
     settings = parse_settings(opts, model=name, timeout=timeout, specs=specs)
     chosen = settings.selected(specs)
     client = with_typed(F, hist).where(F.col("process") != NEMESIS)
-    # The fault records: a few dozen, read to the driver for the checkers judging them
-    # (a job over the whole file, so only when a selected checker judges some).
-    faults = (
-        [
-            op_of(tuple(r))
-            for r in hist.where(F.col("process") == NEMESIS)
-            .select(*OP_COLUMNS)
-            .orderBy("index")
-            .collect()
-        ]
-        if any(s.faults for s in chosen)
-        else []
-    )
-    # The f names of the history (one narrow job) bound the op shapes it can hold: every
-    # checker's claims is asked about each, and its answers become a lookup column.
-    fs = sorted(r[0] for r in client.select("f").distinct().collect() if r[0] is not None)
+    faults, fs = _faults_and_fs(hist, client, any(s.faults for s in chosen))
     labels = build_labels(
         chosen, {s.name: settings.config(s.name) for s in chosen}, fs, "add" in fs
     )
@@ -193,6 +178,38 @@ def _check_df(
         )
     finally:
         pairing.close()
+
+
+def _faults_and_fs(hist: Any, client: Any, want_faults: bool) -> tuple[list[Op], list[str]]:
+    """The fault records, and the f names of the client records, in one job.
+
+    The fault records are a few dozen, read to the driver for the checkers that judge
+    them (only when a selected one does). The f names bound the op shapes the history
+    can hold: every checker's claims is asked about each, and its answers become a
+    lookup column. Two scans either way; one job spares the second's start.
+    """
+    from pyspark.sql import functions as F
+
+    names = (
+        client.select("f")
+        .distinct()
+        .select(
+            *(F.lit(None).cast(hist.schema[c].dataType).alias(c) for c in OP_COLUMNS),
+            F.col("f").alias("_f"),
+        )
+    )
+    if want_faults:
+        names = names.unionByName(
+            hist.where(F.col("process") == NEMESIS).select(
+                *OP_COLUMNS, F.lit(None).cast("string").alias("_f")
+            )
+        )
+    rows = names.collect()
+    faults = [tuple(r)[:-1] for r in rows if r["_f"] is None and r["index"] is not None]
+    return (
+        [op_of(r) for r in sorted(faults, key=lambda r: r[0])],
+        sorted(r["_f"] for r in rows if r["_f"] is not None),
+    )
 
 
 def _check_paired(

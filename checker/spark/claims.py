@@ -74,14 +74,19 @@ class Labels:
     codes: tuple[tuple[tuple[int, ...], ...], ...]
     """Per checker, per part, the codes of the shapes claimed."""
 
-    def column(self, F: Any, c: int, code: Any) -> Any:
-        """Checker ``c``'s part number of the op whose shape code is ``code`` (null: not
-        claimed)."""
-        out = None
-        for p, codes in enumerate(self.codes[c]):
-            hit = code.isin(*codes)
-            out = F.when(hit, p) if out is None else out.when(hit, p)
-        return F.lit(None).cast("int") if out is None else out
+    def column(self, F: Any, c: int, code: str) -> Any:
+        """Checker ``c``'s part number of the op whose shape code is in the column named
+        ``code`` (null: not claimed).
+
+        Written as SQL text: built as columns, every code of every part was a call into
+        the JVM, a second per checker on a log history; Spark turns the long ``IN`` lists
+        into hash sets either way.
+        """
+        whens = [
+            f"WHEN `{code}` IN ({','.join(map(str, codes))}) THEN {p}"
+            for p, codes in enumerate(self.codes[c])
+        ]
+        return F.expr(f"CASE {' '.join(whens)} END") if whens else F.lit(None).cast("int")
 
 
 def build_labels(

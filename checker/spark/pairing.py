@@ -70,7 +70,7 @@ def labeled(recs: Any, labels: Labels, fs: Any) -> Any:
     x = x.select(*recs.columns, code.alias("sc"))
     return x.select(
         *recs.columns,
-        *(labels.column(F, c, col("sc")).alias(n) for c, n in enumerate(label_columns(labels))),
+        *(labels.column(F, c, "sc").alias(n) for c, n in enumerate(label_columns(labels))),
     )
 
 
@@ -120,8 +120,9 @@ def _judged(x: Any, labels: Labels, fs: Any) -> Any:
     inv = col("t") == 0
     has_comp = col("nt") > 0
     code = shape_code(F, fs, col("f"), col("keyed"), col("k"), col("nt"), col("nk"))
+    x = x.select("*", code.alias("sc"))
     label_cols = [
-        F.when(inv, labels.column(F, c, code)).alias(n) for c, n in enumerate(label_columns(labels))
+        F.when(inv, labels.column(F, c, "sc")).alias(n) for c, n in enumerate(label_columns(labels))
     ]
     # An invocation after an open one, or after an info completion (that process is
     # gone for good); a completion without its invocation just before, or of another f.

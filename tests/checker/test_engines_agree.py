@@ -205,6 +205,30 @@ def test_random_histories(spark: Any, seed: int) -> None:
     assert_same(local, _spark(ops))
 
 
+def test_a_check_leaves_no_blocks_behind(spark: Any) -> None:
+    """The log-safety job keeps its samples and observations as local checkpoints, which
+    Spark would otherwise free only when its cleaner notices; a process checking run
+    after run must not pile them up."""
+    ops = list(generate(600, workload="mixed", anomaly=["lost-ack"], seed=3))
+    assert _spark(ops)["checkers"]["log-safety"]["valid"] is False
+    cached = spark.sparkContext._jsc.sc().getRDDStorageInfo()
+    assert [info.name() for info in cached] == []
+
+
+def test_unproposed_payloads_alike_without_a_broadcast(
+    spark: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """With more candidates than may be broadcast, the proposals are joined by a merge
+    join instead; the examples must not change."""
+    import checker.spark.log_safety as spark_log_safety
+
+    ops = list(generate(900, workload="append", anomaly=["unproposed-committed"], seed=5))
+    local = check_local(ops)
+    assert "unproposed-committed" in local["anomalies"]
+    monkeypatch.setattr(spark_log_safety, "BROADCAST_ROWS", 0)
+    assert_same(local, _spark(ops))
+
+
 @slow
 def test_no_final_read_is_unknown(spark: Any) -> None:
     ops = list(generate(800, workload="append", seed=4))
