@@ -19,6 +19,7 @@ the reads, only for the few candidates that can make the first ``cap``.
 
 from __future__ import annotations
 
+import contextlib
 import json
 from collections.abc import Sequence
 from typing import Any
@@ -93,7 +94,7 @@ class LogSafety:
         self.F, self.W, self.cap, self.ha, self.parts = F, W, cap, ha, parts
         self.append_invokes = append_invokes
         self.level = StorageLevel.MEMORY_AND_DISK
-        self.persisted: list[Any] = []
+        self.checkpoints: list[Any] = []
         col = F.col
         self.apps = paired.where(col("tag") == APP).select(
             "inv", "comp", "type", "payload", "li", "term"
@@ -228,11 +229,11 @@ class LogSafety:
         (benchmarks/README.md).
         """
         df = df.localCheckpoint(eager=True, storageLevel=self.level)
-        self.persisted.append(df)
+        self.checkpoints.append(df)
         return df
 
     def close(self) -> None:
-        for df in self.persisted:
+        for df in self.checkpoints:
             _release(df)
 
     # ----- sample checks
@@ -1005,8 +1006,6 @@ def _union(frames: Sequence[Any]) -> Any:
 def _release(df: Any) -> None:
     """Drop the blocks of a locally checkpointed frame now, not when the JVM's cleaner
     notices (a process checking many histories would hold them all until then)."""
-    import contextlib
-
     with contextlib.suppress(Exception):  # an older Spark: the cleaner still frees them
         df._jdf.queryExecution().logical().rdd().unpersist(False)
 
