@@ -36,7 +36,7 @@ from checker.results import CAP, compose_results, unknown_result
 from checker.spark.claims import Labels, build_labels
 from checker.spark.input import BASE_COLUMNS, OP_COLUMNS, op_of, to_parquet, with_typed
 from checker.spark.pairing import Pairing, check_malformed, label_columns, labeled, part_counts
-from checker.spark.tuning import footer, tune
+from checker.spark.tuning import footer, kept_level, tune
 from harness.core.checker import ALL, CheckConfig, CheckerSpec
 from harness.core.errors import CheckerError, HistoryError
 from harness.core.op import NEMESIS, Op
@@ -229,7 +229,6 @@ def _check_paired(
     A checker judging fault records the history holds (``CheckerSpec.faults``) gets them
     in its config, and runs even when it claims no client record (on the driver).
     """
-    from pyspark import StorageLevel
     from pyspark.sql import functions as F
 
     summary = pairing.summary()
@@ -261,7 +260,7 @@ def _check_paired(
     if not unlabeled and runs:
         lab = labeled(client.select(*client.columns), labels, fs)
         if len(runs) > 1:
-            lab = lab.persist(StorageLevel.MEMORY_AND_DISK)
+            lab = lab.persist(kept_level())
     fault_fs = frozenset(op.f for op in faults)
     results: dict[str, dict[str, Any]] = {}
     try:

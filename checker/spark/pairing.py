@@ -15,6 +15,7 @@ from typing import Any
 
 from checker.spark.claims import KINDS, TYPES, Labels, shape_code
 from checker.spark.input import as_int
+from checker.spark.tuning import kept_level
 from harness.core.errors import HistoryError
 
 __all__ = [
@@ -208,7 +209,6 @@ class Pairing:
         block: int = _BLOCK,
         max_index: int | None = None,
     ) -> None:
-        from pyspark import StorageLevel
         from pyspark.sql import Observation, Window
         from pyspark.sql import functions as F
 
@@ -257,7 +257,7 @@ class Pairing:
                 first.alias("first"),
                 last.alias("last"),
             )
-            .persist(StorageLevel.MEMORY_AND_DISK)
+            .persist(kept_level())
         )
         self.paired = _paired_rows(self.kept)
         self.edges = None
@@ -265,7 +265,7 @@ class Pairing:
             edges = self.kept.where(col("first") | col("last")).select(*_RAW, "first", "last")
             self.edges = _judged(
                 _neighbours(edges, Window.partitionBy("process").orderBy("index")), labels, fs
-            ).persist(StorageLevel.MEMORY_AND_DISK)
+            ).persist(kept_level())
             self.paired = self.paired.unionByName(_paired_rows(self.edges.where(col("first"))))
 
     def summary(self) -> dict[str, Any]:

@@ -16,6 +16,7 @@ from __future__ import annotations
 import atexit
 import contextlib
 import os
+import shlex
 import shutil
 import sys
 import tempfile
@@ -26,7 +27,14 @@ from typing import Any
 
 from harness.core.errors import CheckerError
 
-__all__ = ["get_session", "stop_session", "work_dir", "driver_jvm_pid", "DEFAULT_MASTER"]
+__all__ = [
+    "get_session",
+    "stop_session",
+    "work_dir",
+    "driver_jvm_pid",
+    "driver_java_options",
+    "DEFAULT_MASTER",
+]
 
 DEFAULT_MASTER = "local[*]"
 
@@ -72,6 +80,15 @@ def _jvm_output_to(path: Path) -> Iterator[None]:
             os.close(f)
 
 
+def driver_java_options() -> list[str]:
+    """The driver JVM's options: ours, then the user's (``SPLITBRAIN_SPARK_JAVA_OPTIONS``)."""
+    from checker.spark.class_archive import java_options
+
+    user = shlex.split(os.environ.get("SPLITBRAIN_SPARK_JAVA_OPTIONS", ""))
+    # Throughput over pauses: G1's GC threads took 6-8% of a check's CPU here, ParallelGC half that.
+    return ["-XX:+UseParallelGC", *java_options(user), *user]
+
+
 def _builder(master: str, work: Path) -> Any:
     from pyspark.sql import SparkSession
 
@@ -84,8 +101,7 @@ def _builder(master: str, work: Path) -> Any:
         .config("spark.driver.host", "127.0.0.1")
         .config("spark.driver.bindAddress", "127.0.0.1")
         .config("spark.driver.memory", mem)
-        # Throughput over pauses: G1's GC threads took 6-8% of a check's CPU here, ParallelGC half that.
-        .config("spark.driver.extraJavaOptions", "-XX:+UseParallelGC")
+        .config("spark.driver.extraJavaOptions", " ".join(driver_java_options()))
         .config("spark.local.dir", str(work / "scratch"))
         .config("spark.sql.warehouse.dir", str(work / "warehouse"))
         .config("spark.sql.ansi.enabled", "false")

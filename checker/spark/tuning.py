@@ -10,7 +10,21 @@ from __future__ import annotations
 import os
 from typing import Any
 
-__all__ = ["partitions", "footer", "tune"]
+__all__ = ["partitions", "footer", "tune", "kept_level"]
+
+
+def kept_level() -> Any:
+    """The storage level of every frame a check computes once and reads again.
+
+    PySpark's ``MEMORY_AND_DISK`` is the *serialized* level: cached column batches are
+    Java-serialized on the way in and read back through a deserializer, about a twentieth
+    of the executors' time on the 1.86M-record history. The deserialized level saved
+    nothing measurable there and made a 20M-record check slower: 164 against 144 s, 304
+    against 271 s of CPU (benchmarks/README.md). One level, named once, for every frame.
+    """
+    from pyspark import StorageLevel
+
+    return StorageLevel.MEMORY_AND_DISK
 
 
 def partitions(rows: int) -> int:

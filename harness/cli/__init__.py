@@ -78,6 +78,7 @@ COMMANDS = {
     "run": "harness.cli.run:run",
     "check": "harness.cli.check:check",
     "gen-history": "checker.synth:gen_history",
+    "spark-archive": "checker.spark.class_archive:spark_archive",
     "report": "harness.cli.report:report",
     "serve": "harness.report.serve:serve",
     "node": "node_impl.cli:node",
