@@ -82,12 +82,18 @@ def java_options(others: Sequence[str] = ()) -> list[str]:
     return [f"-XX:SharedArchiveFile={p}"]
 
 
-def build(out: Path | None = None, *, timeout: float = 900.0) -> dict[str, Any]:
+def build(
+    out: Path | None = None,
+    *,
+    histories: Sequence[tuple[int, str]] = _HISTORIES,
+    timeout: float = 900.0,
+) -> dict[str, Any]:
     """Record the classes a real check loads, then dump them into an archive at ``out``.
 
     The class list is written by a JVM of its own, in a child process, as the JVM
     exits; the dump runs that JVM's ``java`` over that JVM's class path, so the two
     match by construction. The archive replaces ``out`` only once complete.
+    ``histories`` are (records, workload) of the synthetic histories checked.
     """
     out = out or archive_path()
     if out is None:
@@ -101,7 +107,7 @@ def build(out: Path | None = None, *, timeout: float = 900.0) -> dict[str, Any]:
         extra = env.get("SPLITBRAIN_SPARK_JAVA_OPTIONS", "")
         env["SPLITBRAIN_SPARK_JAVA_OPTIONS"] = f"{extra} -XX:DumpLoadedClassList={listing}".strip()
         child = subprocess.run(
-            [sys.executable, "-m", "checker.spark.class_archive", tmp],
+            [sys.executable, "-m", "checker.spark.class_archive", tmp, json.dumps(histories)],
             env=env,
             capture_output=True,
             text=True,
@@ -155,7 +161,7 @@ def _wait_gone(pid: int, limit: float) -> None:
         time.sleep(0.1)
 
 
-def _record(tmp: str) -> None:
+def _record(tmp: str, histories: Sequence[tuple[int, str]]) -> None:
     """The child's part: check a small and a larger synthetic history, report the JVM.
 
     The JVM writes its class list as it exits, after this process has (pyspark's
@@ -166,7 +172,7 @@ def _record(tmp: str) -> None:
     from checker.spark import check_spark
     from checker.synth import write_history
 
-    for n, workload in _HISTORIES:
+    for n, workload in histories:
         path = Path(tmp) / f"{workload}-{n}.parquet"
         write_history(path, n, workload=workload)
         check_spark(str(path))
@@ -202,4 +208,4 @@ def spark_archive(out: Path | None) -> None:
 
 
 if __name__ == "__main__":
-    _record(sys.argv[1])
+    _record(sys.argv[1], [(int(n), str(w)) for n, w in json.loads(sys.argv[2])])
