@@ -58,7 +58,10 @@ def archive_path() -> Path | None:
         return Path(env)
     import shutil
 
-    import pyspark
+    try:
+        import pyspark
+    except ImportError as e:
+        raise CheckerError(f"the spark engine needs pyspark: {e}") from None
 
     java = os.environ.get("JAVA_HOME") or shutil.which("java") or ""
     key = f"{Path(pyspark.__file__).resolve().parent}|{os.path.realpath(java)}"
@@ -121,9 +124,8 @@ def build(
         if not listing.is_file() or listing.stat().st_size == 0:
             raise CheckerError(f"the driver JVM wrote no class list ({listing})")
         classes = sum(1 for line in listing.open() if line.strip() and not line.startswith("#"))
-        partial = out.with_name(out.name + ".partial")
-        with contextlib.suppress(FileNotFoundError):
-            partial.unlink()
+        # Per process: two builds at once must not write into one file.
+        partial = out.with_name(f"{out.name}.{os.getpid()}.partial")
         dump = subprocess.run(
             [
                 jvm["java"],
@@ -140,6 +142,8 @@ def build(
             timeout=timeout,
         )
         if dump.returncode != 0 or not partial.is_file():
+            with contextlib.suppress(FileNotFoundError):
+                partial.unlink()
             tail = " | ".join((dump.stderr or dump.stdout).strip().splitlines()[-3:])
             raise CheckerError(f"java -Xshare:dump failed ({dump.returncode}): {tail}")
         os.replace(partial, out)

@@ -84,7 +84,10 @@ def driver_java_options() -> list[str]:
     """The driver JVM's options: ours, then the user's (``SPLITBRAIN_SPARK_JAVA_OPTIONS``)."""
     from checker.spark.class_archive import java_options
 
-    user = shlex.split(os.environ.get("SPLITBRAIN_SPARK_JAVA_OPTIONS", ""))
+    try:
+        user = shlex.split(os.environ.get("SPLITBRAIN_SPARK_JAVA_OPTIONS", ""))
+    except ValueError as e:
+        raise CheckerError(f"SPLITBRAIN_SPARK_JAVA_OPTIONS: {e}") from None
     # Throughput over pauses: G1's GC threads took 6-8% of a check's CPU here, ParallelGC half that.
     return ["-XX:+UseParallelGC", *java_options(user), *user]
 

@@ -13,6 +13,7 @@ import pytest
 
 from checker.spark import class_archive
 from checker.spark.session import driver_java_options
+from harness.core.errors import CheckerError
 
 _PROBE = """
 import json, sys
@@ -58,6 +59,9 @@ def test_the_archive_option_follows_the_file_and_the_switch(
         "-XX:+UseParallelGC",
         "-XX:StartFlightRecording=settings=profile",
     ]
+    monkeypatch.setenv("SPLITBRAIN_SPARK_JAVA_OPTIONS", "-Dx='unclosed")
+    with pytest.raises(CheckerError, match="SPLITBRAIN_SPARK_JAVA_OPTIONS"):
+        driver_java_options()
     monkeypatch.setenv(class_archive.ENV, "off")
     assert class_archive.archive_path() is None
     assert class_archive.java_options() == []
