@@ -117,13 +117,13 @@ def build(
             timeout=timeout,
         )
         if child.returncode != 0:
-            tail = " | ".join((child.stderr or child.stdout).strip().splitlines()[-3:])
-            raise CheckerError(f"recording the classes a check loads failed: {tail}")
+            raise CheckerError(f"recording the classes a check loads failed: {_tail(child)}")
         jvm = json.loads(child.stdout.strip().splitlines()[-1])
         _wait_gone(int(jvm["pid"]), 60.0)
         if not listing.is_file() or listing.stat().st_size == 0:
             raise CheckerError(f"the driver JVM wrote no class list ({listing})")
-        classes = sum(1 for line in listing.open() if line.strip() and not line.startswith("#"))
+        lines = listing.read_text().splitlines()
+        classes = sum(1 for line in lines if line.strip() and not line.startswith("#"))
         # Per process: two builds at once must not write into one file.
         partial = out.with_name(f"{out.name}.{os.getpid()}.partial")
         dump = subprocess.run(
@@ -144,8 +144,7 @@ def build(
         if dump.returncode != 0 or not partial.is_file():
             with contextlib.suppress(FileNotFoundError):
                 partial.unlink()
-            tail = " | ".join((dump.stderr or dump.stdout).strip().splitlines()[-3:])
-            raise CheckerError(f"java -Xshare:dump failed ({dump.returncode}): {tail}")
+            raise CheckerError(f"java -Xshare:dump failed ({dump.returncode}): {_tail(dump)}")
         os.replace(partial, out)
     return {
         "archive": str(out),
@@ -154,6 +153,11 @@ def build(
         "java": jvm["java"],
         "seconds": round(time.monotonic() - t0, 1),
     }
+
+
+def _tail(proc: subprocess.CompletedProcess[str]) -> str:
+    """A failed child's last words, on one line."""
+    return " | ".join((proc.stderr or proc.stdout).strip().splitlines()[-3:])
 
 
 def _wait_gone(pid: int, limit: float) -> None:
