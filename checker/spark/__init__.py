@@ -36,7 +36,7 @@ from checker.results import CAP, compose_results, unknown_result
 from checker.spark.claims import Labels, build_labels
 from checker.spark.input import BASE_COLUMNS, OP_COLUMNS, op_of, to_parquet, with_typed
 from checker.spark.pairing import Pairing, check_malformed, label_columns, labeled, part_counts
-from checker.spark.tuning import footer, kept_level, tune
+from checker.spark.tuning import footer, history_bytes, kept_level, tune
 from harness.core.checker import ALL, CheckConfig, CheckerSpec
 from harness.core.errors import CheckerError, HistoryError
 from harness.core.op import NEMESIS, Op
@@ -66,7 +66,7 @@ def check_spark(
     work = work_dir()
     path, spark = _input_and_session(source, work, master)
     rows, max_index = footer(path)
-    parts = tune(spark, rows, os.path.getsize(path))
+    parts = tune(spark, rows, history_bytes(path))
     try:
         hist = spark.read.parquet(path)
     except Exception as e:

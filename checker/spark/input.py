@@ -37,8 +37,12 @@ _ENTRY = r"^\[(-?[0-9]+),([^,]*),(.*)\]$"
 
 def to_parquet(source: str | os.PathLike[str] | Iterable[Op], work: Path) -> str:
     """A Parquet file holding the history, converting (streamed) when needed: Spark reads
-    Parquet column by column, and JSON lines would be parsed in every job."""
-    from harness.core.history import jsonl_to_parquet, read_history, write_parquet
+    Parquet column by column, and JSON lines would be parsed in every job.
+
+    A JSONL history becomes a directory of part files, one per span of lines, converted
+    by one process per core at once (Spark reads a directory as one frame).
+    """
+    from harness.core.history import jsonl_to_parquet_parts, read_history, write_parquet
 
     if isinstance(source, (str, os.PathLike)):
         path = history_file(source)
@@ -47,11 +51,12 @@ def to_parquet(source: str | os.PathLike[str] | Iterable[Op], work: Path) -> str
         suffix = path.suffix.lower()
         if suffix == ".parquet":
             return str(path)
-        out = Path(tempfile.mkdtemp(dir=work)) / HISTORY_PARQUET
         if suffix in (".jsonl", ".json"):
-            jsonl_to_parquet(path, out)
-        else:
-            write_parquet(read_history(path), out)
+            parts = Path(tempfile.mkdtemp(dir=work))
+            jsonl_to_parquet_parts(path, parts, workers=os.cpu_count() or 1)
+            return str(parts)
+        out = Path(tempfile.mkdtemp(dir=work)) / HISTORY_PARQUET
+        write_parquet(read_history(path), out)
         return str(out)
     out = Path(tempfile.mkdtemp(dir=work)) / HISTORY_PARQUET
     write_parquet(source, out)

@@ -10,7 +10,7 @@ from __future__ import annotations
 import os
 from typing import Any
 
-__all__ = ["partitions", "footer", "tune", "kept_level"]
+__all__ = ["partitions", "footer", "history_bytes", "parquet_files", "tune", "kept_level"]
 
 
 def kept_level() -> Any:
@@ -40,8 +40,30 @@ def partitions(rows: int) -> int:
     return 1 if rows < 100_000 else max(2, min(64, rows // 400_000))
 
 
+def parquet_files(path: str) -> list[str]:
+    """The files of a Parquet history: ``path`` itself, or a directory's part files."""
+    if os.path.isdir(path):
+        return sorted(os.path.join(path, n) for n in os.listdir(path) if n.endswith(".parquet"))
+    return [path]
+
+
+def history_bytes(path: str) -> int:
+    """Size of a Parquet history on disk (all its part files)."""
+    return sum(os.path.getsize(p) for p in parquet_files(path))
+
+
 def footer(path: str) -> tuple[int, int | None]:
-    """Records and largest ``index`` of a Parquet history, from its footer (None: unknown)."""
+    """Records and largest ``index`` of a Parquet history (a file, or a directory of part
+    files), from the footers (None: unknown)."""
+    found = [_footer(part) for part in parquet_files(path)]
+    if not found:
+        return 1_000_000, None
+    tops = [top for _, top in found]
+    known = [t for t in tops if t is not None]
+    return sum(n for n, _ in found), max(known) if len(known) == len(tops) else None
+
+
+def _footer(path: str) -> tuple[int, int | None]:
     import pyarrow.parquet as pq
 
     try:

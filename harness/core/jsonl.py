@@ -25,7 +25,15 @@ try:
 except ImportError:  # the standard parser alone: slower, the same values and errors
     _orjson = None  # type: ignore[assignment]
 
-__all__ = ["HistoryWriter", "iter_jsonl", "read_jsonl", "write_jsonl", "json_records", "json_line"]
+__all__ = [
+    "HistoryWriter",
+    "iter_jsonl",
+    "read_jsonl",
+    "write_jsonl",
+    "json_records",
+    "json_line",
+    "line_spans",
+]
 
 log = logging.getLogger(__name__)
 
@@ -154,7 +162,11 @@ _ENTRIES_KEY = b'"entries":'
 
 
 def json_records_entries_apart(
-    path: Path, parse: Callable[[list[bytes]], list[Any]], *, batch_bytes: int = 8 << 20
+    path: Path,
+    parse: Callable[[list[bytes]], list[Any]],
+    *,
+    batch_bytes: int = 8 << 20,
+    span: tuple[int, int] | None = None,
 ) -> Iterator[tuple[int, Any]]:
     """:func:`json_records`, except that a log read's ``value.entries`` may come back as
     whatever ``parse`` made of its raw JSON text instead of a list of lists.
@@ -171,15 +183,20 @@ def json_records_entries_apart(
     from decoding it whole (an escape anywhere, ``"entries":`` twice, the cut not being
     ``value.entries``) is decoded whole, so values, errors and the torn-tail rule are
     exactly :func:`json_records`'s.
+
+    ``span`` (start, stop) limits the reading to those bytes, both at line starts (see
+    :func:`line_spans`); line numbers stay the file's, so that a part read apart names
+    the same line in an error as the whole file read at once.
     """
     try:
         fh = open(path, "rb")  # noqa: SIM115 - closed by the with below; open errors caught here
     except OSError as e:
         raise HistoryError(f"cannot read: {e.strerror or e}", path=path) from None
     with fh:
-        lineno = 0
+        start, stop = span if span is not None else (0, -1)
+        lineno = _newlines_before(fh, start)
         while True:
-            lines = fh.readlines(batch_bytes)
+            lines = fh.readlines(batch_bytes) if stop < 0 else _lines_before(fh, stop, batch_bytes)
             if not lines:
                 return
             cuts: dict[int, tuple[int, int]] = {}
@@ -218,6 +235,48 @@ def json_records_entries_apart(
                             return
                         raise HistoryError(str(e), path=path, line=lineno) from None
                 yield lineno, obj
+
+
+def _newlines_before(fh: IO[bytes], offset: int) -> int:
+    """Lines before byte ``offset`` (a line start), leaving ``fh`` at ``offset``."""
+    fh.seek(0)
+    n, left = 0, offset
+    while left > 0:
+        chunk = fh.read(min(left, 16 << 20))
+        if not chunk:
+            break
+        n += chunk.count(b"\n")
+        left -= len(chunk)
+    fh.seek(offset)
+    return n
+
+
+def _lines_before(fh: IO[bytes], stop: int, batch_bytes: int) -> list[bytes]:
+    """``fh.readlines(batch_bytes)``, without reading past ``stop`` (a line start).
+
+    ``readlines`` stops only once its lines *exceed* its hint, so the hint is one short."""
+    left = stop - fh.tell()
+    if left <= 1:
+        return [fh.readline()] if left == 1 else []
+    return fh.readlines(min(batch_bytes, left - 1))
+
+
+def line_spans(path: Path, parts: int) -> list[tuple[int, int]]:
+    """``path`` cut into at most ``parts`` byte spans of about equal size, each starting at
+    a line start and ending where the next starts, so that the spans can be read apart."""
+    size = path.stat().st_size
+    cuts = [0]
+    with open(path, "rb") as fh:
+        for k in range(1, parts):
+            fh.seek(max(size * k // parts, cuts[-1]))
+            if fh.tell() > 0:
+                fh.seek(fh.tell() - 1)
+                fh.readline()  # to the start of the next line (stays put at a line start)
+            at = fh.tell()
+            if cuts[-1] < at < size:
+                cuts.append(at)
+    cuts.append(size)
+    return list(zip(cuts, cuts[1:], strict=False))
 
 
 _LONG_DIGITS = re.compile(rb"[0-9]{19}")

@@ -6,12 +6,15 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
 from checker.synth import ANOMALIES, write_history
+from harness.core import parquet
 from harness.core.errors import HistoryError
-from harness.core.history import iter_jsonl, jsonl_to_parquet, write_parquet
+from harness.core.history import iter_jsonl, jsonl_to_parquet, jsonl_to_parquet_parts, write_parquet
+from harness.core.jsonl import line_spans
 
 
 def test_same_file_as_the_op_path(tmp_path: Path) -> None:
@@ -139,3 +142,63 @@ def test_columnar_history_from_jsonl_matches_parquet(tmp_path: Path) -> None:
     assert spilled.equals(
         pq.read_table(tmp_path / "h.parquet").column("v_entries").combine_chunks().take(b.rows)
     )
+
+
+def _odd_history(src: Path) -> None:
+    """A generated history with log reads, odd values, a blank line and a torn tail."""
+    write_history(src, 4000, workload="mixed", anomaly=ANOMALIES, seed=5)
+    with open(src, "a", encoding="utf-8") as fh:
+        fh.write(json.dumps({"index": 90_000, "type": "invoke", "process": 3, "f": "x"}) + "\n")
+        fh.write("\n")
+        fh.write('{"index": 1')
+
+
+@pytest.mark.parametrize("parts", [2, 3, 7])
+def test_parts_hold_the_records_of_the_whole_file(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, parts: int
+) -> None:
+    src = tmp_path / "h.jsonl"
+    _odd_history(src)
+    monkeypatch.setattr(parquet, "PARALLEL_BYTES", 2)  # split whatever the size
+    jsonl_to_parquet(src, tmp_path / "whole.parquet")
+    (tmp_path / "parts").mkdir()
+    files = jsonl_to_parquet_parts(src, tmp_path / "parts", workers=parts)
+    assert len(files) == parts
+    got = pa.concat_tables([pq.read_table(f) for f in files])
+    assert got.equals(pq.read_table(tmp_path / "whole.parquet"))
+
+
+def test_a_part_names_the_files_line_and_the_first_bad_part_wins(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Line numbers count from the file's start in every part; with bad lines in two parts
+    the error is the first one's, as reading the whole file finds it first."""
+    good = '{"index": %d, "type": "invoke", "process": 1, "f": "read"}\n'
+    lines = [good % i for i in range(3000)]
+    lines[1700] = "not json\n"
+    lines[2600] = "[1, 2]\n"
+    src = tmp_path / "h.jsonl"
+    src.write_text("".join(lines))
+    monkeypatch.setattr(parquet, "PARALLEL_BYTES", 2)
+    spans = line_spans(src, 3)
+    assert spans[0][1] < sum(map(len, lines[:1700]))  # line 1701 is not in the first span
+    with pytest.raises(HistoryError) as want:
+        jsonl_to_parquet(src, tmp_path / "whole.parquet")
+    with pytest.raises(HistoryError) as got:
+        jsonl_to_parquet_parts(src, tmp_path, workers=3)
+    assert "h.jsonl:1701" in str(got.value)
+    assert str(got.value) == str(want.value)
+
+
+def test_line_spans_cut_at_line_starts(tmp_path: Path) -> None:
+    src = tmp_path / "h.jsonl"
+    src.write_bytes(b"a" * 100 + b"\n" + b"b\n" * 50 + b"c" * 300 + b"\n")
+    data = src.read_bytes()
+    for parts in range(1, 9):
+        spans = line_spans(src, parts)
+        assert spans[0][0] == 0 and spans[-1][1] == len(data)
+        assert all(a < b for a, b in spans)
+        assert all(x[1] == y[0] for x, y in zip(spans, spans[1:], strict=False))
+        assert all(data[a - 1 : a] == b"\n" for a, _ in spans[1:])
+        assert len(spans) <= parts
+    assert line_spans(tmp_path / "h.jsonl", 1) == [(0, len(data))]
