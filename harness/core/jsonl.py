@@ -185,8 +185,8 @@ def json_records_entries_apart(
     exactly :func:`json_records`'s.
 
     ``span`` (start, stop) limits the reading to those bytes, both at line starts (see
-    :func:`line_spans`); line numbers stay the file's, so that a part read apart names
-    the same line in an error as the whole file read at once.
+    :func:`line_spans`; a stop of -1 reads to the end); line numbers stay the file's, so
+    that a part read apart names the same line in an error as the whole file read at once.
     """
     try:
         fh = open(path, "rb")  # noqa: SIM115 - closed by the with below; open errors caught here

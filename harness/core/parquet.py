@@ -240,7 +240,11 @@ half a second, as long as converting 16 MB."""
 
 
 def jsonl_to_parquet_parts(
-    src: str | os.PathLike[str], out_dir: str | os.PathLike[str], *, workers: int
+    src: str | os.PathLike[str],
+    out_dir: str | os.PathLike[str],
+    *,
+    workers: int,
+    values: bool = True,
 ) -> list[Path]:
     """:func:`jsonl_to_parquet` by up to ``workers`` processes at once, each converting a
     span of lines into its own file (``part-<k>.parquet`` in ``out_dir``, in line order).
@@ -248,7 +252,8 @@ def jsonl_to_parquet_parts(
     Converting is one core's work in Python: the issue-size history (377 MB) took 24 s
     of a Spark check that then ran for 35. Its spans give the same records, line numbers
     and errors as the whole file; when several spans fail, the error is the first
-    span's, as reading from the start would have found it first.
+    span's, as reading from the start would have found it first. Without ``values`` the
+    ``value`` column is left null (:meth:`ColumnarHistory.from_jsonl` never reads it).
     """
     import multiprocessing
     from concurrent.futures import ProcessPoolExecutor
@@ -261,16 +266,17 @@ def jsonl_to_parquet_parts(
     except OSError as e:
         raise HistoryError(f"cannot read: {e.strerror or e}", path=src) from None
     parts = max(1, min(workers, size // (PARALLEL_BYTES // 2)))
-    spans = line_spans(src, parts) if parts > 1 else [(0, -1)]
+    spans = line_spans(src, parts) if parts > 1 else [(0, size)]
+    spans[-1] = (spans[-1][0], -1)  # the last to the end: a live file may have grown since
     names = [out / f"part-{k}.parquet" for k in range(len(spans))]
     if len(spans) == 1:
-        jsonl_to_parquet(src, names[0])
+        _convert_span(str(src), None, str(names[0]), values)
         return names
     # spawn: the caller may have threads (a Spark JVM starting), which fork would copy badly
     ctx = multiprocessing.get_context("spawn")
     with ProcessPoolExecutor(len(spans), mp_context=ctx) as pool:
         jobs = [
-            pool.submit(_convert_span, str(src), span, str(name))
+            pool.submit(_convert_span, str(src), span, str(name), values)
             for span, name in zip(spans, names, strict=True)
         ]
         for job in jobs:  # in line order: the first failing span's error is the file's
@@ -278,9 +284,9 @@ def jsonl_to_parquet_parts(
     return names
 
 
-def _convert_span(src: str, span: tuple[int, int], out: str) -> int:
+def _convert_span(src: str, span: tuple[int, int] | None, out: str, values: bool) -> int:
     """One worker of :func:`jsonl_to_parquet_parts`."""
-    return _write_rows(_jsonl_rows(Path(src), span), out, batch=200_000)
+    return _write_rows(_jsonl_rows(Path(src), span), out, batch=200_000, values=values)
 
 
 def _jsonl_rows(path: Path, span: tuple[int, int] | None = None) -> Iterator[Row]:
@@ -382,11 +388,13 @@ def _parse_entries(texts: list[bytes]) -> list[_Entries | None]:
     return out
 
 
-def _write_rows(rows: Iterable[Row], path: str | os.PathLike[str], *, batch: int) -> int:
+def _write_rows(
+    rows: Iterable[Row], path: str | os.PathLike[str], *, batch: int, values: bool = True
+) -> int:
     """The Parquet writer behind :func:`write_parquet` and :func:`jsonl_to_parquet`."""
     n = 0
     with parquet_writer(path) as w:
-        for t in _row_tables(rows, batch=batch):
+        for t in _row_tables(rows, batch=batch, values=values):
             w.write_table(t)
             n += t.num_rows
     return n
@@ -612,8 +620,13 @@ def _parquet_op(rec: dict[str, Any], path: str | os.PathLike[str], row: int) -> 
     return parse_op(rec, path=path, record=row)
 
 
-SPILL_ROWS = 4_096
-"""Records per batch of a JSONL history's spilled entries (a final read holds a thousand)."""
+class _Parts:
+    """The Parquet part files a JSONL history was converted into, in a temporary directory
+    removed with this object (a :class:`ColumnarHistory` streams log entries from them)."""
+
+    def __init__(self, tmp: Any, files: Sequence[Path]) -> None:
+        self.tmp, self.files = tmp, [str(f) for f in files]
+
 
 COLUMNAR_COLUMNS = (
     "index",
@@ -642,7 +655,7 @@ class ColumnarHistory:
     ``inv``/``comp`` the pairs (positions in ``table``, -1 for an op that never
     completed) a checker was given, in invocation order. ``v_entries`` is read by
     :meth:`entries`, a Parquet batch at a time, so memory holds one batch's entries (a
-    JSONL history's from a temporary file of that column, ``spill``).
+    JSONL history's from the Parquet parts it was converted into, ``parts``).
     """
 
     path: str
@@ -650,10 +663,11 @@ class ColumnarHistory:
     rows: Any
     inv: Any
     comp: Any
-    spill: Any = None
-    """For a history read from JSONL, an unlinked temporary file holding the ``v_entries``
-    of every record in file order (Arrow IPC, small batches): the JSONL cannot be streamed
-    again cheaply, and held in memory they were a fifth of the check's peak."""
+    parts: _Parts | None = None
+    """For a history read from JSONL, the temporary Parquet files it was converted into, in
+    file order, by one process per core (:func:`jsonl_to_parquet_parts`): the JSONL cannot
+    be streamed again cheaply, and its entries held in memory were a fifth of the check's
+    peak."""
     fault_fs: frozenset[str] = frozenset()
     """The ``f`` of the history's fault records (which are not in ``table``): a checker
     that judges some of them (``CheckerSpec.faults``) runs on ops instead."""
@@ -679,40 +693,37 @@ class ColumnarHistory:
     def from_jsonl(
         cls, path: str | os.PathLike[str], *, strict: bool = True
     ) -> ColumnarHistory | None:
-        """A JSONL history read straight into the same columns (the Parquet writer's
-        typed columns, without re-encoding ``value`` or writing a Parquet file), log
-        entries spilled to a temporary file (``spill``). Errors of an unreadable file are
-        :func:`iter_jsonl`'s, word for word; None for a malformed history, as
-        :meth:`read`."""
+        """A JSONL history read into the same columns: converted to Parquet parts on every
+        core (:func:`jsonl_to_parquet_parts`, ``value`` left null: it is never read), then
+        read back as :meth:`read` reads a file, entries streamed from the parts. Errors of
+        an unreadable file are :func:`iter_jsonl`'s, word for word; None for a malformed
+        history, as :meth:`read`."""
         import tempfile
 
         import pyarrow as pa
-        import pyarrow.ipc as ipc
+        import pyarrow.parquet as pq
 
-        # lives as long as the history (closed, and so deleted, when it is collected)
-        spill = tempfile.TemporaryFile(prefix="splitbrain-entries-")  # noqa: SIM115
-        parts, writer = [], None
+        # lives as long as the history (removed when it is collected)
+        tmp = tempfile.TemporaryDirectory(prefix="splitbrain-jsonl-")
         try:
-            for part in _row_tables(_jsonl_rows(Path(path)), batch=200_000, values=False):
-                entries = part.select(["v_entries"])
-                if writer is None:
-                    writer = ipc.new_file(spill, entries.schema)
-                writer.write_table(entries, max_chunksize=SPILL_ROWS)
-                parts.append(part.drop_columns(["v_entries"]))
-            if writer is not None:
-                writer.close()
+            files = jsonl_to_parquet_parts(
+                path, tmp.name, workers=os.cpu_count() or 1, values=False
+            )
+            tables = [pq.read_table(f, columns=list(COLUMNAR_COLUMNS)) for f in files]
         except BaseException:
-            spill.close()
+            tmp.cleanup()
             raise
-        if not parts:
-            spill.close()
+        t = pa.concat_tables(tables)
+        del tables
+        if not t.num_rows:
+            tmp.cleanup()
             return None
-        t = pa.concat_tables(parts)
-        del parts
-        return cls._of(str(path), t, strict=strict, spill=spill)
+        return cls._of(str(path), t, strict=strict, parts=_Parts(tmp, files))
 
     @classmethod
-    def _of(cls, path: str, t: Any, *, strict: bool, spill: Any = None) -> ColumnarHistory | None:
+    def _of(
+        cls, path: str, t: Any, *, strict: bool, parts: _Parts | None = None
+    ) -> ColumnarHistory | None:
         import numpy as np
         import pyarrow as pa
         import pyarrow.compute as pc
@@ -750,7 +761,7 @@ class ColumnarHistory:
         if paired is None:
             return None
         pa.default_memory_pool().release_unused()  # the reader's buffers, before a check
-        return cls(path, t, rows, paired[0], paired[1], spill, fault_fs)
+        return cls(path, t, rows, paired[0], paired[1], parts, fault_fs)
 
     def __len__(self) -> int:
         """Client records in the history (not only the pairs given)."""
@@ -764,7 +775,7 @@ class ColumnarHistory:
             self.rows,
             self.inv[keep],
             self.comp[keep],
-            self.spill,
+            self.parts,
             self.fault_fs,
         )
 
@@ -794,16 +805,10 @@ class ColumnarHistory:
 
     def _entry_batches(self, batch: int) -> Iterator[Any]:
         """The ``v_entries`` of every record of the file, in file order, a batch at a time:
-        from the Parquet file, or from ``spill`` for a JSONL history."""
-        import pyarrow.ipc as ipc
+        from the Parquet file, or from the parts of a JSONL history."""
         import pyarrow.parquet as pq
 
-        if self.spill is None:
-            pf = pq.ParquetFile(self.path)
+        for name in self.parts.files if self.parts is not None else [self.path]:
+            pf = pq.ParquetFile(name)
             for b in pf.iter_batches(batch_size=batch, columns=["v_entries"], use_threads=False):
                 yield b.column(0)
-            return
-        self.spill.seek(0)
-        reader = ipc.open_file(self.spill)
-        for i in range(reader.num_record_batches):
-            yield reader.get_batch(i).column(0)

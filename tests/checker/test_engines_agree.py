@@ -84,6 +84,36 @@ def assert_same(local: dict[str, Any], spark: dict[str, Any]) -> None:
             assert sp["keys"] == lo["keys"]
 
 
+def test_jsonl_converted_in_parts_agrees_with_local(
+    spark: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A JSONL history converted by two processes, one span of lines each, is one frame to
+    Spark: anomalies whose records fall in both parts are found as from one file."""
+    from checker.spark import check_spark
+    from harness.core import history, parquet
+    from harness.core.jsonl import write_jsonl
+
+    kinds = ["duplicate-payload", "lost-ack", "committed-regress"]
+    ops = list(generate(1500, workload="append", anomaly=kinds, seed=8))
+    src = tmp_path / "h.jsonl"
+    write_jsonl(ops, src)
+    monkeypatch.setattr(parquet, "PARALLEL_BYTES", src.stat().st_size // 2)
+    monkeypatch.setattr("os.cpu_count", lambda: 2)
+    made: list[int] = []
+
+    def parts(*a: Any, **kw: Any) -> Any:
+        files = parquet.jsonl_to_parquet_parts(*a, **kw)
+        made.append(len(files))
+        return files
+
+    monkeypatch.setattr(history, "jsonl_to_parquet_parts", parts)
+    res = check_spark(src)
+    assert made == [2]
+    local = check_local(ops)
+    assert set(local["anomalies"]) == set(kinds)
+    assert_same(local, res)
+
+
 @slow
 @pytest.mark.parametrize("columns", ["typed", "value-only"])
 def test_every_anomaly_at_once(spark: Any, tmp_path: Path, columns: str) -> None:

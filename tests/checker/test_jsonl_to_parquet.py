@@ -131,7 +131,7 @@ def test_columnar_history_from_jsonl_matches_parquet(tmp_path: Path) -> None:
     b = ColumnarHistory.read(tmp_path / "h.parquet")
     assert a is not None and b is not None
     assert a.table.equals(b.table)
-    # the spilled entries are the Parquet file's, row for row
+    # the entries streamed from its parts are the Parquet file's, row for row
     import numpy as np
     import pyarrow as pa
 
@@ -142,6 +142,35 @@ def test_columnar_history_from_jsonl_matches_parquet(tmp_path: Path) -> None:
     assert spilled.equals(
         pq.read_table(tmp_path / "h.parquet").column("v_entries").combine_chunks().take(b.rows)
     )
+
+
+def test_columnar_history_from_jsonl_parts_matches_parquet(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Converted in three parts, the columns and the streamed entries are the whole file's."""
+    import numpy as np
+
+    from harness.core.parquet import ColumnarHistory
+
+    src = tmp_path / "h.jsonl"
+    write_history(src, 4000, workload="append", seed=6)
+    write_parquet(iter_jsonl(src), tmp_path / "h.parquet")
+    monkeypatch.setattr(parquet, "PARALLEL_BYTES", 2)
+    monkeypatch.setattr("os.cpu_count", lambda: 3)
+    a = ColumnarHistory.from_jsonl(src)
+    b = ColumnarHistory.read(tmp_path / "h.parquet")
+    assert a is not None and b is not None and a.parts is not None
+    assert len(a.parts.files) == 3
+    assert a.table.equals(b.table)
+    every = np.arange(len(a))
+    got = pa.concat_arrays([e for _, e in a.entries(every, batch=300)])
+    assert got.equals(pa.concat_arrays([e for _, e in b.entries(every, batch=300)]))
+    kept = a.parts.tmp.name
+    del a
+    import gc
+
+    gc.collect()
+    assert not Path(kept).exists()  # the parts go with the history
 
 
 def _odd_history(src: Path) -> None:

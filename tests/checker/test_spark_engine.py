@@ -40,27 +40,6 @@ def test_store_directory_with_jsonl_agrees_with_local(spark: Any, tmp_path: Path
     assert set(res["anomalies"]) == set(kinds)
 
 
-def test_jsonl_converted_in_parts_agrees_with_local(
-    spark: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """A JSONL history converted by two processes, one span of lines each, is one frame to
-    Spark: anomalies whose records fall in both parts are found as from one file."""
-    from checker.spark import check_spark
-    from harness.core import parquet
-
-    kinds = ["duplicate-payload", "lost-ack", "committed-regress"]
-    ops = list(generate(3000, workload="append", anomaly=kinds, seed=8))
-    src = tmp_path / "h.jsonl"
-    write_jsonl(ops, src)
-    monkeypatch.setattr(parquet, "PARALLEL_BYTES", src.stat().st_size // 2)
-    monkeypatch.setattr("os.cpu_count", lambda: 2)
-    res = check_spark(src)
-    local = check_local(ops)
-    assert res["valid"] is False
-    assert res["anomalies"] == local["anomalies"]
-    assert set(res["anomalies"]) == set(kinds)
-
-
 def test_examples_are_capped_with_true_totals(spark: Any) -> None:
     """Every ok append acked at a bogus term: 60 lost acks, 20 examples, the total counted."""
     from checker.results import CAP
