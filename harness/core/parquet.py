@@ -255,9 +255,6 @@ def jsonl_to_parquet_parts(
     span's, as reading from the start would have found it first. Without ``values`` the
     ``value`` column is left null (:meth:`ColumnarHistory.from_jsonl` never reads it).
     """
-    import multiprocessing
-    from concurrent.futures import ProcessPoolExecutor
-
     from harness.core.jsonl import line_spans
 
     src, out = Path(src), Path(out_dir)
@@ -270,22 +267,67 @@ def jsonl_to_parquet_parts(
     spans[-1] = (spans[-1][0], -1)  # the last to the end: a live file may have grown since
     names = [out / f"part-{k}.parquet" for k in range(len(spans))]
     if len(spans) == 1:
-        _convert_span(str(src), None, str(names[0]), values)
+        convert_span(src, None, names[0], values=values)
         return names
-    # spawn: the caller may have threads (a Spark JVM starting), which fork would copy badly
-    ctx = multiprocessing.get_context("spawn")
-    with ProcessPoolExecutor(len(spans), mp_context=ctx) as pool:
-        jobs = [
-            pool.submit(_convert_span, str(src), span, str(name), values)
-            for span, name in zip(spans, names, strict=True)
-        ]
-        for job in jobs:  # in line order: the first failing span's error is the file's
-            job.result()
+    _run_span_workers(src, spans, names, values)
     return names
 
 
-def _convert_span(src: str, span: tuple[int, int] | None, out: str, values: bool) -> int:
-    """One worker of :func:`jsonl_to_parquet_parts`."""
+def _run_span_workers(
+    src: Path, spans: Sequence[tuple[int, int]], names: Sequence[Path], values: bool
+) -> None:
+    """One ``python -m harness.core.span_worker`` per span, all at once.
+
+    Separate interpreters, not :mod:`multiprocessing`: its spawn re-runs the caller's
+    main script, which breaks a user's script that calls a check without a main guard,
+    and fork would copy the threads of a Spark JVM being started. A worker leaves its
+    exception pickled beside its part; the first failing span's is raised, as reading
+    the file from the start would have met it first.
+    """
+    import pickle
+    import subprocess
+    import sys
+
+    import harness
+
+    root = str(Path(harness.__file__).resolve().parent.parent)
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (root, env.get("PYTHONPATH")) if p)
+    procs = []
+    try:
+        for (a, b), name in zip(spans, names, strict=True):
+            argv = [sys.executable, "-m", "harness.core.span_worker", str(src), str(a), str(b)]
+            argv += [str(name), "values" if values else "no-values"]
+            procs.append(subprocess.Popen(argv, stdin=subprocess.DEVNULL, env=env))
+        for proc in procs:
+            proc.wait()
+    finally:
+        for proc in procs:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+    for proc, (a, b), name in zip(procs, spans, names, strict=True):
+        if proc.returncode:
+            failed = Path(f"{name}.error")
+            if failed.exists():
+                with open(failed, "rb") as fh:
+                    raise pickle.load(fh)
+            raise HistoryError(
+                f"converting bytes {a} to {b if b >= 0 else 'the end'} failed: the worker "
+                f"exited with status {proc.returncode}",
+                path=src,
+            )
+
+
+def convert_span(
+    src: str | os.PathLike[str],
+    span: tuple[int, int] | None,
+    out: str | os.PathLike[str],
+    *,
+    values: bool,
+) -> int:
+    """Lines ``span`` of the JSONL ``src`` (None: all) into the Parquet file ``out``: what
+    one worker of :func:`jsonl_to_parquet_parts` does."""
     return _write_rows(_jsonl_rows(Path(src), span), out, batch=200_000, values=values)
 
 

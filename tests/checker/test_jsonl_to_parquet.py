@@ -231,3 +231,38 @@ def test_line_spans_cut_at_line_starts(tmp_path: Path) -> None:
         assert all(data[a - 1 : a] == b"\n" for a, _ in spans[1:])
         assert len(spans) <= parts
     assert line_spans(tmp_path / "h.jsonl", 1) == [(0, len(data))]
+
+
+def test_parts_from_a_script_without_a_main_guard(tmp_path: Path) -> None:
+    """The converters are their own interpreters: a user's script that converts at import
+    time (no ``if __name__ == "__main__"``) is not run again by them."""
+    import subprocess
+    import sys
+
+    src = tmp_path / "h.jsonl"
+    write_history(src, 2000, workload="append", seed=3)
+    script = tmp_path / "convert.py"
+    script.write_text(
+        "from harness.core import parquet\n"
+        "parquet.PARALLEL_BYTES = 2\n"
+        f"files = parquet.jsonl_to_parquet_parts({str(src)!r}, {str(tmp_path)!r}, workers=2)\n"
+        "print(len(files))\n"
+    )
+    out = subprocess.run(
+        [sys.executable, str(script)], capture_output=True, text=True, timeout=120, check=True
+    )
+    assert out.stdout.split() == ["2"]
+    got = pa.concat_tables([pq.read_table(tmp_path / f"part-{k}.parquet") for k in range(2)])
+    jsonl_to_parquet(src, tmp_path / "whole.parquet")
+    assert got.equals(pq.read_table(tmp_path / "whole.parquet"))
+
+
+def test_a_worker_that_dies_without_a_word_is_named(tmp_path: Path) -> None:
+    """A worker that cannot even leave its exception (here: no directory for its part)
+    gives an error naming the file and the span, not a silent or partial conversion."""
+    src = tmp_path / "h.jsonl"
+    write_history(src, 500, workload="append", seed=3)
+    spans = line_spans(src, 2)
+    names = [tmp_path / "part-0.parquet", tmp_path / "gone" / "part-1.parquet"]
+    with pytest.raises(HistoryError, match=r"h\.jsonl: converting bytes \d+ to the end failed"):
+        parquet._run_span_workers(src, [spans[0], (spans[1][0], -1)], names, True)
