@@ -285,14 +285,19 @@ def _run_span_workers(
     the file from the start would have met it first.
     """
     import pickle
+    import site
     import subprocess
     import sys
 
     import harness
 
-    root = str(Path(harness.__file__).resolve().parent.parent)
+    # The workers import this package from where the caller did: a checkout a script put
+    # on sys.path is passed on; site-packages is not (ahead of the stdlib it could shadow).
+    root = os.path.realpath(Path(harness.__file__).parent.parent)
+    installed = {os.path.realpath(p) for p in (*site.getsitepackages(), site.getusersitepackages())}
     env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join(p for p in (root, env.get("PYTHONPATH")) if p)
+    if root not in installed:
+        env["PYTHONPATH"] = os.pathsep.join(p for p in (root, env.get("PYTHONPATH")) if p)
     procs = []
     try:
         for (a, b), name in zip(spans, names, strict=True):
