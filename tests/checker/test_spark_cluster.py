@@ -144,6 +144,32 @@ def test_check_on_a_standalone_cluster(tmp_path: Path) -> None:
         assert "verdict: INVALID" in cp.stdout
         # The work really went to the cluster's worker: it launched an executor.
         assert any((tmp_path / "work").glob("app-*/*/stderr"))
+        # The same history as JSONL, converted in two parts (a directory) on the way in.
+        twin = tmp_path / "history.jsonl"
+        write_history(twin, 1200, workload="mixed", anomaly=["lost-ack", "nonlinearizable"], seed=8)
+        parts = "from harness.core import parquet; parquet.PARALLEL_BYTES = 2; "
+        out2 = tmp_path / "results-jsonl.json"
+        cp = subprocess.run(
+            [
+                sys.executable,
+                "-c",
+                parts + "from harness.cli import main; main()",
+                "check",
+                str(twin),
+                "--engine",
+                "spark",
+                "--spark-master",
+                f"spark://127.0.0.1:{mport}",
+                "--output",
+                str(out2),
+            ],
+            env=dict(env, SPLITBRAIN_SPARK_EXECUTOR_MEMORY="512m"),
+            capture_output=True,
+            text=True,
+            timeout=400,
+        )
+        assert cp.returncode == 1, cp.stdout + cp.stderr
+        assert json.loads(out2.read_text())["anomalies"] == res["anomalies"]
     finally:
         for p in (worker, master):
             if p is not None:
