@@ -231,7 +231,7 @@ def jsonl_to_parquet(
     columns, without an :class:`Op` in between; anything unusual goes through
     :func:`parse_op`, which words the error (or accepts the record) as it always has.
     A user's 1M-record history spent most of its conversion in that detour."""
-    return _write_rows(_jsonl_rows(Path(src)), path, batch=batch)
+    return convert_span(src, None, path, values=True, batch=batch)
 
 
 PARALLEL_BYTES = 64 << 20
@@ -330,10 +330,11 @@ def convert_span(
     out: str | os.PathLike[str],
     *,
     values: bool,
+    batch: int = 200_000,
 ) -> int:
     """Lines ``span`` of the JSONL ``src`` (None: all) into the Parquet file ``out``: what
-    one worker of :func:`jsonl_to_parquet_parts` does."""
-    return _write_rows(_jsonl_rows(Path(src), span), out, batch=200_000, values=values)
+    :func:`jsonl_to_parquet` does, and each worker of :func:`jsonl_to_parquet_parts`."""
+    return _write_rows(_jsonl_rows(Path(src), span), out, batch=batch, values=values)
 
 
 def _jsonl_rows(path: Path, span: tuple[int, int] | None = None) -> Iterator[Row]:

@@ -65,6 +65,32 @@ def _stop(proc: subprocess.Popen) -> None:
             proc.wait(10)
 
 
+def _check_on(
+    mport: int, hist: Path, out: Path, env: dict[str, str], before: str = ""
+) -> subprocess.CompletedProcess[str]:
+    """``splitbrain check`` of ``hist`` on the cluster, in a process of its own (``before``:
+    Python run first in that process)."""
+    return subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            f"{before}\nfrom harness.cli import main; main()",
+            "check",
+            str(hist),
+            "--engine",
+            "spark",
+            "--spark-master",
+            f"spark://127.0.0.1:{mport}",
+            "--output",
+            str(out),
+        ],
+        env=dict(env, SPLITBRAIN_SPARK_EXECUTOR_MEMORY="512m"),
+        capture_output=True,
+        text=True,
+        timeout=400,
+    )
+
+
 def test_check_on_a_standalone_cluster(tmp_path: Path) -> None:
     hist = tmp_path / "history.parquet"
     write_history(hist, 1200, workload="mixed", anomaly=["lost-ack", "nonlinearizable"], seed=8)
@@ -114,25 +140,7 @@ def test_check_on_a_standalone_cluster(tmp_path: Path) -> None:
             env,
         )
         out = tmp_path / "results.json"
-        cp = subprocess.run(
-            [
-                sys.executable,
-                "-m",
-                "harness.cli",
-                "check",
-                str(hist),
-                "--engine",
-                "spark",
-                "--spark-master",
-                f"spark://127.0.0.1:{mport}",
-                "--output",
-                str(out),
-            ],
-            env=dict(env, SPLITBRAIN_SPARK_EXECUTOR_MEMORY="512m"),
-            capture_output=True,
-            text=True,
-            timeout=400,
-        )
+        cp = _check_on(mport, hist, out, env)
         assert cp.returncode == 1, cp.stdout + cp.stderr
         res = json.loads(out.read_text())
         assert res["engine"] == "spark"
@@ -147,26 +155,13 @@ def test_check_on_a_standalone_cluster(tmp_path: Path) -> None:
         # The same history as JSONL, converted in two parts (a directory) on the way in.
         twin = tmp_path / "history.jsonl"
         write_history(twin, 1200, workload="mixed", anomaly=["lost-ack", "nonlinearizable"], seed=8)
-        parts = "from harness.core import parquet; parquet.PARALLEL_BYTES = 2; "
         out2 = tmp_path / "results-jsonl.json"
-        cp = subprocess.run(
-            [
-                sys.executable,
-                "-c",
-                parts + "from harness.cli import main; main()",
-                "check",
-                str(twin),
-                "--engine",
-                "spark",
-                "--spark-master",
-                f"spark://127.0.0.1:{mport}",
-                "--output",
-                str(out2),
-            ],
-            env=dict(env, SPLITBRAIN_SPARK_EXECUTOR_MEMORY="512m"),
-            capture_output=True,
-            text=True,
-            timeout=400,
+        cp = _check_on(
+            mport,
+            twin,
+            out2,
+            env,
+            before="from harness.core import parquet; parquet.PARALLEL_BYTES = 2",
         )
         assert cp.returncode == 1, cp.stdout + cp.stderr
         assert json.loads(out2.read_text())["anomalies"] == res["anomalies"]
