@@ -39,10 +39,15 @@ from checker.spark.pairing import Pairing, check_malformed, label_columns, label
 from checker.spark.tuning import footer, history_bytes, kept_level, tune
 from harness.core.checker import ALL, CheckConfig, CheckerSpec
 from harness.core.errors import CheckerError, HistoryError
+from harness.core.layout import history_file
 from harness.core.op import NEMESIS, Op
 from harness.core.paired import PairedHistory
 
 __all__ = ["check_spark"]
+
+JSONL_BYTES_PER_RECORD = 200
+"""What a JSONL record takes on average (203 bytes in the 1.86M-record history), to size
+a check before its file is converted."""
 
 
 def check_spark(
@@ -117,12 +122,13 @@ def _input_and_session(
 
     if not isinstance(source, (str, os.PathLike)) or _is_parquet(source):
         path = to_parquet(source, work)  # nothing to convert, or a path error: no JVM yet
-        return path, get_session(master)
+        return path, get_session(master, rows=footer(path)[0])
     got: dict[str, Any] = {}
+    rows = history_file(source).stat().st_size // JSONL_BYTES_PER_RECORD
 
     def start() -> None:
         try:
-            got["spark"] = get_session(master)
+            got["spark"] = get_session(master, rows=rows)
         except BaseException as e:  # re-raised below, on the caller's thread
             got["error"] = e
 
@@ -140,8 +146,6 @@ def _input_and_session(
 def _is_parquet(source: str | os.PathLike[str]) -> bool:
     """Whether the history at ``source`` needs no conversion (or is missing: that error
     comes first)."""
-    from harness.core.layout import history_file
-
     path = history_file(source)
     return not path.exists() or path.suffix.lower() == ".parquet"
 

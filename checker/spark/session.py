@@ -80,19 +80,21 @@ def _jvm_output_to(path: Path) -> Iterator[None]:
             os.close(f)
 
 
-def driver_java_options() -> list[str]:
-    """The driver JVM's options: ours, then the user's (``SPLITBRAIN_SPARK_JAVA_OPTIONS``)."""
+def driver_java_options(rows: int | None = None, master: str = DEFAULT_MASTER) -> list[str]:
+    """The driver JVM's options: ours (some by the ``rows`` of the check starting it), then
+    the user's (``SPLITBRAIN_SPARK_JAVA_OPTIONS``), which win where they collide."""
     from checker.spark.class_archive import java_options
+    from checker.spark.tuning import jit_options
 
     try:
         user = shlex.split(os.environ.get("SPLITBRAIN_SPARK_JAVA_OPTIONS", ""))
     except ValueError as e:
         raise CheckerError(f"SPLITBRAIN_SPARK_JAVA_OPTIONS: {e}") from None
     # Throughput over pauses: G1's GC threads took 6-8% of a check's CPU here, ParallelGC half that.
-    return ["-XX:+UseParallelGC", *java_options(user), *user]
+    return ["-XX:+UseParallelGC", *java_options(user), *jit_options(rows, master), *user]
 
 
-def _builder(master: str, work: Path) -> Any:
+def _builder(master: str, work: Path, rows: int | None = None) -> Any:
     from pyspark.sql import SparkSession
 
     mem = os.environ.get("SPLITBRAIN_SPARK_DRIVER_MEMORY", "1g")
@@ -104,7 +106,7 @@ def _builder(master: str, work: Path) -> Any:
         .config("spark.driver.host", "127.0.0.1")
         .config("spark.driver.bindAddress", "127.0.0.1")
         .config("spark.driver.memory", mem)
-        .config("spark.driver.extraJavaOptions", " ".join(driver_java_options()))
+        .config("spark.driver.extraJavaOptions", " ".join(driver_java_options(rows, master)))
         .config("spark.local.dir", str(work / "scratch"))
         .config("spark.sql.warehouse.dir", str(work / "warehouse"))
         .config("spark.sql.ansi.enabled", "false")
@@ -121,11 +123,13 @@ def _builder(master: str, work: Path) -> Any:
     return b
 
 
-def get_session(master: str | None = None) -> Any:
+def get_session(master: str | None = None, *, rows: int | None = None) -> Any:
     """The process's SparkSession on ``master`` (``local[*]`` by default).
 
     Asking for another master than the running session's stops that one first:
-    pyspark keeps one SparkContext per process.
+    pyspark keeps one SparkContext per process. ``rows``, the size of the check
+    asking, shapes a JVM started now (:func:`checker.spark.tuning.jit_options`); a
+    running session is reused whatever its first check's size was.
     """
     global _session, _master
     master = master or DEFAULT_MASTER
@@ -145,7 +149,7 @@ def get_session(master: str | None = None) -> Any:
         log = work / "spark.log"
         try:
             with _jvm_output_to(log):
-                spark = _builder(master, work).getOrCreate()
+                spark = _builder(master, work, rows).getOrCreate()
                 spark.sparkContext.setLogLevel("WARN" if _verbose() else "ERROR")
         except Exception as e:  # the JVM's own reason is in its log
             tail = ""

@@ -92,6 +92,8 @@ def test_a_built_archive_is_mapped_and_a_damaged_one_ignored(tmp_path: Path) -> 
     out = json.loads(used.stdout.strip().splitlines()[-1])
     assert out["valid"] is True
     assert f"-XX:SharedArchiveFile={jsa}" in out["args"] and "-Xshare:on" in out["args"]
+    # the check started the JVM, and its size chose the compiler (checker.spark.tuning)
+    assert "-XX:TieredStopAtLevel=1" in out["args"]
 
     bad = tmp_path / "bad.jsa"
     bad.write_bytes(os.urandom(1 << 16))
