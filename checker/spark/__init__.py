@@ -34,7 +34,14 @@ from checker.local import run_name
 from checker.registry import Settings, checkers, parse_settings, spark_impl
 from checker.results import CAP, compose_results, unknown_result
 from checker.spark.claims import Labels, build_labels
-from checker.spark.input import BASE_COLUMNS, OP_COLUMNS, op_of, to_parquet, with_typed
+from checker.spark.input import (
+    BASE_COLUMNS,
+    OP_COLUMNS,
+    faults_and_fs,
+    op_of,
+    to_parquet,
+    with_typed,
+)
 from checker.spark.pairing import Pairing, check_malformed, label_columns, labeled, part_counts
 from checker.spark.tuning import footer, history_bytes, kept_level, tune
 from harness.core.checker import ALL, CheckConfig, CheckerSpec
@@ -85,6 +92,7 @@ def check_spark(
         return _check_df(
             spark,
             hist,
+            path=path,
             model=model,
             timeout=timeout,
             cap=cap,
@@ -154,6 +162,7 @@ def _check_df(
     spark: Any,
     hist: Any,
     *,
+    path: str,
     model: Any,
     timeout: float | None,
     cap: int,
@@ -169,7 +178,7 @@ def _check_df(
     settings = parse_settings(opts, model=name, timeout=timeout, specs=specs)
     chosen = settings.selected(specs)
     client = with_typed(F, hist).where(F.col("process") != NEMESIS)
-    faults, fs = _faults_and_fs(hist, client, any(s.faults for s in chosen))
+    faults, fs = faults_and_fs(path, any(s.faults for s in chosen))
     labels = build_labels(
         chosen, {s.name: settings.config(s.name) for s in chosen}, fs, "add" in fs
     )
@@ -182,38 +191,6 @@ def _check_df(
         )
     finally:
         pairing.close()
-
-
-def _faults_and_fs(hist: Any, client: Any, want_faults: bool) -> tuple[list[Op], list[str]]:
-    """The fault records, and the f names of the client records, in one job.
-
-    The fault records are a few dozen, read to the driver for the checkers that judge
-    them (only when a selected one does). The f names bound the op shapes the history
-    can hold: every checker's claims is asked about each, and its answers become a
-    lookup column. Two scans either way; one job spares the second's start.
-    """
-    from pyspark.sql import functions as F
-
-    names = (
-        client.select("f")
-        .distinct()
-        .select(
-            *(F.lit(None).cast(hist.schema[c].dataType).alias(c) for c in OP_COLUMNS),
-            F.col("f").alias("_f"),
-        )
-    )
-    if want_faults:
-        names = names.unionByName(
-            hist.where(F.col("process") == NEMESIS).select(
-                *OP_COLUMNS, F.lit(None).cast("string").alias("_f")
-            )
-        )
-    rows = names.collect()
-    faults = [tuple(r)[:-1] for r in rows if r["_f"] is None and r["index"] is not None]
-    return (
-        [op_of(r) for r in sorted(faults, key=lambda r: r[0])],
-        sorted(r["_f"] for r in rows if r["_f"] is not None),
-    )
 
 
 def _check_paired(

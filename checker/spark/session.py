@@ -115,6 +115,9 @@ def _builder(master: str, work: Path, rows: int | None = None) -> Any:
         .config("spark.pyspark.python", sys.executable)
         .config("spark.pyspark.driver.python", sys.executable)
         .config("spark.python.worker.reuse", "true")
+        # Pools share the cores fairly: a check's background job (a pool of its own) does
+        # not hold back the small jobs its driver thread submits meanwhile.
+        .config("spark.scheduler.mode", "FAIR")
     )
     if not master.startswith("local"):
         b = b.config(
