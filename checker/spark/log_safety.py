@@ -241,7 +241,7 @@ class LogSafety:
         return df
 
     def close(self) -> None:
-        self.filling.wait()
+        self.filling.stop()
         for df in self.checkpoints:
             _release(df)
 
@@ -1029,23 +1029,31 @@ class _Filling:
     """A step of a check run by a thread of its own, while the driver goes on planning
     the rest. Its jobs go to a scheduler pool of their own (the session schedules
     pools fairly), or the small jobs the driver submits meanwhile would queue behind
-    them."""
+    them; and to a job group of their own, cancelled when the check ends first (it
+    failed, or Ctrl-C), rather than waited for."""
 
     def __init__(self, step: Callable[[], list[Any]]) -> None:
         import threading
+        import uuid
 
+        self.group = f"splitbrain-filling-{uuid.uuid4().hex}"
         self.out: list[Any] = []
         self.error: BaseException | None = None
         self.thread = threading.Thread(target=self._run, args=(step,), daemon=True)
         self.thread.start()
 
-    def _run(self, step: Callable[[], list[Any]]) -> None:
+    @staticmethod
+    def _context() -> Any:
         from pyspark import SparkContext
 
+        return SparkContext._active_spark_context
+
+    def _run(self, step: Callable[[], list[Any]]) -> None:
         try:
-            sc = SparkContext._active_spark_context
+            sc = self._context()
             if sc is not None:
                 sc.setLocalProperty("spark.scheduler.pool", "filling")
+                sc.setJobGroup(self.group, "splitbrain log safety: D", interruptOnCancel=True)
             self.out = step()
         except BaseException as e:
             self.error = e
@@ -1056,7 +1064,12 @@ class _Filling:
             raise self.error
         return self.out
 
-    def wait(self) -> None:
+    def stop(self) -> None:
+        if self.thread.is_alive():
+            sc = self._context()
+            if sc is not None:
+                with contextlib.suppress(Exception):
+                    sc.cancelJobGroup(self.group)
         self.thread.join()
 
 

@@ -245,6 +245,36 @@ def test_a_check_leaves_no_blocks_behind(spark: Any) -> None:
     assert [info.name() for info in cached] == []
 
 
+def test_a_failed_check_cancels_its_background_job(
+    spark: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Log safety computes D on a thread of its own while the driver plans the rest; when
+    the driver side fails first, the thread's job is cancelled, not waited for (here it
+    would run for hours), and nothing is left running or cached."""
+    import time
+
+    from checker.spark.log_safety import LogSafety
+
+    def endless(self: Any) -> list[Any]:
+        # short tasks, as D's are: the driver thread's own jobs get slots between them
+        self.D.sparkSession.range(0, 10**12, 1, 100_000).selectExpr("sum(id)").collect()
+        return []
+
+    def broken(self: Any) -> dict[str, Any]:
+        time.sleep(1)  # the endless job is running by now
+        raise RuntimeError("planning failed")
+
+    monkeypatch.setattr(LogSafety, "_fill", endless)
+    monkeypatch.setattr(LogSafety, "run", broken)
+    ops = list(generate(600, workload="append", seed=4))
+    t = time.monotonic()
+    res = _spark(ops)["checkers"]["log-safety"]
+    assert time.monotonic() - t < 120
+    assert res["valid"] == "unknown" and "planning failed" in res["error"]
+    assert spark.sparkContext.statusTracker().getActiveJobsIds() == []
+    assert [i.name() for i in spark.sparkContext._jsc.sc().getRDDStorageInfo()] == []
+
+
 def test_unproposed_payloads_alike_without_a_broadcast(
     spark: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
