@@ -43,7 +43,7 @@ from checker.spark.input import (
     with_typed,
 )
 from checker.spark.pairing import Pairing, check_malformed, label_columns, labeled, part_counts
-from checker.spark.tuning import footer, history_bytes, kept_level, tune
+from checker.spark.tuning import JSONL_BYTES_PER_RECORD, footer, history_bytes, kept_level, tune
 from harness.core.checker import ALL, CheckConfig, CheckerSpec
 from harness.core.errors import CheckerError, HistoryError
 from harness.core.layout import history_file
@@ -51,10 +51,6 @@ from harness.core.op import NEMESIS, Op
 from harness.core.paired import PairedHistory
 
 __all__ = ["check_spark"]
-
-JSONL_BYTES_PER_RECORD = 200
-"""What a JSONL record takes on average (203 bytes in the 1.86M-record history), to size
-a check before its file is converted."""
 
 
 def check_spark(
@@ -76,8 +72,7 @@ def check_spark(
     cap = int(opts.get("cap", CAP))
     t0 = time.monotonic()
     work = work_dir()
-    path, spark = _input_and_session(source, work, master)
-    rows, max_index = footer(path)
+    path, spark, (rows, max_index) = _input_and_session(source, work, master)
     parts = tune(spark, rows, history_bytes(path))
     try:
         hist = spark.read.parquet(path)
@@ -116,8 +111,9 @@ def check_spark(
 
 def _input_and_session(
     source: str | os.PathLike[str] | Iterable[Op], work: Any, master: str | None
-) -> tuple[str, Any]:
-    """The history as Parquet, and the session, made at the same time.
+) -> tuple[str, Any, tuple[int, int | None]]:
+    """The history as Parquet, the session, made at the same time, and the Parquet
+    footers' records and largest index (:func:`~checker.spark.tuning.footer`).
 
     Converting a JSONL history is one Python thread's work and starting the JVM mostly
     another process's, so on two cores they overlap: the JVM's start (5-10 s here) no
@@ -130,7 +126,8 @@ def _input_and_session(
 
     if not isinstance(source, (str, os.PathLike)) or _is_parquet(source):
         path = to_parquet(source, work)  # nothing to convert, or a path error: no JVM yet
-        return path, get_session(master, rows=footer(path)[0])
+        found = footer(path)
+        return path, get_session(master, rows=found[0]), found
     got: dict[str, Any] = {}
     rows = history_file(source).stat().st_size // JSONL_BYTES_PER_RECORD
 
@@ -148,7 +145,7 @@ def _input_and_session(
         starter.join()
     if "error" in got:
         raise got["error"]
-    return path, got["spark"]
+    return path, got["spark"], footer(path)
 
 
 def _is_parquet(source: str | os.PathLike[str]) -> bool:

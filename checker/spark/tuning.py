@@ -19,10 +19,15 @@ __all__ = [
     "kept_level",
     "jit_options",
     "SHORT_CHECK_ROWS",
+    "JSONL_BYTES_PER_RECORD",
 ]
 
 SHORT_CHECK_ROWS = 3_000_000
 """Records up to which a local check's JVM compiles with C1 alone (see :func:`jit_options`)."""
+
+JSONL_BYTES_PER_RECORD = 200
+"""What a JSONL record takes on average (203 bytes in the 1.86M-record history), to size
+a check before its file is converted."""
 
 
 def kept_level() -> Any:
