@@ -39,11 +39,13 @@ from checker.spark.input import (
     OP_COLUMNS,
     faults_and_fs,
     op_of,
+    spark_schema,
     to_parquet,
     with_typed,
 )
+from checker.spark.kept import kept_level
 from checker.spark.pairing import Pairing, check_malformed, label_columns, labeled, part_counts
-from checker.spark.tuning import JSONL_BYTES_PER_RECORD, footer, history_bytes, kept_level, tune
+from checker.spark.tuning import JSONL_BYTES_PER_RECORD, Footer, footer, history_bytes, tune
 from harness.core.checker import ALL, CheckConfig, CheckerSpec
 from harness.core.errors import CheckerError, HistoryError
 from harness.core.layout import history_file
@@ -72,10 +74,12 @@ def check_spark(
     cap = int(opts.get("cap", CAP))
     t0 = time.monotonic()
     work = work_dir()
-    path, spark, (rows, max_index) = _input_and_session(source, work, master)
+    path, spark, found = _input_and_session(source, work, master)
+    rows, max_index = found.rows, found.max_index
     parts = tune(spark, rows, history_bytes(path))
+    schema = spark_schema(found.schema)
     try:
-        hist = spark.read.parquet(path)
+        hist = (spark.read if schema is None else spark.read.schema(schema)).parquet(path)
     except Exception as e:
         raise HistoryError(
             f"Spark cannot read this Parquet file: {str(e).splitlines()[0]}", path=path
@@ -95,6 +99,7 @@ def check_spark(
             t0=t0,
             parts=parts,
             max_index=max_index,
+            level=kept_level(rows),
         )
     except HistoryError:
         raise
@@ -111,9 +116,9 @@ def check_spark(
 
 def _input_and_session(
     source: str | os.PathLike[str] | Iterable[Op], work: Any, master: str | None
-) -> tuple[str, Any, tuple[int, int | None]]:
-    """The history as Parquet, the session, made at the same time, and the Parquet
-    footers' records and largest index (:func:`~checker.spark.tuning.footer`).
+) -> tuple[str, Any, Footer]:
+    """The history as Parquet, the session, made at the same time, and what the Parquet
+    footers say (:func:`~checker.spark.tuning.footer`).
 
     Converting a JSONL history is one Python thread's work and starting the JVM mostly
     another process's, so on two cores they overlap: the JVM's start (5-10 s here) no
@@ -127,7 +132,7 @@ def _input_and_session(
     if not isinstance(source, (str, os.PathLike)) or _is_parquet(source):
         path = to_parquet(source, work)  # nothing to convert, or a path error: no JVM yet
         found = footer(path)
-        return path, get_session(master, rows=found[0]), found
+        return path, get_session(master, rows=found.rows), found
     got: dict[str, Any] = {}
     rows = history_file(source).stat().st_size // JSONL_BYTES_PER_RECORD
 
@@ -166,7 +171,8 @@ def _check_df(
     opts: dict[str, Any],
     t0: float,
     parts: int,
-    max_index: int | None = None,
+    max_index: int | None,
+    level: Any,
 ) -> dict[str, Any]:
     from pyspark.sql import functions as F
 
@@ -181,7 +187,7 @@ def _check_df(
     )
     # First job: one window over narrow columns gives the labels, well-formedness and
     # the paired appends and reads, which are kept for the log-safety job.
-    pairing = Pairing(client, labels, fs, max_index=max_index)
+    pairing = Pairing(client, labels, fs, level, max_index=max_index)
     try:
         return _check_paired(
             spark, client, pairing, labels, fs, settings, t0=t0, parts=parts, faults=faults
@@ -228,6 +234,7 @@ def _check_paired(
         "client": client,
         "paired": pairing.paired,
         "parts": parts,
+        "level": pairing.level,
         "append_invokes": summary["append_invokes"],
     }
     # A history whose every op feeds one checker part (a register history) needs no
@@ -238,7 +245,7 @@ def _check_paired(
     if not unlabeled and runs:
         lab = labeled(client.select(*client.columns), labels, fs)
         if len(runs) > 1:
-            lab = lab.persist(kept_level())
+            lab = lab.persist(pairing.level)
     fault_fs = frozenset(op.f for op in faults)
     results: dict[str, dict[str, Any]] = {}
     try:

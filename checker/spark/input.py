@@ -33,6 +33,7 @@ __all__ = [
     "loads",
     "op_of",
     "faults_and_fs",
+    "spark_schema",
 ]
 
 BASE_COLUMNS = ("index", "type", "process", "f", "key", "value", "node")
@@ -70,6 +71,40 @@ def to_parquet(source: str | os.PathLike[str] | Iterable[Op], work: Path) -> str
     out = Path(tempfile.mkdtemp(dir=work)) / HISTORY_PARQUET
     write_parquet(source, out)
     return str(out)
+
+
+def spark_schema(arrow: Any) -> Any:
+    """The Spark schema of a Parquet history, from its Arrow schema, or None to let Spark
+    infer it.
+
+    Inferring is a Spark job of its own (0.4 s of a cold JVM), and the driver has read
+    the footer already. Only the types the history writers use are converted: where
+    Spark's reading of another type may differ from the Arrow one (unsigned integers,
+    timestamps, dictionaries), Spark infers, as it always did.
+    """
+    import pyarrow as pa
+    from pyspark.sql.pandas.types import from_arrow_schema
+
+    def plain(t: Any) -> bool:
+        if pa.types.is_list(t) or pa.types.is_large_list(t):
+            return plain(t.value_type)
+        if pa.types.is_struct(t):
+            return all(plain(t.field(i).type) for i in range(t.num_fields))
+        return bool(
+            pa.types.is_int64(t)
+            or pa.types.is_int32(t)
+            or pa.types.is_boolean(t)
+            or pa.types.is_float64(t)
+            or pa.types.is_string(t)
+            or pa.types.is_large_string(t)
+        )
+
+    if arrow is None or not all(plain(f.type) for f in arrow):
+        return None
+    try:
+        return from_arrow_schema(arrow)
+    except (TypeError, ValueError):
+        return None
 
 
 _FAULT_BATCH = 65_536

@@ -26,8 +26,8 @@ from typing import Any
 
 from checker.log_safety import ANOMALIES, LOSS_WINDOW, NOTES, ha_of
 from checker.spark.input import as_int, loads
+from checker.spark.kept import keep, release
 from checker.spark.pairing import APP, READ
-from checker.spark.tuning import kept_level
 from harness.core.checker import CheckConfig
 
 __all__ = ["LogSafety", "check_log_safety_spark"]
@@ -87,12 +87,14 @@ class LogSafety:
         ha: dict[str, Any] | None,
         parts: int,
         append_invokes: int,
+        level: Any,
     ) -> None:
         from pyspark.sql import Window as W
         from pyspark.sql import functions as F
 
         self.F, self.W, self.cap, self.ha, self.parts = F, W, cap, ha, parts
         self.append_invokes = append_invokes
+        self.level = level
         self.checkpoints: list[Any] = []
         col = F.col
         self.apps = paired.where(col("tag") == APP).select(
@@ -227,23 +229,16 @@ class LogSafety:
         return x.unionByName(acks).repartition(self.parts, "li")
 
     def _keep(self, df: Any) -> Any:
-        """``df`` kept, as a frame whose plan is one leaf; the first job that reads it
-        computes it (the samples: the removals' job; ``D``: the filling thread's).
-
-        Every check is a dozen DataFrame calls over these frames, and Spark analyses
-        the whole plan at each call: over a persisted frame that plan still holds the
-        pairing window and the explode beneath it. Cut from that lineage, building the
-        checks took 3.8 s instead of 8.9 s on the 1.86M-record history
-        (benchmarks/README.md).
-        """
-        df = df.localCheckpoint(eager=False, storageLevel=kept_level())
+        """``df`` kept (:mod:`checker.spark.kept`); the first job that reads it computes it
+        (the samples: the removals' job; ``D``: the filling thread's)."""
+        df = keep(df, self.level)
         self.checkpoints.append(df)
         return df
 
     def close(self) -> None:
         self.filling.stop()
         for df in self.checkpoints:
-            _release(df)
+            release(df)
 
     # ----- sample checks
 
@@ -1073,13 +1068,6 @@ class _Filling:
         self.thread.join()
 
 
-def _release(df: Any) -> None:
-    """Drop the blocks of a locally checkpointed frame now, not when the JVM's cleaner
-    notices (a process checking many histories would hold them all until then)."""
-    with contextlib.suppress(Exception):  # an older Spark: the cleaner still frees them
-        df._jdf.queryExecution().logical().rdd().unpersist(False)
-
-
 def _pair_key(li: int, payload: str) -> str:
     """A (log index, payload text) pair as one text, as :meth:`LogSafety._readers` makes it
     in a job (an index has no tab, so the first one splits it)."""
@@ -1120,7 +1108,7 @@ def check_log_safety_spark(session: Any, records: Any, config: CheckConfig) -> d
     :data:`checker.log_safety.LOG_SAFETY`).
 
     It works from the engine's first pass (``config.shared``: ``client``, the client
-    records, ``paired``, ``parts`` and ``append_invokes``, see
+    records, ``paired``, ``parts``, ``append_invokes`` and ``level``, see
     :class:`checker.spark.pairing.Pairing`) rather than from ``records``, whose
     pairing that pass already did.
     """
@@ -1132,6 +1120,7 @@ def check_log_safety_spark(session: Any, records: Any, config: CheckConfig) -> d
         ha_of(config),
         int(shared["parts"]),
         int(shared["append_invokes"]),
+        shared["level"],
     )
     try:
         return job.run()

@@ -15,7 +15,7 @@ from typing import Any
 
 from checker.spark.claims import KINDS, TYPES, Labels, shape_code
 from checker.spark.input import as_int
-from checker.spark.tuning import kept_level
+from checker.spark.kept import keep, release
 from harness.core.errors import HistoryError
 
 __all__ = [
@@ -188,9 +188,9 @@ def _metrics(F: Any, labels: Labels, count: Any, check: Any) -> list[Any]:
 class Pairing:
     """One window over every client record for three answers: what
     :func:`harness.core.paired.pair_positions` rejects (``strict``), how many records
-    each checker part holds, and the *paired frame* (append and log-read completions with what their
-    invocations said: ``tag``, ``inv``, ``comp``, ``type``, ``payload``, ``li``,
-    ``term``, ``final``).
+    each checker part holds, and the *paired frame* (append and log-read completions
+    with what their invocations said: ``tag``, ``inv``, ``comp``, ``type``,
+    ``payload``, ``li``, ``term``, ``final``).
 
     The window runs per process and block of history indexes (:data:`_BLOCK`).
     The first and last record of each block group miss a neighbour in another
@@ -199,6 +199,11 @@ class Pairing:
     kept record of its process. Part counts and rejections of the big window are
     observed as metrics while it runs, leaving those edge cases out. Records are
     cut to small codes first: their width costs as much as the sort.
+
+    Building one plans the window; :meth:`summary` runs it, and only then is
+    :attr:`paired` there. What the window keeps (pairs and edges) is a local
+    checkpoint at ``level`` (:mod:`checker.spark.kept`), so the checks built over
+    the paired frame do not analyse the window again.
     """
 
     def __init__(
@@ -206,6 +211,7 @@ class Pairing:
         client: Any,
         labels: Labels,
         fs: Any,
+        level: Any,
         block: int = _BLOCK,
         max_index: int | None = None,
     ) -> None:
@@ -214,7 +220,7 @@ class Pairing:
 
         col = F.col
         # A history within one block has no edges to judge again (most do: 1M records).
-        split = max_index is None or max_index >> block > 0
+        self.split = max_index is None or max_index >> block > 0
         x = client.select(
             "index",
             "process",
@@ -228,11 +234,11 @@ class Pairing:
             (col("v_final") == "true").alias("fin"),
             F.shiftright(col("index"), block).alias("blk"),
         )
-        self.labels = labels
+        self.labels, self.fs, self.level = labels, fs, level
         x = _judged(
             _neighbours(x, Window.partitionBy("process", "blk").orderBy("index")), labels, fs
         )
-        if split:
+        if self.split:
             first, last = col("pindex").isNull(), col("nindex").isNull()
         else:
             first = last = F.lit(False)
@@ -244,40 +250,45 @@ class Pairing:
                 "append_invokes"
             ),
         )
-        self.kept = (
-            x.where((col("pair") & ~first) | first | last)
-            .select(
-                *_RAW,
-                "pt",
-                "pkeyed",
-                "pindex",
-                "ip",
-                "ifin",
-                (col("pair") & ~first).alias("pair"),
-                first.alias("first"),
-                last.alias("last"),
-            )
-            .persist(kept_level())
+        self._to_keep = x.where((col("pair") & ~first) | first | last).select(
+            *_RAW,
+            "pt",
+            "pkeyed",
+            "pindex",
+            "ip",
+            "ifin",
+            (col("pair") & ~first).alias("pair"),
+            first.alias("first"),
+            last.alias("last"),
         )
-        self.paired = _paired_rows(self.kept)
-        self.edges = None
-        if split:
-            edges = self.kept.where(col("first") | col("last")).select(*_RAW, "first", "last")
-            self.edges = _judged(
-                _neighbours(edges, Window.partitionBy("process").orderBy("index")), labels, fs
-            ).persist(kept_level())
-            self.paired = self.paired.unionByName(_paired_rows(self.edges.where(col("first"))))
+        self.kept: Any = None
+        self.edges: Any = None
+        self.paired: Any = None
 
     def summary(self) -> dict[str, Any]:
-        """Runs both windows; the metrics of the two, merged."""
+        """Runs both windows (once; the kept frames stay until :meth:`close`); the
+        metrics of the two, merged."""
+        from pyspark.sql import Window
         from pyspark.sql import functions as F
 
         col = F.col
-        self.kept.count()
+        # Eager: the metrics are observed by the job that fills the checkpoint.
+        self.kept = keep(self._to_keep, self.level, eager=True)
         big = self.seen.get
+        self.paired = _paired_rows(self.kept)
         names = [m for _, _, m in _counted(self.labels)] + ["records"]
         small: dict[str, Any] = {m: 0 for m in names} | {"bad": None}
-        if self.edges is not None:
+        if self.split:
+            edges = self.kept.where(col("first") | col("last")).select(*_RAW, "first", "last")
+            self.edges = keep(
+                _judged(
+                    _neighbours(edges, Window.partitionBy("process").orderBy("index")),
+                    self.labels,
+                    self.fs,
+                ),
+                self.level,
+            )
+            self.paired = self.paired.unionByName(_paired_rows(self.edges.where(col("first"))))
             small = (
                 self.edges.agg(*_metrics(F, self.labels, col("last"), col("first")))
                 .collect()[0]
@@ -294,9 +305,9 @@ class Pairing:
         return out
 
     def close(self) -> None:
-        self.kept.unpersist()
-        if self.edges is not None:
-            self.edges.unpersist()
+        for df in (self.kept, self.edges):
+            if df is not None:
+                release(df)
 
 
 def check_malformed(summary: Mapping[str, Any]) -> None:

@@ -8,15 +8,15 @@ end fast make the other slow; every number here was measured (benchmarks/README.
 from __future__ import annotations
 
 import os
-from typing import Any
+from typing import Any, NamedTuple
 
 __all__ = [
     "partitions",
+    "Footer",
     "footer",
     "history_bytes",
     "parquet_files",
     "tune",
-    "kept_level",
     "jit_options",
     "SHORT_CHECK_ROWS",
     "JSONL_BYTES_PER_RECORD",
@@ -28,20 +28,6 @@ SHORT_CHECK_ROWS = 3_000_000
 JSONL_BYTES_PER_RECORD = 200
 """What a JSONL record takes on average (203 bytes in the 1.86M-record history), to size
 a check before its file is converted."""
-
-
-def kept_level() -> Any:
-    """The storage level of every frame a check computes once and reads again.
-
-    PySpark's ``MEMORY_AND_DISK`` is the *serialized* level: cached column batches are
-    Java-serialized on the way in and read back through a deserializer, about a twentieth
-    of the executors' time on the 1.86M-record history. The deserialized level saved
-    nothing measurable there and made a 20M-record check slower: 164 against 144 s, 304
-    against 271 s of CPU (benchmarks/README.md). One level, named once, for every frame.
-    """
-    from pyspark import StorageLevel
-
-    return StorageLevel.MEMORY_AND_DISK
 
 
 def jit_options(rows: int | None, master: str) -> list[str]:
@@ -84,24 +70,40 @@ def history_bytes(path: str) -> int:
     return sum(os.path.getsize(p) for p in parquet_files(path))
 
 
-def footer(path: str) -> tuple[int, int | None]:
-    """Records and largest ``index`` of a Parquet history (a file, or a directory of part
-    files), from the footers (None: unknown)."""
+class Footer(NamedTuple):
+    """What a Parquet history's footers say before any job reads it."""
+
+    rows: int
+    """Records (1,000,000 when no footer could be read)."""
+    max_index: int | None
+    """The largest ``index`` (None: unknown)."""
+    schema: Any
+    """The first part file's Arrow schema (None: unreadable); Spark reads the parts with
+    one schema as well, taken from one file."""
+
+
+def footer(path: str) -> Footer:
+    """The footers of a Parquet history: a file, or a directory of part files."""
     found = [_footer(part) for part in parquet_files(path)]
     if not found:
-        return 1_000_000, None
-    tops = [top for _, top in found]
+        return Footer(1_000_000, None, None)
+    tops = [f.max_index for f in found]
     known = [t for t in tops if t is not None]
-    return sum(n for n, _ in found), max(known) if len(known) == len(tops) else None
+    return Footer(
+        sum(f.rows for f in found),
+        max(known) if len(known) == len(tops) else None,
+        found[0].schema,
+    )
 
 
-def _footer(path: str) -> tuple[int, int | None]:
+def _footer(path: str) -> Footer:
     import pyarrow.parquet as pq
 
     try:
-        meta = pq.ParquetFile(path).metadata
+        pf = pq.ParquetFile(path)
+        meta, schema = pf.metadata, pf.schema_arrow
     except Exception:
-        return 1_000_000, None
+        return Footer(1_000_000, None, None)
     try:
         col = meta.schema.names.index("index")
         stats = [meta.row_group(i).column(col).statistics for i in range(meta.num_row_groups)]
@@ -110,7 +112,7 @@ def _footer(path: str) -> tuple[int, int | None]:
             top = None
     except (ValueError, TypeError):
         top = None
-    return int(meta.num_rows), top
+    return Footer(int(meta.num_rows), top, schema)
 
 
 def tune(spark: Any, rows: int, size: int) -> int:

@@ -136,13 +136,15 @@ def test_labels_and_pairs_agree_with_the_local_plan_across_window_blocks(spark: 
     """The first pass labels ops as the local engine's plan does (the same claims: keyed
     appends are kv, not log) and pairs completions with their invocations; with windows
     cut into blocks of 8 history indexes, so that nearly every record is a block edge,
-    it answers as one window."""
+    it answers as one window (the rows it keeps held as objects, or serialized)."""
     from pyspark.sql import functions as F
 
     from checker.spark.claims import build_labels
     from checker.spark.input import to_parquet, with_typed
+    from checker.spark.kept import kept_level
     from checker.spark.pairing import Pairing, part_counts
     from checker.spark.session import work_dir
+    from checker.spark.tuning import SHORT_CHECK_ROWS
 
     ops = list(generate(600, workload="mixed", seed=9))
     extra = [
@@ -177,10 +179,13 @@ def test_labels_and_pairs_agree_with_the_local_plan_across_window_blocks(spark: 
         fs = sorted({op.f for op in history})
         labels = build_labels(chosen, configs, fs, "add" in fs)
         hist = spark.read.parquet(to_parquet(history, work_dir()))
+        # the kept rows as objects, as for a short check, or serialized, as for a long one
+        level = kept_level(1 if block > 3 else SHORT_CHECK_ROWS + 1)
         p = Pairing(
             with_typed(F, hist).where(F.col("process") != "nemesis"),
             labels,
             fs,
+            level,
             block=block,
             max_index=len(history) - 1,
         )
