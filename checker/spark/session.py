@@ -163,7 +163,7 @@ def get_session(master: str | None = None, *, rows: int | None = None) -> Any:
                 f"{str(e).splitlines()[0] if str(e) else ''} {tail}".strip()
             ) from None
         _session, _master = spark, master
-        atexit.register(stop_session)
+        atexit.register(_stop_at_exit)
         return spark
 
 
@@ -178,6 +178,30 @@ def _stop_locked() -> None:
 def stop_session() -> None:
     with _lock:
         _stop_locked()
+
+
+def _stop_at_exit() -> None:
+    """The session's end as the process ends: stopped as :func:`stop_session` does,
+    except that pyspark's accumulator server is closed instead of shut down.
+
+    Shutting it down waits for the server's poll loop to notice, half a second after
+    every ``splitbrain check --engine spark``; the loop runs on a daemon thread, which
+    ends with the process anyway.
+    """
+    global _session, _master
+    with _lock:
+        spark, _session, _master = _session, None, None
+        if spark is None:
+            return
+        sc = spark.sparkContext
+        server, sc._accumulatorServer = getattr(sc, "_accumulatorServer", None), None
+        with contextlib.suppress(Exception):
+            spark.stop()
+        if server is not None:
+            with contextlib.suppress(OSError):
+                server.server_close()
+                if isinstance(server.server_address, str):  # a Unix socket's path
+                    os.unlink(server.server_address)
 
 
 def driver_jvm_pid() -> int | None:
