@@ -1,5 +1,6 @@
 """How a check keeps the frames it reads again (checker.spark.kept): as objects for a
-short check, serialized for a long one, and let go at once when released."""
+short check, serialized for a long one, persisted on a cluster, and let go at once when
+released."""
 
 from __future__ import annotations
 
@@ -40,4 +41,25 @@ def test_a_kept_frame_reads_back_alike_and_is_released(spark: Any, rows: int) ->
     assert len(stored) == 1 and stored[0].numCachedPartitions() == 4
     assert sorted(kept.collect()) == sorted(df.collect())
     release(kept)
+    assert list(spark.sparkContext._jsc.sc().getRDDStorageInfo()) == []
+
+
+def test_on_a_cluster_a_kept_frame_is_persisted(
+    spark: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A local checkpoint lost with a cluster's executor cannot be recomputed; a persisted
+    frame can. The local session stands in for a cluster's master here."""
+    from pyspark.sql import Observation
+    from pyspark.sql import functions as F
+
+    from checker.spark import kept as kept_module
+
+    monkeypatch.setattr(kept_module, "_on_local_master", lambda df: False)
+    seen = Observation("n")
+    df = spark.range(0, 3_000, 1, 3).observe(seen, F.count("id").alias("n"))
+    kept = kept_module.keep(df, kept_module.kept_level(1_000), eager=True)
+    assert kept.is_cached and seen.get == {"n": 3_000}  # eager: filled, and observed
+    assert kept.count() == 3_000
+    kept_module.release(kept)
+    assert not kept.is_cached
     assert list(spark.sparkContext._jsc.sc().getRDDStorageInfo()) == []
