@@ -104,6 +104,12 @@ def decide_vote(
         return VoteDecision(REJECT_TERM_NOT_READY, s.term, step_to_candidate=True)
     if r.term < s.ledger_end_term:
         return VoteDecision(REJECT_TERM_SMALL_THAN_LEDGER, s.ledger_end_term)
+    # (ours, docs/membership.md M17) No vote yet in this term, yet it follows this term's
+    # leader. Its voters may not be asked again once configurations change within the
+    # term: a majority of the new voters need not include any of them.
+    follows_another = s.leader_id is not None and s.leader_id != r.candidate
+    if not from_self and s.voted_for is None and follows_another:
+        return VoteDecision(REJECT_ALREADY_HAS_LEADER, s.term)
     return VoteDecision(ACCEPT, s.term, grant=True)
 
 

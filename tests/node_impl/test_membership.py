@@ -33,7 +33,14 @@ from node_impl.membership import (
 )
 from node_impl.quorum import next_committed
 from node_impl.store import MAGIC_NOOP, MAGIC_NORMAL, Entry, encode_body
-from node_impl.voting import ACCEPT, VoteRequest, VoterState, decide_vote
+from node_impl.voting import (
+    ACCEPT,
+    REJECT_ALREADY_HAS_LEADER,
+    REJECT_ALREADY_VOTED,
+    VoteRequest,
+    VoterState,
+    decide_vote,
+)
 
 A = "127.0.0.1:1"
 
@@ -250,6 +257,35 @@ def test_bug_reconfig_before_term_commit_commits_two_entries_at_one_index(bug: b
     # index 1 committed on S2's side holds S2's NOOP (term 2), on S1's side C1 (term 1)
     s2_entry_1, s1_entry_1 = ("noop", 2), ("config C1", 1)
     assert s2_entry_1 != s1_entry_1
+
+
+def test_a_term_whose_leader_changed_the_configuration_has_no_second_election() -> None:
+    """M17, the quickstart's two-leaders-in-term of 2026-11-27. Term 6: n3 was elected in
+    {n2, n3, n4} by n3 and n2, then added n1.1 and n5.1 (entries of term 6, ending at
+    800). n1.1 polls in term 6. n4 and n5.1, following n3 without a vote in term 6, would
+    make 3 of the 5 new voters with n1.1's own vote, none of whom elected n3; they must
+    refuse."""
+    five = cfg("n1.1", "n2", "n3", "n4", "n5.1").voter_ids
+    ask = VoteRequest(6, "n1.1", 800, 6)
+
+    def answer(voter: str, voted: str | None, leader: str | None) -> str:
+        s = VoterState(voter, five, 6, voted, leader, 800, 6)
+        return decide_vote(s, ask, from_self=voter == "n1.1").result
+
+    assert answer("n4", None, "n3") == REJECT_ALREADY_HAS_LEADER
+    assert answer("n5.1", None, "n3") == REJECT_ALREADY_HAS_LEADER
+    assert answer("n2", "n3", "n3") == REJECT_ALREADY_HAS_LEADER  # as before: it voted
+    # liveness: the candidate's own vote stands, and so does a vote for the leader itself
+    assert answer("n1.1", None, None) == ACCEPT
+    assert answer("n4", None, "n1.1") == ACCEPT
+    # once n3 is gone, the voters time out and vote for themselves: the candidate is
+    # refused as already voted and moves to term 7, where the log decides
+    assert answer("n4", "n4", None) == REJECT_ALREADY_VOTED
+    s = VoterState("n4", five, 7, None, None, 800, 6)
+    assert decide_vote(s, VoteRequest(7, "n1.1", 800, 6), from_self=False).result == ACCEPT
+    # following no one and no vote yet (a node just restarted, about to vote for itself):
+    # DLedger's rules as they were
+    assert answer("n4", None, None) == ACCEPT
 
 
 @pytest.mark.parametrize("bug", [False, True])
