@@ -353,6 +353,7 @@ class Elector:
             node.leader_id,
             store.end_index,
             store.end_term,
+            store.term_at(node.config_index),
         )
         d = decide_vote(
             state, req, from_self=from_self, skip_log_check=node.bugs.vote_without_log_check

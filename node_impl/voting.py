@@ -62,6 +62,8 @@ class VoterState:
     leader_id: str | None
     ledger_end_index: int
     ledger_end_term: int
+    config_term: int = -1
+    """Term of the entry holding the configuration in force (-1: the startup one)."""
 
 
 @dataclass(frozen=True)
@@ -104,11 +106,12 @@ def decide_vote(
         return VoteDecision(REJECT_TERM_NOT_READY, s.term, step_to_candidate=True)
     if r.term < s.ledger_end_term:
         return VoteDecision(REJECT_TERM_SMALL_THAN_LEDGER, s.ledger_end_term)
-    # (ours, docs/membership.md M17) No vote yet in this term, yet it follows this term's
-    # leader. Its voters may not be asked again once configurations change within the
-    # term: a majority of the new voters need not include any of them.
+    # (ours, docs/membership.md M17) No vote yet in this term, but following its leader,
+    # which changed the configuration in this term: the new configuration's voters need
+    # not include any that elected that leader, so they may not elect a second one.
     follows_another = s.leader_id is not None and s.leader_id != r.candidate
-    if not from_self and s.voted_for is None and follows_another:
+    changed_this_term = s.config_term == r.term
+    if not from_self and s.voted_for is None and follows_another and changed_this_term:
         return VoteDecision(REJECT_ALREADY_HAS_LEADER, s.term)
     return VoteDecision(ACCEPT, s.term, grant=True)
 

@@ -261,15 +261,15 @@ def test_bug_reconfig_before_term_commit_commits_two_entries_at_one_index(bug: b
 
 def test_a_term_whose_leader_changed_the_configuration_has_no_second_election() -> None:
     """M17, the quickstart's two-leaders-in-term of 2026-11-27. Term 6: n3 was elected in
-    {n2, n3, n4} by n3 and n2, then added n1.1 and n5.1 (entries of term 6, ending at
-    800). n1.1 polls in term 6. n4 and n5.1, following n3 without a vote in term 6, would
-    make 3 of the 5 new voters with n1.1's own vote, none of whom elected n3; they must
-    refuse."""
+    {n2, n3, n4} by n3 and n2, then added n1.1 and n5.1 (the configuration in force: an
+    entry of term 6; the log ends at 800). n1.1 polls in term 6. n4 and n5.1, following
+    n3 without a vote in term 6, would make 3 of the 5 new voters with n1.1's own vote,
+    none of whom elected n3; they must refuse."""
     five = cfg("n1.1", "n2", "n3", "n4", "n5.1").voter_ids
     ask = VoteRequest(6, "n1.1", 800, 6)
 
-    def answer(voter: str, voted: str | None, leader: str | None) -> str:
-        s = VoterState(voter, five, 6, voted, leader, 800, 6)
+    def answer(voter: str, voted: str | None, leader: str | None, config_term: int = 6) -> str:
+        s = VoterState(voter, five, 6, voted, leader, 800, 6, config_term)
         return decide_vote(s, ask, from_self=voter == "n1.1").result
 
     assert answer("n4", None, "n3") == REJECT_ALREADY_HAS_LEADER
@@ -280,12 +280,13 @@ def test_a_term_whose_leader_changed_the_configuration_has_no_second_election() 
     assert answer("n4", None, "n1.1") == ACCEPT
     # once n3 is gone, the voters time out and vote for themselves: the candidate is
     # refused as already voted and moves to term 7, where the log decides
+    assert answer("n4", None, None) == ACCEPT  # following no one: DLedger's rules
     assert answer("n4", "n4", None) == REJECT_ALREADY_VOTED
-    s = VoterState("n4", five, 7, None, None, 800, 6)
+    s = VoterState("n4", five, 7, None, None, 800, 6, 6)
     assert decide_vote(s, VoteRequest(7, "n1.1", 800, 6), from_self=False).result == ACCEPT
-    # following no one and no vote yet (a node just restarted, about to vote for itself):
-    # DLedger's rules as they were
-    assert answer("n4", None, None) == ACCEPT
+    # a configuration from an earlier term: every majority of it shares a voter with the
+    # one that elected n3, who refuses; DLedger's rules as they were
+    assert answer("n4", None, "n3", config_term=5) == ACCEPT
 
 
 @pytest.mark.parametrize("bug", [False, True])
