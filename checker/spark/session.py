@@ -188,20 +188,17 @@ def _stop_at_exit() -> None:
     every ``splitbrain check --engine spark``; the loop runs on a daemon thread, which
     ends with the process anyway.
     """
-    global _session, _master
     with _lock:
-        spark, _session, _master = _session, None, None
-        if spark is None:
+        if _session is None:
             return
-        sc = spark.sparkContext
+        sc = _session.sparkContext
         server, sc._accumulatorServer = getattr(sc, "_accumulatorServer", None), None
-        with contextlib.suppress(Exception):
-            spark.stop()
-        if server is not None:
-            with contextlib.suppress(OSError):
-                server.server_close()
-                if isinstance(server.server_address, str):  # a Unix socket's path
-                    os.unlink(server.server_address)
+        _stop_locked()
+    if server is not None:
+        with contextlib.suppress(OSError):
+            server.server_close()
+            if isinstance(server.server_address, str):  # a Unix socket's path
+                os.unlink(server.server_address)
 
 
 def driver_jvm_pid() -> int | None:
