@@ -29,6 +29,7 @@ __all__ = [
     "HasFootprint",
     "Upgradable",
     "InformsChecker",
+    "ResolvesArtifacts",
     "WorkloadChoice",
     "HasDefaultWorkload",
     "Members",
@@ -168,6 +169,21 @@ class InformsChecker(Protocol):
     """
 
     def checker_options(self) -> Mapping[str, Mapping[str, Any]]: ...
+
+
+@runtime_checkable
+class ResolvesArtifacts(Protocol):
+    """A DB whose programs are built or fetched by the harness (the Java DBs, from Maven).
+
+    ``resolve_artifacts()`` is called once per run, before ``test.json`` is written and
+    before any host is reached: the first run of a version fetches and builds, later runs
+    find the cache. Its answer (JSON: the versions and checksums of what will run) is
+    recorded as ``test.json``'s ``artifacts``, so a finding names exactly what ran. A
+    failure is a ConfigError naming the option (a version that is not served) and ends
+    the run before anything starts.
+    """
+
+    def resolve_artifacts(self) -> Mapping[str, Any]: ...
 
 
 @dataclass(frozen=True)

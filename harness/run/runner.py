@@ -75,6 +75,15 @@ def build_package_for(spec: TestSpec) -> NemesisPackage:
     )
 
 
+def resolve_artifacts(db: DB) -> dict | None:
+    """What a DB that builds its programs will run (harness/core/db.py ResolvesArtifacts)."""
+    from harness.core.db import ResolvesArtifacts
+
+    if not isinstance(db, ResolvesArtifacts):
+        return None
+    return dict(db.resolve_artifacts())
+
+
 def _write_schedule(store: RunStore) -> None:
     """schedule.json from the closed history (issue 26): written even for an interrupted
     run, before the check, since replaying a run must not depend on the run having ended."""
@@ -125,6 +134,7 @@ def run_test(
     if nemesis_package is None:
         nemesis_package = build_package_for(spec)
 
+    artifacts = resolve_artifacts(db)
     store = RunStore.create(store_root, spec.name)
     guard = SignalGuard()
     interrupted, reason = False, None
@@ -135,6 +145,7 @@ def run_test(
                 **spec.to_json(),
                 "engine": opts.engine,
                 "leave_db_running": opts.leave_db_running,
+                **({"artifacts": artifacts} if artifacts is not None else {}),
                 "hosts": [
                     {"name": h.name, "address": h.address, "port": h.port, "user": h.user}
                     for h in hosts
