@@ -6,7 +6,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 OS_PACKAGES=(openssh-server openssh-client iptables iproute2 faketime tini util-linux procps
-             openjdk-17-jre-headless libnetfilter-queue-dev python3-venv python3-dev gcc
+             openjdk-17-jdk-headless maven libnetfilter-queue-dev python3-venv python3-dev gcc
              etcd-server etcd-client redis-server libfuse3-3)
 # The VM lab (`splitbrain lab up --driver vm`): qemu, qcow2 tools, and debootstrap and
 # mkfs.ext4 to build the guests' Debian image here (the guest kernel comes from the image).
@@ -35,9 +35,13 @@ missing=()
 for p in "${OS_PACKAGES[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
 done
-# Any JDK >= 17 will do for PySpark 4.
-if command -v java >/dev/null && java -version 2>&1 | grep -Eq 'version "(1[7-9]|[2-9][0-9])'; then
-  missing=("${missing[@]/openjdk-17-jre-headless}")
+# Any JDK >= 17 will do for PySpark 4 and for building the Java DBs (dledger-java, jraft),
+# and any Maven 3 for resolving their jars from Maven Central (harness/dbs/maven.py).
+if command -v javac >/dev/null && javac -version 2>&1 | grep -Eq 'javac (1[7-9]|[2-9][0-9])'; then
+  missing=("${missing[@]/openjdk-17-jdk-headless}")
+fi
+if command -v mvn >/dev/null; then
+  missing=("${missing[@]/maven}")
 fi
 missing=($(printf '%s\n' "${missing[@]}" | sed '/^$/d'))
 if [ ${#missing[@]} -gt 0 ]; then

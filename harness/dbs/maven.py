@@ -156,7 +156,9 @@ def java_major(java: str = "java") -> int:
         raise ConfigError(f"cannot run {java!r}: {e}", field="java") from None
     m = re.search(r'version "(\d+)(?:\.(\d+))?', out.stderr + out.stdout)
     if not m:
-        raise ConfigError(f"{java} -version printed no version: {out.stderr[-200:]!r}", field="java")
+        raise ConfigError(
+            f"{java} -version printed no version: {out.stderr[-200:]!r}", field="java"
+        )
     major = int(m.group(1))
     return int(m.group(2) or 0) if major == 1 else major
 
@@ -200,14 +202,15 @@ def _locked(path: Path) -> Iterator[None]:
             fcntl.flock(f, fcntl.LOCK_UN)
 
 
-def mvn_command(root: Path = JAVA_ROOT) -> list[str]:
+def mvn_command(root: Path = JAVA_ROOT, repository: Path | None = None) -> list[str]:
     """Maven, batch mode, with its repository under ``root`` (the project's own cache)."""
     mvn = shutil.which("mvn")
     if mvn is None:
         raise LabError(
             "Maven (mvn) is not installed: run scripts/setup.sh, or apt-get install maven"
         )
-    return [mvn, "-B", "-q", "-Dstyle.color=never", f"-Dmaven.repo.local={root / 'm2'}"]
+    repo = repository or root / "m2"
+    return [mvn, "-B", "-q", "-Dstyle.color=never", f"-Dmaven.repo.local={repo}"]
 
 
 def _load(home: Path) -> JavaProgram | None:
@@ -234,9 +237,7 @@ def _mvn_error(name: str, properties: Mapping[str, str], out: str) -> ConfigErro
     reason = " | ".join(ln.replace("[ERROR] ", "") for ln in lines[:3]) or out.strip()[-400:]
     which = ", ".join(f"{k}={v}" for k, v in sorted(properties.items()))
     field = "version" if "resolve" in reason.lower() or "not find" in reason.lower() else "build"
-    return ConfigError(
-        f"building {name} ({which}) with Maven failed: {reason[:600]}", field=field
-    )
+    return ConfigError(f"building {name} ({which}) with Maven failed: {reason[:600]}", field=field)
 
 
 def build(
@@ -245,12 +246,14 @@ def build(
     name: str,
     properties: Mapping[str, str] | None = None,
     root: Path = JAVA_ROOT,
+    repository: Path | None = None,
     java: str = "java",
     timeout: float = BUILD_TIMEOUT_S,
 ) -> JavaProgram:
     """The program of the Maven ``project``, built for ``properties`` (cached by key).
 
-    ``properties`` are passed as ``-Dname=value`` (a system's version, say). The first
+    ``properties`` are passed as ``-Dname=value`` (a system's version, say); builds go
+    under ``root``, Maven's repository too unless ``repository`` names another. The first
     call for a key runs ``mvn package`` and copies the runtime class path; the jars'
     coordinates come from Maven's own dependency list. Errors are ConfigErrors naming
     the properties and Maven's first error lines (a version that is not served, a
@@ -270,7 +273,8 @@ def build(
         if cached is not None:
             return cached
         started = time.monotonic()
-        program = _build_now(project, name, props, root, home, key, major, timeout)
+        mvn = mvn_command(root, repository)
+        program = _build_now(project, name, props, mvn, root, home, key, major, timeout)
         log.info("built %s (%s) in %.1f s", name, props, time.monotonic() - started)
         return program
 
@@ -279,6 +283,7 @@ def _build_now(
     project: Path,
     name: str,
     props: Mapping[str, str],
+    mvn: list[str],
     root: Path,
     home: Path,
     key: str,
@@ -286,6 +291,7 @@ def _build_now(
     timeout: float,
 ) -> JavaProgram:
     defines = [f"-D{k}={v}" for k, v in sorted(props.items())]
+    root.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(prefix=f"{name}-build-", dir=root) as tmp:
         work = Path(tmp) / "src"
         shutil.copytree(project, work, ignore=shutil.ignore_patterns("target"))
@@ -307,7 +313,7 @@ def _build_now(
         for offline in (["-o"], []):
             try:
                 res = subprocess.run(
-                    [*mvn_command(root), *offline, *defines, *goals],
+                    [*mvn, *offline, *defines, *goals],
                     cwd=work,
                     capture_output=True,
                     text=True,
@@ -330,7 +336,11 @@ def _build_now(
             shutil.copy2(src, staged / "lib" / a.file)
         (staged / "lib" / ".key").write_text(key + "\n")
         program = JavaProgram(
-            name=name, home=home, key=key, properties=dict(props), artifacts=artifacts,
+            name=name,
+            home=home,
+            key=key,
+            properties=dict(props),
+            artifacts=artifacts,
             java_major=major,
         )
         (staged / "manifest.json").write_text(json.dumps(program.manifest(), indent=1) + "\n")
