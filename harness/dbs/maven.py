@@ -233,11 +233,17 @@ def _load(home: Path) -> JavaProgram | None:
 
 def _mvn_error(name: str, properties: Mapping[str, str], out: str) -> ConfigError:
     """Maven's reason in one line; a version that does not resolve names the option."""
-    lines = [ln.strip() for ln in out.splitlines() if "[ERROR]" in ln and ln.strip() != "[ERROR]"]
-    reason = " | ".join(ln.replace("[ERROR] ", "") for ln in lines[:3]) or out.strip()[-400:]
+    out = re.sub(r"\x1b\[[0-9;]*m", "", out)
+    chatter = ("-e switch", "-X switch", "For more information", "[Help 1] http", "re-run Maven")
+    lines = [
+        ln.replace("[ERROR]", "").replace("-> [Help 1]", "").strip()
+        for ln in out.splitlines()
+        if "[ERROR]" in ln and not any(w in ln for w in chatter)
+    ]
+    reason = " | ".join(ln for ln in lines if ln)[:600] or out.strip()[-400:]
     which = ", ".join(f"{k}={v}" for k, v in sorted(properties.items()))
     field = "version" if "resolve" in reason.lower() or "not find" in reason.lower() else "build"
-    return ConfigError(f"building {name} ({which}) with Maven failed: {reason[:600]}", field=field)
+    return ConfigError(f"building {name} ({which}) with Maven failed: {reason}", field=field)
 
 
 def build(
