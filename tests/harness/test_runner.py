@@ -410,3 +410,36 @@ def test_dledger_ports_and_command_line():
     # A misspelt option names itself, the DB and the known keys (not a TypeError's text).
     with pytest.raises(ConfigError, match=r"unknown db dledger option 'colour'; known: mode, root"):
         get_db("dledger", {"colour": "red"})
+
+
+class BuildingDB(RecordingDB):
+    """A DB that resolves its programs (the Java DBs' ResolvesArtifacts)."""
+
+    def resolve_artifacts(self):
+        self.calls.append(("resolve", None))
+        return {"program": "x", "artifacts": [{"coordinate": "g:a:1", "sha256": "ab" * 32}]}
+
+
+def test_resolved_artifacts_are_recorded_before_any_host_is_reached(tmp_path):
+    db = BuildingDB()
+    res = go(tmp_path, db=db, time_limit=0.3)
+    test = json.loads((res.store_dir / "test.json").read_text())
+    assert test["artifacts"]["artifacts"][0]["coordinate"] == "g:a:1"
+    assert db.calls[0] == ("resolve", None)
+    assert [c for c, _ in db.calls].count("resolve") == 1
+
+
+class FailingBuildDB(RecordingDB):
+    def resolve_artifacts(self):
+        from harness.core.errors import ConfigError
+
+        raise ConfigError("dledger 9.9 is not served", field="version")
+
+
+def test_an_artifact_that_does_not_resolve_stops_the_run_before_setup(tmp_path):
+    from harness.core.errors import ConfigError
+
+    db = FailingBuildDB()
+    with pytest.raises(ConfigError, match="not served"):
+        go(tmp_path, db=db, time_limit=0.3)
+    assert db.calls == []
