@@ -2,41 +2,38 @@
 
 A Java DB (``dledger-java``, ``jraft``) keeps its sources and a ``pom.xml`` in the
 repository. :func:`build` compiles that project once per *key* (the project's files, the
-Maven properties such as the system's version, and the JDK's major version), copies the
-program's jar and every runtime dependency into one cache directory, and writes a
-``manifest.json`` there: each artifact's coordinate and SHA-256. Later runs find the
-manifest and never call Maven, so a second run fetches nothing; Maven's own repository
-lives under the same root, so even a rebuild for a new key asks the network only for
-what it lacks (Maven runs offline first).
-
-Why a cache outside the checkout: CI clones afresh, and every lab host of this machine
-shares its file system, so one build serves every node of every run. Hosts that do not
-share it receive the jars with :meth:`JavaProgram.install`.
-
-The manifest is what the run records in ``test.json`` (``artifacts``): the resolved
-versions and checksums, so a finding names exactly the jars that ran.
+Maven properties such as the system's version, and the JDK's major version), and puts
+the program's jar and every runtime dependency in one build of the cache
+(:mod:`harness.dbs.artifacts`), each jar named by the coordinate Maven resolved and its
+SHA-256. Maven's own repository lives under the same root and Maven runs offline first,
+so a rebuild for a new key asks the network only for what it lacks, and a run that finds
+its build calls no Maven at all.
 """
 
 from __future__ import annotations
 
-import contextlib
-import fcntl
-import hashlib
-import json
 import logging
 import os
 import re
 import shlex
 import shutil
 import subprocess
-import tempfile
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from harness.core.errors import ConfigError, LabError, RemoteError
+from harness.dbs.artifacts import (
+    CACHE_ROOT,
+    Artifact,
+    Program,
+    build_key,
+    cached_build,
+    sha256_file,
+    tree_digest,
+)
 
 if TYPE_CHECKING:
     from harness.core.remote import Remote
@@ -53,7 +50,7 @@ __all__ = [
 
 log = logging.getLogger(__name__)
 
-JAVA_ROOT = Path(os.environ.get("SPLITBRAIN_JAVA_ROOT", "/var/lib/splitbrain/java"))
+JAVA_ROOT = Path(os.environ.get("SPLITBRAIN_JAVA_ROOT", str(CACHE_ROOT / "java")))
 """Builds and Maven's local repository; ``SPLITBRAIN_JAVA_ROOT`` moves it."""
 
 BUILD_TIMEOUT_S = 1200.0
@@ -66,84 +63,18 @@ _DEP_LINE = re.compile(
 
 
 @dataclass(frozen=True)
-class Artifact:
-    """One jar of a program's class path: where it came from and what it was."""
-
-    coordinate: str
-    """``group:artifact:version`` as Maven resolved it (the program's own jar included)."""
-    file: str
-    """Its file name in the build's ``lib/``."""
-    sha256: str
-
-    def to_json(self) -> dict[str, str]:
-        return {"coordinate": self.coordinate, "file": self.file, "sha256": self.sha256}
-
-
-@dataclass(frozen=True)
-class JavaProgram:
-    """A built program: its jars on this machine and what they are."""
-
-    name: str
-    home: Path
-    """The cache directory; its ``lib/`` holds every jar of the class path."""
-    key: str
-    properties: Mapping[str, str]
-    artifacts: tuple[Artifact, ...]
-    java_major: int
-
-    @property
-    def lib(self) -> Path:
-        return self.home / "lib"
+class JavaProgram(Program):
+    """A built Java program: its jars (the program's own first) and what they are."""
 
     def classpath(self, lib: str | None = None) -> str:
         """The class path with the jars in ``lib`` (default: this machine's copy)."""
         base = lib or str(self.lib)
         return ":".join(f"{base}/{a.file}" for a in self.artifacts)
 
-    def version_of(self, group_artifact: str) -> str | None:
-        """The resolved version of ``group:artifact``, None when it is not on the path."""
-        for a in self.artifacts:
-            g, art, ver = a.coordinate.split(":")
-            if f"{g}:{art}" == group_artifact:
-                return ver
-        return None
-
-    def manifest(self) -> dict[str, Any]:
-        """What ``test.json`` records: the key, the properties and every jar's checksum."""
-        return {
-            "program": self.name,
-            "key": self.key,
-            "properties": dict(self.properties),
-            "java_major": self.java_major,
-            "artifacts": [a.to_json() for a in self.artifacts],
-        }
-
-    def install(self, remote: Remote, dest: str) -> str:
-        """Make the jars present under ``dest`` on ``remote``'s host; returns that ``lib``.
-
-        A host that shares this machine's file system (every lab host) sees the cache
-        itself, which is then used in place: nothing is copied. Other hosts get a copy,
-        kept between runs and refreshed only when the build's key changed.
-        """
-        marker = f"{self.lib}/.key"
-        probe = remote.run(f"cat {shlex.quote(marker)}", check=False, timeout=30)
-        if probe.ok and probe.stdout.strip() == self.key:
-            return str(self.lib)
-        lib = f"{dest.rstrip('/')}/lib"
-        probe = remote.run(f"cat {shlex.quote(lib)}/.key", check=False, timeout=30)
-        if probe.ok and probe.stdout.strip() == self.key:
-            return lib
-        from harness.core.remote import UploadsTrees
-
-        remote.run(f"rm -rf {shlex.quote(lib)} && mkdir -p {shlex.quote(dest)}", timeout=60)
-        if isinstance(remote, UploadsTrees):
-            remote.upload_tree(str(self.lib), lib)
-        else:
-            remote.run(f"mkdir -p {shlex.quote(lib)}", timeout=60)
-            for a in self.artifacts:
-                remote.upload(str(self.lib / a.file), f"{lib}/{a.file}")
-            remote.upload(str(self.lib / ".key"), f"{lib}/.key")
-        return lib
+    @property
+    def java_major(self) -> int:
+        """The JDK's major version it was compiled with (``toolchain`` is ``java N``)."""
+        return int(self.toolchain.split()[1])
 
 
 def java_major(java: str = "java") -> int:
@@ -163,43 +94,8 @@ def java_major(java: str = "java") -> int:
     return int(m.group(2) or 0) if major == 1 else major
 
 
-def _tree_digest(project: Path) -> str:
-    """SHA-256 over the project's files (names and contents), Maven's output left out."""
-    h = hashlib.sha256()
-    for path in sorted(project.rglob("*")):
-        rel = path.relative_to(project)
-        if not path.is_file() or rel.parts[0] in ("target",):
-            continue
-        h.update(str(rel).encode() + b"\0")
-        h.update(path.read_bytes() + b"\0")
-    return h.hexdigest()
-
-
 def _key(project: Path, properties: Mapping[str, str], major: int) -> str:
-    h = hashlib.sha256(_tree_digest(project).encode())
-    h.update(json.dumps(dict(sorted(properties.items()))).encode())
-    h.update(f"java{major}".encode())
-    return h.hexdigest()[:16]
-
-
-def _sha256(path: Path) -> str:
-    h = hashlib.sha256()
-    with path.open("rb") as f:
-        for chunk in iter(lambda: f.read(1 << 20), b""):
-            h.update(chunk)
-    return h.hexdigest()
-
-
-@contextlib.contextmanager
-def _locked(path: Path) -> Iterator[None]:
-    """One builder per key at a time, across processes (two test runs may start together)."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with path.open("a") as f:
-        fcntl.flock(f, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(f, fcntl.LOCK_UN)
+    return build_key(tree_digest(project), dict(properties), f"java {major}")
 
 
 def mvn_command(root: Path = JAVA_ROOT, repository: Path | None = None) -> list[str]:
@@ -211,24 +107,6 @@ def mvn_command(root: Path = JAVA_ROOT, repository: Path | None = None) -> list[
         )
     repo = repository or root / "m2"
     return [mvn, "-B", "-q", "-Dstyle.color=never", f"-Dmaven.repo.local={repo}"]
-
-
-def _load(home: Path) -> JavaProgram | None:
-    try:
-        m = json.loads((home / "manifest.json").read_text())
-        arts = tuple(Artifact(a["coordinate"], a["file"], a["sha256"]) for a in m["artifacts"])
-        if not all((home / "lib" / a.file).is_file() for a in arts):
-            return None
-        return JavaProgram(
-            name=m["program"],
-            home=home,
-            key=m["key"],
-            properties=m["properties"],
-            artifacts=arts,
-            java_major=m["java_major"],
-        )
-    except (OSError, ValueError, KeyError, TypeError):
-        return None
 
 
 def _mvn_error(name: str, properties: Mapping[str, str], out: str) -> ConfigError:
@@ -269,95 +147,68 @@ def build(
     if not (project / "pom.xml").is_file():
         raise ConfigError(f"{project}: no pom.xml", field="project")
     major = java_major(java)
-    key = _key(project, props, major)
-    home = root / "builds" / f"{name}-{key}"
-    cached = _load(home)
-    if cached is not None:
-        return cached
-    with _locked(root / "locks" / f"{name}-{key}.lock"):
-        cached = _load(home)
-        if cached is not None:
-            return cached
+    mvn = mvn_command(root, repository)
+
+    def make(tmp: Path, lib: Path) -> tuple[Artifact, ...]:
         started = time.monotonic()
-        mvn = mvn_command(root, repository)
-        program = _build_now(project, name, props, mvn, root, home, key, major, timeout)
+        artifacts = _maven_package(project, name, props, mvn, tmp, lib, timeout)
         log.info("built %s (%s) in %.1f s", name, props, time.monotonic() - started)
-        return program
+        return artifacts
+
+    return cached_build(
+        JavaProgram,
+        name=name,
+        key=_key(project, props, major),
+        properties=props,
+        toolchain=f"java {major}",
+        root=root,
+        make=make,
+    )
 
 
-def _build_now(
+def _maven_package(
     project: Path,
     name: str,
     props: Mapping[str, str],
     mvn: list[str],
-    root: Path,
-    home: Path,
-    key: str,
-    major: int,
+    tmp: Path,
+    lib: Path,
     timeout: float,
-) -> JavaProgram:
+) -> tuple[Artifact, ...]:
+    """``mvn package`` in a copy of ``project``; the jars of the runtime class path to ``lib``."""
     defines = [f"-D{k}={v}" for k, v in sorted(props.items())]
-    root.mkdir(parents=True, exist_ok=True)
-    with tempfile.TemporaryDirectory(prefix=f"{name}-build-", dir=root) as tmp:
-        work = Path(tmp) / "src"
-        shutil.copytree(project, work, ignore=shutil.ignore_patterns("target"))
-        deps = Path(tmp) / "deps.txt"
-        lib = Path(tmp) / "lib"
-        goals = [
-            "package",
-            "dependency:copy-dependencies",
-            "dependency:list",
-            "-DskipTests",
-            "-DincludeScope=runtime",
-            f"-DoutputDirectory={lib}",
-            f"-DoutputFile={deps}",
-            "-DoutputAbsoluteArtifactFilename=true",
-            "-DexcludeTransitive=false",
-        ]
-        # Offline first: a rebuild whose jars are all in the local repository asks nothing.
-        out = ""
-        for offline in (["-o"], []):
-            try:
-                res = subprocess.run(
-                    [*mvn, *offline, *defines, *goals],
-                    cwd=work,
-                    capture_output=True,
-                    text=True,
-                    timeout=timeout,
-                    check=False,
-                    stdin=subprocess.DEVNULL,
-                )
-            except subprocess.TimeoutExpired:
-                raise LabError(f"building {name} with Maven took over {timeout:g} s") from None
-            out = res.stdout + res.stderr
-            if res.returncode == 0:
-                break
-        else:
-            raise _mvn_error(name, props, out)
-        artifacts = _collect(work, deps, lib)
-        staged = Path(tmp) / "home"
-        (staged / "lib").mkdir(parents=True)
-        for a in artifacts:
-            src = lib / a.file if (lib / a.file).exists() else work / "target" / a.file
-            shutil.copy2(src, staged / "lib" / a.file)
-        (staged / "lib" / ".key").write_text(key + "\n")
-        program = JavaProgram(
-            name=name,
-            home=home,
-            key=key,
-            properties=dict(props),
-            artifacts=artifacts,
-            java_major=major,
-        )
-        (staged / "manifest.json").write_text(json.dumps(program.manifest(), indent=1) + "\n")
-        home.parent.mkdir(parents=True, exist_ok=True)
-        if home.exists():
-            shutil.rmtree(home)
-        staged.rename(home)
-    loaded = _load(home)
-    if loaded is None:
-        raise LabError(f"the build of {name} in {home} left no usable manifest")
-    return loaded
+    work = tmp / "src"
+    shutil.copytree(project, work, ignore=shutil.ignore_patterns("target"))
+    deps = tmp / "deps.txt"
+    goals = [
+        "package",
+        "dependency:copy-dependencies",
+        "dependency:list",
+        "-DskipTests",
+        "-DincludeScope=runtime",
+        f"-DoutputDirectory={lib}",
+        f"-DoutputFile={deps}",
+        "-DoutputAbsoluteArtifactFilename=true",
+    ]
+    # Offline first: a rebuild whose jars are all in the local repository asks nothing.
+    out = ""
+    for offline in (["-o"], []):
+        try:
+            res = subprocess.run(
+                [*mvn, *offline, *defines, *goals],
+                cwd=work,
+                capture_output=True,
+                text=True,
+                timeout=timeout,
+                check=False,
+                stdin=subprocess.DEVNULL,
+            )
+        except subprocess.TimeoutExpired:
+            raise LabError(f"building {name} with Maven took over {timeout:g} s") from None
+        out = res.stdout + res.stderr
+        if res.returncode == 0:
+            return _collect(work, deps, lib)
+    raise _mvn_error(name, props, out)
 
 
 def _own_jar(work: Path) -> tuple[str, Path]:
@@ -382,7 +233,7 @@ def _own_jar(work: Path) -> tuple[str, Path]:
 
 def _collect(work: Path, deps: Path, lib: Path) -> tuple[Artifact, ...]:
     coordinate, jar = _own_jar(work)
-    out = [Artifact(coordinate, jar.name, _sha256(jar))]
+    out = [Artifact(coordinate, jar.name, sha256_file(jar))]
     lib.mkdir(exist_ok=True)
     shutil.copy2(jar, lib / jar.name)
     seen = {jar.name}
@@ -399,7 +250,7 @@ def _collect(work: Path, deps: Path, lib: Path) -> tuple[Artifact, ...]:
             lib.mkdir(exist_ok=True)
             shutil.copy2(f, lib / f.name)
         coord = f"{m.group('group')}:{m.group('artifact')}:{m.group('version')}"
-        out.append(Artifact(coord, f.name, _sha256(lib / f.name)))
+        out.append(Artifact(coord, f.name, sha256_file(lib / f.name)))
     if len(out) == 1 and text.strip():
         raise LabError(f"could not read Maven's dependency list {deps}: {text[:200]!r}")
     return tuple(out)

@@ -16,7 +16,8 @@ import pytest
 
 from harness.core.errors import ConfigError
 from harness.dbs import maven
-from harness.dbs.maven import JAVA_ROOT, build
+from harness.dbs.artifacts import load
+from harness.dbs.maven import JAVA_ROOT, JavaProgram, build
 
 POM = """<project xmlns="http://maven.apache.org/POM/4.0.0">
   <modelVersion>4.0.0</modelVersion>
@@ -68,16 +69,16 @@ def test_a_cache_missing_a_jar_is_not_used(tmp_path: Path) -> None:
         "program": "x",
         "key": "k",
         "properties": {},
-        "java_major": 17,
+        "toolchain": "java 17",
         "artifacts": [
             {"coordinate": "g:a:1", "file": "a.jar", "sha256": "0"},
             {"coordinate": "g:b:1", "file": "b.jar", "sha256": "0"},
         ],
     }
     (home / "manifest.json").write_text(json.dumps(manifest))
-    assert maven._load(home) is None
+    assert load(home, JavaProgram) is None
     (home / "lib" / "b.jar").write_text("jar")
-    loaded = maven._load(home)
+    loaded = load(home, JavaProgram)
     assert loaded is not None and loaded.version_of("g:b") == "1"
     assert loaded.classpath() == f"{home}/lib/a.jar:{home}/lib/b.jar"
 
@@ -104,7 +105,7 @@ def test_build_once_then_the_cache_without_maven(
         raise AssertionError("Maven ran for a cached build")
 
     monkeypatch.setattr(subprocess, "run", no_maven)
-    monkeypatch.setattr(maven, "java_major", lambda java="java": first.java_major)
+    monkeypatch.setattr(maven, "java_major", lambda java="java": int(first.toolchain.split()[1]))
     again = build(
         project, name="tiny", properties={"dep.version": "4.13.2"}, root=root, repository=repo
     )
