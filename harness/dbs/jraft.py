@@ -1,0 +1,595 @@
+"""``--db jraft``: a small linearizable kv server on SOFAJRaft, one JVM per node.
+
+The server is ours (``harness/dbs/java/jraft/``, Java, built by :mod:`harness.dbs.maven`
+against ``--db-option version=X`` of ``com.alipay.sofa:jraft-core``); the consensus is
+JRaft's. It answers the reference node's client protocol (``node_impl/server.py``:
+``kv-write``, ``kv-read``, ``kv-cas``, ``status``, ``members``, ``add-member``,
+``remove-member``, ``transfer-leader``), so the register, kv-set and sampler workloads and
+their checkers drive it unchanged. docs/jraft.md has the design and what each fault does.
+
+Per node, one directory (lab hosts share this machine's disk, hence the levels)::
+
+    <root>/[<lab>/]<test>/<node>/data/        JRaft's log (RocksDB) and raft meta: disk faults hit this
+    <root>/[<lab>/]<test>/<node>/node.log     role/term/vote lines (nodelog_events format)
+    <root>/[<lab>/]<test>/<node>/stdout.log   the JVM's output (JRaft's own log lines)
+    <root>/[<lab>/]<test>/<node>/jraft.pid
+    <root>/[<lab>/]<test>/<node>/tmp/         java.io.tmpdir: RocksDB unpacks its JNI library here
+
+Member names: node ``n3`` is JRaft peer ``ip:raft_port:0``; a host re-added wiped runs
+``n3.1`` = ``ip:raft_port:1``, a new JRaft identity, so messages for the removed member
+never reach the new one.
+"""
+
+from __future__ import annotations
+
+import logging
+import shlex
+import threading
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Literal
+
+from harness.core.db import Members, WorkloadChoice
+from harness.core.errors import ConfigError, NemesisError, RemoteError
+from harness.core.fanout import map_values
+from harness.core.options import as_options, declares_options, option
+from harness.dbs.daemon import PidfileDaemonDB
+from harness.dbs.dledger import _admin, _fetch_status, durable_wipe, node_ports
+from harness.dbs.nodelog_events import NodeLogEvents
+
+if TYPE_CHECKING:
+    from harness.core.db import DB
+    from harness.dbs.maven import JavaProgram
+    from harness.core.spec import RunContext
+
+__all__ = [
+    "JRAFT_PROJECT",
+    "NEWEST",
+    "OLDEST",
+    "JRaftOptions",
+    "JRaftDB",
+    "check_version",
+    "factory",
+    "java_command",
+    "outcome_of",
+]
+
+log = logging.getLogger(__name__)
+
+JRAFT_PROJECT = Path(__file__).resolve().parent / "java" / "jraft"
+"""The Maven project of the server (pom.xml, src/main/java)."""
+
+NEWEST = "1.4.1"
+"""The newest jraft-core Maven Central serves (2026-12), the default."""
+
+OLDEST = "1.3.0"
+"""The oldest version accepted. 1.2.x is refused: see :func:`check_version`."""
+
+NO_COND_FIX = "FAKETIME_FORCE_MONOTONIC_FIX=0"
+"""Measured on the lab (libfaketime 0.9.10 preloaded): with its default monotonic fix of
+``pthread_cond_timedwait`` a JRaft server takes 11.6 s to start on an idle host, 0.9 s
+without it (0.5 s with no preload at all); five starting at once took over 40 s and their
+first elections timed out. Off, the wall clock is still faked (clock faults unchanged)."""
+
+_TRANSFER_OUTCOMES = {
+    "SUCCESS": "handed-over",
+    "TRANSFER_TIMEOUT": "kept",
+    "TRANSFER_FAILED": "lost",
+}
+"""The server's transfer answers (Server.transfer) in TransfersLeadership's words."""
+
+
+def _version_key(v: str) -> tuple[int, ...]:
+    parts = []
+    for p in v.split("."):
+        digits = "".join(ch for ch in p if ch.isdigit())
+        parts.append(int(digits) if digits else 0)
+    return tuple(parts)
+
+
+def check_version(version: str) -> None:
+    """A ConfigError naming ``version`` when the server cannot run on it.
+
+    1.2.x has no ``Node.getLastLogIndex``/``getLastCommittedIndex``/``getNodeState`` (the
+    status the sampler reads) nor learners, and ships protobuf 2-era RPCs; the server is
+    kept to one small API surface, 1.3.0 and later.
+    """
+    if not version or not version[0].isdigit():
+        raise ConfigError(f"jraft version {version!r} is not a version number", field="version")
+    if _version_key(version) < _version_key(OLDEST):
+        raise ConfigError(
+            f"jraft version {version} is refused: the server needs the Node API of "
+            f"{OLDEST} or later (getLastLogIndex, getLastCommittedIndex, learners)",
+            field="version",
+        )
+
+
+@dataclass(frozen=True)
+class JRaftOptions:
+    """``--db-option`` keys of ``--db jraft``."""
+
+    version: str = option(NEWEST, "com.alipay.sofa:jraft-core version (Maven Central)")
+    read: Literal["index", "lease"] = option(
+        "index", "kv reads: index (JRaft ReadIndex, a heartbeat round) or lease (leader lease)"
+    )
+    election_timeout_ms: int = option(1000, "JRaft's election timeout", minimum=100)
+    raft_port: int = option(8100, "JRaft's RPC port", minimum=1, maximum=65535)
+    client_port: int = option(8101, "the client port", minimum=1, maximum=65535)
+    root: str = option("/var/lib/splitbrain/jraft", "absolute directory of the node directories")
+    leave_running: bool = option(False, "leave the nodes running after the test")
+    extra_args: str = option("", "more arguments for the JVM (before the class path)")
+    java: str = option("java", "the java binary on the hosts (17 or newer)")
+    heap_mb: int = option(256, "-Xmx of each JVM, in MiB", minimum=64)
+    sync_meta: bool | None = option(
+        None, "RaftOptions.syncMeta: fsync term and vote (default: JRaft's, off)"
+    )
+    ready_timeout: float = option(60.0, "seconds for a node to know a leader at setup", minimum=0)
+
+
+@declares_options(JRaftOptions)
+def factory(options: JRaftOptions | Mapping[str, Any]) -> DB:
+    """``--db jraft`` (pyproject.toml's ``splitbrain.dbs``)."""
+    return JRaftDB(as_options(JRaftOptions, options, role="db jraft"))
+
+
+def java_command(
+    java: str,
+    classpath: str,
+    *,
+    heap_mb: int,
+    tmp: str,
+    extra: str,
+    args: list[str],
+) -> str:
+    """The JVM's command line, sized for five JVMs on two cores.
+
+    Serial GC and one active processor: JRaft sizes its pools by the CPU count, and five
+    JVMs each believing they own both cores would spend the machine on thread switches.
+    C1 only (TieredStopAtLevel=1): the server is small and C2's compile time does not pay
+    back within a run. The --add-opens let old protobuf and RocksDB releases reach the
+    JDK's internals on Java 17.
+    """
+    jvm = [
+        java,
+        f"-Xmx{heap_mb}m",
+        "-Xms64m",
+        "-Xss512k",
+        "-XX:+UseSerialGC",
+        "-XX:TieredStopAtLevel=1",
+        "-XX:ActiveProcessorCount=1",
+        "-XX:+ExitOnOutOfMemoryError",
+        "--add-opens=java.base/java.nio=ALL-UNNAMED",
+        "--add-opens=java.base/sun.nio.ch=ALL-UNNAMED",
+        "--add-opens=java.base/java.lang=ALL-UNNAMED",
+        f"-Djava.io.tmpdir={tmp}",
+        "-Dorg.slf4j.simpleLogger.showDateTime=true",
+        "-Dorg.slf4j.simpleLogger.dateTimeFormat=HH:mm:ss.SSS",
+    ]
+    cmd = " ".join(shlex.quote(a) for a in jvm)
+    if extra:
+        cmd += " " + extra
+    tail = " ".join(shlex.quote(a) for a in ["-cp", classpath, "splitbrain.jraft.Server", *args])
+    return f"env {NO_COND_FIX} {cmd} {tail}"
+
+
+def outcome_of(code: Any) -> str | None:
+    """TransfersLeadership's outcome for the server's transfer answer code."""
+    if code is None:
+        return None
+    return _TRANSFER_OUTCOMES.get(str(code), "refused")
+
+
+class JRaftDB(NodeLogEvents, PidfileDaemonDB):
+    """Installs, starts, faults and removes the jraft kv server on every node of a test."""
+
+    transfer_hands_over = False
+    """JRaft's transferLeadershipTo promises nothing (it returns once TimeoutNow is on its
+    way; a target that does not win leaves a cluster that elects anyone): recorded only."""
+
+    def __init__(self, options: JRaftOptions | None = None) -> None:
+        self.opts = options or JRaftOptions()
+        check_version(self.opts.version)
+        if not self.opts.root.startswith("/"):
+            raise ConfigError(f"db root must be an absolute path, got {self.opts.root!r}", field="root")
+        self.root = self.opts.root.rstrip("/")
+        self._program: JavaProgram | None = None
+        self._lib: dict[str, str] = {}
+        self._lock = threading.Lock()
+        self._idents: dict[str, str] = {}
+        """The member id each host runs now, when not the node's own name (re-added)."""
+        self._generation: dict[str, int] = {}
+        self._removed: set[str] = set()
+        self._joining: set[str] = set()
+        """Hosts whose member was started with an empty configuration (re-added)."""
+        self._old_logs: dict[str, list[str]] = {}
+
+    # artifacts ----------------------------------------------------------------------
+    def program(self) -> JavaProgram:
+        """The built server for this version (Maven once per version, then the cache)."""
+        with self._lock:
+            if self._program is None:
+                from harness.dbs.maven import build
+
+                try:
+                    self._program = build(
+                        JRAFT_PROJECT, name="jraft", properties={"jraft.version": self.opts.version}
+                    )
+                except ConfigError as e:
+                    raise ConfigError(
+                        f"jraft version {self.opts.version}: {e}", field="version"
+                    ) from None
+            return self._program
+
+    def resolve_artifacts(self) -> dict[str, Any]:
+        """ResolvesArtifacts: the build's manifest and the jraft-core version that resolved."""
+        p = self.program()
+        return {"jraft-core": p.version_of("com.alipay.sofa:jraft-core"), **p.manifest()}
+
+    def default_workload(self) -> WorkloadChoice:
+        """Per-key cas registers (linearizability) with the status samplers (log safety).
+
+        ``mixed`` is not the default: its append log needs the reference node's ``append``
+        and ``get`` by index, which a kv server does not have. Five JVMs on two cores take
+        about 40 ops/s with room for the samplers.
+        """
+        return WorkloadChoice(
+            name="register",
+            options={"keys": 4, "ops_per_key": 100, "retired_reads": 0.1, "sample_rate": 5.0},
+            concurrency=10,
+            rate=40.0,
+            client_timeout=3.0,
+        )
+
+    # layout -------------------------------------------------------------------------
+    def _paths(self, ctx: RunContext, node: str) -> dict[str, str]:
+        d = self.node_dir(ctx, node)
+        return {
+            "dir": d,
+            "data": f"{d}/data",
+            "log": f"{d}/node.log",
+            "stdout": f"{d}/stdout.log",
+            "pid": f"{d}/jraft.pid",
+            "tmp": f"{d}/tmp",
+        }
+
+    def _ports(self, ctx: RunContext) -> dict[str, tuple[int, int]]:
+        addrs = {n: ctx.hosts[n].address for n in ctx.nodes}
+        return node_ports(addrs, self.opts.raft_port, self.opts.client_port)
+
+    def ports(self, ctx: RunContext, node: str) -> list[int]:
+        return list(self._ports(ctx)[node])
+
+    def client_addrs(self, ctx: RunContext) -> dict[str, tuple[str, int]]:
+        ports = self._ports(ctx)
+        return {n: (ctx.hosts[n].address, ports[n][1]) for n in ctx.nodes}
+
+    def addresses(self, ctx: RunContext) -> dict[str, dict[str, tuple[str, int]]]:
+        return {"client": self.client_addrs(ctx)}
+
+    def ident(self, node: str) -> str:
+        return self._idents.get(node, node)
+
+    def _nodes_arg(self, ctx: RunContext) -> str:
+        ports = self._ports(ctx)
+        return ",".join(
+            f"{n}={ctx.hosts[n].address}:{ports[n][0]}:{ports[n][1]}" for n in ctx.nodes
+        )
+
+    def command(self, ctx: RunContext, node: str, lib: str) -> str:
+        p = self._paths(ctx, node)
+        conf = "-" if node in self._joining else ",".join(ctx.nodes)
+        args = [
+            "--id", self.ident(node),
+            "--nodes", self._nodes_arg(ctx),
+            "--conf", conf,
+            "--data", p["data"],
+            "--log", p["log"],
+            "--read", self.opts.read,
+            "--election-ms", str(self.opts.election_timeout_ms),
+        ]  # fmt: skip
+        if self.opts.sync_meta is not None:
+            args += ["--sync-meta", "true" if self.opts.sync_meta else "false"]
+        return java_command(
+            self.opts.java,
+            self.program().classpath(lib),
+            heap_mb=self.opts.heap_mb,
+            tmp=p["tmp"],
+            extra=self.opts.extra_args,
+            args=args,
+        )
+
+    # lifecycle ----------------------------------------------------------------------
+    def setup(self, ctx: RunContext, node: str) -> None:
+        from harness.dbs.maven import require_java
+
+        remote = ctx.remotes[node]
+        p = self._paths(ctx, node)
+        require_java(remote, self.opts.java)
+        if remote.daemon_running(p["pid"]):
+            log.info("%s: stopping a jraft server left running by an earlier run", node)
+            self._stop(ctx, node)
+        remote.run(
+            f"mkdir -p {shlex.quote(p['dir'])} && find {shlex.quote(p['dir'])} -mindepth 1 -delete"
+            f" ; mkdir -p {shlex.quote(p['data'])} {shlex.quote(p['tmp'])}"
+        )
+        self._lib[node] = self.program().install(remote, f"{p['dir']}/app")
+        self.start(ctx, node)
+        self._await(ctx, node, leader=True, within=self.opts.ready_timeout)
+
+    def _await(self, ctx: RunContext, node: str, *, leader: bool, within: float) -> None:
+        """Until ``node`` answers status (and knows a leader, with ``leader``)."""
+        host, port = self.client_addrs(ctx)[node]
+        remote = ctx.remotes[node]
+        p = self._paths(ctx, node)
+        deadline = time.monotonic() + within
+        last: dict[str, Any] | None = None
+        while time.monotonic() < deadline:
+            st = _fetch_status(host, port, 1.0)
+            if st is not None:
+                last = st
+                if not leader or st.get("leader"):
+                    return
+            elif not remote.daemon_running(p["pid"]):
+                tail = remote.run(f"tail -n 8 {shlex.quote(p['stdout'])}", check=False).stdout
+                raise RemoteError(
+                    f"jraft server exited during startup: {tail.strip() or 'no output'}",
+                    host=remote.host.name,
+                )
+            time.sleep(0.2)
+        raise RemoteError(
+            f"jraft server on {node} knew no leader after {within:g} s (last status: {last})",
+            host=remote.host.name,
+        )
+
+    def wait_ready(self, ctx: RunContext, *, settle: float = 0.5) -> None:
+        """Until every node names the same leader in the same term for ``settle`` s."""
+        addrs = {n: a for n, a in self.client_addrs(ctx).items() if n not in self._removed}
+        deadline = time.monotonic() + self.opts.ready_timeout
+        since: float | None = None
+        last: Any = None
+        while time.monotonic() < deadline:
+            sts = list(map_values(addrs, lambda a: _fetch_status(a[0], a[1], 1.0)).values())
+            views = {(st.get("term"), st.get("leader")) if st else None for st in sts}
+            if len(views) == 1 and None not in views and next(iter(views))[1]:
+                if views == last and since is not None and time.monotonic() - since >= settle:
+                    log.info("jraft ready: %s", next(iter(views)))
+                    return
+                if views != last or since is None:
+                    since = time.monotonic()
+            else:
+                since = None
+            last = views
+            time.sleep(0.1)
+        log.warning("jraft nodes did not agree on one leader within %gs: %s", self.opts.ready_timeout, last)
+
+    def start(self, ctx: RunContext, node: str) -> None:
+        remote = ctx.remotes[node]
+        p = self._paths(ctx, node)
+        if node in self._removed:
+            log.info("%s: removed from the cluster; not restarted", node)
+            return
+        if remote.daemon_running(p["pid"]):
+            return
+        lib = self._lib.get(node)
+        if lib is None:
+            lib = self._lib[node] = self.program().install(remote, f"{p['dir']}/app")
+        remote.run(f"mkdir -p {shlex.quote(p['tmp'])}", check=False)
+        remote.start_daemon(
+            self.command(ctx, node, lib), pidfile=p["pid"], logfile=p["stdout"], chdir=p["dir"]
+        )
+
+    def _stop(self, ctx: RunContext, node: str) -> None:
+        from harness.dbs.etcd import stop_process
+
+        stop_process(ctx.remotes[node], self._paths(ctx, node)["pid"], "jraft server")
+
+    def primaries(self, ctx: RunContext) -> list[str]:
+        """Nodes whose server says leader (JRaft's STATE_LEADER or TRANSFERRING)."""
+        addrs = {n: a for n, a in self.client_addrs(ctx).items() if n not in self._removed}
+        sts = map_values(addrs, lambda a: _fetch_status(a[0], a[1], 1.0), what="status")
+        return [n for n, st in sts.items() if st and st.get("role") == "leader"]
+
+    def log_files(self, ctx: RunContext, node: str) -> list[str]:
+        p = self._paths(ctx, node)
+        return [p["log"], p["stdout"], *self._old_logs.get(node, [])]
+
+    def teardown(self, ctx: RunContext, node: str) -> None:
+        remote = ctx.remotes[node]
+        p = self._paths(ctx, node)
+        if self.opts.leave_running:
+            log.info("%s: leaving the jraft server running in %s", node, p["dir"])
+            return
+        self._stop(ctx, node)
+        parents = []
+        d = p["dir"]
+        while True:
+            d = d.rsplit("/", 1)[0]
+            if len(d) <= len(self.root):
+                break
+            parents.append(f"rmdir {shlex.quote(d)} 2>/dev/null")
+        remote.run(f"rm -rf {shlex.quote(p['dir'])}; " + "; ".join([*parents, "true"]))
+
+    # membership (Reconfigurable, TransfersLeadership) -------------------------------
+    def _node_of(self, ctx: RunContext, ident: str) -> str | None:
+        for n in ctx.nodes:
+            if self.ident(n) == ident:
+                return n
+        name = ident.split(".", 1)[0]
+        return name if name in ctx.nodes else None
+
+    def _view(self, ctx: RunContext, reply: Mapping[str, Any], asked: str) -> Members:
+        voters: dict[str, str] = {}
+        learners: dict[str, str] = {}
+        unknown: list[str] = []
+        for key, out in (("voters", voters), ("learners", learners)):
+            for ident in dict(reply.get(key) or {}):
+                n = self._node_of(ctx, str(ident))
+                if n is None or (n in out and out[n] != str(ident)):
+                    unknown.append(str(ident))
+                else:
+                    out[n] = str(ident)
+        lead = reply.get("leader")
+        return Members(
+            voters=voters,
+            learners=learners,
+            pending=bool(reply.get("pending")),
+            leader=self._node_of(ctx, lead) if isinstance(lead, str) else None,
+            asked=asked,
+            unknown=tuple(unknown),
+        )
+
+    def _ask(self, ctx: RunContext, node: str, timeout: float = 2.0) -> Members:
+        host, port = self.client_addrs(ctx)[node]
+        reply = _admin(host, port, timeout, lambda c: c.members())
+        if reply.get("code") != "SUCCESS":
+            raise NemesisError(f"{node}: members answered {reply.get('code')}")
+        return self._view(ctx, reply, node)
+
+    def _leader(self, ctx: RunContext, within: float) -> str | None:
+        deadline = time.monotonic() + within
+        while True:
+            lead = [n for n in self.primaries(ctx) if n not in self._removed]
+            if lead:
+                return lead[0]
+            if time.monotonic() >= deadline:
+                return None
+            time.sleep(0.2)
+
+    def members(self, ctx: RunContext, via: str | None = None) -> Members:
+        if via is not None:
+            return self._ask(ctx, via)
+        lead = self._leader(ctx, 5.0)
+        order = ([lead] if lead else []) + [
+            n for n in ctx.nodes if n != lead and n not in self._removed
+        ]
+        errors = []
+        for n in order:
+            try:
+                return self._ask(ctx, n)
+            except Exception as e:  # noqa: BLE001 - the next member may answer
+                errors.append(f"{n}: {e}")
+        raise NemesisError("no jraft member answered `members`: " + "; ".join(errors))
+
+    def _change(
+        self, ctx: RunContext, what: str, kind: str, ident: str, done: Any, *, via: str | None,
+        within: float,
+    ) -> Members:  # fmt: skip
+        """Ask the leader (or ``via``) for ``kind`` until ``done(members)``, or ``within`` s.
+
+        JRaft's addPeer/removePeer answer once the new configuration commits (an add first
+        catches the new peer up); a lost answer may hide a commit, so ``members`` decides.
+        """
+        deadline = time.monotonic() + within
+        last = "no attempt"
+        while True:
+            try:
+                view = self.members(ctx, via)
+                if done(view):
+                    return view
+            except Exception as e:  # noqa: BLE001 - only a check
+                last = f"members: {e}"
+            if time.monotonic() >= deadline:
+                raise NemesisError(f"{what}: not done within {within:g} s (last: {last})")
+            target = via or self._leader(ctx, min(3.0, max(0.0, deadline - time.monotonic())))
+            if target is None:
+                last = "no leader"
+                continue
+            host, port = self.client_addrs(ctx)[target]
+            msg = {"type": kind, "id": ident}
+            try:
+                reply = _admin(host, port, 10.0, lambda c: c.call(msg, 10.0))
+            except Exception as e:  # noqa: BLE001 - re-check members
+                last = f"{target}: {e}"
+                continue
+            last = f"{target}: {reply.get('code')} {reply.get('error') or ''}".strip()
+            if reply.get("code") != "SUCCESS":
+                time.sleep(0.3)
+
+    def remove_member(
+        self, ctx: RunContext, node: str, *, via: str | None = None, wait: bool = True
+    ) -> Members:
+        """JRaft removePeer through the leader; once gone, the server stopped."""
+        ident = self.ident(node)
+        if not wait:
+            target = via or self._leader(ctx, 3.0)
+            if target is None:
+                raise NemesisError(f"remove {node} ({ident}): no leader to ask")
+            host, port = self.client_addrs(ctx)[target]
+            try:
+                reply = _admin(
+                    host, port, 1.0, lambda c: c.call({"type": "remove-member", "id": ident}, 1.0)
+                )
+                log.info("remove %s via %s: %s", ident, target, reply.get("code"))
+            except Exception as e:  # noqa: BLE001 - sent, unanswered
+                log.info("remove %s via %s: %s", ident, target, e)
+            return self._ask(ctx, target)
+
+        def gone(m: Members) -> bool:
+            return ident not in {*m.voters.values(), *m.learners.values()} and not m.pending
+
+        view = self._change(
+            ctx, f"remove {node} ({ident})", "remove-member", ident, gone, via=via, within=25.0
+        )
+        self._removed.add(node)
+        self._stop(ctx, node)
+        return view
+
+    def add_member(self, ctx: RunContext, node: str) -> Members:
+        """``node``'s host wiped, a fresh member ``<node>.<k>`` started with an empty
+        configuration (it waits for the leader), then JRaft addPeer (which catches it up
+        before the configuration changes) until it votes."""
+        remote = ctx.remotes[node]
+        p = self._paths(ctx, node)
+        now = self.members(ctx)
+        if node in now.voters:
+            raise NemesisError(f"add {node}: already a voter as {now.voters[node]}")
+        self._removed.add(node)
+        self._stop(ctx, node)
+        kept = f"{p['dir']}/node.{self.ident(node)}.log"
+        remote.run(
+            f"if [ -e {shlex.quote(p['log'])} ]; then mv {shlex.quote(p['log'])} "
+            f"{shlex.quote(kept)}; fi; " + durable_wipe(p["data"])
+        )
+        self._old_logs.setdefault(node, []).append(kept)
+        k = self._generation[node] = self._generation.get(node, 0) + 1
+        ident = f"{node}.{k}"
+        self._idents[node] = ident
+        self._joining.add(node)
+        self._removed.discard(node)
+        self.start(ctx, node)
+        self._await(ctx, node, leader=False, within=30.0)
+        return self._change(
+            ctx,
+            f"add {node} ({ident})",
+            "add-member",
+            ident,
+            lambda m: m.voters.get(node) == ident and not m.pending,
+            via=None,
+            within=40.0,
+        )
+
+    def transfer_leader(self, ctx: RunContext, node: str) -> dict[str, Any]:
+        """JRaft transferLeadershipTo on the leader; the server waits up to 3 s for the
+        outcome (the target leads, the old leader resumed, or a third member leads)."""
+        lead = self._leader(ctx, 5.0)
+        if lead is None:
+            raise NemesisError(f"transfer to {node}: no leader")
+        host, port = self.client_addrs(ctx)[lead]
+        target = self.ident(node)
+        reply = _admin(host, port, 6.0, lambda c: c.transfer_leader(target, 3000))
+        code = reply.get("code")
+        out: dict[str, Any] = {
+            "code": code,
+            "from": lead,
+            "term": reply.get("term"),
+            "leader": None,
+            "outcome": outcome_of(code),
+        }
+        new = reply.get("leader")
+        if isinstance(new, str):
+            out["leader"] = self._node_of(ctx, new) or new
+        if reply.get("error"):
+            out["error"] = reply["error"]
+        return out
