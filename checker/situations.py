@@ -14,6 +14,10 @@ What a run observes (:class:`Observed`):
   ``role``, ``vote``, ``truncate``, ``candidacy``, ``vote-refused``, ``read-refused``),
   when the DB reports events.
 
+Which faults kill, pause, move a clock or cut the network is what each fault declares
+(``Fault.effects``, read through :func:`nemesis.registry.timeline`), never a list of fault
+names here: a plugin's fault that kills is counted like ``kill``.
+
 Each :class:`Situation` declares alternative sets of sources it can be detected from
 (``needs``); when none is available the coverage says "not observable" and why, never
 "not reached". Detectors return the history times (ns) of each occurrence. Situations
@@ -37,6 +41,7 @@ from typing import Any
 
 from harness.core.events import NodeEvent
 from harness.core.history import Op
+from harness.core.periods import FaultOf, Timeline, timeline
 
 __all__ = [
     "Observed",
@@ -51,13 +56,6 @@ __all__ = [
 WRITE_FS = frozenset({"append", "write", "cas", "add", "send"})
 """Client ops whose ``ok`` means a leader committed something."""
 READ_FS = frozenset({"read", "pull"})
-KILL_STARTS = frozenset(
-    {"start-kill", "start-power", "start-lose-unfsynced", "start-torn-write", "start-corrupt"}
-)
-"""Faults that SIGKILL DB processes (docs/architecture.md §3, nemesis/disk.py); each one's
-``stop-`` restarts the nodes it names."""
-PAUSE_STARTS = {"start-pause": "stop-pause", "start-freeze": "stop-freeze",
-                "start-vm-pause": "stop-vm-pause"}  # fmt: skip
 END_OF_TIME = 2**62
 
 
@@ -107,6 +105,8 @@ class Observed:
     event_kinds: frozenset[str] = frozenset()
     nodes: Sequence[str] = ()
     election_s: float = 1.0
+    faults: FaultOf | None = None
+    """The fault of an op kind, for its effects; None: the registered faults'."""
 
     # -- sources ------------------------------------------------------------------
 
@@ -142,6 +142,15 @@ class Observed:
         )
 
     @functools.cached_property
+    def faults_seen(self) -> Timeline:
+        """What the faults did, when and where, as each declares (:mod:`harness.core.periods`)."""
+        if self.faults is not None:
+            return timeline(self.ops, self.faults, end_time=END_OF_TIME)
+        from nemesis.registry import fault_of
+
+        return timeline(self.ops, fault_of, end_time=END_OF_TIME)
+
+    @functools.cached_property
     def pairs(self) -> list[tuple[Op, Op | None]]:
         """Client (invoke, completion or None) pairs, in invocation order."""
         open_: dict[Any, Op] = {}
@@ -160,21 +169,9 @@ class Observed:
     @functools.cached_property
     def kills(self) -> list[tuple[int, int, list[str]]]:
         """(invoke time, completion time, nodes) of every fault that killed DB processes:
-        kills, power cuts, and the disk faults (which SIGKILL the node first)."""
-        invokes: dict[str, int] = {}
-        out = []
-        for op in sorted(
-            (o for o in self.ops if o.process == "nemesis"), key=lambda o: (o.time, o.index)
-        ):
-            if op.f not in KILL_STARTS:
-                continue
-            if op.type == "invoke":
-                invokes[op.f] = op.time
-                continue
-            nodes = _down_nodes(op)
-            if nodes:
-                out.append((invokes.pop(op.f, op.time), op.time, nodes))
-        return out
+        kills, power cuts, the disk faults (which SIGKILL the node first), any fault that
+        declares it kills."""
+        return [(x.invoked, x.time, x.nodes) for x in self.faults_seen.landed("kills") if x.hit]
 
     # -- roles --------------------------------------------------------------------
 
@@ -597,19 +594,13 @@ def read_refused_by_leader(obs: Observed) -> list[int]:
 
 
 def _pauses(obs: Observed) -> list[tuple[int, int, str]]:
-    """(paused at, resumed at, node) for every pause-like fault that landed."""
-    out = []
-    open_: dict[str, int] = {}
-    for op in obs.nemesis_done:
-        v = op.value if isinstance(op.value, Mapping) else {}
-        if op.f in PAUSE_STARTS:
-            for n in v.get("paused") or v.get("nodes") or ():
-                open_.setdefault(str(n), op.time)
-        elif op.f in PAUSE_STARTS.values():
-            for n in v.get("nodes") or v.get("resumed") or list(open_):
-                if str(n) in open_:
-                    out.append((open_.pop(str(n)), op.time, str(n)))
-    return out
+    """(paused at, resumed at, node) for every pause (a fault that declares it pauses) that
+    landed and was resumed."""
+    return [
+        (p.start, p.end, p.node)
+        for p in obs.faults_seen.during("pauses")
+        if p.end is not None and p.node is not None
+    ]
 
 
 @situation("resumed-after-successor-commit", "paused leader resumed after a successor commit",
@@ -651,28 +642,24 @@ def whole_cluster_restart(obs: Observed) -> list[int]:
     nodes = set(obs.nodes)
     if not nodes:
         return []
-    down: set[str] = set()
+    changes: dict[int, list[tuple[bool, str]]] = {}  # time → (down?, node), in time order
+    for p in obs.faults_seen.during("kills"):
+        if p.node is None:
+            continue
+        changes.setdefault(p.start, []).append((True, p.node))
+        if p.end is not None and p.end < END_OF_TIME:
+            changes.setdefault(p.end, []).append((False, p.node))
+    down: dict[str, int] = {}  # node → how many killing faults hold it down
     hits = []
-    for op in obs.nemesis_done:
-        before = down == nodes
-        if op.f in KILL_STARTS:
-            down.update(_down_nodes(op))
-        elif op.f.startswith("stop-") and "start-" + op.f[5:] in KILL_STARTS:
-            v = op.value if isinstance(op.value, Mapping) else {}
-            down.difference_update(str(n) for n in (v.get("restarted") or v.get("nodes") or ()))
-        if down == nodes and not before:
-            hits.append(op.time)
+    for t in sorted(changes):
+        before = nodes <= set(down)
+        for is_down, n in changes[t]:
+            down[n] = down.get(n, 0) + (1 if is_down else -1)
+            if down[n] <= 0:
+                del down[n]
+        if nodes <= set(down) and not before:
+            hits.append(t)
     return hits
-
-
-def _down_nodes(op: Op) -> list[str]:
-    """The nodes a killing fault's completion says it took down."""
-    v = op.value if isinstance(op.value, Mapping) else {}
-    if op.f == "start-power":
-        got = v.get("cut")
-    else:
-        got = v.get("killed") if v.get("killed") is not None else v.get("nodes")
-    return [str(n) for n in got or ()]
 
 
 def _entries_seen(obs: Observed) -> Iterable[tuple[int, int, Any, Any]]:
@@ -747,23 +734,25 @@ def healed_minority_uncommitted(obs: Observed) -> list[int]:
     for seq in by_node.values():
         seq.sort(key=lambda x: x[0])
     hits = []
-    cut_at: int | None = None
-    grudge: Mapping[str, Any] = {}
-    for op in obs.nemesis_done:
-        v = op.value if isinstance(op.value, Mapping) else {}
-        if op.f == "start-partition" and isinstance(v.get("grudge"), Mapping) and v["grudge"]:
-            cut_at, grudge = op.time, v["grudge"]
-        elif op.f == "stop-partition" and cut_at is not None:
-            for n in _minority(grudge, obs.nodes):
-                inside = [x for t, x in by_node.get(n, ()) if cut_at <= t <= op.time]
-                if not inside:
-                    continue
-                end, com = inside[-1].get("end"), inside[-1].get("committed")
-                if isinstance(end, int) and isinstance(com, int) and end > com:
-                    hits.append(op.time)
-                    break
-            cut_at, grudge = None, {}
+    for cut_at, healed, grudge in _cuts(obs):
+        for n in _minority(grudge, obs.nodes):
+            inside = [x for t, x in by_node.get(n, ()) if cut_at <= t <= healed]
+            if not inside:
+                continue
+            end, com = inside[-1].get("end"), inside[-1].get("committed")
+            if isinstance(end, int) and isinstance(com, int) and end > com:
+                hits.append(healed)
+                break
     return hits
+
+
+def _cuts(obs: Observed) -> list[tuple[int, int, Mapping[str, Any]]]:
+    """(cut at, healed at, grudge) of every healed network cut that dropped something."""
+    return [
+        (p.start, p.end, p.detail)
+        for p in obs.faults_seen.during("cuts_network")
+        if p.end is not None and p.end < END_OF_TIME and isinstance(p.detail, Mapping) and p.detail
+    ]
 
 
 @situation("clock-jump-on-leader", "clock jump during a lease", ["history"])
@@ -771,16 +760,11 @@ def clock_jump_on_leader(obs: Observed) -> list[int]:
     """A clock fault (bump, strobe, reset) hit the node that led at that moment: a lease
     or leader timeout computed from the wall clock then lies. Who led comes from roles
     when the run has them, else from who acknowledged the last write. Once per fault."""
-    hits = []
-    for op in obs.nemesis_done:
-        if op.f != "start-clock":
-            continue
-        v = op.value if isinstance(op.value, Mapping) else {}
-        offs = v.get("offsets_ms")
-        nodes = list(offs) if isinstance(offs, Mapping) else list(v.get("nodes") or ())
-        if any(obs.leader_at(str(n), op.time) for n in nodes):
-            hits.append(op.time)
-    return hits
+    return [
+        x.time
+        for x in obs.faults_seen.landed("moves_clock")
+        if any(obs.leader_at(n, x.time) for n in x.nodes)
+    ]
 
 
 # ---------------------------------------------------------------------------- the report
@@ -793,8 +777,10 @@ def observed_from(
     event_kinds: frozenset[str] = frozenset(),
     nodes: Sequence[str] = (),
     election_s: float = 1.0,
+    faults: FaultOf | None = None,
 ) -> Observed:
-    """Split a history into ops and ok samples, ready for the detectors."""
+    """Split a history into ops and ok samples, ready for the detectors (``faults``: the
+    fault of an op kind; by default the registered faults)."""
     ops: list[Op] = []
     samples: list[Op] = []
     for op in history:
@@ -804,7 +790,7 @@ def observed_from(
         else:
             ops.append(op)
     node_set = list(nodes) or sorted({str(s.node) for s in samples if s.node is not None})
-    return Observed(ops, samples, events, event_kinds, node_set, election_s)
+    return Observed(ops, samples, events, event_kinds, node_set, election_s, faults)
 
 
 def coverage(obs: Observed, situations: Sequence[Situation] | None = None) -> dict[str, Any]:

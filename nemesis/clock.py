@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any
 
 from harness.core.db import runs_under_faketime
 from harness.core.errors import NemesisError
-from harness.core.fault import Draw, Fault, JournalKind, JournalRecord, Residue
+from harness.core.fault import Draw, Effects, Fault, JournalKind, JournalRecord, Periods, Residue
 from nemesis import journal
 from nemesis.base import (
     completion,
@@ -513,6 +513,10 @@ CLOCK = Fault(
     options=NodeFaultOptions,
     refuse=_blind_hosts,
     journal=(FAKETIME, REAL_CLOCK),
+    effects=Effects(moves_clock=True),
+    # A bump's completion gives each node's offset now ("offsets_ms", cumulative; 0 is a
+    # reset); a strobe's names its "nodes" only (its stamps cannot be corrected).
+    periods=Periods(hit=("offsets_ms", "nodes"), neutral=0.0),
     residue=Residue(
         pidfiles=_strobe_pidfiles,
         markers=(".strobe.sh", "splitbrain-strobe"),

@@ -37,7 +37,16 @@ from harness.control.disk import fsd
 from harness.control.disk.lazyfs import LazyFs, cleanup_commands
 from harness.core.db import HasFootprint, Killable
 from harness.core.errors import ConfigError, NemesisError
-from harness.core.fault import Draw, Fault, JournalKind, JournalRecord, Residue, Selected
+from harness.core.fault import (
+    Draw,
+    Effects,
+    Fault,
+    JournalKind,
+    JournalRecord,
+    Periods,
+    Residue,
+    Selected,
+)
 from harness.core.options import option
 from nemesis import journal
 from nemesis.base import completion, host_errors, log_errors, no_targets, on_nodes, op_nodes
@@ -540,6 +549,10 @@ _DISK_DB_NEEDS = (Killable, HasFootprint)
 """A disk fault kills the node and acts on its directory (:func:`_db` says so at setup)."""
 
 
+_CRASHED = Periods(hit=("nodes",), ended=("nodes",))
+"""A disk fault's periods: the ``nodes`` it crashed, until ``stop`` restarts the ``nodes`` it names."""
+
+
 def _disk_nemesis(chosen: Mapping[str, Selected]) -> LazyFsNemesis:
     return LazyFsNemesis(chosen)
 
@@ -555,6 +568,8 @@ LOSE_UNFSYNCED = Fault(
     needs=frozenset({"fuse"}),
     journal=(LAZYFS_MOUNTED,),
     residue=_MOUNT_RESIDUE,
+    effects=Effects(kills=True, loses_writes=True),
+    periods=_CRASHED,
     colour="#7f5539",
     doc="the node killed and every write it did not fsync lost (a lazy fs; any FUSE host)",
 )
@@ -569,6 +584,8 @@ TORN_WRITE = Fault(
     needs=frozenset({"fuse"}),
     journal=(LAZYFS_MOUNTED,),
     residue=_MOUNT_RESIDUE,
+    effects=Effects(kills=True, loses_writes=True),
+    periods=_CRASHED,
     colour="#b08968",
     doc="the node killed and its last un-fsynced write to data.log torn (a lazy fs; any FUSE host)",
 )
@@ -581,6 +598,8 @@ CORRUPT = Fault(
     aliases={f"corrupt-{o}": (o,) for o in CORRUPT_OPS},
     options=CorruptOptions,
     db_needs=_DISK_DB_NEEDS,
+    effects=Effects(kills=True),  # damaged, not lost: what was durable is what it reads
+    periods=_CRASHED,
     colour="#9c6644",
     doc="the node killed and one of its files damaged: a bit flipped, its tail cut, a chunk "
     "copied, term.json rolled back",

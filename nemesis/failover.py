@@ -14,7 +14,7 @@ import logging
 from typing import TYPE_CHECKING, Any
 
 from harness.core.errors import NemesisError
-from harness.core.fault import Fault
+from harness.core.fault import Effects, Fault, Periods
 from nemesis.base import completion
 
 if TYPE_CHECKING:
@@ -161,6 +161,9 @@ FAILOVER = Fault(
     heal_rank=80,
     draw=lambda d: {"target": "master"},
     targets="cluster",
+    # The old master is killed (db.kill) and comes back as a slave on stop-failover.
+    effects=Effects(kills=True),
+    periods=Periods(hit=("killed", "nodes"), ended=("rejoined",)),
     colour="#3a86ff",
     doc="an operator's failover of a mode-ha cluster (the master's successor promoted)",
 )

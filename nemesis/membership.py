@@ -71,7 +71,7 @@ from typing import TYPE_CHECKING, Any
 import nemesis.grudge as g
 from harness.core.db import Reconfigurable
 from harness.core.errors import NemesisError
-from harness.core.fault import Draw, Fault, JournalKind, JournalRecord, Selected
+from harness.core.fault import Draw, Effects, Fault, JournalKind, JournalRecord, Periods, Selected
 from nemesis import journal
 from nemesis.base import completion, leader_now, remote_of, stop_by_pidfile, sudo_kw
 from nemesis.schedules import scaled
@@ -756,6 +756,8 @@ MEMBERSHIP = Fault(
     ),
     link=_link,
     journal=(MEMBERSHIP_JOURNAL,),
+    effects=Effects(changes_membership=True),
+    periods=Periods(hit=()),  # the cluster's configuration, not a set of nodes
     colour="#16a085",
     doc="membership changed (Reconfigurable): nodes removed, added back wiped, leadership "
     "transferred; the heal restores the original members",

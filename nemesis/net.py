@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 import nemesis.grudge as g
 from harness.core.errors import NemesisError
-from harness.core.fault import Draw, Fault, JournalKind, JournalRecord, Selected
+from harness.core.fault import Draw, Effects, Fault, JournalKind, JournalRecord, Periods, Selected
 from nemesis import journal
 from nemesis.base import completion, host_errors, leader_now, log_errors, on_nodes, remote_of
 
@@ -293,6 +293,8 @@ PARTITION = Fault(
     usable=g.cuts,
     targets="cluster",
     journal=(IPTABLES_CHAIN,),
+    effects=Effects(cuts_network=True),
+    periods=Periods(hit=(), grudge="grudge"),  # one cut of the whole cluster, as its grudge says
     colour="#e4572e",
     doc="iptables drops between groups of nodes (a grudge); the shape names the groups",
 )

@@ -24,7 +24,15 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from harness.core.errors import NemesisError
-from harness.core.fault import Draw, Fault, JournalKind, JournalRecord, Residue, Selected
+from harness.core.fault import (
+    Draw,
+    Effects,
+    Fault,
+    JournalKind,
+    JournalRecord,
+    Residue,
+    Selected,
+)
 from nemesis import journal
 from nemesis.base import (
     completion,
@@ -518,6 +526,7 @@ def _net_fault(name: str, rank: int, draw: Any, colour: str, doc: str, netem: bo
         needs=frozenset({"netem"}) if netem else frozenset(),
         journal=_NET_JOURNAL,
         residue=_NET_RESIDUE,
+        effects=Effects(degrades_network=True),  # periods: the default, start's "nodes"
         colour=colour,
         doc=doc,
     )

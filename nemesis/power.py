@@ -24,7 +24,7 @@ from collections.abc import Callable, Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from harness.core.errors import ConfigError, NemesisError, RemoteError
-from harness.core.fault import Fault, JournalKind, JournalRecord, Residue
+from harness.core.fault import Effects, Fault, JournalKind, JournalRecord, Periods, Residue
 from nemesis import journal
 from nemesis.base import completion, host_errors, log_errors, no_targets, on_nodes, op_nodes
 from nemesis.targets import NodeFaultOptions, draw_target
@@ -385,6 +385,9 @@ POWER = Fault(
     link=_link_power,
     journal=(POWER_OFF,),
     residue=_GUEST,
+    effects=Effects(kills=True, loses_writes=True),
+    # "cut": the guests whose power went; "restarted": whose DB came back with them.
+    periods=Periods(hit=("cut",), ended=("restarted", "nodes")),
     colour="#6d597a",
     doc="the guest's power cut (its page cache lost); VM hosts only",
 )
@@ -397,6 +400,8 @@ VM_PAUSE = Fault(
     needs=frozenset({"machine"}),
     journal=(GUEST_PAUSED,),
     residue=_GUEST,
+    effects=Effects(pauses=True),
+    periods=Periods(hit=("paused", "nodes"), ended=("nodes",)),
     colour="#b56576",
     doc="the whole guest stopped by its hypervisor; VM hosts only",
 )

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 from harness.core.db import Killable, Pausable
 from harness.core.errors import NemesisError
-from harness.core.fault import Fault, JournalKind, JournalRecord, Residue
+from harness.core.fault import Effects, Fault, JournalKind, JournalRecord, Periods, Residue
 from nemesis import journal
 from nemesis.base import completion, host_errors, log_errors, no_targets, on_nodes, op_nodes
 from nemesis.targets import NodeFaultOptions, draw_target
@@ -301,6 +301,9 @@ def _link_kill(nem: KillNemesis, built: Mapping[str, object]) -> None:
     nem.paused_by = pause if isinstance(pause, PauseNemesis) else None
 
 
+PAUSED = Periods(hit=("paused", "nodes"), ended=("nodes",))
+"""A pause's periods: ``paused`` (a freeze names only ``nodes``), ended by the resumed ``nodes``."""
+
 KILL = Fault(
     name="kill",
     nemesis=lambda chosen: KillNemesis(),
@@ -309,6 +312,8 @@ KILL = Fault(
     options=NodeFaultOptions,
     db_needs=(Killable,),
     link=_link_kill,
+    effects=Effects(kills=True),
+    periods=Periods(hit=("killed", "nodes"), ended=("nodes",)),
     colour="#8e44ad",
     doc="SIGKILL to the DB's processes (Killable), restarted on heal",
 )
@@ -320,6 +325,8 @@ PAUSE = Fault(
     options=NodeFaultOptions,
     db_needs=(Pausable,),
     journal=(SIGSTOPPED,),
+    effects=Effects(pauses=True),
+    periods=PAUSED,
     colour="#29335c",
     doc="SIGSTOP to the DB's processes (Pausable), SIGCONT on heal",
 )
@@ -332,6 +339,8 @@ FREEZE = Fault(
     options=NodeFaultOptions,
     journal=(FROZEN,),
     residue=Residue(kind="frozen", local=frozen, cure_local=_thaw_host),
+    effects=Effects(pauses=True),
+    periods=PAUSED,  # one op kind, one meaning: freeze records start-pause like pause
     colour="#29335c",
     doc="a whole lab host paused through its freezer cgroup (sshd too); records start-pause",
 )

@@ -2,7 +2,9 @@
 
 The tables the rest of the harness needs are derived here, never written by hand: the
 ``--nemesis`` names, the heal order of the final ops, the journal's entry kinds and their
-undo order, which kinds aim at nodes, need a hypervisor or netem, and each fault's colour.
+undo order, which kinds aim at nodes, need a hypervisor or netem, each fault's colour, and
+the fault of an op kind with its effects (what coverage and the report ask instead of a
+name: :func:`fault_of`, :func:`timeline`).
 A kind missing from a hand-kept heal order used to be dropped from the final heal without
 a word; a fault here either registers completely or stops the command with one
 :class:`ConfigError` naming it and the package it came from.
@@ -20,13 +22,18 @@ from dataclasses import dataclass, is_dataclass
 
 from harness.core import plugins
 from harness.core.errors import ConfigError
-from harness.core.fault import Fault, JournalKind
+from harness.core.fault import Effects, Fault, JournalKind, Periods
+from harness.core.op import Op
+from harness.core.periods import Timeline
+from harness.core.periods import timeline as _timeline
 
 __all__ = [
     "Registry",
     "registry",
     "faults",
     "fault",
+    "fault_of",
+    "timeline",
     "journal_kind",
     "journal_kinds",
     "register_journal_kind",
@@ -48,6 +55,9 @@ class Registry:
     """Every ``--nemesis`` name (aliases included) to its fault."""
     journal: Mapping[str, JournalKind]
     """Every journal entry kind, in undo order."""
+    by_kind: Mapping[str, Fault]
+    """Every op kind (``start-<kind>``) to the first fault recording it (faults sharing a
+    kind declare the same effects and periods, checked at registration)."""
 
     @property
     def names(self) -> tuple[str, ...]:
@@ -103,6 +113,32 @@ def validate(f: object, package: str) -> Fault:
             f"{where}: heal_rank must be an integer in 0..{_MAX_RANK} (its place in the "
             f"final heal), got {rank!r}"
         )
+    if not isinstance(f.effects, Effects):
+        raise ConfigError(
+            f"{where}: effects must be a harness.core.fault.Effects (what it does to the "
+            f"cluster: kills, pauses, moves_clock, ...), got {f.effects!r}"
+        )
+    bad_flags = [k for k, v in vars(f.effects).items() if not isinstance(v, bool)]
+    if bad_flags:
+        raise ConfigError(f"{where}: effects {', '.join(bad_flags)} must be True or False")
+    pr = f.periods
+    if not isinstance(pr, Periods):
+        raise ConfigError(f"{where}: periods must be a harness.core.fault.Periods, got {pr!r}")
+    for what, keys in (("hit", pr.hit), ("ended", pr.ended)):
+        if not isinstance(keys, tuple) or not all(isinstance(k, str) and k for k in keys):
+            raise ConfigError(
+                f"{where}: periods.{what} must be a tuple of value keys, got {keys!r}"
+            )
+    if f.effects.cuts_network and not pr.grudge:
+        raise ConfigError(
+            f"{where}: cuts the network but names no periods.grudge (the start value's key "
+            f"saying who drops whom)"
+        )
+    if (f.effects.kills or f.effects.pauses or f.effects.moves_clock) and not pr.hit:
+        raise ConfigError(
+            f"{where}: acts on nodes ({', '.join(f.effects.words)}) but periods.hit names no "
+            f"key of its start value that says which nodes it hit"
+        )
     if f.targets not in ("node", "cluster"):
         raise ConfigError(f"{where}: targets must be 'node' or 'cluster', got {f.targets!r}")
     if f.options is not None and not (isinstance(f.options, type) and is_dataclass(f.options)):
@@ -131,6 +167,13 @@ def _build(loaded: Iterable[tuple[Fault, str]], extra: Mapping[str, JournalKind]
                     f"{_where(f, package)}: name {n!r} is already taken by fault "
                     f"{other.name!r} (from {other.package})"
                 )
+        same = next((o for o in faults if o.kind == f.kind), None)
+        if same is not None and (same.effects, same.periods) != (f.effects, f.periods):
+            raise ConfigError(
+                f"{_where(f, package)}: records start-{f.kind} like fault {same.name!r} "
+                f"(from {same.package}) but declares other effects or periods; one op kind "
+                f"must mean one thing in a history"
+            )
         other_rank = by_rank.get(rank)
         if other_rank is not None and other_rank.kind != f.kind:
             raise ConfigError(
@@ -157,6 +200,7 @@ def _build(loaded: Iterable[tuple[Fault, str]], extra: Mapping[str, JournalKind]
         faults={f.name: f for f in faults},
         by_name=by_name,
         journal={j.name: j for j in jkinds},
+        by_kind={f.kind: f for f in reversed(faults)},
     )
 
 
@@ -233,6 +277,17 @@ def fault(name: str) -> Fault:
         raise ConfigError(
             f"unknown nemesis fault {name!r}; known: {', '.join(reg.names)}", field="nemesis"
         ) from None
+
+
+def fault_of(kind: str) -> Fault | None:
+    """The fault an op kind (``start-<kind>``) belongs to; None for a kind nobody registers."""
+    return registry().by_kind.get(kind)
+
+
+def timeline(ops: Iterable[Op], *, end_time: int | None = None) -> Timeline:
+    """The faults of a history as the registered faults declare them
+    (:func:`harness.core.periods.timeline`)."""
+    return _timeline(ops, fault_of, end_time=end_time)
 
 
 def journal_kinds() -> Mapping[str, JournalKind]:

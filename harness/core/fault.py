@@ -27,6 +27,9 @@ if TYPE_CHECKING:
 
 __all__ = [
     "Fault",
+    "Effects",
+    "Periods",
+    "EFFECTS",
     "JournalKind",
     "JournalRecord",
     "Residue",
@@ -122,6 +125,91 @@ NemesisFactory = Callable[[Mapping[str, Selected]], "Nemesis"]
 group of one; ``loss``, ``delay``, ``duplicate`` and ``reorder`` share one netem nemesis)."""
 
 
+EFFECTS: Mapping[str, str] = {
+    "kills": "kills",
+    "pauses": "pauses",
+    "moves_clock": "moves the clock",
+    "cuts_network": "cuts the network",
+    "degrades_network": "degrades the network",
+    "loses_writes": "loses writes",
+    "changes_membership": "changes membership",
+}
+"""Every effect a fault may declare (an :class:`Effects` field) and the words a report
+uses for it."""
+
+
+@dataclass(frozen=True)
+class Effects:
+    """What a fault does to the cluster, for the modules that are not the fault.
+
+    Coverage (which situations a run reached), the report, the schedule file and the
+    shrinker reason about *what happened*, not about fault names: a node killed is a node
+    killed, whether ``kill``, a power cut or a disk fault took it down, a plugin's fault
+    included. Each flag is a promise about the fault's ``start-<kind>`` (its completion
+    says whom it hit, as :class:`Periods` tells) and its ``stop-<kind>`` (which undoes it):
+
+    * ``kills``: the DB's processes on the nodes hit are gone (SIGKILL, power, a crash);
+      ``stop`` starts them again.
+    * ``pauses``: they are stopped, not killed (SIGSTOP, a frozen host or guest), and
+      resume where they were on ``stop``.
+    * ``moves_clock``: their clocks are off (each node's offset, ms, is the period's
+      detail; None when it cannot be told, as for a strobe); node log stamps move with it.
+    * ``cuts_network``: messages between nodes are dropped as the start value's grudge
+      (node → peers it drops, :attr:`Periods.grudge`) says.
+    * ``degrades_network``: messages are lost, delayed, duplicated or reordered, not cut.
+    * ``loses_writes``: what the nodes hit had written but not made durable is gone.
+    * ``changes_membership``: the cluster's configuration (its voters) is changed.
+    """
+
+    kills: bool = False
+    pauses: bool = False
+    moves_clock: bool = False
+    cuts_network: bool = False
+    degrades_network: bool = False
+    loses_writes: bool = False
+    changes_membership: bool = False
+
+    @property
+    def names(self) -> tuple[str, ...]:
+        """The declared effects, as :data:`EFFECTS` keys."""
+        return tuple(k for k in EFFECTS if getattr(self, k))
+
+    @property
+    def words(self) -> tuple[str, ...]:
+        """The declared effects as a report says them (``kills``, ``moves the clock``)."""
+        return tuple(EFFECTS[k] for k in self.names)
+
+
+@dataclass(frozen=True)
+class Periods:
+    """How the history shows when, and on which nodes, a fault was in force.
+
+    A period opens at a ``start-<kind>`` completion (what the nemesis says it did) and
+    closes at the next ``stop-<kind>`` completion (``harness.core.periods`` derives them,
+    once, for coverage and the report alike):
+
+    * ``hit``: keys of the start completion's value naming the nodes it hit, tried in
+      order; the first one *present* wins (``killed: []`` means no node was killed, even
+      though ``nodes`` names the targets). A mapping names its nodes by its keys and gives
+      each one's detail (the clock's ``offsets_ms``). Empty: the fault acts on the whole
+      cluster, one period with no node.
+    * ``ended``: keys of the stop completion's value naming the nodes it ended, the same
+      way; none present (or no keys): the stop ends every period of the kind.
+    * ``neutral``: a detail that means "back to normal" (the clock's offset 0): a start
+      that reports it for a node ends that node's period instead of opening one.
+    * ``grudge``: the key of the start value holding who drops whom (a partition's
+      ``grudge``), for faults that cut the network.
+
+    A start naming a node whose period is open closes it there and opens the next one
+    (a second clock bump: the node's offset changed).
+    """
+
+    hit: tuple[str, ...] = ("nodes",)
+    ended: tuple[str, ...] = ()
+    neutral: float | None = None
+    grudge: str = ""
+
+
 def no_value(d: Draw) -> dict[str, Any]:
     """The start value of a cluster fault that needs no choice."""
     return {}
@@ -155,6 +243,9 @@ class Fault:
       completes every remaining step there).
     * ``heal_rank``: where its ``stop-<kind>`` goes in the final heal (lower first); a
       fault without one has no heal and is refused at registration.
+    * ``effects``: what it does to the cluster (:class:`Effects`: kills, pauses, moves
+      the clock, ...), and ``periods``: how its periods are read from the history
+      (:class:`Periods`); everything outside the fault's module asks these, never its name.
     * ``colour``: its shade in reports; ``package`` is filled in by the registry.
     """
 
@@ -176,6 +267,8 @@ class Fault:
     journal: tuple[JournalKind, ...] = ()
     residue: Residue = field(default_factory=Residue)
     heal_value: Mapping[str, Any] | None = None
+    effects: Effects = field(default_factory=Effects)
+    periods: Periods = field(default_factory=Periods)
     colour: str = "#999999"
     doc: str = ""
     package: str = ""

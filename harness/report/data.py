@@ -17,7 +17,10 @@ from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field
 from typing import Any
 
+from harness.core.errors import ConfigError
 from harness.core.history import NEMESIS, Op
+from harness.core.periods import Timeline
+from harness.core.periods import timeline as derive_timeline
 
 __all__ = [
     "Completed",
@@ -25,6 +28,7 @@ __all__ = [
     "FaultPeriod",
     "completed_ops",
     "fault_periods",
+    "fault_timeline",
     "throughput",
     "downsample",
     "committed_series",
@@ -106,10 +110,28 @@ def completed_ops(ops: Iterable[Op]) -> list[Completed]:
 
 @dataclass(frozen=True)
 class FaultPeriod:
-    kind: str  # partition, clock, kill, pause, loss, delay, ...
+    """A fault kind in force, as the report draws it: ``detail`` is its start's value,
+    ``nodes`` whom its starts hit, ``effects`` what it declares it does (``kills``, ...)."""
+
+    kind: str  # the op kind: start-<kind>
     start: int
     end: int
     detail: Any = None
+    nodes: tuple[str, ...] = ()
+    effects: tuple[str, ...] = ()
+
+
+def fault_timeline(ops: Iterable[Op], *, end_time: int | None = None) -> Timeline:
+    """The history's faults as the registered faults declare them; a registry that cannot
+    load (a plugin since broken or uninstalled) leaves them without effects, never the
+    report without its faults."""
+    from nemesis.registry import timeline
+
+    ops = list(ops)
+    try:
+        return timeline(ops, end_time=end_time)
+    except ConfigError:
+        return derive_timeline(ops, lambda kind: None, end_time=end_time)
 
 
 def fault_periods(ops: Sequence[Op], *, end_time: int | None = None) -> list[FaultPeriod]:
@@ -117,27 +139,13 @@ def fault_periods(ops: Sequence[Op], *, end_time: int | None = None) -> list[Fau
 
     The span opens at the start's invocation and closes at the stop's completion:
     while a fault is being applied or healed, the cluster may already see it.
-    A fault never stopped lasts to the end of the history.
+    A fault never stopped lasts to the end of the history (:class:`Timeline.spans`).
     """
-    if end_time is None:
-        end_time = max((op.time for op in ops), default=0)
-    opened: dict[str, tuple[int, Any]] = {}
-    out: list[FaultPeriod] = []
-    for op in ops:
-        if op.is_client:
-            continue
-        if op.f.startswith("start-") and op.type == "invoke":
-            kind = op.f[len("start-") :]
-            opened.setdefault(kind, (op.time, op.value))
-        elif op.f.startswith("stop-") and op.type != "invoke":
-            kind = op.f[len("stop-") :]
-            if kind in opened:
-                t0, detail = opened.pop(kind)
-                out.append(FaultPeriod(kind, t0, op.time, detail))
-    for kind, (t0, detail) in opened.items():
-        out.append(FaultPeriod(kind, t0, end_time, detail))
-    out.sort(key=lambda p: p.start)
-    return out
+    return _periods(fault_timeline(ops, end_time=end_time))
+
+
+def _periods(t: Timeline) -> list[FaultPeriod]:
+    return [FaultPeriod(s.kind, s.start, s.end, s.value, s.nodes, s.effects.words) for s in t.spans]
 
 
 class Throughput:
@@ -698,8 +706,12 @@ class Digest:
     named_ops: dict[int, Op] = field(default_factory=dict)
     named_pairs: dict[int, Completed] = field(default_factory=dict)
 
+    def faults(self) -> Timeline:
+        """What the faults did, when and where (one derivation for periods and clock shifts)."""
+        return fault_timeline(self.nemesis, end_time=self.end_time)
+
     def periods(self) -> list[FaultPeriod]:
-        return fault_periods(self.nemesis, end_time=self.end_time)
+        return _periods(self.faults())
 
 
 DIGEST_VALUES = frozenset({"sample"})

@@ -21,7 +21,7 @@ from typing import Any
 from harness.core.history import iter_history
 from harness.core.layout import history_file
 from harness.report.data import DIGEST_VALUES, NodeStates, OpColumns, digest, named_indexes
-from harness.report.nodelogs import LogWindows, clock_shifts, history_origin
+from harness.report.nodelogs import LogWindows, history_origin
 from harness.report.page import (
     build_payload,
     example_spans,
@@ -109,7 +109,7 @@ def write_report(run_dir: str | Path) -> Path:
             continue
         log_of.append(unique.setdefault(span, len(unique)))
     origin = history_origin(run, d.nemesis)
-    logs = LogWindows(list(unique), origin, clock_shifts(d.nemesis, d.end_time))
+    logs = LogWindows(list(unique), origin, d.faults().clock_shifts())
     logs.read(run / "nodes")
     payload = build_payload(
         run=run,

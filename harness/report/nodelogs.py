@@ -15,30 +15,31 @@ ISO-8601 stamps elsewhere), so the report estimates the start, in this order:
 2. The run directory's name (``store/<test>/<UTC time>``): made a few milliseconds
    before the history's clock starts; used when no fault was logged.
 
-Node clocks are another matter: a ``clock`` fault moves a node's clock by
-``offset_ms`` (libfaketime, or the guest's real clock), so its log stamps move too.
-Lines of a node inside a ``bump`` clock period are shifted back by that node's
-offset and marked; a ``strobe`` makes the stamps of that period unreliable, and the
-page says so.
+Node clocks are another matter: a fault that moves clocks (``Effects.moves_clock``)
+moves a node's clock by an offset (libfaketime, or the guest's real clock), so its log
+stamps move too. Lines of a node inside such a period (:class:`ClockShift`, derived once
+for the report and coverage alike by :meth:`harness.core.periods.Timeline.clock_shifts`)
+are shifted back by that node's offset and marked; a period whose offset cannot be told
+(a strobe) makes the stamps of that period unreliable, and the page says so.
 """
 
 from __future__ import annotations
 
 import bisect
 import re
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
 from harness.core.history import Op
+from harness.core.periods import ClockShift
 
 __all__ = [
     "Origin",
     "ClockShift",
     "history_origin",
-    "clock_shifts",
     "line_epoch",
     "LogWindows",
 ]
@@ -124,49 +125,6 @@ def history_origin(run: Path, nemesis: Sequence[Op]) -> Origin | None:
     if dir_ns is not None:
         return Origin(dir_ns, "the run directory's name (made just before the history began)")
     return None
-
-
-@dataclass(frozen=True)
-class ClockShift:
-    """A node's clock moved by ``offset_ms`` from ``start`` to ``end`` (history ns)."""
-
-    node: str
-    start: int
-    end: int
-    offset_ms: float | None  # None: strobing, the stamps cannot be corrected
-
-
-def clock_shifts(nemesis: Sequence[Op], end_time: int) -> list[ClockShift]:
-    """Per node, the periods its clock was moved by a ``clock`` fault, from the nemesis ops.
-
-    Each ``start-clock`` completion says what was done to which node (``offsets_ms``,
-    else ``nodes`` and ``offset_ms``); the next ``stop-clock`` completion resets them.
-    """
-    out: list[ClockShift] = []
-    open_: dict[str, tuple[int, float | None]] = {}
-    for op in nemesis:
-        if op.type == "invoke":
-            continue
-        v = op.value if isinstance(op.value, Mapping) else {}
-        if op.f == "start-clock":
-            strobe = v.get("mode") == "strobe"
-            offs = v.get("offsets_ms")
-            if not isinstance(offs, Mapping):
-                off = v.get("offset_ms")
-                offs = {n: off for n in (v.get("nodes") or [])}
-            for node, off in offs.items():
-                prev = open_.pop(str(node), None)
-                if prev is not None:
-                    out.append(ClockShift(str(node), prev[0], op.time, prev[1]))
-                ms = None if strobe or not isinstance(off, (int, float)) else float(off)
-                open_[str(node)] = (op.time, ms)
-        elif op.f == "stop-clock":
-            for node, (t0, ms) in open_.items():
-                out.append(ClockShift(node, t0, op.time, ms))
-            open_.clear()
-    for node, (t0, ms) in open_.items():
-        out.append(ClockShift(node, t0, end_time, ms))
-    return out
 
 
 def line_epoch(line: str) -> float | None:

@@ -190,7 +190,16 @@ def _flat_points(points: Iterable[tuple[float, float]], xs: float, ys: float) ->
 
 
 def _fault_summary(p: FaultPeriod) -> str:
-    v = p.detail
+    """What a fault did, for the timeline's tooltip and the faults table: its declared
+    effects on the nodes it hit (``kills n1, n3``), then its start value's main keys."""
+    did = ", ".join(p.effects)
+    if did and p.nodes:
+        did += " " + ", ".join(p.nodes)
+    rest = _value_summary(p.detail)
+    return f"{did}; {rest}" if did and rest else did or rest
+
+
+def _value_summary(v: Any) -> str:
     if isinstance(v, Mapping):
         bits = []
         for k in ("shape", "target", "nodes", "mode", "offset_ms", "probability", "delay_ms"):

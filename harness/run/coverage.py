@@ -8,9 +8,11 @@ Node logs are stamped with each node's wall clock; the history counts from the t
 start on the harness's monotonic clock. The runner knows both clocks at once and gives
 the offset (``origin_wall_ns``: the wall time at which the history read 0); a stored run
 falls back to its directory's name, a UTC stamp made just before the history began.
-A node whose clock a ``clock`` fault bumped stamped its lines that much off; those
-lines are moved back by the offset the fault's completion recorded. A strobed clock
-cannot be corrected: its events keep their stamps (ordering within a node still holds).
+A node whose clock a fault moved (one that declares ``moves_clock``) stamped its lines
+that much off; those lines are moved back by the offset the fault's completion recorded
+(the same periods the report uses, :meth:`harness.core.periods.Timeline.clock_shifts`).
+A strobed clock cannot be corrected: its events keep their stamps (ordering within a
+node still holds).
 
 Exact when it can be: a node that stamps ``CLOCK_MONOTONIC`` too (``mono_s``) and started
 on the harness's own kernel (its ``start`` event's boot id is ours: lab namespaces,
@@ -36,6 +38,8 @@ from harness.core.db import unreachable_situations
 from harness.core.events import NodeEvent, ReportsEvents
 from harness.core.history import Op
 from harness.core.layout import NODES
+from harness.core.periods import ClockShift
+from nemesis.registry import timeline
 
 __all__ = [
     "run_coverage",
@@ -60,37 +64,6 @@ def origin_from_dir(run_dir: Path) -> int | None:
     return int(dt.timestamp()) * 1_000_000_000 + int((m.group(2) or "0").ljust(6, "0")) * 1000
 
 
-def _clock_offsets(nemesis: Iterable[Op]) -> dict[str, list[tuple[int, int, float | None]]]:
-    """Per node, (from, to, offset_ms or None when strobed) periods its clock was moved."""
-    out: dict[str, list[tuple[int, int, float | None]]] = {}
-    cur: dict[str, tuple[int, float | None]] = {}
-
-    def close(node: str, t: int) -> None:
-        if node in cur:
-            t0, off = cur.pop(node)
-            out.setdefault(node, []).append((t0, t, off))
-
-    for op in nemesis:
-        if op.type == "invoke" or op.f not in ("start-clock", "stop-clock"):
-            continue
-        v = op.value if isinstance(op.value, Mapping) else {}
-        if op.f == "stop-clock":
-            for n in list(cur):
-                close(n, op.time)
-            continue
-        offs = v.get("offsets_ms")
-        strobe = v.get("mode") == "strobe"
-        targets = offs if isinstance(offs, Mapping) else dict.fromkeys(v.get("nodes") or ())
-        for n, off in targets.items():
-            close(str(n), op.time)
-            ms = float(off) if isinstance(off, (int, float)) and not strobe else None
-            if ms != 0.0:
-                cur[str(n)] = (op.time, ms)
-    for n in list(cur):
-        close(n, 2**62)
-    return out
-
-
 class _Placer:
     """Puts one node's events, in the order it wrote them, on the history's clock.
 
@@ -111,7 +84,7 @@ class _Placer:
     def __init__(
         self,
         origin: int,
-        periods: Sequence[tuple[int, int, float | None]],
+        periods: Sequence[ClockShift],
         states: Sequence[tuple[int, int, str | None]] = (),
         *,
         origin_mono: int | None = None,
@@ -121,7 +94,7 @@ class _Placer:
         self.origin_mono = origin_mono
         self.boot = boot
         self.mono_ok = False  # the node's current process shares our monotonic clock
-        self.periods = [(t0, t1, off) for t0, t1, off in periods if off is not None]
+        self.periods = [(p.start, p.end, p.offset_ms) for p in periods if p.offset_ms is not None]
         self.last: int | None = None
         self.times = [t for t, _, _ in states]
         self.states = [(term, role) for _, term, role in states]
@@ -212,7 +185,9 @@ def collect_events(
         return [], frozenset(), "no node logs were fetched"
     if origin_wall_ns is None:
         return [], frozenset(), "the history's start in wall time is unknown"
-    shifts = _clock_offsets(nemesis)
+    shifts: dict[str, list[ClockShift]] = {}
+    for shift in timeline(nemesis).clock_shifts(end=2**62):  # never reset: to the end of time
+        shifts.setdefault(shift.node, []).append(shift)
     states: dict[str, list[tuple[int, int, str | None]]] = {}
     for smp in sorted(samples, key=lambda o: o.time):
         v = smp.value if isinstance(smp.value, Mapping) else {}

@@ -36,6 +36,8 @@ from typing import Any
 from harness.core.errors import ConfigError
 from harness.core.layout import RESULTS, TEST, is_run_dir
 from harness.core.op import NEMESIS, Op
+from harness.core.periods import op_kind
+from nemesis.registry import fault_of
 
 __all__ = [
     "SCHEDULE",
@@ -133,10 +135,10 @@ def _side_of(node: str, grudge: Mapping[str, Sequence[str]], all_nodes: Sequence
 def partition_role(
     grudge: Mapping[str, Sequence[str]], all_nodes: Sequence[str], leader: str | None
 ) -> str:
-    """A partition's role: where it leaves the leader (``leader-isolated``,
-    ``leader-in-minority``, ``leader-in-majority``), or ``partition`` when nobody led."""
+    """A network cut's role: where it leaves the leader (``leader-isolated``,
+    ``leader-in-minority``, ``leader-in-majority``), or ``cut`` when nobody led."""
     if leader is None or leader not in all_nodes:
-        return "partition"
+        return "cut"
     side = _side_of(leader, grudge, all_nodes)
     if len(side) == 1:
         return "leader-isolated"
@@ -166,10 +168,17 @@ def fault_nodes(value: Any, result: Any) -> list[str]:
 
 
 def _kind(f: str) -> str:
-    for prefix in ("start-", "stop-"):
-        if f.startswith(prefix):
-            return f[len(prefix) :]
-    return f
+    edge = op_kind(f)
+    return f if edge is None else edge[1]
+
+
+def _grudge(kind: str, value: Any) -> Mapping[str, Sequence[str]] | None:
+    """The grudge of a fault that declares it cuts the network (who drops whom), else None."""
+    f = fault_of(kind)
+    if f is None or not f.effects.cuts_network or not isinstance(value, dict):
+        return None
+    got = value.get(f.periods.grudge)
+    return got if isinstance(got, dict) else None
 
 
 def extract_schedule(
@@ -238,8 +247,8 @@ def extract_schedule(
         value = ev["value"]
         target = value.get("target") if isinstance(value, dict) else None
         hit = fault_nodes(value, ev["result"])
-        grudge = value.get("grudge") if isinstance(value, dict) else None
-        if isinstance(grudge, dict) and kind == "partition":
+        grudge = _grudge(kind, value)
+        if grudge is not None:
             role = partition_role(grudge, nodes, ev["leader"])
         else:
             role = role_of(hit, nodes, ev["leader"])

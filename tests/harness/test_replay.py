@@ -47,7 +47,7 @@ def test_partition_role_is_where_the_cut_leaves_the_leader():
         "n5": ["n1", "n2"],
     }
     assert partition_role(halves, NODES, "n2") == "leader-in-minority"
-    assert partition_role(halves, NODES, None) == "partition"
+    assert partition_role(halves, NODES, None) == "cut"
 
 
 def test_leader_tracker_trusts_recent_samples_and_the_highest_term():
