@@ -91,9 +91,9 @@ class Program:
                 if mod == origin:
                     return ver
                 continue
-            g, art, ver = a.coordinate.split(":")[:3]
-            if f"{g}:{art}" == origin:
-                return ver
+            parts = a.coordinate.split(":")
+            if len(parts) >= 3 and f"{parts[0]}:{parts[1]}" == origin:
+                return parts[2]
         return None
 
     def manifest(self) -> dict[str, Any]:

@@ -159,6 +159,11 @@ class EtcdOptions:
     ready_timeout: float = option(30.0, "seconds for the cluster to become ready", minimum=0)
     leave_running: bool = option(False, _LEAVE)
     extra_args: str = option("", "more arguments for every member's command line")
+    version: str | None = option(
+        None,
+        "an etcd release of 3.5 or newer, built from the Go module proxy and cached "
+        "(default: the hosts' installed etcd, Debian's 3.4)",
+    )
 
 
 @declares_options(EtcdOptions)

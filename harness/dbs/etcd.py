@@ -1,4 +1,8 @@
-"""etcd (Debian's ``etcd-server``, 3.4) as a database under test: one member per node.
+"""etcd as a database under test: one member per node, Debian's 3.4 or any release built.
+
+``version=X`` (3.5 or newer) builds etcd and etcdctl of that release from etcd's own
+modules on the Go module proxy (:func:`build_etcd`, cached per version); without it
+the hosts' installed ``etcd`` runs (Debian's ``etcd-server``, 3.4).
 
 A static cluster: every member is told the whole membership at start
 (``--initial-cluster``), with a token unique to the test so members of another
@@ -22,12 +26,14 @@ import logging
 import shlex
 import threading
 import time
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from harness.core.db import Members, WorkloadChoice
 from harness.core.errors import ConfigError, NemesisError, RemoteError
 from harness.core.fanout import map_values
 from harness.dbs.daemon import PidfileDaemonDB
+from harness.dbs.gobuild import GoProgram
 
 if TYPE_CHECKING:
     from harness.core.remote import Remote
@@ -80,6 +86,32 @@ def stop_process(remote: Remote, pidfile: str, what: str, *, grace: float = 20.0
     remote.run(f"rm -f {shlex.quote(pidfile)}", check=False)
 
 
+SERVER_MODULE = "go.etcd.io/etcd/server/v3"
+CTL_MODULE = "go.etcd.io/etcd/etcdctl/v3"
+WRAPPER = Path(__file__).parent / "go" / "etcd"
+"""harness/dbs/go/etcd: one main package per binary, each calling etcd's own entry point."""
+
+
+def build_etcd(version: str) -> GoProgram:
+    """etcd and etcdctl of release ``version`` (3.5 or newer: the modules of
+    ``go.etcd.io/etcd/{server,etcdctl}/v3``), built once and cached."""
+    from harness.dbs import gobuild
+
+    v = gobuild.module_version(version)
+    if not v.startswith("v3.") or v.split(".")[1] in ("0", "1", "2", "3", "4"):
+        raise ConfigError(
+            f"etcd version {version!r}: only 3.5 and newer are built from the module "
+            "proxy (3.4 has no server module); leave version unset for the hosts' etcd",
+            field="version",
+        )
+    return gobuild.build(
+        WRAPPER,
+        name="etcd",
+        modules={SERVER_MODULE: v, CTL_MODULE: v},
+        binaries=["etcd", "etcdctl"],
+    )
+
+
 def member_urls(
     addresses: dict[str, str], peer_port: int, client_port: int
 ) -> dict[str, tuple[str, str]]:
@@ -128,6 +160,7 @@ class EtcdDB(PidfileDaemonDB):
         ready_timeout: float = 30.0,
         leave_running: bool = False,
         extra_args: str = "",
+        version: str | None = None,
     ) -> None:
         if not root.startswith("/"):
             raise ConfigError(f"db root must be an absolute path, got {root!r}", field="root")
@@ -138,6 +171,11 @@ class EtcdDB(PidfileDaemonDB):
         self.ready_timeout = ready_timeout
         self.leave_running = leave_running
         self.extra_args = extra_args
+        self.version = version
+        """None: the hosts' own ``binary`` (Debian's 3.4); else built from the module proxy."""
+        self._program: GoProgram | None = None
+        self._bins: dict[str, str] = {}
+        """Per node: the etcd binary its host runs (the build's copy there)."""
         self._lock = threading.Lock()
         self._names: dict[str, str] = {}
         """The member name each node's host runs now, when not the node's own (re-added)."""
@@ -145,6 +183,18 @@ class EtcdDB(PidfileDaemonDB):
         """Command lines of re-added members (``--initial-cluster-state existing``)."""
         self._generation: dict[str, int] = {}
         self._removed: set[str] = set()
+
+    # the build (ResolvesArtifacts) --------------------------------------------
+    def resolve_artifacts(self) -> dict[str, Any]:
+        """etcd and etcdctl built at ``version`` from etcd's own modules (once per version:
+        harness/dbs/gobuild.py); without a version, the hosts' installed ``binary``."""
+        if self.version is None:
+            return {"program": "etcd", "source": "the hosts' package", "binary": self.binary}
+        self._program = build_etcd(self.version)
+        return {**self._program.manifest(), "version": self._program.properties[SERVER_MODULE]}
+
+    def _binary(self, node: str) -> str:
+        return self._bins.get(node, self.binary)
 
     # layout -----------------------------------------------------------------
     def _paths(self, ctx: RunContext, node: str) -> dict[str, str]:
@@ -172,7 +222,7 @@ class EtcdDB(PidfileDaemonDB):
         cluster = ",".join(f"{n}={u[0]}" for n, u in urls.items())
         lab = ctx.hosts[node].extras.get("lab") or ""
         args = [
-            self.binary,
+            self._binary(node),
             "--name",
             node,
             "--data-dir",
@@ -208,7 +258,13 @@ class EtcdDB(PidfileDaemonDB):
     def setup(self, ctx: RunContext, node: str) -> None:
         remote = ctx.remotes[node]
         p = self._paths(ctx, node)
-        ensure_package(remote, self.binary, "etcd-server etcd-client")
+        if self.version is not None:
+            program = self._program or build_etcd(self.version)
+            self._program = program
+            lib = program.install(remote, f"{self.root}/bin")
+            self._bins[node] = program.binary("etcd", lib)
+        else:
+            ensure_package(remote, self.binary, "etcd-server etcd-client")
         if remote.daemon_running(p["pid"]):
             log.info("%s: stopping an etcd left running by an earlier run", node)
             stop_process(remote, p["pid"], "etcd")
@@ -282,7 +338,8 @@ class EtcdDB(PidfileDaemonDB):
     ) -> str:
         """``etcdctl`` on ``on``'s host against ``endpoint`` (default: that host's member)."""
         url = endpoint or self._urls(ctx)[on][1]
-        ctl = self.binary.rsplit("/", 1)[0] + "/etcdctl" if "/" in self.binary else "etcdctl"
+        binary = self._binary(on)
+        ctl = binary.rsplit("/", 1)[0] + "/etcdctl" if "/" in binary else "etcdctl"
         cmd = (
             f"ETCDCTL_API=3 {shlex.quote(ctl)} --endpoints={shlex.quote(url)} "
             f"--dial-timeout=2s --command-timeout=5s {args}"
