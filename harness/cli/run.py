@@ -114,6 +114,13 @@ def parse_nemesis(text: str) -> tuple[str, ...]:
     help="Run the test N times; the exit code is the worst verdict.",
 )
 @click.option(
+    "--versions",
+    default=None,
+    help="Comma-separated releases of the DB (its --db-option version): the same seeds run "
+    "on each in turn, and a table of verdicts by version ends the output, to find the "
+    "release a behaviour appeared in.",
+)
+@click.option(
     "--client-timeout",
     type=click.FloatRange(min=0, min_open=True),
     default=None,
@@ -214,6 +221,7 @@ def run(
     concurrency: int | None,
     rate: float | None,
     test_count: int,
+    versions: str | None,
     client_timeout: float | None,
     converge_timeout: float,
     bug: str | None,
@@ -299,7 +307,10 @@ def run(
         nemesis_interval=nemesis_interval or 5.0,
         options={**wl_opts, **run_opts},
     )
-    roles = prepare(spec)  # every --db-option and --workload-option checked before any host
+    releases = parse_versions(versions, db_opts)
+    variants = [_with_version(spec, db_opts, v, suffix=name is None) for v in releases] or [spec]
+    # every --db-option and --workload-option checked before any host, for every release
+    prepared = [(s, prepare(s)) for s in variants]
     hosts = resolve_hosts(
         lab=lab, nodes_file=nodes_file, vagrant=vagrant, docker=docker, insecure=insecure, vm=vm
     )
@@ -309,13 +320,15 @@ def run(
                 f"the inventory has only {len(hosts)} hosts", param_hint="--nodes"
             )
         hosts = hosts[:node_count]
-    if use_deck:
-        spec = _with_deck(spec, roles.db, hosts, nemesis_interval, one_pass=time_limit is None)
+    if use_deck:  # each release's own deck: what a DB can take may change with its version
+        variants = [
+            _with_deck(s, roles.db, hosts, nemesis_interval, one_pass=time_limit is None)
+            for s, roles in prepared
+        ]
     from nemesis.package import check_hosts
 
-    check_hosts(
-        spec.nemesis, hosts
-    )  # power on hosts with no hypervisor: exit 3 before anything runs
+    for s in variants:  # power on hosts with no hypervisor: exit 3 before anything runs
+        check_hosts(s.nemesis, hosts)
     from harness.report.html import write_report
 
     opts = RunOptions(
@@ -325,32 +338,43 @@ def run(
         reporter=write_report,
         converge_timeout_s=converge_timeout,
     )
-    spec = dataclasses.replace(spec, nodes=tuple(h.name for h in hosts))
+    variants = [dataclasses.replace(s, nodes=tuple(h.name for h in hosts)) for s in variants]
     summary: list[dict[str, Any]] = []
+    total = test_count * len(variants)
 
     def report(done: CampaignRun) -> None:
         result = done.result
         summary.append(
             {
-                "name": f"{test_name} seed={done.spec.seed}",
+                "name": f"{done.spec.name} seed={done.spec.seed}",
                 "path": _rel(result.store_dir),
                 "seconds": done.seconds,
                 "results": result.results,
+                "version": done.planned.tag,
             }
         )
-        prefix = f"[{done.number}/{test_count}] " if test_count > 1 else ""
+        prefix = f"[{done.number}/{total}] " if total > 1 else ""
         click.echo(f"{prefix}{verdict_line(result.results)}")
         click.echo(f"{prefix}store: {_rel(result.store_dir)}")
 
+    tags: list[str | None] = [*releases] or [None]
+    plan = [
+        dataclasses.replace(p, tag=v)
+        for s, v in zip(variants, tags, strict=True)
+        for p in seeded(s, test_count, base_seed)
+    ]
     runs = run_campaign(
-        seeded(spec, test_count, base_seed),
+        plan,
         hosts,
         store_root=store_root,
         options=opts,
         on_result=report,
     )
     rc = campaign_exit_code(runs, fail_on_unknown=fail_on == "unknown")
-    if test_count > 1:
+    if releases:
+        for line in version_table(summary):
+            click.echo(line)
+    if total > 1:
         counts = {
             w: sum(1 for r in summary if verdict_word(r["results"].get("valid")) == w)
             for w in ("VALID", "INVALID", "UNKNOWN")
@@ -366,6 +390,45 @@ def run(
         )
         click.echo(f"junit: {junit_path}")
     return rc
+
+
+def parse_versions(text: str | None, db_opts: dict[str, Any]) -> list[str]:
+    """``--versions A,B`` as a list (empty without it); it and ``--db-option version`` exclude
+    each other, since each run's version comes from the list."""
+    if text is None:
+        return []
+    releases = [v.strip() for v in text.split(",") if v.strip()]
+    if not releases:
+        raise click.BadParameter("name at least one release", param_hint="--versions")
+    if "version" in db_opts:
+        raise click.BadParameter(
+            "--versions sets each run's version; drop --db-option version",
+            param_hint="--versions",
+        )
+    if len(set(releases)) != len(releases):
+        raise click.BadParameter(f"a release is named twice: {text}", param_hint="--versions")
+    return releases
+
+
+def _with_version(spec: Any, db_opts: dict[str, Any], version: str, *, suffix: bool) -> Any:
+    """``spec`` on release ``version`` (its store name says the version unless --name set it)."""
+    options = {**spec.options, "db": {**db_opts, "version": version}}
+    name = f"{spec.name}-{version}" if suffix else spec.name
+    return dataclasses.replace(spec, name=name, options=options)
+
+
+def version_table(summary: Sequence[dict[str, Any]]) -> list[str]:
+    """One line per run, by version then seed: the verdict, the op counts, the anomalies."""
+    lines = ["versions: version  seed  verdict  ok/fail/info  anomalies"]
+    for r in summary:
+        res = r["results"]
+        run = res.get("run") or {}
+        counts = "/".join(str(run.get(k, "?")) for k in ("ok", "fail", "info"))
+        kinds = ",".join(sorted(res.get("anomalies") or {})) or "-"
+        seed = r["name"].rsplit("seed=", 1)[-1]
+        word = verdict_word(res.get("valid"))
+        lines.append(f"versions: {r['version']}  {seed}  {word}  {counts}  {kinds}")
+    return lines
 
 
 def _with_deck(

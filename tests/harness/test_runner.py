@@ -443,3 +443,48 @@ def test_an_artifact_that_does_not_resolve_stops_the_run_before_setup(tmp_path):
     with pytest.raises(ConfigError, match="not served"):
         go(tmp_path, db=db, time_limit=0.3)
     assert db.calls == []
+
+
+def test_versions_are_a_list_each_run_on_its_own_release():
+    import click
+
+    from harness.cli.run import _with_version, parse_versions, version_table
+
+    assert parse_versions(None, {}) == []
+    assert parse_versions("3.5.21, 3.6.6", {}) == ["3.5.21", "3.6.6"]
+    for bad, opts in (("", {}), ("3.6.6,3.6.6", {}), ("3.6.6", {"version": "3.5.0"})):
+        with pytest.raises(click.BadParameter):
+            parse_versions(bad, opts)
+    s = spec(options={"db": {"root": "/x"}, "keys": 3})
+    v = _with_version(s, {"root": "/x"}, "3.6.6", suffix=True)
+    assert v.name == "plumbing-3.6.6" and v.options["db"] == {"root": "/x", "version": "3.6.6"}
+    assert v.options["keys"] == 3 and s.options["db"] == {"root": "/x"}
+    assert _with_version(s, {}, "3.6.6", suffix=False).name == "plumbing"
+    rows = version_table(
+        [
+            {
+                "name": "t-3.6.6 seed=7",
+                "version": "3.6.6",
+                "results": {
+                    "valid": False,
+                    "run": {"ok": 5, "fail": 1, "info": 0},
+                    "anomalies": {"lost-ack": [], "stale-read": []},
+                },
+            }
+        ]
+    )
+    assert rows[1] == "versions: 3.6.6  7  INVALID  5/1/0  lost-ack,stale-read"
+
+
+def test_cli_versions_of_a_db_without_versions_is_refused_before_any_host(tmp_path):
+    import subprocess
+    import sys
+
+    exe = [sys.executable, "-m", "harness.cli", "run", "--store", str(tmp_path), "--db", "null"]
+    out = subprocess.run(
+        exe + ["-w", "null", "--versions", "1,2", "--lab", "nolab"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert out.returncode == 3 and "version" in out.stderr and "lab up" not in out.stderr
