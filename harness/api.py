@@ -15,7 +15,7 @@ Declare factories as entry points in your package's ``pyproject.toml``::
     [project.entry-points."splitbrain.models"]     # a checker model name
     mymodel = "my_plugin.model:make_model"         # make_model(**params) -> Model
     [project.entry-points."splitbrain.faults"]     # --nemesis NAME
-    myfault = "my_plugin.fault:MY_FAULT"           # a Fault object (docs/architecture.md)
+    myfault = "my_plugin.fault:MY_FAULT"           # a Fault object (docs/your-own-system.md)
     [project.entry-points."splitbrain.checkers"]   # a check a workload selects by name
     mycheck = "my_plugin.check:MY_CHECK"           # a CheckerSpec object
 
@@ -129,7 +129,19 @@ from harness.core.errors import (
     SplitbrainError,
 )
 from harness.core.events import NodeEvent, ReportsEvents
-from harness.core.fault import Draw, Fault, JournalKind, Residue, Selected
+from harness.core.fault import (
+    Draw,
+    Effects,
+    Fault,
+    JournalKind,
+    JournalRecord,
+    NemesisFactory,
+    Periods,
+    Residue,
+    Selected,
+    no_value,
+)
+from harness.core.nemesis import FaultJournal, Nemesis
 from harness.core.op import Op
 from harness.core.options import (
     OptionDoc,
@@ -225,12 +237,19 @@ __all__ = [
     "Model",
     "UNKNOWN",
     "Fail",
-    # faults
+    # faults (docs/your-own-system.md, "A fault of your own")
     "Fault",
-    "JournalKind",
-    "Residue",
+    "Effects",
+    "Periods",
+    "Nemesis",
+    "NemesisFactory",
     "Draw",
+    "no_value",
     "Selected",
+    "FaultJournal",
+    "JournalKind",
+    "JournalRecord",
+    "Residue",
     # hosts
     "Host",
     "CommandResult",
