@@ -134,14 +134,6 @@ class Observed:
         return [op for op in self.ops if op.process != "nemesis" and op.f != "sample"]
 
     @functools.cached_property
-    def nemesis_done(self) -> list[Op]:
-        """The nemesis completions (what was actually done), in time order."""
-        return sorted(
-            (op for op in self.ops if op.process == "nemesis" and op.type != "invoke"),
-            key=lambda o: o.time,
-        )
-
-    @functools.cached_property
     def faults_seen(self) -> Timeline:
         """What the faults did, when and where, as each declares (:mod:`harness.core.periods`)."""
         if self.faults is not None:

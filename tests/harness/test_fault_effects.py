@@ -274,3 +274,15 @@ def registry_draw(fault: Any) -> Any:
 
     return Draw(rng=random.Random(1), nodes=list(NODES), leader_ok=False, interval=1.0,
                 targets=("one", "all"))  # fmt: skip
+
+
+def test_a_failover_kills_its_old_master_and_the_rejoin_ends_it() -> None:
+    """Changed on purpose: failover SIGKILLs the old master (``db.kill``) but was not among
+    the names coverage counted as kills; it now declares ``kills`` like the others."""
+    ops: list[Op] = []
+    _nem(ops, "start-failover", 1.0, {"target": "master"}, {"nodes": ["n1"], "killed": "n1"})
+    _nem(ops, "stop-failover", 2.0, None, {"rejoined": ["n1"]})
+    t = registry.timeline(ops)
+    assert [(x.kind, x.nodes) for x in t.landed("kills")] == [("failover", ["n1"])]
+    [p] = t.during("kills")
+    assert (p.node, p.start / S, p.end / S if p.end else None) == ("n1", 1.05, 2.05)

@@ -15,11 +15,17 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from harness.core.fault import Draw, Fault, JournalKind, JournalRecord, Selected
-from harness.core.op import Op
-from harness.core.options import option
-from harness.core.remote import Remote
-from harness.core.spec import RunContext
+from harness.api import (
+    Draw,
+    Fault,
+    JournalKind,
+    JournalRecord,
+    Op,
+    Remote,
+    RunContext,
+    Selected,
+    option,
+)
 
 __all__ = ["MARKER", "MARKER_FILE", "marker_path"]
 
