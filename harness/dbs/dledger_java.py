@@ -1,0 +1,449 @@
+"""openmessaging DLedger's real Java server as a database under test (``--db dledger-java``).
+
+Each node runs one JVM: DLedger's own ``DLedgerServer``, configured and started as
+DLedger's own main class does it, plus, in the same JVM, splitbrain's client endpoint that
+speaks the reference node's client protocol (``harness/dbs/java/dledger``). The endpoint
+is the only part that is ours: appends go through DLedger's ``handleAppend``, reads
+through its ``handleGet`` (or, for the final reads, the member's own ``DLedgerStore``),
+transfers through ``handleLeadershipTransfer``; status is DLedger's ``MemberState``. So
+the reference node's workloads, sampler and checkers drive it unchanged (``append``:
+log safety and lost acks).
+
+The program is built by Maven from the project's own ``pom.xml`` for the DLedger version
+asked (``--db-option version=X``), once, then cached (:mod:`harness.dbs.maven`); the jars
+and their checksums are recorded in ``test.json`` (``artifacts``). Per node::
+
+    <root>/[<lab>/]<test>/<node>/data/        --store-base-dir (DLedger's data, index, term)
+    <root>/[<lab>/]<test>/<node>/node.log     role changes (our watcher of MemberState)
+    <root>/[<lab>/]<test>/<node>/stdout.log   DLedger's own log (slf4j-simple) and the JVM's
+    <root>/[<lab>/]<test>/<node>/dledger.pid
+
+DLedger 0.x has no runtime membership change (no add/remove-peer request in any served
+jar), so the DB is not ``Reconfigurable``; leadership transfer exists from 0.2.0 on.
+docs/dledger-java.md has what was measured.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+import shlex
+import time
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from harness.core.db import DB, WorkloadChoice
+from harness.core.errors import ConfigError, NemesisError, RemoteError
+from harness.core.fanout import map_values
+from harness.core.options import as_options, declares_options, option
+from harness.dbs.daemon import PidfileDaemonDB
+from harness.dbs.nodelog_events import NodeLogEvents
+
+if TYPE_CHECKING:
+    from harness.core.spec import RunContext
+    from harness.dbs.maven import JavaProgram
+
+__all__ = [
+    "DLEDGER_ARTIFACT",
+    "DLedgerJavaDB",
+    "DLedgerJavaOptions",
+    "PROJECT_DIR",
+    "dledger_peers",
+    "factory",
+    "parse_version",
+    "transfer_supported",
+]
+
+log = logging.getLogger(__name__)
+
+PROJECT_DIR = Path(__file__).resolve().parent / "java" / "dledger"
+"""The Maven project of the launcher and endpoint (pom.xml, src/main/java)."""
+DLEDGER_ARTIFACT = "io.openmessaging.storage:dledger"
+MAIN_CLASS = "splitbrain.dledger.Launcher"
+NEWEST = "0.4.3"
+
+NO_COND_FIX = "FAKETIME_FORCE_MONOTONIC_FIX=0"
+"""Measured on the lab: under the lab's libfaketime (0.9.10, preloaded for clock faults)
+with its default monotonic fix of ``pthread_cond_timedwait``, the JVM hangs at start,
+before DLedger logs a line (15 s, nothing; the same command without the preload or with
+this variable elects a leader in under 0.1 s). Off, wall-clock reads are still faked;
+``CLOCK_MONOTONIC`` is not (the lab sets FAKETIME_DONT_FAKE_MONOTONIC=1)."""
+
+_VERSION = re.compile(r"^\d+(\.\d+){1,3}$")
+
+
+def parse_version(v: str) -> tuple[int, ...]:
+    """``"0.3.1.2"`` -> ``(0, 3, 1, 2)``; a ConfigError naming ``version`` otherwise (it is
+    passed to Maven as a property, so only dotted numbers are let through)."""
+    if not _VERSION.match(v):
+        raise ConfigError(
+            f"dledger-java version {v!r}: dotted numbers expected (e.g. {NEWEST})", field="version"
+        )
+    return tuple(int(x) for x in v.split("."))
+
+
+def transfer_supported(version: str) -> bool:
+    """Leadership transfer (``LeadershipTransferRequest``) is in DLedger from 0.2.0 on; the
+    0.1 jar has no such class (checked with javap)."""
+    return parse_version(version) >= (0, 2)
+
+
+def dledger_peers(addresses: Mapping[str, str], peer_port: int) -> str:
+    """DLedger's ``--peers``: ``n1-HOST:PORT;n2-HOST:PORT`` with the node names as member
+    ids (ports spread when nodes share an address, as the other DBs do)."""
+    unique = len(set(addresses.values())) == len(addresses)
+    parts = []
+    for i, (node, addr) in enumerate(addresses.items()):
+        if "-" in node or ";" in node:
+            raise ConfigError(
+                f"node name {node!r}: DLedger member ids cannot hold '-' or ';'", field="nodes"
+            )
+        parts.append(f"{node}-{addr}:{peer_port + (0 if unique else 10 * i)}")
+    return ";".join(parts)
+
+
+@dataclass(frozen=True)
+class DLedgerJavaOptions:
+    """``--db-option`` keys of ``dledger-java``."""
+
+    version: str = option(NEWEST, "the DLedger release from Maven Central (0.1 .. 0.4.3)")
+    root: str = option(
+        "/var/lib/splitbrain/dledger-java", "absolute directory of the node directories"
+    )
+    peer_port: int = option(9110, "DLedger's own port (its peers' RPC)", minimum=1, maximum=65535)
+    client_port: int = option(
+        9111, "splitbrain's endpoint port (the reference node's protocol)", minimum=1,
+        maximum=65535,
+    )
+    heartbeat_ms: int = option(
+        500, "DLedger heartBeatTimeIntervalMs (DLedger's default: 2000)", minimum=10
+    )
+    max_heartbeat_leak: int = option(3, "DLedger maxHeartBeatLeak", minimum=1)
+    min_vote_ms: int = option(300, "DLedger minVoteIntervalMs", minimum=1)
+    max_vote_ms: int = option(1000, "DLedger maxVoteIntervalMs", minimum=1)
+    max_wait_ack_ms: int = option(
+        2000, "DLedger maxWaitAckTimeMs: an append unacked this long is WAIT_QUORUM_ACK_TIMEOUT",
+        minimum=10,
+    )
+    heap_mb: int = option(256, "the JVM's -Xmx in MiB (five JVMs share the machine)", minimum=32)
+    java: str = option("java", "the java binary on the hosts (17 or newer)")
+    ready_timeout: float = option(60.0, "seconds for the cluster to elect a leader", minimum=1)
+    leave_running: bool = option(
+        False, "leave the nodes running after the test (set by --leave-db-running)"
+    )
+    extra_args: str = option("", "more arguments for every node's launcher command line")
+    jvm_args: str = option("", "more JVM options for every node")
+
+    def __post_init__(self) -> None:
+        parse_version(self.version)
+        if not self.root.startswith("/"):
+            raise ConfigError(f"db root must be an absolute path, got {self.root!r}", field="root")
+        if self.min_vote_ms > self.max_vote_ms:
+            raise ConfigError("min_vote_ms must not exceed max_vote_ms", field="min_vote_ms")
+
+
+DEFAULT_WORKLOAD = WorkloadChoice(
+    name="append",
+    options={"read_fraction": 0.1, "sample_rate": 5.0},
+    concurrency=10,
+    rate=50.0,
+    client_timeout=5.0,
+)
+"""Appends with unique payloads, reads of the recent committed log, one status sampler per
+node: log safety and lost acks. Ten clients at 50 ops/s and samplers at 5/s per node keep
+five JVMs and the harness inside two cores; the client timeout outlasts DLedger's own
+wait for acks (``max_wait_ack_ms``), so a slow append is DLedger's answer, not ours."""
+
+
+def _status(host: str, port: int, timeout: float) -> dict[str, Any] | None:
+    """The endpoint's status map, or None when the node does not answer in time."""
+    from node_impl.client import NodeClient
+
+    client = NodeClient(host, port, timeout=timeout)
+    try:
+        st = client.status()
+    except Exception as e:  # noqa: BLE001 - any failure means "not answering"
+        log.debug("status of %s:%s failed: %s", host, port, e)
+        return None
+    finally:
+        client.close()
+    return st if isinstance(st, dict) and st.get("code") == "SUCCESS" else None
+
+
+class DLedgerJavaDB(NodeLogEvents, PidfileDaemonDB):
+    """DLedger's own server per node, faulted and read through our endpoint."""
+
+    runs_under_faketime = True
+    """The JVM starts and runs under the lab's libfaketime (docs/dledger-java.md)."""
+
+    def __init__(self, options: DLedgerJavaOptions) -> None:
+        self.options = options
+        self.root = options.root.rstrip("/")
+        self._program: JavaProgram | None = None
+        self._cmd: dict[str, str] = {}
+
+    # capabilities -------------------------------------------------------------
+    def default_workload(self) -> WorkloadChoice:
+        return DEFAULT_WORKLOAD
+
+    def event_kinds(self) -> frozenset[str]:
+        """Our watcher logs process starts and role changes; DLedger's votes are not parsed."""
+        return frozenset({"start", "role"})
+
+    def resolve_artifacts(self) -> dict[str, Any]:
+        """Build (or find cached) the launcher for ``version``; what test.json records."""
+        program = self.program()
+        out = dict(program.manifest())
+        out["dledger"] = program.version_of(DLEDGER_ARTIFACT)
+        return out
+
+    def program(self) -> JavaProgram:
+        if self._program is None:
+            from harness.dbs import maven
+
+            started = time.monotonic()
+            self._program = maven.build(
+                PROJECT_DIR,
+                name="dledger-java",
+                properties={"dledger.version": self.options.version},
+                java=self.options.java,
+            )
+            got = self._program.version_of(DLEDGER_ARTIFACT)
+            if got != self.options.version:
+                raise ConfigError(
+                    f"asked DLedger {self.options.version}, Maven resolved {got}", field="version"
+                )
+            log.info(
+                "dledger-java %s ready in %.1f s (%s)",
+                got, time.monotonic() - started, self._program.home,
+            )
+        return self._program
+
+    # layout -------------------------------------------------------------------
+    def _paths(self, ctx: RunContext, node: str) -> dict[str, str]:
+        d = self.node_dir(ctx, node)
+        return {
+            "dir": d,
+            "data": f"{d}/data",
+            "pid": f"{d}/dledger.pid",
+            "stdout": f"{d}/stdout.log",
+            "log": f"{d}/node.log",
+        }
+
+    def _addrs(self, ctx: RunContext) -> dict[str, str]:
+        return {n: ctx.hosts[n].address for n in ctx.nodes}
+
+    def _step(self, ctx: RunContext, node: str) -> int:
+        addrs = self._addrs(ctx)
+        unique = len(set(addrs.values())) == len(addrs)
+        return 0 if unique else 10 * list(addrs).index(node)
+
+    def ports(self, ctx: RunContext, node: str) -> list[int]:
+        s = self._step(ctx, node)
+        return [self.options.peer_port + s, self.options.client_port + s]
+
+    def client_addrs(self, ctx: RunContext) -> dict[str, tuple[str, int]]:
+        return {n: (ctx.hosts[n].address, self.ports(ctx, n)[1]) for n in ctx.nodes}
+
+    def addresses(self, ctx: RunContext) -> dict[str, dict[str, tuple[str, int]]]:
+        return {"client": self.client_addrs(ctx)}
+
+    def group(self, ctx: RunContext) -> str:
+        """DLedger's group: unique to the lab and test, so no other run's member is heard."""
+        lab = ctx.hosts[ctx.nodes[0]].extras.get("lab") or "hosts"
+        return re.sub(r"[^A-Za-z0-9_]", "_", f"sb_{lab}_{ctx.spec.name}")
+
+    def command(self, ctx: RunContext, node: str, lib: str) -> str:
+        """The node's JVM command line (DLedger's options, then the endpoint's)."""
+        o = self.options
+        assert self._program is not None
+        p = self._paths(ctx, node)
+        jvm = [
+            "env",
+            NO_COND_FIX,
+            o.java,
+            f"-Xmx{o.heap_mb}m",
+            "-Xms32m",
+            "-XX:+UseSerialGC",
+            "-XX:TieredStopAtLevel=1",
+            "-Xss512k",
+            f"-Dsplitbrain.dledger.version={o.version}",
+            "-Dorg.slf4j.simpleLogger.showDateTime=true",
+            "-Dorg.slf4j.simpleLogger.dateTimeFormat=yyyy-MM-dd'T'HH:mm:ss.SSSZ",
+            "-Dorg.slf4j.simpleLogger.logFile=System.out",
+        ]
+        args = [
+            "-cp",
+            f"{lib.rstrip('/')}/*",  # every jar of the build: lib/ holds exactly those
+            MAIN_CLASS,
+            "--group", self.group(ctx),
+            "--id", node,
+            "--peers", dledger_peers(self._addrs(ctx), o.peer_port),
+            "--store-base-dir", p["data"],
+            "--client-host", ctx.hosts[node].address,
+            "--client-port", str(self.ports(ctx, node)[1]),
+            "--event-log", p["log"],
+            "--heartbeat-ms", str(o.heartbeat_ms),
+            "--max-heartbeat-leak", str(o.max_heartbeat_leak),
+            "--min-vote-ms", str(o.min_vote_ms),
+            "--max-vote-ms", str(o.max_vote_ms),
+            "--max-wait-ack-ms", str(o.max_wait_ack_ms),
+        ]  # fmt: skip
+        cmd = " ".join(shlex.quote(a) for a in jvm)
+        if o.jvm_args:
+            cmd += " " + o.jvm_args
+        cmd += " " + " ".join(shlex.quote(a) for a in args)
+        if o.extra_args:
+            cmd += " " + o.extra_args
+        return cmd
+
+    # lifecycle ----------------------------------------------------------------
+    def setup(self, ctx: RunContext, node: str) -> None:
+        from harness.dbs.etcd import stop_process
+        from harness.dbs.maven import require_java
+
+        remote = ctx.remotes[node]
+        p = self._paths(ctx, node)
+        require_java(remote, self.options.java)
+        program = self.program()
+        lib = program.install(remote, f"{self.root}/java")
+        if remote.daemon_running(p["pid"]):
+            log.info("%s: stopping a DLedger node left running by an earlier run", node)
+            stop_process(remote, p["pid"], "dledger-java")
+        remote.run(
+            f"mkdir -p {shlex.quote(p['dir'])} && "
+            f"find {shlex.quote(p['dir'])} -mindepth 1 -delete && "
+            f"mkdir -p {shlex.quote(p['data'])}"
+        )
+        self._cmd[node] = self.command(ctx, node, lib)
+        self.start(ctx, node)
+        self._await_leader(ctx, node)
+
+    def start(self, ctx: RunContext, node: str) -> None:
+        remote = ctx.remotes[node]
+        p = self._paths(ctx, node)
+        if remote.daemon_running(p["pid"]):
+            return
+        cmd = self._cmd.get(node)
+        if cmd is None:
+            lib = self.program().install(remote, f"{self.root}/java")
+            cmd = self._cmd[node] = self.command(ctx, node, lib)
+        remote.start_daemon(cmd, pidfile=p["pid"], logfile=p["stdout"], chdir=p["dir"])
+
+    def _await_leader(self, ctx: RunContext, node: str) -> None:
+        """Until ``node`` knows a leader (the group formed), or its JVM died."""
+        host, port = self.client_addrs(ctx)[node]
+        remote = ctx.remotes[node]
+        pid = self._paths(ctx, node)["pid"]
+        deadline = time.monotonic() + self.options.ready_timeout
+        last: dict[str, Any] | None = None
+        while time.monotonic() < deadline:
+            st = _status(host, port, 1.0)
+            if st is not None:
+                last = st
+                if st.get("leader") and st.get("role") in ("leader", "follower"):
+                    return
+            elif not remote.daemon_running(pid):
+                tail = remote.run(
+                    f"tail -n 5 {shlex.quote(self._paths(ctx, node)['stdout'])}", check=False
+                ).stdout.strip()
+                raise RemoteError(
+                    f"DLedger JVM exited during startup: {tail or 'no output'}",
+                    host=remote.host.name,
+                )
+            time.sleep(0.2)
+        raise RemoteError(
+            f"no DLedger leader known after {self.options.ready_timeout:g} s (last: {last})",
+            host=remote.host.name,
+        )
+
+    def wait_ready(self, ctx: RunContext, *, settle: float = 0.5) -> None:
+        """Until every member names the same leader in the same term, which says it leads,
+        for ``settle`` s; a warning (not a failure) if that never happens."""
+        addrs = self.client_addrs(ctx)
+        deadline = time.monotonic() + self.options.ready_timeout
+        since: float | None = None
+        last: Any = None
+        while time.monotonic() < deadline:
+            sts = map_values(addrs, lambda a: _status(a[0], a[1], 1.0), what="status")
+            views = {(st.get("term"), st.get("leader")) if st else None for st in sts.values()}
+            leaders = [n for n, st in sts.items() if st and st.get("role") == "leader"]
+            ok = len(views) == 1 and None not in views and len(leaders) == 1
+            ok = ok and next(iter(views))[1] == leaders[0]  # type: ignore[index]
+            if ok and views == last:
+                since = since or time.monotonic()
+                if time.monotonic() - since >= settle:
+                    log.info("dledger-java ready: leader %s", leaders[0])
+                    return
+            else:
+                since = None
+            last = views
+            time.sleep(0.1)
+        log.warning("DLedger members did not agree on one leader within %gs (%s)",
+                    self.options.ready_timeout, last)  # fmt: skip
+
+    def primaries(self, ctx: RunContext) -> list[str]:
+        """Members whose MemberState says leader (each asked once, in parallel)."""
+        addrs = self.client_addrs(ctx)
+        sts = map_values(addrs, lambda a: _status(a[0], a[1], 1.0), what="status")
+        return [n for n in ctx.nodes if (sts.get(n) or {}).get("role") == "leader"]
+
+    def log_files(self, ctx: RunContext, node: str) -> list[str]:
+        p = self._paths(ctx, node)
+        return [p["log"], p["stdout"]]
+
+    def teardown(self, ctx: RunContext, node: str) -> None:
+        from harness.dbs.etcd import stop_process
+
+        remote = ctx.remotes[node]
+        p = self._paths(ctx, node)
+        if self.options.leave_running:
+            log.info("%s: leaving DLedger running in %s", node, p["dir"])
+            return
+        stop_process(remote, p["pid"], "dledger-java")
+        test_dir = p["dir"].rsplit("/", 1)[0]
+        empties = [test_dir] + (
+            [test_dir.rsplit("/", 1)[0]] if ctx.hosts[node].extras.get("lab") else []
+        )
+        remote.run(
+            f"rm -rf {shlex.quote(p['dir'])}; for d in {' '.join(map(shlex.quote, empties))}; "
+            f'do rmdir "$d" 2>/dev/null; done; true'
+        )
+
+    # leadership transfer --------------------------------------------------------
+    def transfer_leader(self, ctx: RunContext, node: str) -> dict[str, Any]:
+        """DLedger's own ``handleLeadershipTransfer`` on the leader, to ``node``."""
+        from node_impl.client import NodeClient
+
+        if not transfer_supported(self.options.version):
+            raise NemesisError(f"DLedger {self.options.version} has no leadership transfer")
+        lead = self.primaries(ctx)
+        if not lead:
+            raise NemesisError(f"transfer to {node}: no leader")
+        host, port = self.client_addrs(ctx)[lead[0]]
+        client = NodeClient(host, port, timeout=15.0)
+        try:
+            reply = client.transfer_leader(node, 5000)
+        finally:
+            client.close()
+        now = self.primaries(ctx)
+        leader = now[0] if now else None
+        code = reply.get("code")
+        outcome = (
+            "refused" if code not in ("SUCCESS", "TIMEOUT", "TAKE_LEADERSHIP_FAILED") and
+            leader == lead[0]
+            else "handed-over" if leader == node
+            else "kept" if leader == lead[0]
+            else "lost" if leader else None
+        )  # fmt: skip
+        return {"code": code, "from": lead[0], "leader": leader, "outcome": outcome,
+                "term": reply.get("term")}  # fmt: skip
+
+
+@declares_options(DLedgerJavaOptions)
+def factory(options: DLedgerJavaOptions | Mapping[str, Any]) -> DB:
+    """``--db dledger-java``."""
+    opts = as_options(DLedgerJavaOptions, options, role="db dledger-java")
+    return DLedgerJavaDB(DLedgerJavaOptions(**asdict(opts)))
