@@ -538,11 +538,11 @@ public final class Server {
         m.put("leader", identOf(node.getLeaderId()));
         // committed first: an index committed then is never truncated, so end read after it
         // is at least as high (no false committed-beyond-end from a torn look)
-        long committed = node.getLastCommittedIndex();
+        long committed = look.committed();
         m.put("ledgerBeginIndex", look.firstLogIndex());
-        m.put("ledgerEndIndex", node.getLastLogIndex());
+        m.put("ledgerEndIndex", look.lastLogIndex());
         m.put("committedIndex", committed);
-        m.put("appliedIndex", node.getLastAppliedLogIndex());
+        m.put("appliedIndex", look.applied());
         m.put("votedFor", identOf(look.votedFor()));
         m.put("incarnation", incarnation);
         m.put("mode", "jraft");
@@ -555,7 +555,7 @@ public final class Server {
         m.put("id", ident);
         m.put("leader", identOf(node.getLeaderId()));
         m.put("term", look.term());
-        m.put("committedIndex", node.getLastCommittedIndex());
+        m.put("committedIndex", look.committed());
         m.putAll(config());
         return m;
     }
@@ -571,6 +571,8 @@ public final class Server {
         private final Field state;
         private final Field conf;
         private final Field logManager;
+        private final Field ballotBox;
+        private final Field fsmCaller;
 
         Introspect(Node node) {
             this.node = node;
@@ -579,6 +581,8 @@ public final class Server {
             this.state = field("state");
             this.conf = field("conf");
             this.logManager = field("logManager");
+            this.ballotBox = field("ballotBox");
+            this.fsmCaller = field("fsmCaller");
         }
 
         private Field field(String name) {
@@ -651,16 +655,36 @@ public final class Server {
             }
         }
 
-        long firstLogIndex() {
-            Object lm = get(logManager);
-            if (lm == null) {
-                return 0;
+        /** A long from a getter of one of NodeImpl's parts (-1 when a version has none). */
+        private long of(Field part, String getter) {
+            Object o = get(part);
+            if (o == null) {
+                return -1;
             }
             try {
-                return (Long) lm.getClass().getMethod("getFirstLogIndex").invoke(lm);
+                java.lang.reflect.Method m = o.getClass().getMethod(getter);
+                m.setAccessible(true);
+                return (Long) m.invoke(o);
             } catch (ReflectiveOperationException | RuntimeException x) {
-                return 0;
+                return -1;
             }
+        }
+
+        // Node.getLastLogIndex and friends appeared after 1.3.0; these read the same parts.
+        long firstLogIndex() {
+            return of(logManager, "getFirstLogIndex");
+        }
+
+        long lastLogIndex() {
+            return of(logManager, "getLastLogIndex");
+        }
+
+        long committed() {
+            return of(ballotBox, "getLastCommittedIndex");
+        }
+
+        long applied() {
+            return of(fsmCaller, "getLastAppliedIndex");
         }
     }
 }
