@@ -17,13 +17,24 @@ free), ``start``, ``stop``, ``kill``, ``pause``, ``resume``, ``wipe`` (default
 leads"), ``ready`` (run on each node until it exits 0, up to ``ready_timeout``
 s), ``log_files`` (list), ``timeout`` (s per command, 60).
 
+A node's default ``data_dir`` is ``/srv/splitbrain-yaml/<lab>/<name>-<hash>/<node>``: the
+hash is of the system file's and the workload's (the stdio client's) full paths, so the
+directory is short and the same run after run however deep the files lie (a daemon's Unix
+socket in it stays under Linux's 107 characters). The full paths and each node's directory
+are recorded in the run's ``yaml-db.json``.
+
 A bad file is one ConfigError naming the file, the line and the field.
 """
 
 from __future__ import annotations
 
+import hashlib
+import json
+import logging
+import os
 import re
 import shlex
+import threading
 import time
 from collections.abc import Mapping
 from concurrent.futures import ThreadPoolExecutor
@@ -38,6 +49,8 @@ from harness.core.errors import ConfigError
 from harness.core.layout import safe_name
 from harness.core.remote import CommandResult
 from harness.core.spec import RunContext
+
+log = logging.getLogger(__name__)
 
 __all__ = ["System", "load_system", "from_options", "yaml_db"]
 
@@ -67,6 +80,8 @@ _FIELDS = {
 VARIABLES = {"node", "nodes", "peers", "address", "port", "data_dir", "here"}
 _VAR = re.compile(r"(?<!\$)\{([A-Za-z_][A-Za-z0-9_]*)\}")
 _DEFAULT_ROOT = "/srv/splitbrain-yaml"
+RECORD = "yaml-db.json"
+"""In the run's store directory: the system and client paths behind each node's directory."""
 
 
 @dataclass(frozen=True)
@@ -204,7 +219,28 @@ class _YamlBase:
             return self._fill(self.system.data_dir, ctx, node, data_dir="")
         lab = ctx.hosts[node].extras.get("lab")
         base = f"{_DEFAULT_ROOT}/{safe_name(str(lab))}" if lab else _DEFAULT_ROOT
-        return f"{base}/{safe_name(ctx.spec.name)}/{safe_name(node)}"
+        return f"{base}/{self.dir_name(ctx)}/{safe_name(node)}"
+
+    def dir_name(self, ctx: RunContext) -> str:
+        """``<name>-<hash>``: short and stable, the hash of the system's and client's paths."""
+        key = f"{self.system.path}\0{ctx.spec.workload}"
+        digest = hashlib.sha256(key.encode()).hexdigest()[:12]
+        return f"{safe_name(self.system.name)[:24]}-{digest}"
+
+    def _record(self, ctx: RunContext) -> None:
+        """Write ``yaml-db.json``: the full paths behind the short directory names."""
+        record = {
+            "system": str(self.system.path),
+            "workload": ctx.spec.workload,
+            "data_dirs": {n: self.data_dir(ctx, n) for n in ctx.nodes},
+        }
+        path = Path(ctx.store_dir) / RECORD
+        tmp = path.with_name(f".{RECORD}.{os.getpid()}.{threading.get_ident()}")
+        try:
+            tmp.write_text(json.dumps(record, indent=2) + "\n")
+            os.replace(tmp, path)  # every node's setup writes the same record
+        except OSError as e:  # a missing record must not stop the node
+            log.warning("%s not written: %s", path, e)
 
     def _fill(self, template: str, ctx: RunContext, node: str, **override: str) -> str:
         port = self.system.port
@@ -260,6 +296,7 @@ class _YamlBase:
     def setup(self, ctx: RunContext, node: str) -> None:
         """Heal leftovers (stop, wipe), upload ``files``, ``install``, start."""
         remote = ctx.remotes[node]
+        self._record(ctx)
         self._stop(ctx, node)
         self._wipe(ctx, node)
         remote.run(f"mkdir -p {shlex.quote(self.data_dir(ctx, node))}", timeout=self.system.timeout)

@@ -6,6 +6,7 @@ SSH); the campaign against a real system is in tests/harness/test_own_system.py.
 
 from __future__ import annotations
 
+import json
 import random
 from pathlib import Path
 
@@ -103,7 +104,7 @@ def test_commands_are_substituted_and_run_on_the_node(tmp_path):
     ctx = _ctx(db, tmp_path, remotes)
     db.setup(ctx, "n1")
     cmds = [c.cmd for c in remotes["n1"].commands]
-    data_dir = "/srv/splitbrain-yaml/L/t-1/n1"
+    data_dir = f"/srv/splitbrain-yaml/L/{db.dir_name(ctx)}/n1"
     assert "echo salty" in cmds
     assert (
         f"srv --id n1 --peers n1=127.9.0.11:9000,n2=127.9.0.12:9000 --dir {data_dir} "
@@ -124,11 +125,52 @@ def test_a_daemon_gets_kill_pause_and_logs_from_its_pid_file(tmp_path):
     ((pidfile, (_, cmd)),) = remotes["n1"].daemons.items()
     assert "tinykv.py --node n1 --peers n1=127.9.0.11:7400,n2=127.9.0.12:7400" in cmd
     assert remotes["n1"].files  # tinykv.py uploaded
-    assert "/srv/splitbrain-yaml/L/t-1/n1/daemon.log" in db.log_files(ctx, "n1")
+    assert f"/srv/splitbrain-yaml/L/{db.dir_name(ctx)}/n1/daemon.log" in db.log_files(ctx, "n1")
     db.kill(ctx, "n1")
     assert not remotes["n1"].daemons
     db.start(ctx, "n1")
     assert remotes["n1"].daemons
+
+
+def _deep(tmp_path: Path, text: str, levels: int = 7) -> tuple[Path, Path]:
+    """A system file and a stdio client ``levels`` directories of 20 characters deep."""
+    deep = tmp_path.joinpath(*(f"level-{i}-of-a-deep-tree" for i in range(levels)))
+    deep.mkdir(parents=True)
+    client = deep / "client.sh"
+    client.write_text("#!/bin/sh\n")
+    client.chmod(0o755)
+    return _write(deep, text), client
+
+
+def _cli_spec(system: Path, client: Path, nodes: tuple[str, ...]) -> TestSpec:
+    """The spec `splitbrain run --db yaml:SYSTEM -w stdio:CLIENT` builds (its default name)."""
+    db, workload = f"yaml:{system}", f"stdio:{client}"
+    return TestSpec(name=f"{db}-{workload}", nodes=nodes, db=db, workload=workload)
+
+
+def test_a_deep_system_file_gets_a_short_stable_directory_and_the_paths_are_recorded(tmp_path):
+    """Issue 45: the directory was named after both whole paths (MariaDB's socket went over
+    Linux's 107 characters); now a hash of them, the same for the same files, and different
+    for another client, with the full paths in the run's yaml-db.json."""
+    p, client = _deep(tmp_path, "name: a-system-with-a-rather-long-name-indeed\nstart: s\n")
+    assert len(str(p)) > 150
+    db = get_db(f"yaml:{p}")
+    remotes = {n: MemoryRemote(Host(name=n, address="x")) for n in ("n1", "n2")}
+    ctx = _ctx(db, tmp_path, remotes)
+    ctx.spec = _cli_spec(p, client, ("n1", "n2"))
+    d = db.data_dir(ctx, "n1")
+    assert len(f"{d}/mysqld.sock") < 80, d
+    assert d.startswith("/srv/splitbrain-yaml/L/a-system-with-a-rather-") and d.endswith("/n1")
+    assert db.data_dir(ctx, "n1") == get_db(f"yaml:{p}").data_dir(ctx, "n1")  # stable
+    other = RunContext(**{**vars(ctx), "spec": _cli_spec(p, p.parent / "other.sh", ctx.spec.nodes)})
+    assert db.data_dir(other, "n1") != d
+    db.setup(ctx, "n1")
+    record = json.loads((tmp_path / "yaml-db.json").read_text())
+    assert record == {
+        "system": str(p.resolve()),
+        "workload": f"stdio:{client}",
+        "data_dirs": {"n1": d, "n2": db.data_dir(ctx, "n2")},
+    }
 
 
 def _lab_ctx(db, tmp_path, lab, nodes):
@@ -177,6 +219,30 @@ def test_a_daemon_that_exits_ends_the_ready_wait_at_once_with_its_last_words(tmp
         for n in ctx.nodes:
             db.teardown(ctx, n)
             ctx.remotes[n].close()
+
+
+@pytest.mark.integration
+def test_a_deeply_nested_system_file_starts_a_daemon_with_a_unix_socket(tmp_path, lab):
+    """Issue 45: a YAML DB whose system file lies deep starts (its daemon binds a Unix
+    socket in its data directory, as MariaDB does), on the lab, under the spec `run` makes."""
+    daemon = (
+        "python3 -c 'import socket, time; s = socket.socket(socket.AF_UNIX); "
+        's.bind(\\"{data_dir}/db.sock\\"); s.listen(); time.sleep(300)\''
+    )
+    p, client = _deep(  # two levels: the old name fitted a path component, not a socket
+        tmp_path,
+        f'daemon: "{daemon}"\nready: "test -S {{data_dir}}/db.sock"\nready_timeout: 20\n',
+        levels=2,
+    )
+    db = get_db(f"yaml:{p}")
+    ctx = _lab_ctx(db, tmp_path, lab, ["n4"])
+    ctx.spec = _cli_spec(p, client, ("n4",))
+    try:
+        db.setup(ctx, "n4")
+        db.wait_ready(ctx)  # ConfigError on the old names: the socket's path was too long
+    finally:
+        db.teardown(ctx, "n4")
+        ctx.remotes["n4"].close()
 
 
 @pytest.mark.integration
