@@ -308,6 +308,9 @@ class Fault:
                     f"{self.name} needs hosts that declare FUSE (extras fuse: true); "
                     f"{', '.join(bare)} do not"
                 )
+        declined = getattr(db, "refused_faults", None)
+        if isinstance(declined, Mapping) and declined.get(self.name):
+            return f"{self.name}: {declined[self.name]}"
         return self.refuse(db, hosts) if self.refuse is not None else None
 
     def selected_variants(self, name: str) -> tuple[str, ...]:
