@@ -21,10 +21,10 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Protocol, runtime_checkable
 
-__all__ = ["EVENT_KINDS", "NodeEvent", "ReportsEvents"]
+__all__ = ["EVENT_KINDS", "INVARIANTS", "NodeEvent", "ReportsEvents", "event_invariants"]
 
 EVENT_KINDS = (
-    "start", "role", "vote", "truncate", "candidacy", "vote-refused", "read-refused"
+    "start", "role", "vote", "truncate", "candidacy", "vote-refused", "read-refused", "safety"
 )  # fmt: skip
 """What an event can be:
 
@@ -39,7 +39,21 @@ EVENT_KINDS = (
 - ``vote-refused``: the node refused its vote in ``term`` to ``candidate``, ``why`` the
   voter's rule (e.g. it had already voted in that term);
 - ``read-refused``: the node refused a client read, ``why`` how far it got (``not-leader``,
-  or a leader whose read-index confirmation failed: ``confirm-failed``).
+  or a leader whose read-index confirmation failed: ``confirm-failed``);
+- ``safety``: the node's own check of an invariant failed (the reference node's
+  ``SAFETY`` lines), ``why`` the check's name: the node says it is wrong.
+"""
+
+INVARIANTS = ("one-vote-per-term", "one-leader-per-term")
+"""What a DB may promise of its events (:attr:`ReportsEvents.event_invariants`), each
+judged after the run by ``checker/node_events.py``:
+
+- ``one-vote-per-term``: a member grants its vote to at most one candidate per term, its
+  own candidacy included, across restarts (Raft's persisted ``votedFor``);
+- ``one-leader-per-term``: at most one member is leader in a term (Raft's election
+  safety), seen in the nodes' own role events, not only in the 10 Hz samples.
+
+A ``safety`` event is an anomaly for any DB that reports it.
 """
 
 
@@ -63,6 +77,9 @@ class NodeEvent:
     boot: str | None = None
     """On ``start`` events: the node's kernel boot id, which says whether ``mono_s`` is
     the harness's clock too."""
+    member: str | None = None
+    """The cluster member that wrote it, when the log says (a host re-added wiped runs a
+    new member, whose vote in a term is its own, not its predecessor's)."""
 
     def at(self, time_ns: int | None) -> NodeEvent:
         """This event placed on the history's clock."""
@@ -83,3 +100,15 @@ class ReportsEvents(Protocol):
     def event_kinds(self) -> frozenset[str]: ...
 
     def node_events(self, node: str, files: Sequence[Path]) -> Iterable[NodeEvent]: ...
+
+
+def event_invariants(db: object) -> frozenset[str]:
+    """The invariants of :data:`INVARIANTS` a DB declares its events keep (class attribute
+    ``event_invariants``); none unless declared, so no DB is judged by another's rules."""
+    declared = frozenset(getattr(db, "event_invariants", ()) or ())
+    unknown = declared - set(INVARIANTS)
+    if unknown:
+        raise ValueError(
+            f"{type(db).__name__}.event_invariants: unknown {sorted(unknown)}; known {INVARIANTS}"
+        )
+    return declared

@@ -10,7 +10,12 @@ per fact (older nodes wrote no ``mono``); the ones the coverage report needs:
 - ``INFO event=vote term=T candidate=C``: a vote granted (a candidate's own included);
 - ``INFO event=vote-refused term=T candidate=C why=RESULT``: a vote refused;
 - ``INFO event=read-refused why=STAGE code=C term=T``: a client read refused;
-- ``INFO event=truncated at=I old_end=.. new_end=..``: a follower cut its log back.
+- ``INFO event=truncated at=I old_end=.. new_end=..``: a follower cut its log back;
+- ``SAFETY check=NAME ...``: one of the node's own invariant checks failed.
+
+Every event carries the member that wrote it (the ``id`` of the file's last ``start``).
+The node keeps Raft's election safety and persists its vote, so its DB declares both
+:data:`~harness.core.events.INVARIANTS`.
 
 Mode ``ha`` logs ``ROLE`` lines with ``master``/``slave`` roles and no votes; those
 roles are not election roles and are skipped.
@@ -24,11 +29,12 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterator, Sequence
+from dataclasses import replace
 from pathlib import Path
 
 from harness.core.events import NodeEvent
 
-__all__ = ["NodeLogEvents", "parse_node_log_line", "node_log_files"]
+__all__ = ["NodeLogEvents", "parse_node_log_line", "node_log_files", "read_node_logs"]
 
 _ELECTION_ROLES = frozenset({"leader", "follower", "candidate"})
 _OLD_MEMBER_LOG = re.compile(r"^node\.(.+)\.log$")
@@ -71,6 +77,8 @@ def parse_node_log_line(node: str, line: str) -> NodeEvent | None:
     mono = _float(f.get("mono"))
     kind = parts[0]
     term = _int(f.get("term"))
+    if kind == "SAFETY":
+        return NodeEvent(node, "safety", wall, term, why=_name(f.get("check")), mono_s=mono)
     if kind == "ROLE":
         role = f.get("role")
         if role not in _ELECTION_ROLES:
@@ -80,7 +88,10 @@ def parse_node_log_line(node: str, line: str) -> NodeEvent | None:
         return None
     what = f.get("event")
     if what == "start":
-        return NodeEvent(node, "start", wall, term, mono_s=mono, boot=_name(f.get("boot")))
+        return NodeEvent(
+            node, "start", wall, term, mono_s=mono, boot=_name(f.get("boot")),
+            member=_name(f.get("id")),
+        )  # fmt: skip
     if what in ("vote", "vote-refused"):
         return NodeEvent(
             node,
@@ -118,22 +129,36 @@ def node_log_files(files: Sequence[Path]) -> list[Path]:
     return old + [p for p in files if p.name == "node.log"]
 
 
+def read_node_logs(node: str, files: Sequence[Path]) -> Iterator[NodeEvent]:
+    """The events of a host's node logs in the order written, each with its member."""
+    for path in node_log_files(files):  # stdout.log holds tracebacks, not events
+        try:
+            fh = open(path, encoding="utf-8", errors="replace")  # noqa: SIM115
+        except OSError:
+            continue
+        member: str | None = None
+        with fh:
+            for line in fh:
+                ev = parse_node_log_line(node, line)
+                if ev is None:
+                    continue
+                if ev.kind == "start":
+                    member = ev.member
+                yield ev if ev.member == member else replace(ev, member=member)
+
+
 class NodeLogEvents:
     """:class:`~harness.core.events.ReportsEvents` for DBs running ``node_impl``."""
 
+    event_invariants = frozenset({"one-vote-per-term", "one-leader-per-term"})
+
     def event_kinds(self) -> frozenset[str]:
         return frozenset(
-            {"start", "role", "vote", "truncate", "candidacy", "vote-refused", "read-refused"}
-        )
+            {
+                "start", "role", "vote", "truncate", "candidacy", "vote-refused",
+                "read-refused", "safety",
+            }
+        )  # fmt: skip
 
     def node_events(self, node: str, files: Sequence[Path]) -> Iterator[NodeEvent]:
-        for path in node_log_files(files):  # stdout.log holds tracebacks, not events
-            try:
-                fh = open(path, encoding="utf-8", errors="replace")  # noqa: SIM115
-            except OSError:
-                continue
-            with fh:
-                for line in fh:
-                    ev = parse_node_log_line(node, line)
-                    if ev is not None:
-                        yield ev
+        return read_node_logs(node, files)

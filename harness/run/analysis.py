@@ -90,28 +90,52 @@ def _fault_kind(name: str) -> str:
         return name
 
 
-def run_coverage_safely(run: Run, store: RunStore) -> dict[str, Any] | None:
-    """The run's coverage block (harness/run/coverage.py); None, logged, if it fails.
+def run_coverage_safely(
+    run: Run, store: RunStore
+) -> tuple[dict[str, Any] | None, dict[str, Any] | None]:
+    """The run's coverage block (harness/run/coverage.py) and the judgement of its node
+    events (checker/node_events.py); None for either, logged, if it fails.
 
     The history's clock started ``run.history.now()`` ns ago on the monotonic clock,
     so the wall time it read 0 at is known here to the millisecond, better than any
-    later guess; node log stamps are placed on the history's clock with it.
+    later guess; node log stamps are placed on the history's clock with it. The events
+    are read once for both.
     """
     try:
         from harness.core.history import iter_history
-        from harness.run.coverage import run_coverage
+        from harness.run.coverage import run_coverage, run_events
 
         origin = time.time_ns() - run.history.now()
-        return run_coverage(
-            store.path,
-            iter_history(store.history_path),
-            run.db,
-            list(run.spec.nodes),
-            origin_wall_ns=origin,
-        )
+        ops = list(iter_history(store.history_path))
+        events = run_events(store.path, ops, run.db, origin_wall_ns=origin)
+    except Exception as e:  # the verdict stands without it
+        log.warning("reading node events failed: %s: %s", type(e).__name__, e)
+        return None, None
+    cov = judged = None
+    try:
+        cov = run_coverage(store.path, ops, run.db, list(run.spec.nodes), events=events)
     except Exception as e:  # the verdict stands without it
         log.warning("coverage failed: %s: %s", type(e).__name__, e)
-        return None
+    if events[2] is None:  # events were read
+        from checker.node_events import check_node_events, summary_line
+        from harness.core.events import event_invariants
+
+        judged = check_node_events(events[0], events[1], event_invariants(run.db))
+        log.info(summary_line(judged))
+    return cov, judged
+
+
+def merge_node_events(results: dict[str, Any], judged: Mapping[str, Any]) -> None:
+    """The node-event judgement as one more checker of ``results``: its anomalies beside
+    the others, its verdict merged (an anomaly makes the run invalid; nothing to judge
+    leaves the verdict as it was)."""
+    from checker.node_events import NAME
+    from harness.core.verdict import merge
+
+    results.setdefault("checkers", {})[NAME] = dict(judged)
+    results.setdefault("anomalies", {}).update(judged.get("anomalies") or {})
+    if judged["stats"]["judged"]:
+        results["valid"] = merge([results.get("valid", "unknown"), judged["valid"]])
 
 
 def analyse(
@@ -186,9 +210,11 @@ def analyse(
             apply_convergence(results)
     if problems:
         log.error("cleanup problems: %s", "; ".join(problems))
-    cov = run_coverage_safely(run, store)
+    cov, judged = run_coverage_safely(run, store)
     if cov is not None:
         results["coverage"] = cov
+    if judged is not None and not interrupted and opts.check:
+        merge_node_events(results, judged)
     store.write_results(results)
     if opts.reporter is not None and not interrupted:
         try:

@@ -230,19 +230,11 @@ def election_timeout_s(db: object, default: float = 1.0) -> float:
     return ms / 1000.0 if isinstance(ms, (int, float)) and ms > 0 else default
 
 
-def run_coverage(
-    run_dir: Path,
-    history: Iterable[Op],
-    db: object,
-    nodes: Sequence[str],
-    *,
-    origin_wall_ns: int | None = None,
-) -> dict[str, Any]:
-    """The ``coverage`` block of results.json for one run (see :func:`checker.situations.coverage`).
-
-    Adds ``events``: how many node events were read, or why none were.
-    """
-    ops = list(history)
+def run_events(
+    run_dir: Path, ops: Sequence[Op], db: object, *, origin_wall_ns: int | None = None
+) -> tuple[list[NodeEvent], frozenset[str], str | None, int | None]:
+    """The run's node events on the history's clock (:func:`collect_events`), with the
+    wall time the history started at (``origin_wall_ns``, else the directory's stamp)."""
     origin = origin_wall_ns if origin_wall_ns is not None else origin_from_dir(run_dir)
     # A live run's origin came from the harness's clocks a moment ago: the monotonic
     # origin is the same instant, as long as the wall clock was not stepped meanwhile.
@@ -252,14 +244,35 @@ def run_coverage(
     nemesis = [op for op in ops if op.process == "nemesis"]
     samples = [op for op in ops if op.f == "sample" and op.type == "ok"]
     events, kinds, why = collect_events(db, run_dir, origin, nemesis, samples, mono)
+    return events, kinds, why, origin
+
+
+def run_coverage(
+    run_dir: Path,
+    history: Iterable[Op],
+    db: object,
+    nodes: Sequence[str],
+    *,
+    origin_wall_ns: int | None = None,
+    events: tuple[list[NodeEvent], frozenset[str], str | None, int | None] | None = None,
+) -> dict[str, Any]:
+    """The ``coverage`` block of results.json for one run (see :func:`checker.situations.coverage`).
+
+    Adds ``events``: how many node events were read, or why none were. ``events`` is
+    :func:`run_events`'s answer when the caller has it already.
+    """
+    ops = list(history)
+    if events is None:
+        events = run_events(run_dir, ops, db, origin_wall_ns=origin_wall_ns)
+    evs, kinds, why, origin = events
     obs = observed_from(
-        ops, events=events, event_kinds=kinds, nodes=nodes, election_s=election_timeout_s(db)
+        ops, events=evs, event_kinds=kinds, nodes=nodes, election_s=election_timeout_s(db)
     )
     cov = coverage(obs)
     known = {s.name for s in SITUATIONS}
     cov["by_design"] = {k: v for k, v in unreachable_situations(db).items() if k in known}
     cov["events"] = (
-        {"count": len(events), "kinds": sorted(kinds), "origin_wall_ns": origin}
+        {"count": len(evs), "kinds": sorted(kinds), "origin_wall_ns": origin}
         if why is None
         else {
             "count": 0,
