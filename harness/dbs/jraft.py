@@ -256,6 +256,17 @@ class JRaftDB(NodeLogEvents, PidfileDaemonDB):
     """JRaft's transferLeadershipTo promises nothing (it returns once TimeoutNow is on its
     way; a target that does not win leaves a cluster that elects anyone): recorded only."""
 
+    unreachable_situations = {
+        "read-from-non-leader": "the server answers a kv read only in STATE_LEADER and only "
+        "after JRaft's ReadIndex (or, with read=lease, its lease check) confirmed it: a "
+        "correct run never reaches this; a run that does has found a stale read"
+    }
+
+    def event_kinds(self) -> frozenset[str]:
+        """node.log's kinds; not ``truncate``: JRaft does not tell the state machine or the
+        server when a follower cuts its log, so a truncation is not observable here."""
+        return frozenset({"start", "role", "vote", "candidacy", "read-refused"})
+
     def __init__(self, options: JRaftOptions | None = None) -> None:
         self.opts = options or JRaftOptions()
         check_version(self.opts.version)

@@ -184,3 +184,28 @@ def test_a_short_campaign_with_leader_kills_is_valid_and_records_the_jars(
     jars = {a["coordinate"]: a["sha256"] for a in arts["artifacts"]}
     assert f"com.alipay.sofa:jraft-core:{NEWEST}" in jars
     assert all(len(h) == 64 for h in jars.values())
+
+
+def test_coverage_is_told_what_jraft_cannot_show_and_what_it_rules_out() -> None:
+    from harness.core.db import unreachable_situations
+
+    db = JRaftDB()
+    assert "truncate" not in db.event_kinds() and "vote" in db.event_kinds()
+    assert "read-from-non-leader" in unreachable_situations(db)
+
+
+def test_node_log_lines_of_the_server_parse_as_events() -> None:
+    """The Java server's node.log lines (NodeLog, Server.poll) in the reference format."""
+    from harness.dbs.nodelog_events import parse_node_log_line
+
+    t = "time=1796182970.063000 mono=546.856268"
+    role = parse_node_log_line("n1", f"ROLE term=3 role=leader leader=n1.1 {t}")
+    assert role is not None and (role.kind, role.term, role.role, role.leader) == (
+        "role", 3, "leader", "n1.1",
+    )  # fmt: skip
+    vote = parse_node_log_line("n1", f"INFO event=vote term=3 candidate=n2 {t}")
+    assert vote is not None and vote.candidate == "n2" and vote.mono_s == 546.856268
+    refused = parse_node_log_line(
+        "n1", f"INFO event=read-refused why=read-index code=EPERM term=3 role=follower {t}"
+    )
+    assert refused is not None and refused.kind == "read-refused"

@@ -402,6 +402,8 @@ public final class Server {
             @Override
             public void run(Status status, long index, byte[] ctx) {
                 if (!status.isOk()) {
+                    log.line("INFO event=read-refused why=read-index code=" + status.getRaftError()
+                            + " term=" + look.term() + " role=" + look.role());
                     r.code("LEADER_NOT_READY", status.toString());
                     return;
                 }
