@@ -188,19 +188,25 @@ public final class Server {
     private String lastVote = null;
     private long lastCandidacy = -1;
 
-    /** Called from the state machine's leader/follower callbacks: log the change at once. */
+    private volatile Thread poller;
+
+    /**
+     * Called from the state machine's leader/follower callbacks (JRaft's FSM thread): wakes
+     * the poller, which logs the change at once. Never reads the node here: the poller
+     * takes NodeImpl's read lock, which this thread must not wait for.
+     */
     void observe(String what) {
-        poll();
+        Thread t = poller;
+        if (t != null) {
+            java.util.concurrent.locks.LockSupport.unpark(t);
+        }
     }
 
     private void pollLoop() {
+        poller = Thread.currentThread();
         while (true) {
             poll();
-            try {
-                Thread.sleep(10);
-            } catch (InterruptedException e) {
-                return;
-            }
+            java.util.concurrent.locks.LockSupport.parkNanos(10_000_000L);
         }
     }
 
@@ -208,9 +214,10 @@ public final class Server {
         if (look == null) {
             return;
         }
-        long term = look.term();
-        String role = look.role();
-        String leader = identOf(node.getLeaderId());
+        Introspect.Snap snap = look.snap(node);
+        long term = snap.term;
+        String role = snap.role;
+        String leader = identOf(snap.leader);
         String key = term + " " + role + " " + leader;
         if (!key.equals(lastRole)) {
             lastRole = key;
@@ -220,7 +227,7 @@ public final class Server {
             lastCandidacy = term;
             log.line("INFO event=candidacy term=" + term);
         }
-        String voted = identOf(look.votedFor());
+        String voted = identOf(snap.voted);
         if (voted != null && (term != lastVoteTerm || !voted.equals(lastVote))) {
             lastVoteTerm = term;
             lastVote = voted;
@@ -534,10 +541,11 @@ public final class Server {
 
     private Map<String, Object> status() {
         Map<String, Object> m = new LinkedHashMap<>();
+        Introspect.Snap snap = look.snap(node);
         m.put("id", ident);
-        m.put("role", look.role());
-        m.put("term", look.term());
-        m.put("leader", identOf(node.getLeaderId()));
+        m.put("role", snap.role);
+        m.put("term", snap.term);
+        m.put("leader", identOf(snap.leader));
         // committed first: an index committed then is never truncated, so end read after it
         // is at least as high (no false committed-beyond-end from a torn look)
         long committed = look.committed();
@@ -545,7 +553,7 @@ public final class Server {
         m.put("ledgerEndIndex", look.lastLogIndex());
         m.put("committedIndex", committed);
         m.put("appliedIndex", look.applied());
-        m.put("votedFor", identOf(look.votedFor()));
+        m.put("votedFor", identOf(snap.voted));
         m.put("incarnation", incarnation);
         m.put("mode", "jraft");
         m.put("config", config());
@@ -575,6 +583,15 @@ public final class Server {
         private final Field logManager;
         private final Field ballotBox;
         private final Field fsmCaller;
+        private final java.util.concurrent.locks.Lock readLock;
+
+        /** Term, role, leader and vote as of one moment (read under NodeImpl's read lock). */
+        static final class Snap {
+            long term;
+            String role;
+            PeerId leader;
+            PeerId voted;
+        }
 
         Introspect(Node node) {
             this.node = node;
@@ -585,6 +602,9 @@ public final class Server {
             this.logManager = field("logManager");
             this.ballotBox = field("ballotBox");
             this.fsmCaller = field("fsmCaller");
+            Object lock = get(field("readLock"));
+            this.readLock = lock instanceof java.util.concurrent.locks.Lock
+                    ? (java.util.concurrent.locks.Lock) lock : null;
         }
 
         private Field field(String name) {
@@ -604,6 +624,30 @@ public final class Server {
             } catch (ReflectiveOperationException e) {
                 return null;
             }
+        }
+
+        /**
+         * JRaft changes the term and the vote together under its write lock (a candidate
+         * bumps the term, then votes for itself); read apart, a poll saw the new vote with
+         * the old term and logged a vote that never happened. Under the read lock the
+         * fields are one state, and visible.
+         */
+        Snap snap(Node n) {
+            Snap s = new Snap();
+            if (readLock != null) {
+                readLock.lock();
+            }
+            try {
+                s.term = term();
+                s.role = role();
+                s.voted = votedFor();
+                s.leader = n.getLeaderId();
+            } finally {
+                if (readLock != null) {
+                    readLock.unlock();
+                }
+            }
+            return s;
         }
 
         long term() {
