@@ -36,8 +36,8 @@ from checker.results import CAP, compose_results, unknown_result
 from checker.spark.claims import Labels, build_labels
 from checker.spark.input import (
     BASE_COLUMNS,
-    OP_COLUMNS,
     faults_and_fs,
+    op_columns,
     op_of,
     spark_schema,
     to_parquet,
@@ -180,7 +180,9 @@ def _check_df(
     name = model if model is None or isinstance(model, str) else model.name
     settings = parse_settings(opts, model=name, timeout=timeout, specs=specs)
     chosen = settings.selected(specs)
-    client = with_typed(F, hist).where(F.col("process") != NEMESIS)
+    # A checker with no Spark code takes whole ops on the driver: times and errors too.
+    whole = any(spark_impl(s) is None for s in chosen)
+    client = with_typed(F, hist, whole=whole).where(F.col("process") != NEMESIS)
     faults, fs = faults_and_fs(path, any(s.faults for s in chosen))
     labels = build_labels(
         chosen, {s.name: settings.config(s.name) for s in chosen}, fs, "add" in fs
@@ -279,7 +281,10 @@ def _run(spark: Any, spec: CheckerSpec, recs: Any, config: CheckConfig) -> dict[
     """One checker part: its Spark implementation, or its local one on the driver."""
     impl = spark_impl(spec)
     if impl is None:  # no Spark implementation: the claimed records, on the driver
-        ops = [op_of(tuple(r)) for r in recs.select(*OP_COLUMNS).orderBy("index").toLocalIterator()]
+        from pyspark.sql import functions as F
+
+        rows = recs.select(*op_columns(F, recs)).orderBy("index").toLocalIterator()
+        ops = [op_of(tuple(r)) for r in rows]
         return check_spec_safe(spec, PairedHistory.of(ops), config)
     try:
         return impl(spark, recs, config)

@@ -32,6 +32,7 @@ __all__ = [
     "as_int",
     "loads",
     "op_of",
+    "op_columns",
     "faults_and_fs",
     "spark_schema",
 ]
@@ -39,8 +40,10 @@ __all__ = [
 BASE_COLUMNS = ("index", "type", "process", "f", "key", "value", "node")
 """Columns every Parquet history has (older files have nothing else)."""
 
-OP_COLUMNS = BASE_COLUMNS
-"""Columns :func:`op_of` turns back into an :class:`~harness.core.history.Op`, in its order."""
+OP_COLUMNS = ("index", "time", "type", "process", "f", "key", "value", "node", "error")
+"""Columns :func:`op_of` turns back into an :class:`~harness.core.history.Op`, in its order:
+every field, as the local engine's ops have them (``time`` and ``error`` included; a file
+without them gives 0 and None, see :func:`op_columns`)."""
 
 _ENTRY = r"^\[(-?[0-9]+),([^,]*),(.*)\]$"
 
@@ -140,9 +143,11 @@ def faults_and_fs(path: str, want_faults: bool) -> tuple[list[Op], list[str]]:
                 fs.update(pc.unique(t["f"].filter(pc.not_equal(proc, NEMESIS))).to_pylist())
                 if not (want_faults and pc.any(pc.equal(proc, NEMESIS)).as_py()):
                     continue
-                for b in pf.iter_batches(_FAULT_BATCH, row_groups=[g], columns=list(OP_COLUMNS)):
+                present = [c for c in OP_COLUMNS if c in pf.schema_arrow.names]
+                for b in pf.iter_batches(_FAULT_BATCH, row_groups=[g], columns=present):
                     b = b.filter(pc.equal(pc.cast(b["process"], pa.string()), NEMESIS))
-                    cols = [b[c].to_pylist() for c in OP_COLUMNS]
+                    none = [None] * b.num_rows
+                    cols = [b[c].to_pylist() if c in present else none for c in OP_COLUMNS]
                     faults += [r for r in zip(*cols, strict=True) if r[0] is not None]
         except (OSError, pa.ArrowException) as e:
             raise HistoryError(f"cannot read this Parquet file: {e}", path=part) from None
@@ -163,15 +168,21 @@ def _raw_field(F: Any, js: Any, name: str) -> Any:
     return F.when(txt.isNull(), F.lit("null")).when(is_str, quoted).otherwise(txt)
 
 
-def with_typed(F: Any, hist: Any) -> Any:
+def with_typed(F: Any, hist: Any, *, whole: bool = False) -> Any:
     """The history with the typed value columns, derived from ``value`` when the file lacks them.
 
     The derivation is the engine's former per-row JSON parsing, kept for Parquet
     files written before the typed columns existed; it gives the same texts
-    except that object keys keep their order.
+    except that object keys keep their order. ``whole`` keeps ``time`` and ``error``
+    too (those the file has), for checkers that take whole ops (:func:`op_of`); the
+    engine's own jobs do not read them, and a persisted frame would carry them.
     """
+    base = [
+        *BASE_COLUMNS,
+        *(c for c in OP_COLUMNS if whole and c in set(hist.columns) - set(BASE_COLUMNS)),
+    ]
     if all(c in hist.columns for c in PARQUET_VALUE_COLUMNS):
-        return hist.select(*BASE_COLUMNS, *PARQUET_VALUE_COLUMNS)
+        return hist.select(*base, *PARQUET_VALUE_COLUMNS)
     v = F.col("value")
     kind = (
         F.when(v.isNull() | (v == "null"), "null")
@@ -198,7 +209,7 @@ def with_typed(F: Any, hist: Any) -> Any:
             ),
         ),
     )
-    return hist.select(*BASE_COLUMNS, *[cols[c].alias(c) for c in PARQUET_VALUE_COLUMNS])
+    return hist.select(*base, *[cols[c].alias(c) for c in PARQUET_VALUE_COLUMNS])
 
 
 def as_int(c: Any) -> Any:
@@ -223,15 +234,22 @@ def loads(raw: str | None) -> Any:
         return raw
 
 
+def op_columns(F: Any, frame: Any) -> list[Any]:
+    """:data:`OP_COLUMNS` of ``frame``, a column an older file lacks as null."""
+    return [F.col(c) if c in frame.columns else F.lit(None).alias(c) for c in OP_COLUMNS]
+
+
 def op_of(row: Sequence[Any]) -> Op:
     """A row of :data:`OP_COLUMNS` as the op the local engine's checkers take."""
-    index, typ, proc, f, key, value, node = row
+    index, time, typ, proc, f, key, value, node, error = row
     return Op(
         type=typ,
         process=proc if proc == NEMESIS else int(proc),
         f=f,
         value=None if value is None else json.loads(value),
         key=key,
+        time=0 if time is None else int(time),
         index=index,
         node=node,
+        error=error,
     )

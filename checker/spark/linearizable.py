@@ -167,9 +167,11 @@ def _whole(
     recs: Any, model_name: str, params: dict[str, Any], deadline: float | None
 ) -> list[tuple[Any, dict[str, Any]]]:
     """``keys=False``: the whole history is one object, searched in one task as before."""
+    from pyspark.sql import functions as F
+
     from checker.linearizable import check_linearizable
     from checker.models import get_model
-    from checker.spark.input import OP_COLUMNS, op_of
+    from checker.spark.input import op_columns, op_of
 
     def part(rows: Iterator[Any]) -> Iterator[tuple[Any, dict[str, Any]]]:
         ops = sorted((op_of(tuple(r)) for r in rows), key=lambda o: o.index)
@@ -184,7 +186,7 @@ def _whole(
         except Exception as e:  # noqa: BLE001 - reported as the local engine's check_safe does
             yield None, {"error": f"{type(e).__name__}: {e}"}
 
-    return recs.select(*OP_COLUMNS).coalesce(1).rdd.mapPartitions(part).collect()
+    return recs.select(*op_columns(F, recs)).coalesce(1).rdd.mapPartitions(part).collect()
 
 
 def check_linearizable_spark(

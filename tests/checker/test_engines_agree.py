@@ -54,6 +54,43 @@ def test_every_registered_checker_agrees_across_engines(name: str) -> None:
             assert set(sp.get("notes") or {}) == set(lo.get("notes") or {}), (label, run)
 
 
+def test_a_checker_without_spark_code_gets_the_op_times_and_errors_the_local_engine_gives(
+    tmp_path: Path,
+) -> None:
+    """Issue 45: on Spark, the driver fallback handed a generic checker every op with
+    ``time = 0`` (and no error); it gets them as the local engine does, from ops and from a
+    stored history alike."""
+    from checker import registry
+    from tests.plugins import installed
+
+    ext = Path(__file__).resolve().parents[1] / "plugins" / "sb_ext_checker"
+    extra = {"slow-writes": "sb_ext_checker.timed:SLOW_WRITES"}
+    second = 1_000_000_000
+    ops: list[Op] = []
+    for i, (took, typ) in enumerate([(1, "ok"), (3, "ok"), (1, "fail"), (2, "ok")]):
+        inv = Op("invoke", i, "write", i, key="k", time=i * 5 * second, index=len(ops))
+        error = "NOT_LEADER" if typ == "fail" else None
+        done = inv.complete(typ, i, error=error, time=inv.time + took * second)
+        ops += [inv, done.replace(index=len(ops) + 1)]
+    path = tmp_path / "history.parquet"
+    write_parquet(ops, path)
+    with installed(ext, "splitbrain.checkers", tmp_path, registry.refresh, extra):
+        assert registry.checkers()["slow-writes"].spark is None
+        opts = {"checks": ["slow-writes"]}
+        local = check_history(ops, engine="local", opts=opts)
+        assert local["checkers"]["slow-writes"]["anomalies"]["slow-write"] == [
+            {"indexes": [2, 3], "took_ns": 3 * second},
+            {"indexes": [6, 7], "took_ns": 2 * second},
+        ]
+        assert local["checkers"]["slow-writes"]["notes"] == {
+            "write-error": [{"index": 5, "error": "NOT_LEADER"}]
+        }
+        for source in (ops, str(path)):
+            spark = check_history(source, engine="spark", opts=opts, master="local[1]")
+            assert spark["checkers"] == local["checkers"]
+            assert spark["anomalies"] == local["anomalies"]
+
+
 @pytest.fixture(scope="module")
 def spark() -> Any:
     from checker.spark.session import get_session
