@@ -34,7 +34,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from harness.core.db import DB, WorkloadChoice
+from harness.core.db import DB, Convergence, ConvergenceReport, WorkloadChoice, poll_converged
 from harness.core.errors import ConfigError, NemesisError, RemoteError
 from harness.core.fanout import map_values
 from harness.core.options import as_options, declares_options, option
@@ -114,7 +114,9 @@ class DLedgerJavaOptions:
     )
     peer_port: int = option(9110, "DLedger's own port (its peers' RPC)", minimum=1, maximum=65535)
     client_port: int = option(
-        9111, "splitbrain's endpoint port (the reference node's protocol)", minimum=1,
+        9111,
+        "splitbrain's endpoint port (the reference node's protocol)",
+        minimum=1,
         maximum=65535,
     )
     heartbeat_ms: int = option(
@@ -124,7 +126,8 @@ class DLedgerJavaOptions:
     min_vote_ms: int = option(300, "DLedger minVoteIntervalMs", minimum=1)
     max_vote_ms: int = option(1000, "DLedger maxVoteIntervalMs", minimum=1)
     max_wait_ack_ms: int = option(
-        2000, "DLedger maxWaitAckTimeMs: an append unacked this long is WAIT_QUORUM_ACK_TIMEOUT",
+        2000,
+        "DLedger maxWaitAckTimeMs: an append unacked this long is WAIT_QUORUM_ACK_TIMEOUT",
         minimum=10,
     )
     heap_mb: int = option(256, "the JVM's -Xmx in MiB (five JVMs share the machine)", minimum=32)
@@ -165,6 +168,52 @@ DEFAULT_WORKLOAD = WorkloadChoice(
 node: log safety and lost acks. Ten clients at 50 ops/s and samplers at 5/s per node keep
 five JVMs and the harness inside two cores; the client timeout outlasts DLedger's own
 wait for acks (``max_wait_ack_ms``), so a slow append is DLedger's answer, not ours."""
+
+
+def converged_look(statuses: Mapping[str, Mapping[str, Any] | None]) -> Convergence:
+    """One look after the heal: converged when every member answers, all name one leader
+    of one term that says it leads, every log ends where the leader's does, and every
+    member's committed index has reached that end.
+
+    DLedger keeps its committed index in memory (a restarted member starts at -1) and
+    advances a follower's from the leader's pushes, so final reads taken before this
+    holds would judge a moment: the log safety checker trusts only what a read's
+    committed index covers.
+    """
+    seen = {
+        n: (
+            None
+            if st is None
+            else {k: st.get(k) for k in ("role", "term", "leader", "ledgerEndIndex",
+                                         "committedIndex")}
+        )
+        for n, st in statuses.items()
+    }  # fmt: skip
+    missing = sorted(n for n, st in seen.items() if st is None)
+    if missing:
+        return Convergence(False, seen, why=f"no status from {', '.join(missing)}")
+    sts = {n: st for n, st in seen.items() if st is not None}
+    leaders = sorted(n for n, st in sts.items() if st["role"] == "leader")
+    if len(leaders) != 1:
+        return Convergence(False, seen, why=f"{len(leaders)} members say they lead: {leaders}")
+    lead = sts[leaders[0]]
+    views = {(st["term"], st["leader"]) for st in sts.values()}
+    if views != {(lead["term"], leaders[0])}:
+        return Convergence(
+            False, seen, why=f"members disagree on (term, leader): {sorted(map(str, views))}"
+        )
+    end = lead["ledgerEndIndex"]
+    behind = sorted(
+        n for n, st in sts.items() if st["ledgerEndIndex"] != end or st["committedIndex"] != end
+    )
+    if behind:
+        return Convergence(
+            False,
+            seen,
+            why=f"log end or committed index short of the leader's end {end} on "
+            f"{', '.join(behind)}",
+        )
+    return Convergence(True, seen, token=(leaders[0], lead["term"], end))
 
 
 def _status(host: str, port: int, timeout: float) -> dict[str, Any] | None:
@@ -237,7 +286,9 @@ class DLedgerJavaDB(NodeLogEvents, PidfileDaemonDB):
                 )
             log.info(
                 "dledger-java %s ready in %.1f s (%s)",
-                got, time.monotonic() - started, self._program.home,
+                got,
+                time.monotonic() - started,
+                self._program.home,
             )
         return self._program
 
@@ -403,6 +454,17 @@ class DLedgerJavaDB(NodeLogEvents, PidfileDaemonDB):
             time.sleep(0.1)
         log.warning("DLedger members did not agree on one leader within %gs (%s)",
                     self.options.ready_timeout, last)  # fmt: skip
+
+    def wait_converged(self, ctx: RunContext, deadline: float) -> ConvergenceReport:
+        """Converges: after the heal, until :func:`converged_look` holds twice in a row."""
+        addrs = self.client_addrs(ctx)
+
+        def look() -> Convergence:
+            return converged_look(
+                map_values(addrs, lambda a: _status(a[0], a[1], 1.0), what="status")
+            )
+
+        return poll_converged(look, deadline)
 
     def primaries(self, ctx: RunContext) -> list[str]:
         """Members whose MemberState says leader (each asked once, in parallel)."""
