@@ -94,7 +94,9 @@ def test_builtins_are_entry_points_declared_in_pyproject():
     import tomllib
 
     declared = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["entry-points"]
-    assert set(declared["splitbrain.dbs"]) == {"dledger", "etcd", "redis", "null", "yaml"}
+    assert set(declared["splitbrain.dbs"]) == {
+        "dledger", "etcd", "redis", "null", "yaml", "dledger-java", "jraft", "rocketmq"
+    }  # fmt: skip
     for kind, group in plugins.GROUPS.items():
         found = plugins.available(kind)
         for name, value in declared[group].items():
