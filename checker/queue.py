@@ -26,11 +26,14 @@ from checker.families import QUEUE_FS, is_queue
 from checker.models import freeze
 from harness.core.checker import ALL, CheckConfig, CheckerSpec, OpShape
 from harness.core.op import Op
+from harness.core.options import option
 from harness.core.paired import PairedHistory
 
 __all__ = [
     "QUEUE",
+    "LOSS_WINDOW",
     "QUEUE_FS",
+    "QueueCheckOptions",
     "check_queue",
     "queue_ack_mismatch",
     "queue_divergence",
@@ -363,11 +366,26 @@ CHECKS = (
 )
 
 
-def check_queue(ops: Sequence[Op]) -> dict[str, Any]:
-    """Every queue anomaly as one result map (``valid``, ``anomalies``, ``unknown``, ``stats``).
+LOSS_WINDOW = (
+    ("queue-lost", "queue-loss-window"),
+    ("queue-divergence", "queue-loss-window-divergence"),
+    ("queue-phys-conflict", "queue-loss-window-phys-conflict"),
+    ("queue-phys-regress", "queue-loss-window-phys-regress"),
+    ("queue-ack-mismatch", "queue-loss-window-ack-mismatch"),
+)
+"""A declared loss window (e.g. RocketMQ's ASYNC_FLUSH): acked messages lost, and what a
+lost tail rewritten by new messages shows (positions holding other messages, offsets that
+go back), are measured as these notes instead of anomalies."""
+
+
+def check_queue(ops: Sequence[Op], loss_window: str | None = None) -> dict[str, Any]:
+    """Every queue anomaly as one result map (``valid``, ``anomalies``, ``notes``,
+    ``unknown``, ``stats``).
 
     ``valid`` is False on any anomaly, ``"unknown"`` when acked sends exist but no
-    final drain does (nothing to judge losses by).
+    final drain does (nothing to judge losses by). ``loss_window`` is the DB's declared
+    window (its words): the kinds of :data:`LOSS_WINDOW` become notes, and
+    ``stats.loss_window`` says which promise was checked.
     """
     s = _sorted(ops)
     anomalies = {}
@@ -375,6 +393,11 @@ def check_queue(ops: Sequence[Op]) -> dict[str, Any]:
         ex = fn(s)
         if ex:
             anomalies[kind] = ex
+    notes = {}
+    if loss_window:
+        for kind, note in LOSS_WINDOW:
+            if kind in anomalies:
+                notes[note] = anomalies.pop(kind)
     sends = _sends(s)
     pulls = _pulls(s)
     finals = [p for p in pulls if p.value.get("final")]
@@ -396,8 +419,30 @@ def check_queue(ops: Sequence[Op]) -> dict[str, Any]:
             if (c is None or c.type == "info") and _msg_key(inv.value) in final_bodies
         ),
     }
+    if loss_window:
+        stats["loss_window"] = loss_window
     valid: bool | str = False if anomalies else ("unknown" if unknown else True)
-    return {"valid": valid, "anomalies": anomalies, "unknown": unknown, "stats": stats}
+    return {
+        "valid": valid,
+        "anomalies": anomalies,
+        "notes": notes,
+        "unknown": unknown,
+        "stats": stats,
+    }
+
+
+@dataclass(frozen=True)
+class QueueCheckOptions:
+    loss_window: str | None = option(
+        None,
+        "the DB's declared loss window, in words (e.g. RocketMQ ASYNC_FLUSH): lost acks and a "
+        "rewritten tail are measured as queue-loss-window notes, not anomalies",
+    )
+
+
+def _local(history: PairedHistory, config: CheckConfig) -> dict[str, Any]:
+    window = config.options.loss_window if config.options is not None else None
+    return check_queue(history, loss_window=window)
 
 
 def _claims(shape: OpShape, config: CheckConfig) -> str | None:
@@ -408,7 +453,9 @@ QUEUE = CheckerSpec(
     name="queue",
     claims=_claims,
     anomalies=tuple(kind for kind, _ in CHECKS),
-    local=lambda history, config: check_queue(history),
+    notes=tuple(note for _, note in LOSS_WINDOW),
+    options=QueueCheckOptions,
+    local=_local,
     doc="the broker queue: acked sends survive, pulls agree by position (send/pull)",
     examples="checker.planted:queue",
 )

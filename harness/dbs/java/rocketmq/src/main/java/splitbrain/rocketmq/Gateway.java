@@ -1,0 +1,506 @@
+package splitbrain.rocketmq;
+
+import java.io.BufferedInputStream;
+import java.io.BufferedOutputStream;
+import java.io.DataInputStream;
+import java.io.DataOutputStream;
+import java.io.EOFException;
+import java.io.IOException;
+import java.io.InputStream;
+import java.io.PrintStream;
+import java.net.InetAddress;
+import java.net.InetSocketAddress;
+import java.net.ServerSocket;
+import java.net.Socket;
+import java.nio.ByteBuffer;
+import java.nio.charset.StandardCharsets;
+import java.time.Instant;
+import java.util.ArrayList;
+import java.util.HashMap;
+import java.util.LinkedHashMap;
+import java.util.List;
+import java.util.Map;
+
+import org.apache.rocketmq.client.exception.MQBrokerException;
+import org.apache.rocketmq.client.exception.MQClientException;
+import org.apache.rocketmq.client.impl.MQClientAPIImpl;
+import org.apache.rocketmq.client.producer.DefaultMQProducer;
+import org.apache.rocketmq.client.producer.SendResult;
+import org.apache.rocketmq.common.TopicConfig;
+import org.apache.rocketmq.common.message.Message;
+import org.apache.rocketmq.common.message.MessageDecoder;
+import org.apache.rocketmq.common.message.MessageExt;
+import org.apache.rocketmq.common.message.MessageQueue;
+import org.apache.rocketmq.common.sysflag.PullSysFlag;
+import org.apache.rocketmq.remoting.exception.RemotingConnectException;
+import org.apache.rocketmq.remoting.exception.RemotingException;
+import org.apache.rocketmq.remoting.exception.RemotingTimeoutException;
+import org.apache.rocketmq.remoting.netty.NettyClientConfig;
+import org.apache.rocketmq.remoting.netty.NettyRemotingClient;
+import org.apache.rocketmq.remoting.protocol.RemotingCommand;
+import org.apache.rocketmq.remoting.protocol.RequestCode;
+import org.apache.rocketmq.remoting.protocol.ResponseCode;
+import org.apache.rocketmq.remoting.protocol.body.KVTable;
+import org.apache.rocketmq.remoting.protocol.header.PullMessageRequestHeader;
+import org.apache.rocketmq.remoting.protocol.header.PullMessageResponseHeader;
+import org.apache.rocketmq.remoting.protocol.header.UpdateConsumerOffsetRequestHeader;
+import org.apache.rocketmq.remoting.protocol.route.BrokerData;
+import org.apache.rocketmq.remoting.protocol.route.TopicRouteData;
+import org.apache.rocketmq.remoting.protocol.subscription.SubscriptionGroupConfig;
+import org.msgpack.core.MessagePack;
+import org.msgpack.core.MessagePacker;
+import org.msgpack.core.MessageUnpacker;
+import org.msgpack.value.Value;
+import org.msgpack.value.ValueType;
+
+/**
+ * splitbrain's client gateway for real RocketMQ: one JVM on the harness's side, one loopback
+ * port per lab node, each speaking the reference node's client protocol (a u32 big-endian length,
+ * then one msgpack map; replies echo {@code rid}). Nothing here stores or replicates: sends go
+ * through RocketMQ's own {@link DefaultMQProducer} (one attempt, no retry, to the queue asked),
+ * pulls and offset commits are RocketMQ's own remoting requests (PULL_MESSAGE,
+ * UPDATE_CONSUMER_OFFSET) sent by RocketMQ's Netty client straight to the node's broker, so a pull
+ * on a slave's port is answered by that slave. The name server's port pulls from whatever broker
+ * the name server's route says is the master, as a routed consumer would.
+ *
+ * <p>Arguments: {@code --namesrv A;B --broker-name broker-a --topic t0 --queues 4 --master HOST:PORT
+ * --endpoint NODE=PORT=HOST:PORT|route ... --send-timeout-ms N --pull-timeout-ms N --log FILE}.
+ * The gateway exits when its standard input closes, so a harness that dies takes it along.
+ */
+public final class Gateway {
+    private final Map<String, String> opts = new HashMap<>();
+    private final Map<String, Object[]> endpoints = new LinkedHashMap<>(); // node -> {port, target}
+    private DefaultMQProducer producer;
+    private NettyRemotingClient remoting;
+    private MQClientAPIImpl api;
+    private volatile boolean topicReady;
+    private PrintStream log = System.err;
+
+    public static void main(String[] args) throws Exception {
+        new Gateway().run(args);
+    }
+
+    private void run(String[] args) throws Exception {
+        for (int i = 0; i + 1 < args.length; i += 2) {
+            String k = args[i].replaceFirst("^--", "");
+            if (k.equals("endpoint")) {
+                String[] p = args[i + 1].split("=", 3);
+                endpoints.put(p[0], new Object[] {Integer.parseInt(p[1]), p[2]});
+            } else {
+                opts.put(k, args[i + 1]);
+            }
+        }
+        if (opts.containsKey("log")) {
+            log = new PrintStream(new java.io.FileOutputStream(opts.get("log"), true), true);
+        }
+        producer = new DefaultMQProducer("sb_gateway_producer");
+        producer.setNamesrvAddr(opts.get("namesrv"));
+        producer.setRetryTimesWhenSendFailed(0); // one attempt per op: a retry would duplicate
+        producer.setSendMsgTimeout(intOpt("send-timeout-ms", 4000));
+        producer.setVipChannelEnabled(false);
+        producer.setPollNameServerInterval(2000);
+        producer.setInstanceName("sb_gateway");
+        producer.start();
+        api = producer.getDefaultMQProducerImpl().getMqClientFactory().getMQClientAPIImpl();
+        remoting = new NettyRemotingClient(new NettyClientConfig());
+        remoting.start();
+
+        String host = opts.getOrDefault("listen", "127.0.0.1");
+        for (Map.Entry<String, Object[]> e : endpoints.entrySet()) {
+            ServerSocket ss = new ServerSocket();
+            ss.setReuseAddress(true);
+            ss.bind(new InetSocketAddress(InetAddress.getByName(host), (Integer) e.getValue()[0]));
+            String node = e.getKey();
+            String target = (String) e.getValue()[1];
+            Thread t = new Thread(() -> accept(ss, node, target), "accept-" + node);
+            t.setDaemon(true);
+            t.start();
+        }
+        note("gateway up: " + endpoints.keySet() + " rocketmq " + opts.get("version"));
+        Thread topic = new Thread(this::ensureTopic, "topic");
+        topic.setDaemon(true);
+        topic.start();
+        InputStream in = System.in;
+        while (in.read() >= 0) {
+            // nothing: stdin is only the harness's lifeline
+        }
+        note("stdin closed: exiting");
+        System.exit(0);
+    }
+
+    private int intOpt(String k, int d) {
+        return opts.containsKey(k) ? Integer.parseInt(opts.get(k)) : d;
+    }
+
+    private void note(String s) {
+        log.println(Instant.now() + " " + s);
+    }
+
+    /** Creates the test's topic and consumer groups on the master (UPDATE_CONSUMER_OFFSET of an
+     * unknown group is refused with SUBSCRIPTION_GROUP_NOT_EXIST), retried until the master takes
+     * them; slaves copy topic and group configs from their master by themselves. */
+    private void ensureTopic() {
+        TopicConfig tc = new TopicConfig(opts.get("topic"));
+        tc.setReadQueueNums(intOpt("queues", 4));
+        tc.setWriteQueueNums(intOpt("queues", 4));
+        tc.setPerm(6);
+        while (!topicReady) {
+            try {
+                api.createTopic(opts.get("master"), "TBW102", tc, 3000);
+                for (String g : opts.getOrDefault("groups", "g0").split(",")) {
+                    SubscriptionGroupConfig sg = new SubscriptionGroupConfig();
+                    sg.setGroupName(g);
+                    api.createSubscriptionGroup(opts.get("master"), sg, 3000);
+                }
+                topicReady = true;
+                note("topic " + tc.getTopicName() + " created on " + opts.get("master"));
+            } catch (Exception e) {
+                note("create topic: " + e);
+                sleep(500);
+            }
+        }
+    }
+
+    private static void sleep(long ms) {
+        try {
+            Thread.sleep(ms);
+        } catch (InterruptedException ie) {
+            Thread.currentThread().interrupt();
+        }
+    }
+
+    private void accept(ServerSocket ss, String node, String target) {
+        while (true) {
+            try {
+                Socket s = ss.accept();
+                s.setTcpNoDelay(true);
+                Thread t = new Thread(() -> serve(s, node, target), "conn-" + node);
+                t.setDaemon(true);
+                t.start();
+            } catch (IOException e) {
+                note("accept " + node + ": " + e);
+                sleep(100);
+            }
+        }
+    }
+
+    private void serve(Socket s, String node, String target) {
+        try (s) {
+            DataInputStream in = new DataInputStream(new BufferedInputStream(s.getInputStream()));
+            DataOutputStream out = new DataOutputStream(new BufferedOutputStream(s.getOutputStream()));
+            while (true) {
+                int len;
+                try {
+                    len = in.readInt();
+                } catch (EOFException eof) {
+                    return;
+                }
+                byte[] frame = new byte[len];
+                in.readFully(frame);
+                Map<String, Object> req = decodeMap(frame);
+                Map<String, Object> reply;
+                try {
+                    reply = handle(req, node, target);
+                } catch (Exception e) {
+                    reply = new LinkedHashMap<>();
+                    reply.put("code", "GATEWAY_ERROR");
+                    reply.put("error", String.valueOf(e));
+                }
+                reply.put("type", req.get("type") + "-resp");
+                reply.put("rid", req.get("rid"));
+                byte[] b = encode(reply);
+                out.writeInt(b.length);
+                out.write(b);
+                out.flush();
+            }
+        } catch (IOException e) {
+            // the harness closed or dropped the connection
+        }
+    }
+
+    // requests ----------------------------------------------------------------------------
+
+    private Map<String, Object> handle(Map<String, Object> req, String node, String target)
+            throws Exception {
+        String type = String.valueOf(req.get("type"));
+        switch (type) {
+            case "send":
+                return send(req);
+            case "pull":
+                return pull(req, target);
+            case "commit-offset":
+                return commit(req);
+            case "status":
+                return status(node, target);
+            default:
+                Map<String, Object> r = new LinkedHashMap<>();
+                r.put("code", "UNSUPPORTED");
+                return r;
+        }
+    }
+
+    private Map<String, Object> send(Map<String, Object> req) throws InterruptedException {
+        Map<String, Object> r = new LinkedHashMap<>();
+        String body = String.valueOf(req.get("body"));
+        Message msg = new Message(String.valueOf(req.get("topic")), "", body, body.getBytes(StandardCharsets.UTF_8));
+        MessageQueue mq = new MessageQueue(msg.getTopic(), opts.get("broker-name"), ((Number) req.get("queue")).intValue());
+        try {
+            SendResult res = producer.send(msg, mq, intOpt("send-timeout-ms", 4000));
+            String status = res.getSendStatus().name();
+            r.put("code", status.equals("SEND_OK") ? "SUCCESS" : status);
+            r.put("send_status", status);
+            r.put("queue_offset", res.getQueueOffset());
+            r.put("offset", physical(res.getOffsetMsgId()));
+            r.put("msg_id", res.getMsgId());
+        } catch (MQBrokerException e) {
+            r.put("code", brokerCode(e.getResponseCode()));
+            r.put("error", e.getErrorMessage());
+        } catch (MQClientException e) {
+            Throwable c = e.getCause();
+            if (c instanceof RemotingConnectException || c == null) {
+                // no route to the master or no connection: the request never left the client
+                r.put("code", "MASTER_NOT_READY");
+            } else if (c instanceof RemotingTimeoutException) {
+                r.put("code", "TIMEOUT");
+            } else {
+                r.put("code", "CLIENT_ERROR");
+            }
+            r.put("error", String.valueOf(e.getErrorMessage()) + (c == null ? "" : " / " + c));
+        } catch (RemotingConnectException e) {
+            r.put("code", "MASTER_NOT_READY");
+            r.put("error", String.valueOf(e));
+        } catch (RemotingTimeoutException e) {
+            r.put("code", "TIMEOUT");
+            r.put("error", String.valueOf(e));
+        } catch (RemotingException e) {
+            r.put("code", "REMOTING_ERROR");
+            r.put("error", String.valueOf(e));
+        }
+        return r;
+    }
+
+    private static Long physical(String offsetMsgId) {
+        try {
+            return offsetMsgId == null ? null : MessageDecoder.decodeMessageId(offsetMsgId).getOffset();
+        } catch (Exception e) {
+            return null;
+        }
+    }
+
+    /** RocketMQ's response codes by name where the queue client tells them apart: NO_PERMISSION
+     * (a slave or a read-only broker refused it, nothing written) is a fail; the rest are info. */
+    private static String brokerCode(int code) {
+        switch (code) {
+            case ResponseCode.NO_PERMISSION:
+                return "NO_PERMISSION";
+            case ResponseCode.SYSTEM_BUSY:
+                return "SYSTEM_BUSY";
+            case ResponseCode.FLUSH_DISK_TIMEOUT:
+                return "FLUSH_DISK_TIMEOUT";
+            case ResponseCode.SLAVE_NOT_AVAILABLE:
+                return "SLAVE_NOT_AVAILABLE";
+            case ResponseCode.FLUSH_SLAVE_TIMEOUT:
+                return "FLUSH_SLAVE_TIMEOUT";
+            case ResponseCode.TOPIC_NOT_EXIST:
+                return "TOPIC_NOT_EXIST";
+            default:
+                return "BROKER_" + code;
+        }
+    }
+
+    private String masterAddr() throws Exception {
+        TopicRouteData route = api.getTopicRouteInfoFromNameServer(opts.get("topic"), 3000);
+        for (BrokerData bd : route.getBrokerDatas()) {
+            if (bd.getBrokerName().equals(opts.get("broker-name"))) {
+                String a = bd.getBrokerAddrs().get(0L);
+                if (a != null) {
+                    return a;
+                }
+            }
+        }
+        return null;
+    }
+
+    private Map<String, Object> pull(Map<String, Object> req, String target) throws Exception {
+        Map<String, Object> r = new LinkedHashMap<>();
+        String addr = target.equals("route") ? masterAddr() : target;
+        if (addr == null) {
+            r.put("code", "NO_ROUTE");
+            return r;
+        }
+        PullMessageRequestHeader h = new PullMessageRequestHeader();
+        h.setConsumerGroup("sb_gateway_pull");
+        h.setTopic(String.valueOf(req.get("topic")));
+        h.setQueueId(((Number) req.get("queue")).intValue());
+        h.setQueueOffset(((Number) req.get("offset")).longValue());
+        h.setMaxMsgNums(Math.min(((Number) req.get("max")).intValue(), 256));
+        h.setSysFlag(PullSysFlag.buildSysFlag(false, false, true, false));
+        h.setCommitOffset(0L);
+        h.setSuspendTimeoutMillis(0L);
+        h.setSubscription("*");
+        h.setSubVersion(0L);
+        h.setExpressionType("TAG");
+        RemotingCommand cmd = RemotingCommand.createRequestCommand(RequestCode.PULL_MESSAGE, h);
+        RemotingCommand resp = remoting.invokeSync(addr, cmd, intOpt("pull-timeout-ms", 3000));
+        int code = resp.getCode();
+        List<Object> msgs = new ArrayList<>();
+        if (code == ResponseCode.SUCCESS && resp.getBody() != null) {
+            for (MessageExt m : MessageDecoder.decodes(ByteBuffer.wrap(resp.getBody()))) {
+                List<Object> one = new ArrayList<>();
+                one.add(m.getQueueOffset());
+                one.add(m.getCommitLogOffset());
+                one.add(new String(m.getBody(), StandardCharsets.UTF_8));
+                msgs.add(one);
+            }
+        }
+        if (code == ResponseCode.SUCCESS || code == ResponseCode.PULL_NOT_FOUND
+                || code == ResponseCode.PULL_OFFSET_MOVED || code == ResponseCode.PULL_RETRY_IMMEDIATELY) {
+            PullMessageResponseHeader rh = resp.decodeCommandCustomHeader(PullMessageResponseHeader.class);
+            r.put("code", "SUCCESS");
+            r.put("pull_status", code);
+            r.put("messages", msgs);
+            r.put("max_offset", rh.getMaxOffset());
+            r.put("min_offset", rh.getMinOffset());
+            r.put("next_offset", rh.getNextBeginOffset());
+            r.put("broker", addr);
+        } else {
+            r.put("code", "BROKER_" + code);
+            r.put("error", resp.getRemark());
+        }
+        return r;
+    }
+
+    private Map<String, Object> commit(Map<String, Object> req) throws Exception {
+        Map<String, Object> r = new LinkedHashMap<>();
+        String addr = masterAddr();
+        if (addr == null) {
+            r.put("code", "MASTER_NOT_READY");
+            return r;
+        }
+        UpdateConsumerOffsetRequestHeader h = new UpdateConsumerOffsetRequestHeader();
+        h.setConsumerGroup(String.valueOf(req.get("group")));
+        h.setTopic(String.valueOf(req.get("topic")));
+        h.setQueueId(((Number) req.get("queue")).intValue());
+        h.setCommitOffset(((Number) req.get("offset")).longValue());
+        RemotingCommand cmd = RemotingCommand.createRequestCommand(RequestCode.UPDATE_CONSUMER_OFFSET, h);
+        RemotingCommand resp = remoting.invokeSync(addr, cmd, intOpt("pull-timeout-ms", 3000));
+        r.put("code", resp.getCode() == ResponseCode.SUCCESS ? "SUCCESS" : "BROKER_" + resp.getCode());
+        return r;
+    }
+
+    /** The gateway's view for the harness: the name server's route (broker id -> address), whether
+     * the test's topic exists, and the node's broker's own runtime table when it is a broker. */
+    private Map<String, Object> status(String node, String target) {
+        Map<String, Object> r = new LinkedHashMap<>();
+        r.put("code", "SUCCESS");
+        r.put("id", node);
+        r.put("topic_ready", topicReady);
+        Map<String, Object> route = new LinkedHashMap<>();
+        try {
+            TopicRouteData rd = api.getTopicRouteInfoFromNameServer(opts.get("topic"), 2000);
+            for (BrokerData bd : rd.getBrokerDatas()) {
+                for (Map.Entry<Long, String> e : bd.getBrokerAddrs().entrySet()) {
+                    route.put(bd.getBrokerName() + ":" + e.getKey(), e.getValue());
+                }
+            }
+        } catch (Exception e) {
+            r.put("route_error", String.valueOf(e));
+        }
+        r.put("route", route);
+        if (!target.equals("route")) {
+            try {
+                KVTable kv = api.getBrokerRuntimeInfo(target, 2000);
+                Map<String, Object> rt = new LinkedHashMap<>();
+                if (kv.getTable() != null) {
+                    rt.putAll(kv.getTable());
+                }
+                r.put("runtime", rt);
+            } catch (Exception e) {
+                r.put("runtime_error", String.valueOf(e));
+            }
+            try {
+                // whether this broker serves the test's topic yet (a slave copies topic
+                // configs from its master every few seconds; before, TOPIC_NOT_EXIST)
+                Map<String, Object> probe = new HashMap<>();
+                probe.put("topic", opts.get("topic"));
+                probe.put("queue", 0L);
+                probe.put("offset", 0L);
+                probe.put("max", 1L);
+                r.put("probe", pull(probe, target).get("code"));
+            } catch (Exception e) {
+                r.put("probe", String.valueOf(e));
+            }
+        }
+        return r;
+    }
+
+    // msgpack -------------------------------------------------------------------------------
+
+    private static Map<String, Object> decodeMap(byte[] b) throws IOException {
+        try (MessageUnpacker u = MessagePack.newDefaultUnpacker(b)) {
+            Value v = u.unpackValue();
+            Map<String, Object> out = new HashMap<>();
+            if (v.getValueType() != ValueType.MAP) {
+                return out;
+            }
+            for (Map.Entry<Value, Value> e : v.asMapValue().map().entrySet()) {
+                out.put(e.getKey().toString(), plain(e.getValue()));
+            }
+            return out;
+        }
+    }
+
+    private static Object plain(Value v) {
+        switch (v.getValueType()) {
+            case NIL:
+                return null;
+            case BOOLEAN:
+                return v.asBooleanValue().getBoolean();
+            case INTEGER:
+                return v.asIntegerValue().toLong();
+            case FLOAT:
+                return v.asFloatValue().toDouble();
+            case STRING:
+                return v.asStringValue().asString();
+            case BINARY:
+                return new String(v.asBinaryValue().asByteArray(), StandardCharsets.UTF_8);
+            default:
+                return v.toJson();
+        }
+    }
+
+    private static byte[] encode(Object o) throws IOException {
+        MessagePacker p = MessagePack.newDefaultBufferPacker();
+        pack(p, o);
+        p.close();
+        return ((org.msgpack.core.MessageBufferPacker) p).toByteArray();
+    }
+
+    @SuppressWarnings("unchecked")
+    private static void pack(MessagePacker p, Object o) throws IOException {
+        if (o == null) {
+            p.packNil();
+        } else if (o instanceof Boolean) {
+            p.packBoolean((Boolean) o);
+        } else if (o instanceof Integer || o instanceof Long) {
+            p.packLong(((Number) o).longValue());
+        } else if (o instanceof Number) {
+            p.packDouble(((Number) o).doubleValue());
+        } else if (o instanceof Map) {
+            Map<Object, Object> m = (Map<Object, Object>) o;
+            p.packMapHeader(m.size());
+            for (Map.Entry<Object, Object> e : m.entrySet()) {
+                p.packString(String.valueOf(e.getKey()));
+                pack(p, e.getValue());
+            }
+        } else if (o instanceof List) {
+            List<Object> l = (List<Object>) o;
+            p.packArrayHeader(l.size());
+            for (Object x : l) {
+                pack(p, x);
+            }
+        } else {
+            p.packString(String.valueOf(o));
+        }
+    }
+}

@@ -1,0 +1,682 @@
+"""Real Apache RocketMQ as a database under test (``--db rocketmq``), classic master/slave.
+
+RocketMQ's own jars (``rocketmq-namesrv``, ``rocketmq-broker``, ``rocketmq-client`` at
+``--db-option version=X``) are resolved and built by :mod:`harness.dbs.maven` from
+``harness/dbs/java/rocketmq/pom.xml``; the name server and the brokers run by RocketMQ's own
+main classes (``NamesrvStartup``, ``BrokerStartup -c broker.conf``). Roles, by the lab's
+node order (with 5 hosts)::
+
+    n1          name server (NamesrvStartup)
+    n2          broker-a master, brokerId 0 (SYNC_MASTER or ASYNC_MASTER)
+    n3, n4, n5  broker-a slaves, brokerId 1..3 (RocketMQ's HAService replicates to them)
+
+One broker group, so the queue workload's ``(topic, queue)`` is one RocketMQ message queue
+and every node's final drain reads the same queue (the master's or a slave's copy). Classic
+master/slave has no failover: the master stays the master, a slave never takes writes.
+
+The only part that is ours is the **client gateway** (``splitbrain.rocketmq.Gateway``, one JVM
+on the harness's side, started by :meth:`RocketMQDB.wait_ready`, stopped at teardown or when
+the harness dies): one loopback port per node speaking the reference node's client protocol,
+so ``workloads/queue.py`` drives it unchanged. A send is RocketMQ's ``DefaultMQProducer``
+sync send to the queue asked (no retries); a pull is RocketMQ's PULL_MESSAGE sent by its
+Netty client to that node's broker (the name server's port pulls from the routed master).
+
+Per node (lab hosts share this machine's disk, hence the levels)::
+
+    <root>/[<lab>/]<test>/<node>/data/       the broker's store (commitlog, consumequeue, ...)
+    <root>/[<lab>/]<test>/<node>/broker.conf | namesrv.conf
+    <root>/[<lab>/]<test>/<node>/logs/       RocketMQ's own logs (user.home points here)
+    <root>/[<lab>/]<test>/<node>/stdout.log
+    <root>/[<lab>/]<test>/<node>/rocketmq.pid
+
+docs/rocketmq.md has what was measured.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+import shlex
+import socket
+import subprocess
+import threading
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import IO, TYPE_CHECKING, Any, Literal
+
+from harness.core.db import DB, Convergence, ConvergenceReport, WorkloadChoice, poll_converged
+from harness.core.errors import ConfigError, RemoteError
+from harness.core.fanout import map_values
+from harness.core.options import as_options, declares_options, option
+from harness.dbs.daemon import PidfileDaemonDB
+
+if TYPE_CHECKING:
+    from harness.core.spec import RunContext
+    from harness.dbs.maven import JavaProgram
+
+__all__ = [
+    "BROKER_ARTIFACT",
+    "NEWEST",
+    "PROJECT_DIR",
+    "RocketMQDB",
+    "RocketMQOptions",
+    "broker_conf",
+    "check_mode",
+    "check_version",
+    "factory",
+    "loss_window",
+    "roles",
+]
+
+log = logging.getLogger(__name__)
+
+PROJECT_DIR = Path(__file__).resolve().parent / "java" / "rocketmq"
+"""The Maven project: RocketMQ's jars and our gateway (pom.xml, src/main/java)."""
+BROKER_ARTIFACT = "org.apache.rocketmq:rocketmq-broker"
+NEWEST = "5.3.3"
+"""The newest release whose jars Maven Central serves here (2026-12): 5.3.4, 5.4.0 and 5.5.x
+are listed in its metadata but their jars do not resolve (measured with mvn)."""
+
+MODES = ("master-slave", "dledger", "controller")
+NOT_YET = {
+    "dledger": "the DLedger commitlog (enableDLegerCommitLog) is not yet built",
+    "controller": "controller mode (enableControllerMode, SyncStateSet) is not yet built",
+}
+"""Modes of issue 40 that are refused, each with its reason."""
+
+NO_COND_FIX = "FAKETIME_FORCE_MONOTONIC_FIX=0"
+"""As for the other Java DBs (docs/dledger-java.md, docs/jraft.md): libfaketime's monotonic
+fix of ``pthread_cond_timedwait`` stalls JVMs at start; off, wall-clock reads are still
+faked, so the clock fault still moves the brokers' clocks."""
+
+TOPIC = "t0"
+GROUPS = ("g0",)
+"""The queue workload's topic and consumer group (workloads/queue.py: ``t0``.., ``g0``)."""
+
+_VERSION = re.compile(r"^\d+\.\d+\.\d+$")
+
+
+def check_version(version: str) -> tuple[int, ...]:
+    """``"5.3.3"`` -> ``(5, 3, 3)``. Only 5.x: the gateway uses 5.x's package names
+    (``org.apache.rocketmq.remoting.protocol``; 4.x had them under ``common.protocol``)."""
+    if not _VERSION.match(version):
+        raise ConfigError(
+            f"rocketmq version {version!r}: x.y.z expected (e.g. {NEWEST})", field="version"
+        )
+    v = tuple(int(x) for x in version.split("."))
+    if v[0] != 5:
+        raise ConfigError(
+            f"rocketmq version {version}: only 5.x releases are supported yet (the gateway "
+            "is built against 5.x's remoting packages; 4.x is not yet)",
+            field="version",
+        )
+    return v
+
+
+def check_mode(mode: str) -> None:
+    """ConfigError for a mode that is not ``master-slave`` (the others: "not yet")."""
+    if mode in NOT_YET:
+        raise ConfigError(f"rocketmq mode={mode}: not yet ({NOT_YET[mode]})", field="mode")
+    if mode not in MODES:
+        raise ConfigError(
+            f"rocketmq mode={mode!r}: one of {', '.join(MODES)} expected", field="mode"
+        )
+
+
+def roles(nodes: list[str], name_servers: int = 1) -> dict[str, str]:
+    """Each node's role: ``namesrv``, ``master`` or ``slave`` (by the nodes' order)."""
+    if len(nodes) < name_servers + 2:
+        raise ConfigError(
+            f"rocketmq needs at least {name_servers + 2} nodes ({name_servers} name "
+            f"server(s), a master and a slave); got {len(nodes)}",
+            field="nodes",
+        )
+    out = {}
+    for i, n in enumerate(nodes):
+        out[n] = "namesrv" if i < name_servers else "master" if i == name_servers else "slave"
+    return out
+
+
+def loss_window(flush: str, replication: str) -> str | None:
+    """The acknowledged messages RocketMQ may lose under these settings, in words, or None.
+
+    ASYNC_FLUSH acks a message once it is in the page cache: a power loss (or lost
+    un-fsynced writes) on the master takes its unflushed tail, and with ASYNC_MASTER no slave
+    need hold it either. With SYNC_MASTER a slave holds it (in its own page cache) before the
+    ack, so only losing both loses it, and after the master comes back short it writes new
+    messages at positions its slaves still hold, which classic HA never truncates. SYNC_FLUSH
+    acks after the commitlog is forced to disk: no declared loss (classic master/slave has no
+    failover, so ASYNC_MASTER alone loses nothing a restart does not bring back).
+    """
+    if flush != "ASYNC_FLUSH":
+        return None
+    if replication == "ASYNC_MASTER":
+        return "ASYNC_FLUSH + ASYNC_MASTER: acked messages not yet flushed on the master"
+    return "ASYNC_FLUSH + SYNC_MASTER: acked messages flushed on neither master nor slave"
+
+
+def broker_conf(
+    *,
+    broker_id: int,
+    role: str,
+    flush: str,
+    namesrv: str,
+    address: str,
+    port: int,
+    store: str,
+    commitlog_mb: int,
+    extra: Mapping[str, str] = {},
+) -> str:
+    """broker.conf (BrokerConfig, MessageStoreConfig, NettyServerConfig keys of 5.x).
+
+    RocketMQ's defaults assume a dedicated machine (1 GiB commitlog files, 6 MB consume queue
+    files, a 20 s HA housekeeping interval); these are shrunk so five JVMs share two cores and
+    one disk. ``slaveReadEnable`` lets slaves answer pulls (without it a slave rejects every
+    PULL_MESSAGE with "[REJECTREQUEST]system busy", measured).
+    """
+    conf = {
+        "brokerClusterName": "sb",
+        "brokerName": "broker-a",
+        "brokerId": str(broker_id),
+        "brokerRole": role,
+        "flushDiskType": flush,
+        "namesrvAddr": namesrv,
+        "brokerIP1": address,
+        "brokerIP2": address,
+        "listenPort": str(port),
+        "haListenPort": str(port + 1),
+        "storePathRootDir": store,
+        "storePathCommitLog": f"{store}/commitlog",
+        "mappedFileSizeCommitLog": str(commitlog_mb * 1024 * 1024),
+        "mappedFileSizeConsumeQueue": str(30000 * 20),
+        "transientStorePoolEnable": "false",
+        "diskMaxUsedSpaceRatio": "99",
+        "autoCreateTopicEnable": "false",
+        "autoCreateSubscriptionGroup": "true",
+        "slaveReadEnable": "true",
+        "syncFlushTimeout": "3000",
+        "registerNameServerPeriod": "10000",
+        "haHousekeepingInterval": "5000",
+        "sendMessageThreadPoolNums": "1",
+        "pullMessageThreadPoolNums": "4",
+        "enablePropertyFilter": "false",
+        "timerWheelEnable": "false",
+        "enableControllerMode": "false",
+        "enableDLegerCommitLog": "false",
+    }
+    conf.update(extra)
+    return "".join(f"{k}={v}\n" for k, v in conf.items())
+
+
+@dataclass(frozen=True)
+class RocketMQOptions:
+    """``--db-option`` keys of ``--db rocketmq``."""
+
+    mode: str = option("master-slave", "master-slave (dledger and controller: not yet)")
+    version: str = option(NEWEST, "the RocketMQ release from Maven Central (5.x)")
+    flush: Literal["SYNC_FLUSH", "ASYNC_FLUSH"] = option(
+        "ASYNC_FLUSH", "flushDiskType (RocketMQ's default ASYNC_FLUSH)"
+    )
+    replication: Literal["SYNC_MASTER", "ASYNC_MASTER"] = option(
+        "SYNC_MASTER", "the master's brokerRole"
+    )
+    name_servers: int = option(1, "how many of the first nodes run a name server", minimum=1)
+    namesrv_port: int = option(9876, "the name server's port", minimum=1, maximum=65535)
+    broker_port: int = option(
+        10911, "the brokers' listenPort (haListenPort is the next)", minimum=2, maximum=65534
+    )
+    commitlog_mb: int = option(16, "mappedFileSizeCommitLog in MiB", minimum=1)
+    heap_mb: int = option(256, "the brokers' -Xmx in MiB", minimum=64)
+    namesrv_heap_mb: int = option(128, "the name servers' -Xmx in MiB", minimum=32)
+    gateway_heap_mb: int = option(192, "the gateway's -Xmx in MiB", minimum=64)
+    send_timeout_ms: int = option(4000, "the gateway's send timeout", minimum=100)
+    root: str = option("/var/lib/splitbrain/rocketmq", "absolute directory of the node dirs")
+    java: str = option("java", "the java binary on the hosts (17 or newer)")
+    ready_timeout: float = option(90.0, "seconds for the group to register and the topic")
+    leave_running: bool = option(False, "leave the nodes running after the test")
+    jvm_args: str = option("", "more JVM options for every name server and broker")
+
+    def __post_init__(self) -> None:
+        check_mode(self.mode)
+        check_version(self.version)
+        if not self.root.startswith("/"):
+            raise ConfigError(f"db root must be an absolute path, got {self.root!r}", field="root")
+
+
+DEFAULT_WORKLOAD = WorkloadChoice(
+    name="queue",
+    options={"topics": 1, "queues": 4},
+    concurrency=8,
+    rate=40.0,
+    client_timeout=6.0,
+)
+"""Sends, pulls by queue offset from each node's broker, offset commits, final drains of every
+queue from every node. The client timeout outlasts the gateway's send timeout (4 s) and the
+broker's syncFlushTimeout (3 s), so FLUSH_SLAVE_TIMEOUT is RocketMQ's answer, not ours."""
+
+_REFUSED = {
+    "membership": "classic master/slave has no runtime membership change (the broker group "
+    "is fixed by each broker's brokerId)",
+}
+
+
+def _free_ports(n: int) -> list[int]:
+    """``n`` loopback ports free now (the gateway binds them a moment later)."""
+    socks = []
+    try:
+        for _ in range(n):
+            s = socket.socket()
+            s.bind(("127.0.0.1", 0))
+            socks.append(s)
+        return [s.getsockname()[1] for s in socks]
+    finally:
+        for s in socks:
+            s.close()
+
+
+def _status(addr: tuple[str, int], timeout: float) -> dict[str, Any] | None:
+    from node_impl.client import NodeClient
+
+    client = NodeClient(addr[0], addr[1], timeout=timeout)
+    try:
+        st = client.status()
+    except Exception as e:  # noqa: BLE001 - any failure means "not answering"
+        log.debug("gateway status %s failed: %s", addr, e)
+        return None
+    finally:
+        client.close()
+    return st if isinstance(st, dict) and st.get("code") == "SUCCESS" else None
+
+
+def _int(v: Any) -> int | None:
+    try:
+        return int(v)
+    except (TypeError, ValueError):
+        return None
+
+
+class RocketMQDB(PidfileDaemonDB):
+    """RocketMQ's name server and one master/slave broker group, and our client gateway."""
+
+    runs_under_faketime = True
+    reconfigurable = False
+    refused_faults = _REFUSED
+
+    def __init__(self, options: RocketMQOptions) -> None:
+        self.options = options
+        self.root = options.root.rstrip("/")
+        self._program: JavaProgram | None = None
+        self._lock = threading.Lock()
+        self._gw_ports: list[int] | None = None
+        self._gateway: subprocess.Popen[bytes] | None = None
+        self._gw_log: IO[bytes] | None = None
+
+    # capabilities ---------------------------------------------------------------------
+    def default_workload(self) -> WorkloadChoice:
+        return DEFAULT_WORKLOAD
+
+    def checker_options(self) -> dict[str, Any]:
+        """The loss window of the flush and replication settings (:func:`loss_window`)."""
+        window = loss_window(self.options.flush, self.options.replication)
+        return {"queue": {"loss_window": window}} if window else {}
+
+    def program(self) -> JavaProgram:
+        with self._lock:
+            if self._program is None:
+                from harness.dbs import maven
+
+                started = time.monotonic()
+                try:
+                    self._program = maven.build(
+                        PROJECT_DIR,
+                        name="rocketmq",
+                        properties={"rocketmq.version": self.options.version},
+                        java=self.options.java,
+                    )
+                except ConfigError as e:
+                    raise ConfigError(
+                        f"rocketmq version {self.options.version}: {e}", field="version"
+                    ) from None
+                got = self._program.version_of(BROKER_ARTIFACT)
+                if got != self.options.version:
+                    raise ConfigError(
+                        f"asked RocketMQ {self.options.version}, Maven resolved {got}",
+                        field="version",
+                    )
+                log.info("rocketmq %s ready in %.1f s", got, time.monotonic() - started)
+            return self._program
+
+    def resolve_artifacts(self) -> dict[str, Any]:
+        """The build's manifest and the RocketMQ version that resolved (test.json)."""
+        p = self.program()
+        return {
+            "rocketmq": p.version_of(BROKER_ARTIFACT),
+            "mode": self.options.mode,
+            "flush": self.options.flush,
+            "replication": self.options.replication,
+            **p.manifest(),
+        }
+
+    # layout ---------------------------------------------------------------------------
+    def roles(self, ctx: RunContext) -> dict[str, str]:
+        return roles(list(ctx.nodes), self.options.name_servers)
+
+    def master(self, ctx: RunContext) -> str:
+        return next(n for n, r in self.roles(ctx).items() if r == "master")
+
+    def _paths(self, ctx: RunContext, node: str) -> dict[str, str]:
+        d = self.node_dir(ctx, node)
+        role = self.roles(ctx)[node]
+        conf = "namesrv.conf" if role == "namesrv" else "broker.conf"
+        return {
+            "dir": d,
+            "data": f"{d}/data",
+            "conf": f"{d}/{conf}",
+            "pid": f"{d}/rocketmq.pid",
+            "stdout": f"{d}/stdout.log",
+            "logs": f"{d}/logs/rocketmqlogs",
+        }
+
+    def ports(self, ctx: RunContext, node: str) -> list[int]:
+        if self.roles(ctx)[node] == "namesrv":
+            return [self.options.namesrv_port]
+        p = self.options.broker_port
+        return [p, p + 1]
+
+    def _namesrv_addr(self, ctx: RunContext) -> str:
+        return ";".join(
+            f"{ctx.hosts[n].address}:{self.options.namesrv_port}"
+            for n, r in self.roles(ctx).items()
+            if r == "namesrv"
+        )
+
+    def _broker_addr(self, ctx: RunContext, node: str) -> str:
+        return f"{ctx.hosts[node].address}:{self.options.broker_port}"
+
+    def addresses(self, ctx: RunContext) -> dict[str, dict[str, tuple[str, int]]]:
+        """``client``: the gateway's loopback port for each node (chosen once, free now)."""
+        with self._lock:
+            if self._gw_ports is None:
+                addrs = [ctx.hosts[n].address for n in ctx.nodes]
+                if len(set(addrs)) != len(addrs):
+                    raise ConfigError(
+                        "rocketmq needs one address per node (brokers share fixed ports)",
+                        field="nodes",
+                    )
+                self._gw_ports = _free_ports(len(ctx.nodes))
+            ports = self._gw_ports
+        return {"client": {n: ("127.0.0.1", ports[i]) for i, n in enumerate(ctx.nodes)}}
+
+    # commands -------------------------------------------------------------------------
+    def _jvm(self, heap_mb: int, home: str) -> list[str]:
+        """Small heaps, serial GC, C1 only, one processor: five JVMs share two cores."""
+        return [
+            "env",
+            NO_COND_FIX,
+            f"ROCKETMQ_HOME={home}",
+            self.options.java,
+            f"-Xmx{heap_mb}m",
+            "-Xms32m",
+            "-Xss512k",
+            "-XX:+UseSerialGC",
+            "-XX:TieredStopAtLevel=1",
+            "-XX:ActiveProcessorCount=1",
+            "-XX:MaxDirectMemorySize=128m",
+            "-XX:+ExitOnOutOfMemoryError",
+            f"-Duser.home={home}",
+            f"-Drocketmq.home.dir={home}",
+            f"-Djava.io.tmpdir={home}",
+        ]
+
+    def command(self, ctx: RunContext, node: str, lib: str) -> str:
+        p = self._paths(ctx, node)
+        namesrv = self.roles(ctx)[node] == "namesrv"
+        heap = self.options.namesrv_heap_mb if namesrv else self.options.heap_mb
+        main = (
+            "org.apache.rocketmq.namesrv.NamesrvStartup"
+            if namesrv
+            else "org.apache.rocketmq.broker.BrokerStartup"
+        )
+        cmd = " ".join(shlex.quote(a) for a in self._jvm(heap, p["dir"]))
+        if self.options.jvm_args:
+            cmd += " " + self.options.jvm_args
+        tail = ["-cp", f"{lib.rstrip('/')}/*", main, "-c", p["conf"]]
+        return cmd + " " + " ".join(shlex.quote(a) for a in tail)
+
+    def _conf(self, ctx: RunContext, node: str) -> str:
+        role = self.roles(ctx)[node]
+        if role == "namesrv":
+            return f"listenPort={self.options.namesrv_port}\n"
+        brokers = [n for n, r in self.roles(ctx).items() if r != "namesrv"]
+        return broker_conf(
+            broker_id=brokers.index(node),
+            role=self.options.replication if role == "master" else "SLAVE",
+            flush=self.options.flush,
+            namesrv=self._namesrv_addr(ctx),
+            address=ctx.hosts[node].address,
+            port=self.options.broker_port,
+            store=self._paths(ctx, node)["data"],
+            commitlog_mb=self.options.commitlog_mb,
+        )
+
+    # lifecycle ------------------------------------------------------------------------
+    def setup(self, ctx: RunContext, node: str) -> None:
+        from harness.dbs.etcd import stop_process
+        from harness.dbs.jraft import durable_mkdir
+        from harness.dbs.maven import require_java
+
+        remote = ctx.remotes[node]
+        p = self._paths(ctx, node)
+        require_java(remote, self.options.java)
+        if remote.daemon_running(p["pid"]):
+            log.info("%s: stopping a RocketMQ process left running by an earlier run", node)
+            stop_process(remote, p["pid"], "rocketmq")
+        q = shlex.quote
+        remote.run(
+            f"mkdir -p {q(p['dir'])} && find {q(p['dir'])} -mindepth 1 -delete; "
+            f"mkdir -p {q(p['logs'])} && {durable_mkdir(p['data'])}"
+        )
+        remote.run(f"cat > {q(p['conf'])}", stdin=self._conf(ctx, node))
+        self.program().install(remote, f"{self.root}/java")
+        self.start(ctx, node)
+        self._await_port(ctx, node)
+
+    def start(self, ctx: RunContext, node: str) -> None:
+        remote = ctx.remotes[node]
+        p = self._paths(ctx, node)
+        if remote.daemon_running(p["pid"]):
+            return
+        lib = self.program().install(remote, f"{self.root}/java")
+        remote.start_daemon(
+            self.command(ctx, node, lib), pidfile=p["pid"], logfile=p["stdout"], chdir=p["dir"]
+        )
+
+    def _await_port(self, ctx: RunContext, node: str) -> None:
+        """Until the node's first port accepts connections, or its JVM died."""
+        host = ctx.hosts[node].address
+        port = self.ports(ctx, node)[0]
+        remote = ctx.remotes[node]
+        p = self._paths(ctx, node)
+        deadline = time.monotonic() + self.options.ready_timeout
+        while time.monotonic() < deadline:
+            try:
+                socket.create_connection((host, port), timeout=1.0).close()
+                return
+            except OSError:
+                pass
+            if not remote.daemon_running(p["pid"]):
+                tail = remote.run(f"tail -n 8 {shlex.quote(p['stdout'])}", check=False).stdout
+                raise RemoteError(
+                    f"RocketMQ {self.roles(ctx)[node]} exited during startup: "
+                    f"{tail.strip() or 'no output'}",
+                    host=remote.host.name,
+                )
+            time.sleep(0.3)
+        raise RemoteError(
+            f"RocketMQ {self.roles(ctx)[node]} on {node} did not listen on {port} within "
+            f"{self.options.ready_timeout:g} s",
+            host=remote.host.name,
+        )
+
+    # the gateway ----------------------------------------------------------------------
+    def gateway_command(self, ctx: RunContext) -> list[str]:
+        """Our gateway's JVM on this machine: one endpoint per node (``route`` for a name
+        server: it pulls from the master the name server's route names)."""
+        program = self.program()
+        ports = self.addresses(ctx)["client"]
+        args = [
+            self.options.java,
+            f"-Xmx{self.options.gateway_heap_mb}m",
+            "-XX:+UseSerialGC",
+            "-XX:TieredStopAtLevel=1",
+            "-XX:+ExitOnOutOfMemoryError",
+            f"-Duser.home={self._gateway_dir(ctx)}",
+            "-cp",
+            f"{program.lib}/*",
+            "splitbrain.rocketmq.Gateway",
+            "--namesrv", self._namesrv_addr(ctx),
+            "--broker-name", "broker-a",
+            "--topic", TOPIC,
+            "--queues", "4",
+            "--groups", ",".join(GROUPS),
+            "--master", self._broker_addr(ctx, self.master(ctx)),
+            "--send-timeout-ms", str(self.options.send_timeout_ms),
+            "--version", self.options.version,
+            "--log", f"{self._gateway_dir(ctx)}/gateway.log",
+        ]  # fmt: skip
+        for n, role in self.roles(ctx).items():
+            target = "route" if role == "namesrv" else self._broker_addr(ctx, n)
+            args += ["--endpoint", f"{n}={ports[n][1]}={target}"]
+        return args
+
+    def _gateway_dir(self, ctx: RunContext) -> str:
+        return f"{ctx.store_dir}/rocketmq-gateway"
+
+    def _start_gateway(self, ctx: RunContext) -> None:
+        """Start the gateway once; it exits by itself when our end of its stdin closes."""
+        with self._lock:
+            if self._gateway is not None and self._gateway.poll() is None:
+                return
+        d = Path(self._gateway_dir(ctx))
+        d.mkdir(parents=True, exist_ok=True)
+        cmd = self.gateway_command(ctx)
+        self._gw_log = (d / "stdout.log").open("ab")
+        self._gateway = subprocess.Popen(  # noqa: S603 - our own java command line
+            cmd, stdin=subprocess.PIPE, stdout=self._gw_log, stderr=subprocess.STDOUT
+        )
+        log.info("rocketmq gateway started (pid %d)", self._gateway.pid)
+
+    def stop_gateway(self) -> None:
+        with self._lock:
+            gw, self._gateway = self._gateway, None
+        if gw is None:
+            return
+        if gw.stdin is not None:
+            gw.stdin.close()
+        try:
+            gw.wait(timeout=5)
+        except subprocess.TimeoutExpired:
+            gw.kill()
+            gw.wait(timeout=10)
+        if self._gw_log is not None:
+            self._gw_log.close()
+            self._gw_log = None
+
+    def look(self, ctx: RunContext) -> Convergence:
+        """One look through the gateway: the name server routes the topic to the master and
+        every slave, every broker serves the topic, and every slave's commitlog ends where the
+        master's does (RocketMQ's own ``commitLogMaxOffset``). The token is that offset."""
+        addrs = self.addresses(ctx)["client"]
+        brokers = [n for n, r in self.roles(ctx).items() if r != "namesrv"]
+        sts = map_values(
+            {n: addrs[n] for n in brokers}, lambda a: _status(a, 3.0), what="rocketmq status"
+        )
+        seen: dict[str, Any] = {}
+        for n, st in sts.items():
+            rt = (st or {}).get("runtime") or {}
+            seen[n] = {
+                "max_offset": _int(rt.get("commitLogMaxOffset")),
+                "probe": (st or {}).get("probe"),
+            }
+        master = self.master(ctx)
+        route = set((sts.get(master) or {}).get("route") or {})
+        want = {f"broker-a:{i}" for i in range(len(brokers))}
+        seen["route"] = sorted(route)
+        seen["topic_ready"] = bool((sts.get(master) or {}).get("topic_ready"))
+        if not seen["topic_ready"]:
+            return Convergence(False, seen, why="the master has not taken the topic yet")
+        if not want <= route:
+            return Convergence(False, seen, why=f"the name server routes {sorted(route)} only")
+        down = [n for n in brokers if seen[n]["probe"] != "SUCCESS"]
+        if down:
+            return Convergence(False, seen, why=f"{', '.join(down)} do not serve the topic yet")
+        top = seen[master]["max_offset"]
+        behind = [n for n in brokers if seen[n]["max_offset"] != top]
+        if top is None or behind:
+            return Convergence(False, seen, why=f"{', '.join(behind)} behind the master ({top})")
+        return Convergence(True, seen, token=top)
+
+    def wait_ready(self, ctx: RunContext) -> None:
+        """Start the gateway, then wait for :meth:`look` to agree twice (every broker
+        registered, serving the topic, caught up)."""
+        self._start_gateway(ctx)
+        deadline = time.monotonic() + self.options.ready_timeout
+
+        def look() -> Convergence:
+            if self._gateway is not None and self._gateway.poll() is not None:
+                raise RemoteError(
+                    f"the rocketmq gateway exited ({self._gateway.returncode}); see "
+                    f"{self._gateway_dir(ctx)}/stdout.log",
+                    host="localhost",
+                )
+            return self.look(ctx)
+
+        report = poll_converged(look, deadline)
+        if not report.converged:
+            raise RemoteError(
+                f"rocketmq not ready within {self.options.ready_timeout:g} s: {report.why} "
+                f"(last: {dict(report.last)})",
+                host="localhost",
+            )
+        log.info("rocketmq ready: %s", dict(report.last))
+
+    def wait_converged(self, ctx: RunContext, deadline: float) -> ConvergenceReport:
+        """Converges: after the heal, until :meth:`look` agrees twice (restarted brokers
+        registered again, slaves caught up), so the final drains read the outcome."""
+        return poll_converged(lambda: self.look(ctx), deadline)
+
+    def primaries(self, ctx: RunContext) -> list[str]:
+        """The master: classic master/slave never moves it (brokerId 0 by configuration)."""
+        return [self.master(ctx)]
+
+    def log_files(self, ctx: RunContext, node: str) -> list[str]:
+        p = self._paths(ctx, node)
+        name = "namesrv.log" if self.roles(ctx)[node] == "namesrv" else "broker.log"
+        return [p["stdout"], f"{p['logs']}/{name}"]
+
+    def teardown(self, ctx: RunContext, node: str) -> None:
+        from harness.dbs.etcd import stop_process
+
+        self.stop_gateway()
+        remote = ctx.remotes[node]
+        p = self._paths(ctx, node)
+        if self.options.leave_running:
+            log.info("%s: leaving RocketMQ running in %s", node, p["dir"])
+            return
+        stop_process(remote, p["pid"], "rocketmq")
+        test_dir = p["dir"].rsplit("/", 1)[0]
+        empties = [test_dir] + (
+            [test_dir.rsplit("/", 1)[0]] if ctx.hosts[node].extras.get("lab") else []
+        )
+        remote.run(
+            f"rm -rf {shlex.quote(p['dir'])}; for d in {' '.join(map(shlex.quote, empties))}; "
+            f'do rmdir "$d" 2>/dev/null; done; true'
+        )
+
+
+@declares_options(RocketMQOptions)
+def factory(options: RocketMQOptions | Mapping[str, Any]) -> DB:
+    """``--db rocketmq``."""
+    return RocketMQDB(as_options(RocketMQOptions, options, role="db rocketmq"))
