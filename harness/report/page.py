@@ -29,6 +29,7 @@ from harness.core.history import Op
 from harness.core.verdict import word as verdict_word
 from harness.report.data import Completed, Digest, FaultPeriod, coverage_rows
 from harness.report.nodelogs import LogWindows, Origin
+from harness.run.summary import client_op_counts
 
 __all__ = ["asset", "example_spans", "build_payload", "render_page", "checker_tables"]
 
@@ -310,8 +311,8 @@ def _cell(v: Any, *, grouped: bool = True) -> str:
     if isinstance(v, list):
         if not v:
             return "<span class='dim'>none</span>"
-        if len(v) <= 8 and all(not isinstance(x, (list, dict)) for x in v):
-            return html.escape(", ".join(str(x) for x in v))
+        if all(not isinstance(x, (list, dict)) for x in v):  # names, e.g. the nemesis's faults
+            return html.escape(_short(", ".join(str(x) for x in v), 300))
         return (
             f"{len(v):,} items; first: <code>{html.escape(_short(v[:3], 200))}</code>"
             if len(v) > 3
@@ -385,7 +386,7 @@ def checker_tables(results: Mapping[str, Any]) -> str:
 def _summary(test: Mapping[str, Any], results: Mapping[str, Any], d: Digest) -> str:
     rows = [(k, test[k]) for k in TEST_FIELDS if k in test]
     run = results.get("run") or {}
-    c = d.counts
+    c = client_op_counts(results) or d.counts
     rows.append(
         (
             "client ops",

@@ -16,7 +16,7 @@ import logging
 import os
 import posixpath
 import urllib.parse
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from functools import partial
 from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
@@ -27,6 +27,7 @@ import click
 
 from harness.core.layout import HISTORY_JSONL, RESULTS, TEST, is_run_dir
 from harness.core.verdict import word as verdict_word
+from harness.run.summary import client_op_counts
 
 __all__ = ["RunSummary", "list_runs", "render_index", "make_server", "serve"]
 
@@ -45,12 +46,23 @@ class RunSummary:
     anomalies: list[str]
 
 
-def _count_client_ops(history: Path) -> int:
+def _count_client_ops(run: Path, results: Mapping[str, Any]) -> int:
+    """The run's client ops, as its summary line and report count them
+    (:func:`harness.run.summary.client_op_counts`); for a run that recorded none (still
+    running, or killed), its history's client invocations, the samplers' left out as the
+    report leaves them out."""
+    counts = client_op_counts(results)
+    if counts is not None:
+        return sum(counts.values())
     n = 0
     try:
-        with open(history, "rb") as fh:
+        with open(run / HISTORY_JSONL, "rb") as fh:
             for line in fh:
-                if b'"type":"invoke"' in line and b'"process":"nemesis"' not in line:
+                if (
+                    b'"type":"invoke"' in line
+                    and b'"process":"nemesis"' not in line
+                    and b'"f":"sample"' not in line
+                ):
                     n += 1
     except OSError:
         return 0
@@ -86,7 +98,7 @@ def list_runs(store: Path) -> list[RunSummary]:
                     path=f"{test_dir.name}/{run.name}",
                     valid=results.get("valid", "unknown") if results else "running or crashed",
                     faults=list(nem) if isinstance(nem, list) else [str(nem)],
-                    ops=_count_client_ops(run / HISTORY_JSONL),
+                    ops=_count_client_ops(run, results),
                     bug=spec.get("bug"),
                     anomalies=sorted((results.get("anomalies") or {}).keys()),
                 )

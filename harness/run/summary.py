@@ -13,7 +13,7 @@ from typing import Any
 
 from harness.core.verdict import word as verdict_word
 
-__all__ = ["anomaly_totals", "verdict_line", "coverage_bits"]
+__all__ = ["anomaly_totals", "client_op_counts", "verdict_line", "coverage_bits"]
 
 
 def anomaly_totals(results: Mapping[str, Any]) -> dict[str, int]:
@@ -33,6 +33,24 @@ def anomaly_totals(results: Mapping[str, Any]) -> dict[str, int]:
     return out
 
 
+def client_op_counts(results: Mapping[str, Any]) -> dict[str, int] | None:
+    """The run's client ops by completion, ``{"ok", "fail", "info"}``: the one count the
+    summary line, the report and the results browser show.
+
+    From ``results.json``'s ``run`` block, what the runner counted (the samplers' ops and
+    the nemesis's are not client ops); None when the run recorded none (still running,
+    killed, or a history checked on its own): the readers then count the history the
+    report's way (:func:`harness.report.data.digest`).
+    """
+    run = results.get("run")
+    if not isinstance(run, Mapping):
+        return None
+    counts = {k: run.get(k) for k in ("ok", "fail", "info")}
+    if not all(isinstance(n, int) and not isinstance(n, bool) for n in counts.values()):
+        return None
+    return {k: int(n) for k, n in counts.items() if n is not None}
+
+
 def verdict_line(results: Mapping[str, Any]) -> str:
     """``verdict: X; anomalies: kind (total), ...; reason: ...; ops ok/fail/info: a/b/c; ...``
 
@@ -50,10 +68,8 @@ def verdict_line(results: Mapping[str, Any]) -> str:
         bits.append(f"reason: {results['error']}")
     run_info = results.get("run") or {}
     if run_info:
-        bits.append(
-            f"ops ok/fail/info: {run_info.get('ok', 0)}/{run_info.get('fail', 0)}/"
-            f"{run_info.get('info', 0)}"
-        )
+        c = client_op_counts(results) or {}
+        bits.append(f"ops ok/fail/info: {c.get('ok', 0)}/{c.get('fail', 0)}/{c.get('info', 0)}")
         not_drawn = run_info.get("faults_not_drawn") or []
         if not_drawn:
             bits.append(f"faults never injected: {', '.join(not_drawn)}")

@@ -354,3 +354,28 @@ def test_a_run_without_coverage_says_so(tmp_path):
     run = make_explained_run(tmp_path / "store")
     text = write_report(run).read_text()
     assert "<h2>Coverage</h2>" in text and "no coverage block" in text
+
+
+@pytest.mark.integration
+def test_a_valid_run_lists_no_anomaly_and_its_notes_apart(browser, tmp_path):
+    """Issue 45: a VALID run's "Anomalies" panel listed the checkers' notes as if they
+    were anomalies, and the nemesis of nine faults read "9 items; first: [...]"."""
+    from selenium.webdriver.common.by import By
+
+    run = make_explained_run(tmp_path / "store")
+    results = json.loads((run / "results.json").read_text())
+    ls = results["checkers"]["log-safety"]
+    ls.update(valid=True, anomalies={}, stats={"anomaly_counts": {}})
+    results.update(valid=True, anomalies={})
+    (run / "results.json").write_text(json.dumps(results))
+    faults = ["partition", "kill", "pause", "clock", "loss", "delay", "disk", "lull", "membership"]
+    test = json.loads((run / "test.json").read_text())
+    (run / "test.json").write_text(json.dumps({**test, "nemesis": faults}))
+    page = write_report(run)
+    assert f"<th>nemesis</th><td>{', '.join(faults)}</td>" in page.read_text()
+    _open(browser, page)
+    panel = browser.find_element(By.ID, "anomalies")
+    heads = [e.text for e in panel.find_elements(By.CSS_SELECTOR, "#no-anomalies, h3, .kind-head")]
+    assert heads[0] == "None: the checkers found no anomaly."
+    assert heads[1] == "Notes (not anomalies)" and heads[2].startswith("something-odd")
+    assert len(heads) == 3

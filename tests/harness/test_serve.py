@@ -15,7 +15,7 @@ from harness.core.history import HistoryWriter, Op
 from harness.report.serve import list_runs, make_server
 
 
-def _make_run(store: Path, test: str, stamp: str, valid, anomalies=None) -> Path:
+def _make_run(store: Path, test: str, stamp: str, valid, anomalies=None, samples=0) -> Path:
     run = store / test / stamp
     run.mkdir(parents=True)
     with HistoryWriter(run / "history.jsonl") as w:
@@ -25,6 +25,9 @@ def _make_run(store: Path, test: str, stamp: str, valid, anomalies=None) -> Path
         w.append(Op("info", "nemesis", "start-partition", {"grudge": {}}, time=40))
         w.append(Op("invoke", 1, "append", {"payload": "1-0"}, time=50))
         w.append(Op("ok", 1, "append", {"payload": "1-0", "index": 2, "term": 1}, time=60))
+        for k in range(samples):
+            w.append(Op("invoke", 1_000_000, "sample", None, node="n1", time=100 + k))
+            w.append(Op("ok", 1_000_000, "sample", {"role": "leader"}, node="n1", time=101 + k))
     (run / "test.json").write_text(
         json.dumps(
             {
@@ -78,6 +81,28 @@ def test_list_runs_reads_the_store(store):
         ("append-ok", True, 2),
     ]
     assert runs[0].anomalies == ["lost-ack"] and runs[0].faults == ["partition", "kill"]
+
+
+def test_the_browser_counts_client_ops_as_the_summary_does(tmp_path):
+    """Issue 45: the browser counted every client invocation, the samplers' too (21,906
+    for a run whose summary said 4,483/7,079/217): now the run's own count, the one the
+    summary line and the report show, and without one the history's, samplers left out."""
+    from harness.report.html import write_report
+    from harness.run.summary import client_op_counts, verdict_line
+
+    store = tmp_path / "store"
+    run = _make_run(store, "sampled", "20261122T100000Z", True, samples=5)
+    assert "client ops</th><td>2 (ok 2, fail 0, info 0)" in write_report(run).read_text()
+    assert [r.ops for r in list_runs(store)] == [2]  # the history: samples are not client ops
+    results = json.loads((run / "results.json").read_text())
+    results["run"] = {"ops": 16, "ok": 4483, "fail": 7079, "info": 217, "extra_ops": 10117}
+    (run / "results.json").write_text(json.dumps(results))
+    assert client_op_counts(results) == {"ok": 4483, "fail": 7079, "info": 217}
+    assert "ops ok/fail/info: 4483/7079/217" in verdict_line(results)
+    assert [r.ops for r in list_runs(store)] == [4483 + 7079 + 217]
+    assert "client ops</th><td>11,779 (ok 4,483, fail 7,079, info 217)" in (
+        write_report(run).read_text()
+    )
 
 
 def test_index_and_lazy_report_over_http(server, store):

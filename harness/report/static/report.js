@@ -513,14 +513,22 @@
     var idx = ex.indexes.length ? "#" + ex.indexes.slice(0, 4).join(",#") + (ex.indexes.length > 4 ? "…" : "") : "no ops cited";
     return idx + "  " + bits.join(" ");
   }
-  if (!D.anomalies.length) {
-    list.innerHTML = "<p class='dim'>None: the checkers found nothing to report.</p>";
+  // Anomalies first; a checker's notes (remarks, not anomalies) under a heading of their own.
+  var noteCount = D.anomalies.filter(function (g) { return g.note; }).length;
+  if (noteCount === D.anomalies.length) {
+    list.innerHTML = "<p class='dim' id='no-anomalies'>None: the checkers found no anomaly.</p>";
   }
   D.anomalies.forEach(function (g, gi) {
+    if (g.note && (gi === 0 || !D.anomalies[gi - 1].note)) {
+      var h = document.createElement("h3");
+      h.id = "notes-head";
+      h.textContent = "Notes (not anomalies)";
+      list.appendChild(h);
+    }
     var div = document.createElement("div");
     div.className = "kind" + (g.note ? " note" : "");
     var count = g.exact ? g.count.toLocaleString() : (g.count >= 20 ? "≥ " + g.count : String(g.count));
-    div.innerHTML = "<div class='kind-head'>" + (g.note ? "note: " : "") + esc(g.kind) +
+    div.innerHTML = "<div class='kind-head'>" + esc(g.kind) +
       " <span class='count'>" + count + "</span> <span class='src'>" + esc(g.checkers.join(", ")) + "</span></div>" +
       (g.examples.length < g.count ? "<div class='more'>showing the first " + g.examples.length + " of " + count + "</div>" : "");
     var ul = document.createElement("ul");
