@@ -1,6 +1,6 @@
 """Report page benchmark: a synthetic N-op run's report, opened in headless Chromium.
 
-The same measurement as ``splitbrain bench report`` (:mod:`harness.report.bench`),
+The same measurement as ``splitbrain bench report`` (:mod:`harness.bench.report`),
 kept here beside the other benchmarks so that it can be run from a checkout and its
 JSON kept with the other figures::
 
@@ -20,7 +20,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from harness.report.bench import measure
+from harness.bench.report import measure
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -3,7 +3,7 @@
 Layers, lowest first: the contracts (``harness.core``) and the reference node
 (``node_impl``, which ships alone to hosts); the roles (control, inventories,
 DBs, workloads, nemeses, checkers); the orchestration (run, zoo); the edges
-(CLI, report). A module may import its own layer or lower ones, never higher,
+(CLI, report, bench). A module may import its own layer or lower ones, never higher,
 and no two modules may import each other, even through function-level imports.
 """
 
@@ -31,9 +31,8 @@ LAYERS: dict[str, int] = {
     "harness.zoo": 2,
     "harness.cli": 3,
     "harness.report": 3,
-    # Pure derivations from a history (latencies, fault periods), shared by the
-    # report and the benchmarks; no rendering, no I/O.
-    "harness.report.data": 2,
+    # The benchmarks drive the runner and read the report: an edge, apart from both.
+    "harness.bench": 3,
 }
 # node_impl is installed on hosts without the rest: it may import only itself.
 ISOLATED = {"node_impl"}

@@ -59,12 +59,12 @@ def _unavailable(name: str, why: str) -> click.Command:
 BENCH_COMMANDS = {
     "node": "node_impl.bench:bench_node",
     "crash": "node_impl.bench:bench_crash",
-    "checker": "harness.run.bench_checker:bench_checker",
-    "harness": "harness.run.bench:bench_harness",
-    "campaign": "harness.run.bench_campaign:bench_campaign",
-    "soak": "harness.run.bench_soak:bench_soak",
+    "checker": "harness.bench.checker:bench_checker",
+    "harness": "harness.bench.recording:bench_harness",
+    "campaign": "harness.bench.campaign:bench_campaign",
+    "soak": "harness.bench.soak:bench_soak",
     "fuzz-frames": "node_impl.fuzz:bench_fuzz_frames",
-    "report": "harness.report.bench:bench_report",
+    "report": "harness.bench.report:bench_report",
 }
 
 

@@ -9,10 +9,10 @@ import pytest
 
 from checker.linearizable import make_entries
 from checker.models import get_model
+from harness.bench.checker_data import DEFAULT_PEERS
+from harness.bench.checker_knossos import events_text as _events_text
+from harness.bench.checker_porcupine import porcupine_live
 from harness.core.history import Op
-from harness.run.bench_checker_data import DEFAULT_PEERS
-from harness.run.bench_checker_knossos import events_text as _events_text
-from harness.run.bench_checker_porcupine import porcupine_live
 
 CORPORA = Path(__file__).parents[3] / "shared" / "corpora"
 

@@ -144,8 +144,8 @@ def test_compiled_loop_makes_the_same_moves(case: tuple[str, list[Op]]) -> None:
 @pytest.mark.parametrize("corpus", ["porcupine", "knossos"])
 def test_every_corpus_partition_searches_alike(corpus: str) -> None:
     """Every part of every corpus file: identical result (the Python side capped where it is slow)."""
+    from harness.bench.checker_data import MODELS as _MODELS
     from harness.core.history import read_history
-    from harness.run.bench_checker_data import MODELS as _MODELS
 
     manifest = CORPORA / corpus / "manifest.csv"
     if not manifest.exists():

@@ -9,8 +9,8 @@ import sys
 import time
 from pathlib import Path
 
+from harness.bench.campaign import DbCpuSampler, campaign_figures
 from harness.core.history import HistoryWriter, Op, read_jsonl
-from harness.run.bench_campaign import DbCpuSampler, campaign_figures
 
 MS = 1_000_000
 
@@ -65,7 +65,7 @@ def test_figures_count_the_load_phase_only(tmp_path: Path) -> None:
 
 
 def test_rounds_alternate_order_and_report_median_ratios():
-    from harness.run.bench_campaign import round_order, summarize_rounds
+    from harness.bench.campaign import round_order, summarize_rounds
 
     names = ["etcd", "register", "append"]
     assert round_order(names, 0) == names
@@ -87,7 +87,7 @@ def test_rounds_alternate_order_and_report_median_ratios():
 
 
 def test_soak_growth_per_million_is_the_least_squares_slope():
-    from harness.run.bench_soak import growth_per_million
+    from harness.bench.soak import growth_per_million
 
     flat = [(x / 10, 50.0 + (0.5 if x % 2 else -0.5)) for x in range(20)]
     assert abs(growth_per_million(flat)) < 0.2
@@ -101,7 +101,7 @@ def test_soak_checks_and_reports_the_stored_run(tmp_path):
     """The whole soak path on the null client: run, Parquet, check in a child, report."""
     from click.testing import CliRunner
 
-    from harness.run.bench_soak import bench_soak
+    from harness.bench.soak import bench_soak
 
     out = tmp_path / "soak.json"
     args = ["--seconds", "2", "--check-engine", "local", "--store", str(tmp_path / "s")]

@@ -130,7 +130,7 @@ def browser(tmp_path_factory):
     from selenium import webdriver
     from selenium.webdriver.chrome.service import Service
 
-    from harness.report.bench import chromium_options
+    from harness.bench.report import chromium_options
 
     profile = tmp_path_factory.mktemp("chromium-profile")
     drv = webdriver.Chrome(
@@ -292,7 +292,7 @@ def test_a_plugin_db_run_without_sampler_or_logs_still_explains(browser, tmp_pat
 @pytest.mark.integration
 def test_a_20k_op_report_opens_within_3_s(tmp_path):
     _chromium_or_skip()
-    from harness.report.bench import measure
+    from harness.bench.report import measure
 
     got = measure(20_000, tmp_path, opens=1)
     assert got["open_to_ready_ms_best"] <= 3000, got
@@ -303,7 +303,7 @@ def test_a_20k_op_report_opens_within_3_s(tmp_path):
 @pytest.mark.integration
 def test_a_100k_op_report_opens_within_3_s(tmp_path):
     _chromium_or_skip()
-    from harness.report.bench import measure
+    from harness.bench.report import measure
 
     got = measure(100_000, tmp_path, opens=3)
     assert got["open_to_ready_ms_median"] <= 3000, got

@@ -364,7 +364,7 @@ def test_counters_track_faults_in_force():
 
 
 def test_null_client_throughput_is_recorded_fast(tmp_path):
-    from harness.run.bench import measure
+    from harness.bench.recording import measure
 
     out = measure(HOSTS, null=True, seconds=2.0, concurrency=5, store_root=str(tmp_path))
     assert out["fail"] == 0 and out["info"] == 0

@@ -2,7 +2,7 @@
 
 Porcupine's own corpus is timed by its ``TestTimeCorpus``; Knossos' corpus by
 :data:`GO_TEST`, our Go test compiled into a copy of Porcupine's package, on the export
-of :mod:`harness.run.bench_checker_knossos`.
+of :mod:`harness.bench.checker_knossos`.
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from harness.run.bench_checker_knossos import export_knossos
+from harness.bench.checker_knossos import export_knossos
 
 __all__ = ["GO_TEST", "porcupine_live"]
 

@@ -1,8 +1,8 @@
 """``splitbrain bench checker``: how fast the checkers are, against fixed baselines.
 
 Two questions, two parts, each its own module: (a) is our linearizability search in
-Porcupine's league (:mod:`harness.run.bench_checker_corpora`)? (b) does the Spark engine
-scale (:mod:`harness.run.bench_checker_scale`)? Everything is printed as one JSON
+Porcupine's league (:mod:`harness.bench.checker_corpora`)? (b) does the Spark engine
+scale (:mod:`harness.bench.checker_scale`)? Everything is printed as one JSON
 document.
 """
 
@@ -15,9 +15,9 @@ from typing import Any
 
 import click
 
-from harness.run.bench_checker_corpora import corpora_bench
-from harness.run.bench_checker_data import DEFAULT_CORPORA, DEFAULT_PEERS
-from harness.run.bench_checker_scale import jsonl_bench, register_bench, scale_bench
+from harness.bench.checker_corpora import corpora_bench
+from harness.bench.checker_data import DEFAULT_CORPORA, DEFAULT_PEERS
+from harness.bench.checker_scale import jsonl_bench, register_bench, scale_bench
 
 __all__ = ["bench_checker"]
 

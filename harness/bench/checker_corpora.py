@@ -2,7 +2,7 @@
 
 Every corpus history is checked with the local engine and its time set beside
 Porcupine's own timing of the same file: measured live when Go is here
-(:mod:`harness.run.bench_checker_porcupine`), else the timings shipped with the corpora.
+(:mod:`harness.bench.checker_porcupine`), else the timings shipped with the corpora.
 """
 
 from __future__ import annotations
@@ -16,8 +16,8 @@ from typing import Any
 
 import click
 
-from harness.run.bench_checker_data import ABSENT, DEFAULT_PEERS, MODELS
-from harness.run.bench_checker_porcupine import porcupine_live
+from harness.bench.checker_data import ABSENT, DEFAULT_PEERS, MODELS
+from harness.bench.checker_porcupine import porcupine_live
 
 __all__ = ["baselines", "corpora_bench", "median_time"]
 

@@ -3,7 +3,7 @@
 Porcupine times its own corpora with its own parsers; for Knossos' histories we hand it
 exactly the ops our search sees (fails dropped, open ops returning at the end,
 unobserved reads left out), one file per history: a model line, then call and return
-events in real-time order (read by :data:`harness.run.bench_checker_porcupine.GO_TEST`).
+events in real-time order (read by :data:`harness.bench.checker_porcupine.GO_TEST`).
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ import csv
 from pathlib import Path
 from typing import Any
 
-from harness.run.bench_checker_data import ABSENT, MODELS
+from harness.bench.checker_data import ABSENT, MODELS
 
 __all__ = ["events_text", "export_knossos"]
 

@@ -18,7 +18,7 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-from harness.run.bench_checker_memory import MemorySampler
+from harness.bench.checker_memory import MemorySampler
 
 __all__ = ["jsonl_bench", "register_bench", "scale_bench"]
 

@@ -1,8 +1,8 @@
 """Where ``splitbrain bench checker`` finds its corpora, and which models judge them.
 
-Shared by the corpus run (:mod:`harness.run.bench_checker_corpora`), the Knossos export
-(:mod:`harness.run.bench_checker_knossos`) and the live Porcupine baseline
-(:mod:`harness.run.bench_checker_porcupine`).
+Shared by the corpus run (:mod:`harness.bench.checker_corpora`), the Knossos export
+(:mod:`harness.bench.checker_knossos`) and the live Porcupine baseline
+(:mod:`harness.bench.checker_porcupine`).
 """
 
 from __future__ import annotations
