@@ -33,6 +33,7 @@ from typing import Any
 
 import click
 
+from harness.cli import options
 from harness.core.remote import Host
 
 __all__ = ["DbCpuSampler", "TimedClient", "campaign_figures", "measure_campaign", "bench_campaign"]
@@ -363,7 +364,7 @@ def summarize_rounds(rounds: list[dict[str, Any]], workloads: tuple[str, ...]) -
 
 
 @click.command(name="campaign")
-@click.option("--lab", default="default", show_default=True, help="Lab to run on.")
+@options.lab(help="Lab to run on.")
 @click.option(
     "--seconds",
     type=click.FloatRange(min=1),
@@ -397,22 +398,9 @@ def summarize_rounds(rounds: list[dict[str, Any]], workloads: tuple[str, ...]) -
     "alternating with the plain runs; reports lazy / plain ok ops/s.",
 )
 @click.option("--no-check", is_flag=True, help="Skip the checker (faster; no verdicts).")
-@click.option(
-    "--db-option",
-    "db_options",
-    multiple=True,
-    metavar="KEY=VALUE",
-    help="Option for our DB (repeatable), e.g. read_mode=log.",
-)
-@click.option(
-    "--store",
-    "store_root",
-    default=None,
-    help="Keep the runs here (default: a temporary directory).",
-)
-@click.option(
-    "--output", type=click.Path(dir_okay=False), default=None, help="Also write the JSON here."
-)
+@options.db_options(help="Option for our DB (repeatable), e.g. read_mode=log.")
+@options.store(default=None, help="Keep the runs here (default: a temporary directory).")
+@options.output()
 def bench_campaign(
     lab: str,
     seconds: float,

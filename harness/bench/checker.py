@@ -18,6 +18,7 @@ import click
 from harness.bench.checker_corpora import corpora_bench
 from harness.bench.checker_data import DEFAULT_CORPORA, DEFAULT_PEERS
 from harness.bench.checker_scale import jsonl_bench, register_bench, scale_bench
+from harness.cli import options
 
 __all__ = ["bench_checker"]
 
@@ -94,7 +95,7 @@ def _sizes(text: str) -> list[int]:
     help="Workloads of the JSONL run.",
 )
 @click.option("--skip-corpora", is_flag=True, help="Only the scale run.")
-@click.option("--spark-master", default=None, help="Spark master URL (default local[*]).")
+@options.spark_master()
 @click.option(
     "--no-local-baseline", is_flag=True, help="Skip timing the local engine at the smallest size."
 )
@@ -105,9 +106,7 @@ def _sizes(text: str) -> list[int]:
     show_default=True,
     help="Per-file timeout of the corpora checks.",
 )
-@click.option(
-    "--output", type=click.Path(path_type=Path), default=None, help="Also write the JSON here."
-)
+@options.output()
 @click.option(
     "--porcupine",
     "porcupine",

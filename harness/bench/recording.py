@@ -16,6 +16,7 @@ from typing import Any
 
 import click
 
+from harness.cli import options
 from harness.control.memory import MemoryRemote
 from harness.core.layout import HISTORY_JSONL
 from harness.core.remote import Host
@@ -98,9 +99,9 @@ def measure(
     help="Load phase per run.",
 )
 @click.option("--concurrency", "-c", type=click.IntRange(min=1), default=10, show_default=True)
-@click.option("--lab", default="default", show_default=True, help="Lab for the real-node run.")
+@options.lab(help="Lab for the real-node run.")
 @click.option("--skip-node", is_flag=True, help="Only the null-client run (no lab needed).")
-@click.option("--store", "store_root", default=None, help="Keep the runs here (default: temp).")
+@options.store(default=None, help="Keep the runs here (default: temp).")
 def bench_harness(
     seconds: float, concurrency: int, lab: str, skip_node: bool, store_root: str | None
 ) -> None:

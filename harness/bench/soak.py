@@ -28,6 +28,7 @@ from typing import Any
 
 import click
 
+from harness.cli import options
 from harness.core.layout import HISTORY_JSONL
 from harness.run.roles import RECHECK
 
@@ -209,9 +210,7 @@ def _check(run_dir: Path, engine: str) -> dict[str, Any]:
 @click.command(name="soak")
 @click.option("--seconds", type=click.FloatRange(min=1), default=300.0, show_default=True)
 @click.option("--concurrency", "-c", type=click.IntRange(min=1), default=10, show_default=True)
-@click.option(
-    "--lab", default=None, help="Run the reference node on this lab (default: a null client)."
-)
+@options.lab(default=None, help="Run the reference node on this lab (default: a null client).")
 @click.option("--no-report", is_flag=True, help="Skip rendering the report.")
 @click.option(
     "--check-engine",
@@ -219,10 +218,8 @@ def _check(run_dir: Path, engine: str) -> dict[str, Any]:
     default=None,
     help="Also check the stored run (`splitbrain check --engine E`) and time it.",
 )
-@click.option("--store", "store_root", default=None, help="Keep the run here (default: temp).")
-@click.option(
-    "--output", type=click.Path(dir_okay=False), default=None, help="Also write the JSON here."
-)
+@options.store(default=None, help="Keep the run here (default: temp).")
+@options.output()
 def bench_soak(
     seconds: float,
     concurrency: int,

@@ -21,7 +21,8 @@ from typing import Any
 
 import click
 
-from checker.dispatch import ENGINES, check_history
+from checker.dispatch import check_history
+from harness.cli import options
 from harness.core.errors import CheckerError
 from harness.core.layout import TEST
 from harness.core.verdict import word as verdict_word
@@ -123,14 +124,8 @@ def _parse_params(items: tuple[str, ...]) -> dict[str, Any]:
     metavar="NAME=JSON",
     help="A model parameter, e.g. initial=0 or 'initial={\"x\": 0}' (repeatable).",
 )
-@click.option(
-    "--engine",
-    type=click.Choice(ENGINES),
-    default="local",
-    show_default=True,
-    help="Where to check: in process, on Spark, or Spark only for huge histories.",
-)
-@click.option("--spark-master", default=None, help="Spark master URL (default local[*]).")
+@options.engine(help="Where to check: in process, on Spark, or Spark only for huge histories.")
+@options.spark_master()
 @click.option(
     "--timeout",
     type=click.FloatRange(min=0, min_open=True),

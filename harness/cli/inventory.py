@@ -7,6 +7,8 @@ from typing import Any, TypeVar
 
 import click
 
+from harness.cli import options
+
 __all__ = ["inventory_options"]
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -18,8 +20,8 @@ def inventory_options(lab_help: str) -> Callable[[F], F]:
     The command receives them as ``lab``, ``nodes_file``, ``vagrant``, ``docker``, ``vm``
     and ``insecure``, ready for :func:`harness.inventory.resolve.resolve_hosts`.
     """
-    options = [
-        click.option("--lab", default="default", show_default=True, help=lab_help),
+    decorators = [
+        options.lab(help=lab_help),
         click.option(
             "--nodes-file",
             type=click.Path(dir_okay=False),
@@ -51,7 +53,7 @@ def inventory_options(lab_help: str) -> Callable[[F], F]:
     ]
 
     def decorate(fn: F) -> F:
-        for option in reversed(options):
+        for option in reversed(decorators):
             fn = option(fn)
         return fn
 

@@ -14,6 +14,7 @@ from pathlib import Path
 
 import click
 
+from harness.cli import options
 from harness.cli.inventory import inventory_options
 from harness.cli.run import parse_kv
 
@@ -29,33 +30,10 @@ __all__ = ["replay"]
     show_default=True,
     help="How many runs of the schedule.",
 )
-@click.option(
-    "--bug",
-    default=None,
-    help="Seeded bug for the replay ('none': the fixed node); default: the recorded one.",
-)
-@click.option(
-    "--db-option",
-    "db_options",
-    multiple=True,
-    metavar="KEY=VALUE",
-    help="DB option over the recorded ones, e.g. node_src=DIR (repeatable).",
-)
-@click.option(
-    "--store",
-    "store_root",
-    default="store",
-    show_default=True,
-    type=click.Path(file_okay=False),
-    help="Results store for the replay runs.",
-)
-@click.option(
-    "--json",
-    "json_path",
-    type=click.Path(dir_okay=False),
-    default=None,
-    help='Write {"reproduced", "runs", "verdicts", "kinds", ...} here.',
-)
+@options.bug(help="Seeded bug for the replay ('none': the fixed node); default: the recorded one.")
+@options.db_options(help="DB option over the recorded ones, e.g. node_src=DIR (repeatable).")
+@options.store(help="Results store for the replay runs.")
+@options.json_path(help='Write {"reproduced", "runs", "verdicts", "kinds", ...} here.')
 @inventory_options("Embedded lab to replay on (built by `splitbrain lab up`).")
 def replay(
     source: str,

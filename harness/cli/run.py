@@ -16,6 +16,7 @@ from typing import Any
 
 import click
 
+from harness.cli import options
 from harness.cli.inventory import inventory_options
 from harness.cli.plugins import ListsPlugins
 from harness.core.verdict import word as verdict_word
@@ -135,7 +136,7 @@ def parse_nemesis(text: str) -> tuple[str, ...]:
     help="Seconds to wait after the heal for a DB that declares Converges to say its replicas "
     "agree (0: a fixed short sleep instead); not converged makes a valid verdict unknown.",
 )
-@click.option("--bug", default=None, help="Seeded bug for the reference node (--bug NAME).")
+@options.bug()
 @click.option("--seed", type=int, default=None, help="RNG seed (random and recorded if omitted).")
 @click.option(
     "--nemesis-interval",
@@ -145,29 +146,10 @@ def parse_nemesis(text: str) -> tuple[str, ...]:
     "basic hold [default: 2.5].",
 )
 @click.option("--name", default=None, help="Test name (store/<name>/...).")
-@click.option(
-    "--store",
-    "store_root",
-    default="store",
-    show_default=True,
-    type=click.Path(file_okay=False),
-    help="Results store directory.",
-)
+@options.store()
 @click.option("--leave-db-running", is_flag=True, help="Do not stop and wipe the nodes at the end.")
-@click.option(
-    "--engine",
-    type=click.Choice(["local", "spark", "auto"]),
-    default="local",
-    show_default=True,
-    help="Checker engine.",
-)
-@click.option(
-    "--db-option",
-    "db_options",
-    multiple=True,
-    metavar="KEY=VALUE",
-    help="DB option, e.g. remote_python=/usr/bin/python3 (repeatable).",
-)
+@options.engine()
+@options.db_options(help="DB option, e.g. remote_python=/usr/bin/python3 (repeatable).")
 @click.option(
     "--workload-option",
     "workload_options",

@@ -14,6 +14,7 @@ from pathlib import Path
 
 import click
 
+from harness.cli import options
 from harness.cli.inventory import inventory_options
 from harness.cli.run import parse_kv
 
@@ -52,21 +53,11 @@ __all__ = ["shrink"]
     show_default=True,
     help="Seconds of load kept after a candidate's last fault ends.",
 )
-@click.option("--bug", default=None, help="Seeded bug over the recorded one.")
-@click.option(
-    "--db-option",
-    "db_options",
-    multiple=True,
-    metavar="KEY=VALUE",
-    help="DB option over the recorded ones (repeatable).",
-)
-@click.option(
-    "--json",
-    "json_path",
-    type=click.Path(dir_okay=False),
-    default=None,
+@options.bug(help="Seeded bug over the recorded one.")
+@options.db_options(help="DB option over the recorded ones (repeatable).")
+@options.json_path(
     help="Write faults_before, faults_after, time_limit_after, reproduced, runs, "
-    "schedule, command here.",
+    "schedule, command here."
 )
 @inventory_options("Embedded lab to run the candidates on (built by `splitbrain lab up`).")
 def shrink(

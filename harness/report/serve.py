@@ -25,6 +25,7 @@ from typing import Any
 
 import click
 
+from harness.cli import options
 from harness.core.layout import HISTORY_JSONL, RESULTS, TEST, is_run_dir
 from harness.core.verdict import word as verdict_word
 from harness.run.summary import client_op_counts
@@ -190,18 +191,12 @@ def make_server(store: Path, host: str = "127.0.0.1", port: int = 8080) -> Threa
 
 
 @click.command(name="serve")
-@click.option(
-    "--store",
-    "store",
-    default="store",
-    show_default=True,
-    type=click.Path(file_okay=False, path_type=Path),
-    help="Results store to browse.",
-)
+@options.store(help="Results store to browse.")
 @click.option("--host", default="127.0.0.1", show_default=True, help="Address to bind.")
 @click.option("--port", default=8080, show_default=True, type=int, help="Port (0: any free port).")
-def serve(store: Path, host: str, port: int) -> int:
+def serve(store_root: str, host: str, port: int) -> int:
     """Browse stored runs in a web browser: verdicts, faults, reports, raw files."""
+    store = Path(store_root)
     if not store.is_dir():
         raise click.BadParameter(
             f"{store} is not a directory (run a campaign first)", param_hint="--store"

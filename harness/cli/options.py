@@ -1,0 +1,151 @@
+"""The command-line options several commands take, each declared once.
+
+A command names the option by its decorator (``@options.store()``) and may say in
+``help`` what the option means for it; the flag, the parameter it fills, its type and
+its default are the same everywhere. The inventory options (``--lab`` with
+``--nodes-file``, ``--vagrant``, ...) are :func:`harness.cli.inventory.inventory_options`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, TypeVar
+
+import click
+
+__all__ = [
+    "store",
+    "lab",
+    "json_path",
+    "output",
+    "db_options",
+    "bug",
+    "engine",
+    "spark_master",
+    "mutant_options",
+]
+
+F = TypeVar("F", bound=Callable[..., Any])
+Decorator = Callable[[F], F]
+
+
+def store(*, default: str | None = "store", help: str = "Results store directory.") -> Decorator:
+    """``--store DIR`` as ``store_root``: where runs are written (or read)."""
+    return click.option(
+        "--store",
+        "store_root",
+        default=default,
+        show_default=default is not None,
+        type=click.Path(file_okay=False),
+        help=help,
+    )
+
+
+def lab(
+    *,
+    default: str | None = "default",
+    help: str = "Embedded lab (`splitbrain lab up --name NAME`).",
+) -> Decorator:
+    """``--lab NAME``: the lab a command runs on."""
+    return click.option("--lab", default=default, show_default=default is not None, help=help)
+
+
+def json_path(*, help: str = "Write a JSON summary here (for CI).") -> Decorator:
+    """``--json FILE`` as ``json_path``: a machine-readable copy of what the command printed."""
+    return click.option(
+        "--json", "json_path", type=click.Path(dir_okay=False), default=None, help=help
+    )
+
+
+def output(*, help: str = "Also write the JSON here.") -> Decorator:
+    """``--output FILE`` as a ``Path`` (or None)."""
+    return click.option(
+        "--output", type=click.Path(dir_okay=False, path_type=Path), default=None, help=help
+    )
+
+
+def db_options(*, help: str = "DB option (repeatable).") -> Decorator:
+    """``--db-option KEY=VALUE`` (repeatable) as ``db_options``, a tuple of strings."""
+    return click.option("--db-option", "db_options", multiple=True, metavar="KEY=VALUE", help=help)
+
+
+def bug(*, help: str = "Seeded bug for the reference node (--bug NAME).") -> Decorator:
+    """``--bug NAME``: a seeded bug of the reference node (None: the recorded or none)."""
+    return click.option("--bug", default=None, help=help)
+
+
+def engine(*, help: str = "Checker engine.") -> Decorator:
+    """``--engine local|spark|auto``: where the checker runs (``checker.dispatch.ENGINES``)."""
+    from checker.dispatch import ENGINES
+
+    return click.option(
+        "--engine", type=click.Choice(ENGINES), default="local", show_default=True, help=help
+    )
+
+
+def spark_master(*, help: str = "Spark master URL (default local[*]).") -> Decorator:
+    """``--spark-master URL`` (None: a local session)."""
+    return click.option("--spark-master", default=None, help=help)
+
+
+def mutant_options(*, hidden: bool = False, prefix: str = "") -> Decorator:
+    """What chooses and runs mutants: ``--mutant``, ``--sample``, ``--list``, ``--out``,
+    ``--smoke-time``, ``--unit-timeout`` (``splitbrain mutants``, and the deprecated
+    ``zoo --mutants``, which hides them)."""
+    opts = [
+        click.option(
+            "--mutant",
+            "mutant_ids",
+            multiple=True,
+            metavar="ID",
+            hidden=hidden,
+            help=f"{prefix}Only this mutant (repeatable; ids from --list).",
+        ),
+        click.option(
+            "--sample",
+            type=click.IntRange(min=1),
+            default=None,
+            hidden=hidden,
+            help=f"{prefix}A random sample of N mutants, drawn from --seed.",
+        ),
+        click.option(
+            "--list",
+            "list_only",
+            is_flag=True,
+            hidden=hidden,
+            help=f"{prefix}List mutants, run none.",
+        ),
+        click.option(
+            "--out",
+            "out_dir",
+            default="store/mutants",
+            show_default=True,
+            type=click.Path(file_okay=False),
+            hidden=hidden,
+            help=f"{prefix}Where mutant trees and mutants.jsonl go (a rerun resumes from it).",
+        ),
+        click.option(
+            "--smoke-time",
+            type=click.FloatRange(min=1.0),
+            default=10.0,
+            show_default=True,
+            hidden=hidden,
+            help=f"{prefix}Seconds of the fault-free run.",
+        ),
+        click.option(
+            "--unit-timeout",
+            type=click.FloatRange(min=10.0),
+            default=600.0,
+            show_default=True,
+            hidden=hidden,
+            help=f"{prefix}Seconds before the node's unit tests count as hung.",
+        ),
+    ]
+
+    def decorate(fn: F) -> F:
+        for option in reversed(opts):
+            fn = option(fn)
+        return fn
+
+    return decorate
