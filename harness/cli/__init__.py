@@ -83,6 +83,7 @@ COMMANDS = {
     "serve": "harness.report.serve:serve",
     "node": "node_impl.cli:node",
     "zoo": "harness.cli.zoo:zoo",
+    "mutants": "harness.cli.mutants:mutants",
     "plugins": "harness.cli.plugins:plugins",
     "heal": "harness.cli.heal:heal",
     "replay": "harness.cli.replay:replay",

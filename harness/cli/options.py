@@ -89,7 +89,7 @@ def spark_master(*, help: str = "Spark master URL (default local[*]).") -> Decor
     return click.option("--spark-master", default=None, help=help)
 
 
-def mutant_options(*, hidden: bool = False, prefix: str = "") -> Decorator:
+def mutant_options(*, hidden: bool = False) -> Decorator:
     """What chooses and runs mutants: ``--mutant``, ``--sample``, ``--list``, ``--out``,
     ``--smoke-time``, ``--unit-timeout`` (``splitbrain mutants``, and the deprecated
     ``zoo --mutants``, which hides them)."""
@@ -100,21 +100,21 @@ def mutant_options(*, hidden: bool = False, prefix: str = "") -> Decorator:
             multiple=True,
             metavar="ID",
             hidden=hidden,
-            help=f"{prefix}Only this mutant (repeatable; ids from --list).",
+            help="Only this mutant (repeatable; ids from --list).",
         ),
         click.option(
             "--sample",
             type=click.IntRange(min=1),
             default=None,
             hidden=hidden,
-            help=f"{prefix}A random sample of N mutants, drawn from --seed.",
+            help="A random sample of N mutants, drawn from --seed.",
         ),
         click.option(
             "--list",
             "list_only",
             is_flag=True,
             hidden=hidden,
-            help=f"{prefix}List mutants, run none.",
+            help="List mutants, run none.",
         ),
         click.option(
             "--out",
@@ -123,7 +123,7 @@ def mutant_options(*, hidden: bool = False, prefix: str = "") -> Decorator:
             show_default=True,
             type=click.Path(file_okay=False),
             hidden=hidden,
-            help=f"{prefix}Where mutant trees and mutants.jsonl go (a rerun resumes from it).",
+            help="Where mutant trees and mutants.jsonl go (a rerun resumes from it).",
         ),
         click.option(
             "--smoke-time",
@@ -131,7 +131,7 @@ def mutant_options(*, hidden: bool = False, prefix: str = "") -> Decorator:
             default=10.0,
             show_default=True,
             hidden=hidden,
-            help=f"{prefix}Seconds of the fault-free run.",
+            help="Seconds of the fault-free run.",
         ),
         click.option(
             "--unit-timeout",
@@ -139,7 +139,7 @@ def mutant_options(*, hidden: bool = False, prefix: str = "") -> Decorator:
             default=600.0,
             show_default=True,
             hidden=hidden,
-            help=f"{prefix}Seconds before the node's unit tests count as hung.",
+            help="Seconds before the node's unit tests count as hung.",
         ),
     ]
 

@@ -23,21 +23,16 @@ import json
 import random
 import sys
 import time
-from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
 
 import click
 
+from harness.cli import options
+from harness.cli.coverage import echo_coverage
 from harness.zoo.campaign import progress_line, run_zoo
 from harness.zoo.mutants.plan import with_node_src
 from harness.zoo.summary import (
     RunRecord,
-    attach_coverage,
-    coverage_json,
-    coverage_table,
-    never_reached,
-    render_coverage,
     render_table,
     summarize,
     summary_json,
@@ -90,38 +85,20 @@ __all__ = ["zoo"]
     f"campaigns, played in this order (known: {', '.join(SCRIPTS)}).  "
     "[default: all, drawn as a seeded deck]",
 )
-@click.option(
-    "--lab",
-    default="default",
-    show_default=True,
-    help="Embedded lab to run on (`splitbrain lab up --name NAME`).",
-)
+@options.lab(help="Embedded lab to run on (`splitbrain lab up --name NAME`).")
 @click.option(
     "--vm",
     is_flag=True,
     help="--lab names a VM lab (`splitbrain lab up --driver vm`): real clocks, netem, power.",
 )
-@click.option(
-    "--store",
-    "store_root",
-    default="store",
-    show_default=True,
-    type=click.Path(file_okay=False),
-    help="Results store directory.",
-)
+@options.store()
 @click.option(
     "--seed",
     type=int,
     default=None,
     help="Base seed; run i uses seed+i.  [default: random, and printed; 0 with --mutants]",
 )
-@click.option(
-    "--json",
-    "json_path",
-    type=click.Path(dir_okay=False),
-    default=None,
-    help="Write a JSON summary here (for CI).",
-)
+@options.json_path()
 @click.option(
     "--node-src",
     type=click.Path(exists=True, file_okay=False, resolve_path=True),
@@ -132,46 +109,9 @@ __all__ = ["zoo"]
 @click.option(
     "--mutants",
     is_flag=True,
-    help="Mutation testing instead: mutants of the node's safety-relevant code through the "
-    "unit tests, a fault-free run and the default DLedger campaign; print the mutation score "
-    "and each survivor's diff (docs/zoo.md, Mutation testing).",
+    help="Deprecated: `splitbrain mutants` (mutation testing), which takes the same options.",
 )
-@click.option(
-    "--mutant",
-    "mutant_ids",
-    multiple=True,
-    metavar="ID",
-    help="With --mutants: only this mutant (repeatable; ids from --list).",
-)
-@click.option(
-    "--sample",
-    type=click.IntRange(min=1),
-    default=None,
-    help="With --mutants: a random sample of N mutants, drawn from --seed.",
-)
-@click.option("--list", "list_only", is_flag=True, help="With --mutants: list mutants, run none.")
-@click.option(
-    "--out",
-    "out_dir",
-    default="store/mutants",
-    show_default=True,
-    type=click.Path(file_okay=False),
-    help="With --mutants: where mutant trees and mutants.jsonl go (a rerun resumes from it).",
-)
-@click.option(
-    "--smoke-time",
-    type=click.FloatRange(min=1.0),
-    default=10.0,
-    show_default=True,
-    help="With --mutants: seconds of the fault-free run.",
-)
-@click.option(
-    "--unit-timeout",
-    type=click.FloatRange(min=10.0),
-    default=600.0,
-    show_default=True,
-    help="With --mutants: seconds before the node's unit tests count as hung.",
-)
+@options.mutant_options(hidden=True)
 def zoo(
     quick: bool,
     runs: int | None,
@@ -208,25 +148,25 @@ def zoo(
             wrong.append("--node-src")
         if wrong:
             raise click.UsageError(f"{', '.join(wrong)} do not apply to --mutants")
-        from harness.cli.mutants import mutants_main
+        from harness.cli.mutants import mutants as mutants_command
 
         if vm:
             raise click.UsageError("--mutants runs on the namespace lab, not with --vm")
-        rc = mutants_main(
-            ids=mutant_ids,
+        click.echo("zoo: --mutants is deprecated; run `splitbrain mutants` instead", err=True)
+        rc: int = click.get_current_context().invoke(
+            mutants_command,
+            mutant_ids=mutant_ids,
             sample=sample,
             list_only=list_only,
+            out_dir=out_dir,
+            smoke_time=smoke_time,
+            unit_timeout=unit_timeout,
             time_limit=time_limit,
-            seed=seed if seed is not None else 0,
             lab=lab,
             store_root=store_root,
-            out_dir=out_dir,
+            seed=seed if seed is not None else 0,
             json_path=json_path,
-            smoke_seconds=smoke_time,
-            unit_timeout=unit_timeout,
         )
-        if not list_only:
-            echo_coverage(mutant_campaign_records(Path(out_dir)))
         return rc
     only_mutants = [n for n, v in (("--mutant", mutant_ids), ("--sample", sample),
                                    ("--list", list_only)) if v]  # fmt: skip
@@ -317,41 +257,3 @@ def zoo(
         Path(json_path).write_text(json.dumps(doc, indent=2) + "\n", encoding="utf-8")
     sys.stdout.flush()
     return rc
-
-
-def echo_coverage(records: Sequence[RunRecord]) -> dict[str, Any]:
-    """Print each mode's coverage table over all its runs and the situations never reached.
-
-    Returns the --json form, per mode.
-    """
-    attach_coverage(records)
-    out: dict[str, Any] = {}
-    for mode in dict.fromkeys(r.mode for r in records):
-        rows = coverage_table([r for r in records if r.mode == mode])
-        if not any(r.runs for r in rows):
-            continue
-        runs = rows[0].runs
-        click.echo(f"\ncoverage, mode {mode}, over {runs} run(s) (docs/zoo.md, issue 27):")
-        click.echo(render_coverage(rows))
-        missed = never_reached(rows)
-        click.echo(
-            f"never reached: {', '.join(missed)}"
-            if missed
-            else "every observable situation reached"
-        )
-        out[mode] = coverage_json(rows)
-    return out
-
-
-def mutant_campaign_records(out_dir: Path) -> list[RunRecord]:
-    """The campaign runs of ``zoo --mutants`` (its ledger in ``out_dir``) as zoo run records,
-    so their coverage is tabulated like the zoo's: what the mutants' campaigns reached."""
-    from harness.zoo.mutants.ledger import Ledger
-    from harness.zoo.mutants.runner import LEDGER_FILE
-
-    out = []
-    for k, rec in enumerate(Ledger(out_dir / LEDGER_FILE).load().values()):
-        st = rec.campaign
-        if st is not None and st.store:
-            out.append(RunRecord(bug=rec.id, run=k, seed=0, valid=st.verdict, store=st.store))
-    return out

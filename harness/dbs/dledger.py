@@ -90,7 +90,7 @@ def node_source(node_src: str | None) -> Path:
     """The node package to ship: ``node_impl`` itself, or the tree the ``node_src`` option names.
 
     ``node_src`` is a directory holding a node package (its ``__main__.py``), e.g. a
-    mutant of ``node_impl`` (``splitbrain zoo --mutants``); it is shipped as
+    mutant of ``node_impl`` (``splitbrain mutants``); it is shipped as
     ``node_impl`` so the command line stays the same. Recorded in test.json with
     the other db options, so a run says which code it tested.
     """

@@ -253,6 +253,24 @@ def test_ledger_keeps_finished_mutants_of_the_same_settings(tmp_path: Path) -> N
     assert led.load()["k"].campaign == k.campaign
 
 
+def test_mutants_is_a_command_of_its_own_and_zoo_mutants_still_works() -> None:
+    """Issue 45: `splitbrain mutants`; `zoo --mutants` says it is deprecated and gives the
+    same answer; the mutants' options are not in the zoo's help any more."""
+    from harness.cli import main
+    from harness.cli.mutants import mutants
+
+    new = CliRunner().invoke(mutants, ["--list", "--sample", "3", "--seed", "4"])
+    assert new.exit_code == 0, new.output
+    old = CliRunner().invoke(zoo, ["--mutants", "--list", "--sample", "3", "--seed", "4"])
+    assert old.exit_code == 0 and old.stdout == new.stdout
+    assert "--mutants is deprecated; run `splitbrain mutants`" in old.stderr
+    assert "--sample" not in CliRunner().invoke(zoo, ["--help"]).output
+    assert "--sample" in CliRunner().invoke(mutants, ["--help"]).output
+    with pytest.raises(SystemExit) as e:
+        main(["mutants", "--list", "--mutant", "voting.is_quorum.arith.1"])
+    assert e.value.code == 0
+
+
 def test_cli_lists_mutants_and_rejects_misplaced_options() -> None:
     res = CliRunner().invoke(zoo, ["--mutants", "--list", "--sample", "3", "--seed", "4"])
     assert res.exit_code == 0, res.output

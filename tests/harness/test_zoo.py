@@ -478,9 +478,9 @@ def test_zoo_prints_coverage_over_its_runs_and_names_what_was_never_reached(
 
 
 def test_zoo_mutants_tabulates_the_coverage_of_its_campaign_runs(tmp_path: Path) -> None:
-    """``zoo --mutants`` keeps its records in a ledger; their campaign runs' stores are the
+    """``splitbrain mutants`` keeps its records in a ledger; their campaign runs' stores are the
     runs whose coverage it prints (a mutant stopped by the unit tests has none)."""
-    from harness.cli.zoo import mutant_campaign_records
+    from harness.cli.mutants import mutant_campaign_records
     from harness.zoo.mutants.ledger import Ledger
     from harness.zoo.mutants.record import MutantRecord, StageResult
     from harness.zoo.mutants.runner import LEDGER_FILE

@@ -1,4 +1,4 @@
-"""Mutation testing of the default campaign (``splitbrain zoo --mutants``, docs/zoo.md).
+"""Mutation testing of the default campaign (``splitbrain mutants``, docs/zoo.md).
 
 One concept per module: ``mutator`` (source -> mutants, pure), ``selection`` (which
 node functions are mutated and why), ``plan`` (the zoo campaign's specs for a

@@ -62,7 +62,7 @@ def choose(
         unknown = [i for i in ids if i not in by_id]
         if unknown:
             raise ConfigError(
-                f"unknown mutant {', '.join(unknown)} (see `splitbrain zoo --mutants --list`)",
+                f"unknown mutant {', '.join(unknown)} (see `splitbrain mutants --list`)",
                 field="mutant",
             )
         return [by_id[i] for i in ids]
