@@ -12,7 +12,7 @@ Only an inventory that owns the hypervisor sets ``Host.machine`` (the VM lab).
 Asking for these faults on other hosts is a :class:`ConfigError` naming them:
 skipping the fault silently would report a durability campaign that never cut
 anything as valid. Both faults are journaled before they land (kinds ``power``
-and ``vm-pause``, undone by :mod:`nemesis.replay`: power on, resume).
+and ``vm-pause``, undone by :mod:`nemesis.undo_journal`: power on, resume).
 """
 
 from __future__ import annotations

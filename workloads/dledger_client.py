@@ -33,6 +33,7 @@ from typing import TYPE_CHECKING, Any
 
 from harness.core.spec import DEFAULT_CLIENT_TIMEOUT
 from harness.core.workload import client_timeout
+from node_impl.client import FAIL_CODES, INFO_CODES, OK_CODES
 from workloads.addr import client_addr, node_for_addr, parse_addr
 
 if TYPE_CHECKING:
@@ -55,23 +56,6 @@ __all__ = [
 log = logging.getLogger(__name__)
 
 
-FAIL_CODES = frozenset(
-    {
-        "NOT_LEADER",
-        "LEADER_PENDING_FULL",
-        "LEADER_NOT_READY",
-        "UNSUPPORTED",
-        "INDEX_OUT_OF_RANGE",
-        "NOT_COMMITTED",
-        # docs/membership.md M9.1 and M3: refused before anything is appended
-        "LEADER_TRANSFERRING",
-        "CONFIG_CHANGE_PENDING",
-    }
-)
-INFO_CODES = frozenset(
-    {"WAIT_QUORUM_ACK_TIMEOUT", "TERM_CHANGED", "SLAVE_NOT_AVAILABLE", "FLUSH_SLAVE_TIMEOUT"}
-)
-
 Connector = Callable[[str, int, float], Any]
 """(host, port, timeout) -> an object with NodeClient's methods; tests may pass their own."""
 
@@ -84,7 +68,7 @@ def _node_client(host: str, port: int, timeout: float) -> Any:
 
 def outcome(code: Any, *, read: bool) -> str:
     """ok / fail / info for a reply code (spec §1); unknown codes count as info codes."""
-    if code == "SUCCESS":
+    if code in OK_CODES:
         return "ok"
     if code in FAIL_CODES:
         return "fail"

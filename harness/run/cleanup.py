@@ -42,8 +42,7 @@ from harness.run.leftovers import (
     scan_hosts,
 )
 from nemesis import journal as jr
-from nemesis import registry
-from nemesis import replay as fault_replay
+from nemesis import registry, undo_journal
 from nemesis.base import on_nodes, stop_by_pidfile
 
 if TYPE_CHECKING:
@@ -166,7 +165,7 @@ def cure_local(hosts: Iterable[Host], remotes: Mapping[str, Remote]) -> list[str
             kind = registry.journal_kind(e.kind)
             if kind is not None and kind.local:
                 with contextlib.suppress(OSError, ValueError):
-                    fault_replay.undo(None, e)
+                    undo_journal.undo(None, e)
                     j.forget(e)
                     cured.append(h.name)
         for _, r in residues():
@@ -281,7 +280,7 @@ def _heal(
         cure_local(hosts, remotes)  # frozen, off or paused: nothing else reaches them
     except Exception as e:  # noqa: BLE001 - the rescan reports the host
         rep.problems.setdefault("local", []).append(f"cannot reach a host from here: {e}")
-    for h, ps in fault_replay.replay(journals, remotes).items():
+    for h, ps in undo_journal.replay(journals, remotes).items():
         rep.problems.setdefault(h, []).extend(ps)
 
     def one(n: str) -> tuple[list[Leftover], list[Leftover]]:

@@ -25,7 +25,7 @@ from harness.core.remote import CommandResult, Host
 from harness.run.cleanup import DB_NODE  # the run's own journal kind, registered on import
 from harness.run.leftovers import Scope, parse_scan, scan_hosts
 from nemesis import journal as jr
-from nemesis import replay as fault_replay
+from nemesis import undo_journal
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -105,7 +105,7 @@ def test_replay_undoes_in_order_and_keeps_what_failed(tmp_path):
     j.record("sigstop", "db", {"pidfiles": ["/r/x/t/n1/node.pid"]})
     j.record("iptables-chain", "SPLITBRAIN", {"chain": "SPLITBRAIN", "iptables": "iptables -w 10"})
     rec = _Recorder(h)
-    assert fault_replay.replay([j], {"n1": rec}) == {}
+    assert undo_journal.replay([j], {"n1": rec}) == {}
     assert j.entries() == []
     text = "\n".join(rec.cmds)
     assert (
@@ -116,7 +116,7 @@ def test_replay_undoes_in_order_and_keeps_what_failed(tmp_path):
     assert "rm -rf /r/x/t/n1; rmdir /r/x/t; rmdir /r/x" in text.replace(" 2>/dev/null", "")
     # A failing undo stays journaled, named with its host.
     j.record("netem", "eth0", {"iface": "eth0"})
-    problems = fault_replay.replay([j], {"n1": _Recorder(h, fail="tc qdisc")})
+    problems = undo_journal.replay([j], {"n1": _Recorder(h, fail="tc qdisc")})
     assert "n1" in problems and "netem eth0" in problems["n1"][0]
     assert [e.kind for e in j.entries()] == ["netem"]
 
@@ -268,7 +268,7 @@ def test_journal_replay_undoes_abandoned_faults_on_real_hosts(lab, tmp_path):
         # A later command, with fresh connections, replays the journal.
         fresh = {n: SSHRemote(h) for n, h in hosts.items()}
         try:
-            problems = fault_replay.replay([jr.HostJournal(hosts[n]) for n in names], fresh)
+            problems = undo_journal.replay([jr.HostJournal(hosts[n]) for n in names], fresh)
         finally:
             for r in fresh.values():
                 r.close()
@@ -488,11 +488,11 @@ def test_db_node_undo_keeps_the_entry_while_its_ports_are_busy(lab, tmp_path):
                 if "39917" in r.run("ss -Hltn", check=False).stdout:
                     break
                 time.sleep(0.1)
-            problems = fault_replay.replay([j], {host.name: r})
+            problems = undo_journal.replay([j], {host.name: r})
             assert "ports are still in use" in " ".join(problems.get(host.name, [])), problems
             assert [e.kind for e in j.entries()] == ["db-node"]
         finally:
             r.stop_daemon("/tmp/sb-undo-port.pid", timeout=5)
-        assert fault_replay.replay([j], {host.name: r}) == {}
+        assert undo_journal.replay([j], {host.name: r}) == {}
         assert j.entries() == []
         assert r.run(f"test -e {d}", check=False).exit_status != 0

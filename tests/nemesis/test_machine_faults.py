@@ -27,8 +27,8 @@ from nemesis.netem import NetemNemesis, netem_args
 from nemesis.package import build_package, check_hosts, parse_faults
 from nemesis.power import PowerNemesis, VmPauseNemesis
 from nemesis.process import KillNemesis
-from nemesis.replay import replay
 from nemesis.schedules import heal_ops
+from nemesis.undo_journal import replay
 
 NODES = ["n1", "n2", "n3"]
 

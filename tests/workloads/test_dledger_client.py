@@ -386,3 +386,14 @@ def test_addresses(ctx, tmp_path):
     with pytest.raises(ConfigError, match="n9"):
         client_addr(bare, "n9")
     bare.history.close()
+
+
+def test_the_reply_codes_are_the_nodes_own() -> None:
+    """Issue 45: the client's FAIL/INFO codes were a copy of node_impl.client's; one place."""
+    import node_impl.client as node
+    import workloads.dledger_client as client
+
+    assert client.FAIL_CODES is node.FAIL_CODES and client.INFO_CODES is node.INFO_CODES
+    assert client.outcome("SUCCESS", read=False) == "ok"
+    assert all(client.outcome(c, read=False) == "fail" for c in node.FAIL_CODES)
+    assert all(client.outcome(c, read=False) == "info" for c in node.INFO_CODES)
