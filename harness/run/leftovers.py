@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from harness.core.fault import Residue
+from harness.dbs.builtin import DLedgerOptions, EtcdOptions, RedisOptions
 from nemesis import journal as jr
 from nemesis import registry
 
@@ -44,9 +45,18 @@ __all__ = [
     "format_leftovers",
 ]
 
-DB_ROOTS = ("/var/lib/splitbrain/run", "/var/lib/splitbrain/etcd", "/var/lib/splitbrain/redis")
-"""Default data roots of the DBs in harness/dbs (dledger and ha, etcd, redis)."""
-DB_PORTS = (9000, 9001, 2379, 2380, 6379, 26379)
+_DLEDGER, _ETCD, _REDIS = DLedgerOptions(), EtcdOptions(), RedisOptions()
+DB_ROOTS = (_DLEDGER.root, _ETCD.root, _REDIS.root)
+"""Default data roots of the DBs in harness/dbs (dledger and ha, etcd, redis): their
+options' defaults (harness/dbs/builtin.py)."""
+DB_PORTS = (
+    _DLEDGER.peer_port,
+    _DLEDGER.client_port,
+    _ETCD.client_port,
+    _ETCD.peer_port,
+    _REDIS.port,
+    _REDIS.sentinel_port,
+)
 CLOCK_SKEW_S = 2.0
 """A host clock further than this from ours (after one SSH round trip) is a leftover."""
 MACHINE_CLOCK_SKEW_S = 1.0
