@@ -96,7 +96,7 @@ def check_version(version: str) -> None:
     Maven Central serves jraft-core from 1.2.4 on; every served version from there to the
     newest compiles (the server reads what older Node interfaces lack, the term, the vote,
     the indexes and the configuration, from NodeImpl's fields) and starts (measured:
-    1.2.4, 1.2.6, 1.3.0, 1.3.14, 1.4.1). Anything older is refused before Maven is asked.
+    1.2.4, 1.2.6, 1.3.0, 1.4.1). Anything older is refused before Maven is asked.
     """
     if not version or not version[0].isdigit():
         raise ConfigError(f"jraft version {version!r} is not a version number", field="version")
