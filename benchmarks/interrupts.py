@@ -3,7 +3,7 @@
 For each of N interrupts: start ``splitbrain run`` (faults on, the correct
 reference node) on a lab, wait a random time (setup included), send SIGINT,
 SIGTERM or SIGKILL (a third each, in turn), wait for the harness to exit, and
-scan the hosts for leftovers (harness/cleanup.py). Then run a short campaign
+scan the hosts for leftovers (harness/run/cleanup.py). Then run a short campaign
 with no faults under *another* test name (the case of issue #15, where the old
 cluster on the same ports answered instead), record its verdict, and scan again.
 

@@ -1,7 +1,7 @@
 """``start-lull`` / ``stop-lull``: the clients stop writing for a while, and keep reading.
 
 Not damage to the cluster but to its traffic, so it acts on the run's own
-write gate (harness/traffic.py) instead of a host: the runner holds every
+write gate (harness/core/traffic.py) instead of a host: the runner holds every
 non-read op while the gate is closed, and lull-aware generators propose reads
 instead. Healing opens the gate; teardown always does.
 """

@@ -1,7 +1,7 @@
 """Process faults through the DB's own capabilities: kill/restart and pause/resume.
 
 The nemesis never guesses how a DB runs: it probes ``Killable`` and
-``Pausable`` (harness/db.py) and remembers which nodes it broke, so the cure
+``Pausable`` (harness/core/db.py) and remembers which nodes it broke, so the cure
 touches exactly those (a second ``start`` of a running DB could collide with
 it). ``HostFreezeNemesis`` freezes a whole lab host through its freezer cgroup
 when the inventory provides one.

@@ -1,7 +1,7 @@
 """Generator combinators: schedules as plain objects, time and randomness from the context.
 
 A generator here is a small state machine behind ``Generator.op`` / ``.update``
-(workloads/base.py). It never sleeps and never touches the network: the time
+(harness/core/workload.py). It never sleeps and never touches the network: the time
 comes from ``GenContext.time_ns`` and randomness from ``GenContext.rng``, so a
 fixed seed gives a fixed schedule and :func:`simulate` can replay any schedule
 without a cluster.

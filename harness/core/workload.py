@@ -78,7 +78,7 @@ class GenContext:
     rng: random.Random
     nodes: list[str] = field(default_factory=list)
     lull: bool = False
-    """A lull is on (harness/traffic.py): writes are held, so propose reads if you can."""
+    """A lull is on (harness/core/traffic.py): writes are held, so propose reads if you can."""
 
 
 @runtime_checkable

@@ -1,6 +1,6 @@
 """What a report shows, computed from a history and its results, with no I/O.
 
-Kept apart from rendering (``harness/report.py``) so that the numbers a user
+Kept apart from rendering (``harness/report/page.py`` and ``html.py``) so that the numbers a user
 reads in a plot can be tested directly: latencies, throughput buckets, fault
 periods, committed indexes over time and the ops around a failing key.
 """

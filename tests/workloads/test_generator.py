@@ -254,7 +254,7 @@ def test_make_rng_is_stable():
 
 
 def test_a_lull_turns_the_log_and_register_generators_to_reads() -> None:
-    """During a lull (harness/traffic.py) writes are held, so lull-aware generators only read."""
+    """During a lull (harness/core/traffic.py) writes are held, so lull-aware generators only read."""
     g = mix([AppendGen(read_fraction=0.0), RegisterGen()], [1, 1])
     rng = random.Random(4)
 
