@@ -125,7 +125,9 @@ class JRaftOptions:
     java: str = option("java", "the java binary on the hosts (17 or newer)")
     heap_mb: int = option(256, "-Xmx of each JVM, in MiB", minimum=64)
     sync_meta: bool | None = option(
-        None, "RaftOptions.syncMeta: fsync term and vote (default: JRaft's, off)"
+        None,
+        "RaftOptions.syncMeta (default: JRaft's, off; JRaft fsyncs the meta when sync or "
+        "syncMeta, and sync is on, so this alone changes nothing)",
     )
     ready_timeout: float = option(60.0, "seconds for a node to know a leader at setup", minimum=0)
     durable_dirs: bool = option(
