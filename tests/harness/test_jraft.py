@@ -209,3 +209,15 @@ def test_node_log_lines_of_the_server_parse_as_events() -> None:
         "n1", f"INFO event=read-refused why=read-index code=EPERM term=3 role=follower {t}"
     )
     assert refused is not None and refused.kind == "read-refused"
+
+
+def test_the_deck_is_told_why_corrupt_and_torn_write_are_left_out() -> None:
+    from nemesis import registry
+
+    faults = registry.faults()
+    db = JRaftDB()
+    assert "data.log" in (faults["corrupt"].why_not(db, []) or "")
+    assert "data.log" in (faults["torn-write"].why_not(db, []) or "")
+    assert faults["lose-unfsynced"].why_not(db, []) is None
+    assert faults["kill"].why_not(db, []) is None
+    assert faults["membership"].why_not(db, []) is None
