@@ -81,7 +81,6 @@ are listed in its metadata but their jars do not resolve (measured with mvn)."""
 
 MODES = ("master-slave", "dledger", "controller")
 NOT_YET = {
-    "dledger": "the DLedger commitlog (enableDLegerCommitLog) is not yet built",
     "controller": "controller mode (enableControllerMode, SyncStateSet) is not yet built",
 }
 """Modes of issue 40 that are refused, each with its reason."""
@@ -116,7 +115,8 @@ def check_version(version: str) -> tuple[int, ...]:
 
 
 def check_mode(mode: str) -> None:
-    """ConfigError for a mode that is not ``master-slave`` (the others: "not yet")."""
+    """ConfigError for a mode that is not ``master-slave`` or ``dledger`` (controller: "not
+    yet")."""
     if mode in NOT_YET:
         raise ConfigError(f"rocketmq mode={mode}: not yet ({NOT_YET[mode]})", field="mode")
     if mode not in MODES:
@@ -125,8 +125,10 @@ def check_mode(mode: str) -> None:
         )
 
 
-def roles(nodes: list[str], name_servers: int = 1) -> dict[str, str]:
-    """Each node's role: ``namesrv``, ``master`` or ``slave`` (by the nodes' order)."""
+def roles(nodes: list[str], name_servers: int = 1, *, dledger: bool = False) -> dict[str, str]:
+    """Each node's role by the nodes' order: ``namesrv``, then ``master`` and ``slave``s
+    (master-slave), or ``broker``s, the peers of one DLedger group whose elected leader is
+    the master (dledger)."""
     if len(nodes) < name_servers + 2:
         raise ConfigError(
             f"rocketmq needs at least {name_servers + 2} nodes ({name_servers} name "
@@ -135,11 +137,13 @@ def roles(nodes: list[str], name_servers: int = 1) -> dict[str, str]:
         )
     out = {}
     for i, n in enumerate(nodes):
-        out[n] = "namesrv" if i < name_servers else "master" if i == name_servers else "slave"
+        first = "broker" if dledger else "master"
+        rest = "broker" if dledger else "slave"
+        out[n] = "namesrv" if i < name_servers else first if i == name_servers else rest
     return out
 
 
-def loss_window(flush: str, replication: str) -> str | None:
+def loss_window(flush: str, replication: str, mode: str = "master-slave") -> str | None:
     """The acknowledged messages RocketMQ may lose under these settings, in words, or None.
 
     ASYNC_FLUSH acks a message once it is in the page cache: a power loss (or lost
@@ -149,8 +153,12 @@ def loss_window(flush: str, replication: str) -> str | None:
     messages at positions its slaves still hold, which classic HA never truncates. SYNC_FLUSH
     acks after the commitlog is forced to disk: no declared loss (classic master/slave has no
     failover, so ASYNC_MASTER alone loses nothing a restart does not bring back).
+
+    The DLedger commitlog acks once a majority of the group appended it (its own flush runs
+    in the background): no window is declared for the faults this DB takes (kills keep the
+    page cache on the lab; the lazy-fs faults are refused).
     """
-    if flush != "ASYNC_FLUSH":
+    if mode == "dledger" or flush != "ASYNC_FLUSH":
         return None
     if replication == "ASYNC_MASTER":
         return "ASYNC_FLUSH + ASYNC_MASTER: acked messages not yet flushed on the master"
@@ -167,6 +175,7 @@ def broker_conf(
     port: int,
     store: str,
     commitlog_mb: int,
+    dledger: Mapping[str, str] | None = None,
     extra: Mapping[str, str] = {},
 ) -> str:
     """broker.conf (BrokerConfig, MessageStoreConfig, NettyServerConfig keys of 5.x).
@@ -206,6 +215,15 @@ def broker_conf(
         "enableControllerMode": "false",
         "enableDLegerCommitLog": "false",
     }
+    if dledger is not None:
+        # The DLedger commitlog: brokerRole and brokerId are then set by RocketMQ's
+        # DLedgerRoleChangeHandler on every election, not by this file.
+        # As RocketMQ's DLedger quick start: every broker's file says brokerId 0 and the
+        # default role (a SLAVE with id 0 is refused at start: "Slave's brokerId must be > 0").
+        conf["enableDLegerCommitLog"] = "true"
+        conf["brokerId"] = "0"
+        conf["brokerRole"] = "ASYNC_MASTER"
+        conf.update(dledger)
     conf.update(extra)
     return "".join(f"{k}={v}\n" for k, v in conf.items())
 
@@ -214,7 +232,9 @@ def broker_conf(
 class RocketMQOptions:
     """``--db-option`` keys of ``--db rocketmq``."""
 
-    mode: str = option("master-slave", "master-slave (dledger and controller: not yet)")
+    mode: str = option(
+        "master-slave", "master-slave, or dledger (the DLedger commitlog); controller: not yet"
+    )
     version: str = option(NEWEST, "the RocketMQ release from Maven Central (5.x)")
     flush: Literal["SYNC_FLUSH", "ASYNC_FLUSH"] = option(
         "ASYNC_FLUSH", "flushDiskType (RocketMQ's default ASYNC_FLUSH)"
@@ -334,7 +354,7 @@ class RocketMQDB(PidfileDaemonDB):
 
     def checker_options(self) -> dict[str, Any]:
         """The loss window of the flush and replication settings (:func:`loss_window`)."""
-        window = loss_window(self.options.flush, self.options.replication)
+        window = loss_window(self.options.flush, self.options.replication, self.options.mode)
         return {"queue": {"loss_window": window}} if window else {}
 
     def program(self) -> JavaProgram:
@@ -375,11 +395,28 @@ class RocketMQDB(PidfileDaemonDB):
         }
 
     # layout ---------------------------------------------------------------------------
-    def roles(self, ctx: RunContext) -> dict[str, str]:
-        return roles(list(ctx.nodes), self.options.name_servers)
+    @property
+    def dledger(self) -> bool:
+        return self.options.mode == "dledger"
 
-    def master(self, ctx: RunContext) -> str:
-        return next(n for n, r in self.roles(ctx).items() if r == "master")
+    def roles(self, ctx: RunContext) -> dict[str, str]:
+        return roles(list(ctx.nodes), self.options.name_servers, dledger=self.dledger)
+
+    def brokers(self, ctx: RunContext) -> list[str]:
+        return [n for n, r in self.roles(ctx).items() if r != "namesrv"]
+
+    def master(self, ctx: RunContext) -> str | None:
+        """The master: by configuration (master-slave), or the broker the name server routes
+        as brokerId 0 (dledger: the DLedger leader, asked through the gateway)."""
+        if not self.dledger:
+            return next(n for n, r in self.roles(ctx).items() if r == "master")
+        addrs = self.addresses(ctx)["client"]
+        by_addr = {self._broker_addr(ctx, n): n for n in self.brokers(ctx)}
+        for n in self.brokers(ctx):
+            st = _status(addrs[n], 2.0)
+            if st is not None:
+                return by_addr.get(str((st.get("route") or {}).get("broker-a:0")))
+        return None
 
     def _paths(self, ctx: RunContext, node: str) -> dict[str, str]:
         d = self.node_dir(ctx, node)
@@ -398,7 +435,7 @@ class RocketMQDB(PidfileDaemonDB):
         if self.roles(ctx)[node] == "namesrv":
             return [self.options.namesrv_port]
         p = self.options.broker_port
-        return [p, p + 1]
+        return [p, p + 2] if self.dledger else [p, p + 1]
 
     def _namesrv_addr(self, ctx: RunContext) -> str:
         return ";".join(
@@ -470,8 +507,20 @@ class RocketMQDB(PidfileDaemonDB):
         role = self.roles(ctx)[node]
         if role == "namesrv":
             return f"listenPort={self.options.namesrv_port}\n"
-        brokers = [n for n, r in self.roles(ctx).items() if r != "namesrv"]
+        brokers = self.brokers(ctx)
+        dledger = None
+        if self.dledger:
+            peers = ";".join(
+                f"n{i}-{ctx.hosts[b].address}:{self.options.broker_port + 2}"
+                for i, b in enumerate(brokers)
+            )
+            dledger = {
+                "dLegerGroup": "broker-a",
+                "dLegerPeers": peers,
+                "dLegerSelfId": f"n{brokers.index(node)}",
+            }
         return broker_conf(
+            dledger=dledger,
             broker_id=brokers.index(node),
             role=self.options.replication if role == "master" else "SLAVE",
             flush=self.options.flush,
@@ -562,7 +611,7 @@ class RocketMQDB(PidfileDaemonDB):
             "--topic", TOPIC,
             "--queues", "4",
             "--groups", ",".join(GROUPS),
-            "--master", self._broker_addr(ctx, self.master(ctx)),
+            "--brokers", ",".join(self._broker_addr(ctx, n) for n in self.brokers(ctx)),
             "--send-timeout-ms", str(self.options.send_timeout_ms),
             "--version", self.options.version,
             "--log", f"{self._gateway_dir(ctx)}/gateway.log",
@@ -621,14 +670,25 @@ class RocketMQDB(PidfileDaemonDB):
                 "max_offset": _int(rt.get("commitLogMaxOffset")),
                 "probe": (st or {}).get("probe"),
             }
-        master = self.master(ctx)
-        route = set((sts.get(master) or {}).get("route") or {})
-        want = {f"broker-a:{i}" for i in range(len(brokers))}
+        any_st = next((st for st in sts.values() if st), None) or {}
+        route_map = any_st.get("route") or {}
+        by_addr = {self._broker_addr(ctx, n): n for n in brokers}
+        master = by_addr.get(str(route_map.get("broker-a:0"))) if self.dledger else None
+        master = master if self.dledger else self.master(ctx)
+        route = set(route_map)
         seen["route"] = sorted(route)
-        seen["topic_ready"] = bool((sts.get(master) or {}).get("topic_ready"))
+        seen["master"] = master
+        seen["topic_ready"] = bool(any_st.get("topic_ready"))
         if not seen["topic_ready"]:
-            return Convergence(False, seen, why="the master has not taken the topic yet")
-        if not want <= route:
+            return Convergence(False, seen, why="the brokers have not taken the topic yet")
+        # master-slave: ids 0..k-1 by configuration; dledger: a master (id 0) and every
+        # broker registered (RocketMQ's role handler numbers the slaves itself)
+        ok_route = (
+            master is not None and len(route) == len(brokers)
+            if self.dledger
+            else {f"broker-a:{i}" for i in range(len(brokers))} <= route
+        )
+        if not ok_route or master is None:
             return Convergence(False, seen, why=f"the name server routes {sorted(route)} only")
         down = [n for n in brokers if seen[n]["probe"] != "SUCCESS"]
         if down:
@@ -669,8 +729,10 @@ class RocketMQDB(PidfileDaemonDB):
         return poll_converged(lambda: self.look(ctx), deadline)
 
     def primaries(self, ctx: RunContext) -> list[str]:
-        """The master: classic master/slave never moves it (brokerId 0 by configuration)."""
-        return [self.master(ctx)]
+        """The master: classic master/slave never moves it (brokerId 0 by configuration);
+        under DLedger the broker the name server routes as brokerId 0."""
+        m = self.master(ctx)
+        return [m] if m else []
 
     def log_files(self, ctx: RunContext, node: str) -> list[str]:
         p = self._paths(ctx, node)

@@ -119,7 +119,9 @@ def test_the_options_mapping_is_parsed_and_checked() -> None:
         registry.parse_settings({"checks": ["lin"]})
     with pytest.raises(ConfigError, match=r"unknown checker log-safety option 'hha'; known: ha"):
         registry.parse_settings({"options": {"log-safety": {"hha": {}}}})
-    with pytest.raises(ConfigError, match=r"checker 'queue' takes no options"):
+    with pytest.raises(ConfigError, match=r"checker 'set' takes no options"):
+        registry.parse_settings({"options": {"set": {"x": 1}}})
+    with pytest.raises(ConfigError, match=r"unknown checker queue option 'x'; known: loss_window"):
         registry.parse_settings({"options": {"queue": {"x": 1}}})
     with pytest.raises(ConfigError, match=r"options for unknown checker 'nope'"):
         registry.parse_settings({"options": {"nope": {}}})

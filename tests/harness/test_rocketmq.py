@@ -45,11 +45,11 @@ from tests.checker.test_queue import H
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def test_only_master_slave_runs_and_the_other_modes_say_not_yet() -> None:
+def test_master_slave_and_dledger_run_and_controller_says_not_yet() -> None:
     assert isinstance(factory({"mode": "master-slave"}), RocketMQDB)
-    for mode in ("dledger", "controller"):
-        with pytest.raises(ConfigError, match="not yet"):
-            factory({"mode": mode})
+    assert isinstance(factory({"mode": "dledger"}), RocketMQDB)
+    with pytest.raises(ConfigError, match="not yet"):
+        factory({"mode": "controller"})
     with pytest.raises(ConfigError, match="one of master-slave"):
         factory({"mode": "raft"})
 
@@ -75,6 +75,7 @@ def test_roles_by_node_order() -> None:
         "n5": "slave",
     }
     assert roles(["a", "b", "c", "d"], name_servers=2)["c"] == "master"
+    assert set(roles(["n1", "n2", "n3", "n4"], dledger=True).values()) == {"namesrv", "broker"}
     with pytest.raises(ConfigError, match="at least 3"):
         roles(["n1", "n2"])
 
@@ -105,6 +106,7 @@ def test_loss_window_follows_flush_and_replication() -> None:
     assert loss_window("SYNC_FLUSH", "ASYNC_MASTER") is None
     assert "ASYNC_MASTER" in (loss_window("ASYNC_FLUSH", "ASYNC_MASTER") or "")
     assert "SYNC_MASTER" in (loss_window("ASYNC_FLUSH", "SYNC_MASTER") or "")
+    assert loss_window("ASYNC_FLUSH", "ASYNC_MASTER", "dledger") is None
     assert factory({"flush": "SYNC_FLUSH"}).checker_options() == {}
     opts = factory({"flush": "ASYNC_FLUSH"}).checker_options()
     assert opts["queue"]["loss_window"].startswith("ASYNC_FLUSH")
@@ -129,6 +131,26 @@ def test_broker_conf_has_roles_small_files_and_slave_reads() -> None:
     assert kv["storePathCommitLog"] == "/d/data/commitlog"
     assert kv["slaveReadEnable"] == "true"
     assert kv["enableDLegerCommitLog"] == "false"
+    peers = {"dLegerGroup": "broker-a", "dLegerPeers": "n0-a:1;n1-b:1", "dLegerSelfId": "n1"}
+    conf = broker_conf(
+        broker_id=1,
+        role="SLAVE",
+        flush="ASYNC_FLUSH",
+        namesrv="n:1",
+        address="b",
+        port=10911,
+        store="/s",
+        commitlog_mb=16,
+        dledger=peers,
+    )
+    kv = dict(line.split("=", 1) for line in conf.splitlines())
+    # RocketMQ refuses a SLAVE with brokerId 0; under DLedger its role handler sets both
+    assert (kv["enableDLegerCommitLog"], kv["brokerId"], kv["brokerRole"]) == (
+        "true",
+        "0",
+        "ASYNC_MASTER",
+    )
+    assert kv["dLegerSelfId"] == "n1"
 
 
 def _lost_history() -> H:
@@ -154,7 +176,9 @@ def test_declared_loss_window_turns_losses_into_notes() -> None:
     assert window["stats"]["loss_window"] == "ASYNC_FLUSH"
     # the same through the registered checker and its parsed option
     cfg = CheckConfig(options=QueueCheckOptions(loss_window="ASYNC_FLUSH"))
-    assert QUEUE.local(PairedHistory.of(ops), cfg)["valid"] is True
+    local = QUEUE.local
+    assert local is not None
+    assert local(PairedHistory.of(ops), cfg)["valid"] is True
 
 
 def test_loss_window_never_hides_a_duplicate() -> None:

@@ -63,7 +63,7 @@ import org.msgpack.value.ValueType;
  * on a slave's port is answered by that slave. The name server's port pulls from whatever broker
  * the name server's route says is the master, as a routed consumer would.
  *
- * <p>Arguments: {@code --namesrv A;B --broker-name broker-a --topic t0 --queues 4 --master HOST:PORT
+ * <p>Arguments: {@code --namesrv A;B --broker-name broker-a --topic t0 --queues 4 --brokers HOST:PORT,...
  * --endpoint NODE=PORT=HOST:PORT|route ... --send-timeout-ms N --pull-timeout-ms N --log FILE}.
  * The gateway exits when its standard input closes, so a harness that dies takes it along.
  */
@@ -136,29 +136,34 @@ public final class Gateway {
         log.println(Instant.now() + " " + s);
     }
 
-    /** Creates the test's topic and consumer groups on the master (UPDATE_CONSUMER_OFFSET of an
-     * unknown group is refused with SUBSCRIPTION_GROUP_NOT_EXIST), retried until the master takes
-     * them; slaves copy topic and group configs from their master by themselves. */
+    /** Creates the test's topic and consumer groups on every broker (UPDATE_CONSUMER_OFFSET of an
+     * unknown group is refused with SUBSCRIPTION_GROUP_NOT_EXIST), retried until each takes them. */
     private void ensureTopic() {
         TopicConfig tc = new TopicConfig(opts.get("topic"));
         tc.setReadQueueNums(intOpt("queues", 4));
         tc.setWriteQueueNums(intOpt("queues", 4));
         tc.setPerm(6);
-        while (!topicReady) {
+        // every broker of the group: under DLedger any of them may be the next master, and
+        // a slave that has the topic serves pulls before its first config sync
+        List<String> todo = new ArrayList<>(List.of(opts.get("brokers").split(",")));
+        while (!todo.isEmpty()) {
+            String addr = todo.get(0);
             try {
-                api.createTopic(opts.get("master"), "TBW102", tc, 3000);
+                api.createTopic(addr, "TBW102", tc, 3000);
                 for (String g : opts.getOrDefault("groups", "g0").split(",")) {
                     SubscriptionGroupConfig sg = new SubscriptionGroupConfig();
                     sg.setGroupName(g);
-                    api.createSubscriptionGroup(opts.get("master"), sg, 3000);
+                    api.createSubscriptionGroup(addr, sg, 3000);
                 }
-                topicReady = true;
-                note("topic " + tc.getTopicName() + " created on " + opts.get("master"));
+                note("topic " + tc.getTopicName() + " created on " + addr);
+                todo.remove(0);
             } catch (Exception e) {
-                note("create topic: " + e);
+                note("create topic on " + addr + ": " + e);
+                todo.add(todo.remove(0));
                 sleep(500);
             }
         }
+        topicReady = true;
     }
 
     private static void sleep(long ms) {
