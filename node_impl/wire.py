@@ -21,7 +21,6 @@ __all__ = [
     "encode_frame",
     "decode_payload",
     "read_frame",
-    "write_frame",
     "send_frame",
     "recv_frame",
 ]
@@ -85,11 +84,6 @@ async def read_frame(reader: asyncio.StreamReader) -> dict:
     (n,) = _LEN.unpack(head)
     _check_length(n)
     return decode_payload(await reader.readexactly(n))
-
-
-async def write_frame(writer: asyncio.StreamWriter, msg: dict) -> None:
-    writer.write(encode_frame(msg))
-    await writer.drain()
 
 
 def send_frame(sock: socket.socket, msg: dict) -> None:

@@ -26,7 +26,7 @@ if TYPE_CHECKING:
     from harness.core.history import Op
     from harness.core.workload import GenContext, Generator
 
-__all__ = ["KvSetGen", "element_key", "final_kv_set_reads", "handle_kv_set", "is_kv_set_op"]
+__all__ = ["KvSetGen", "element_key", "handle_kv_set", "is_kv_set_op"]
 
 
 def element_key(e: int) -> str:
@@ -62,10 +62,6 @@ class KvSetGen:
             return once(lambda ctx: invoke(ctx, "read", gen.n, node=node))
 
         return each_node(factory)
-
-
-def final_kv_set_reads(gen: KvSetGen) -> Generator:
-    return gen.final_reads()
 
 
 def _kv_read(c: Any, *, key: str) -> dict[str, Any]:

@@ -10,7 +10,6 @@ interface in the guest's init. Names derive from a hash of the lab name, so
 from __future__ import annotations
 
 import ipaddress
-import json
 import zlib
 from pathlib import Path
 
@@ -108,14 +107,3 @@ def remove_links(lab: str) -> list[str]:
         if r.returncode != 0 and link_exists(name):
             errors.append(f"{name}: {r.stderr.strip()}")
     return errors
-
-
-def addresses_in(subnet: str) -> dict[str, str]:
-    """Addresses of this machine inside ``subnet`` and the interface holding each."""
-    out = json.loads(run(["ip", "-j", "-4", "addr", "show"]).stdout or "[]")
-    return {
-        a["local"]: link.get("ifname", "?")
-        for link in out
-        for a in link.get("addr_info", [])
-        if str(a.get("local", "")).rsplit(".", 1)[0] == subnet
-    }
