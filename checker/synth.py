@@ -35,7 +35,7 @@ import click
 
 from harness.core.history import Op
 
-__all__ = ["ANOMALIES", "WORKLOADS", "generate", "records", "write_history", "gen_history"]
+__all__ = ["ANOMALIES", "WORKLOADS", "generate", "records", "write_history", "check_args"]
 
 WORKLOADS = ("append", "register", "mixed")
 LOG_ANOMALIES = (
@@ -131,7 +131,7 @@ def _kinds(anomaly: str | Iterable[str] | None) -> list[str]:
     return [anomaly] if isinstance(anomaly, str) else list(anomaly)
 
 
-def _check_args(
+def check_args(
     workload: str, anomaly: str | Iterable[str] | None, nodes: int, concurrency: int
 ) -> None:
     if workload not in WORKLOADS:
@@ -208,7 +208,7 @@ def _simulate(
     read's ok value is a :class:`_Slice` rather than text, and each record carries its
     value's typed columns: ``v_kind``, then one text (or None) per
     :data:`harness.core.history.VALUE_FIELDS`."""
-    _check_args(workload, anomaly, nodes, concurrency)
+    check_args(workload, anomaly, nodes, concurrency)
     rng = random.Random(seed)
     names = [f"n{i + 1}" for i in range(nodes)]
     do_log = workload in ("append", "mixed")
@@ -577,7 +577,7 @@ def write_history(path: str | Path, n_ops: int, *, batch: int = 200_000, **kw: A
         "key_window": None,
         **kw,
     }
-    _check_args(kw["workload"], kw["anomaly"], kw["nodes"], kw["concurrency"])
+    check_args(kw["workload"], kw["anomaly"], kw["nodes"], kw["concurrency"])
     from harness.core.history import parquet_schema, parquet_writer
 
     out = _ParquetBatch(parquet_schema())
@@ -698,68 +698,3 @@ class _ParquetBatch:
         self.recs = []
         self.entries = 0
         return table
-
-
-@click.command("gen-history")
-@click.option(
-    "--ops", "n_ops", type=float, required=True, help="About how many records (1e6 works)."
-)
-@click.option("--workload", type=click.Choice(WORKLOADS), default="append", show_default=True)
-@click.option(
-    "--anomaly",
-    type=click.Choice(ANOMALIES),
-    default=None,
-    help="Plant one anomaly of this kind (default: a valid history).",
-)
-@click.option("--seed", type=int, default=0, show_default=True)
-@click.option("--nodes", type=int, default=5, show_default=True)
-@click.option("--concurrency", type=int, default=10, show_default=True)
-@click.option(
-    "--keys",
-    type=float,
-    default=None,
-    help="Register keys (default one per 400 records), e.g. 1e5.",
-)
-@click.option(
-    "--key-window",
-    type=int,
-    default=None,
-    help="Register ops pick among this many neighbouring keys of a sliding window, so "
-    "that concurrent clients share keys (default: any key, uniformly).",
-)
-@click.option(
-    "--out",
-    "out",
-    type=click.Path(dir_okay=False),
-    required=True,
-    help="Output file: .parquet or .jsonl.",
-)
-def gen_history(
-    n_ops: float,
-    workload: str,
-    anomaly: str | None,
-    seed: int,
-    nodes: int,
-    concurrency: int,
-    keys: float | None,
-    key_window: int | None,
-    out: str,
-) -> None:
-    """Write a synthetic history, valid unless --anomaly plants one."""
-    if n_ops < 1:
-        raise click.BadParameter("--ops must be at least 1")
-    if (keys is not None and keys < 1) or (key_window is not None and key_window < 1):
-        raise click.BadParameter("--keys and --key-window must be at least 1")
-    _check_args(workload, anomaly, nodes, concurrency)
-    n = write_history(
-        out,
-        int(n_ops),
-        workload=workload,
-        anomaly=anomaly,
-        seed=seed,
-        nodes=nodes,
-        concurrency=concurrency,
-        keys=None if keys is None else int(keys),
-        key_window=key_window,
-    )
-    click.echo(f"wrote {n} records to {out}")

@@ -29,11 +29,9 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-import click
-
 from harness.core.errors import CheckerError
 
-__all__ = ["archive_path", "java_options", "build", "spark_archive", "ENV"]
+__all__ = ["archive_path", "java_options", "build", "ENV"]
 
 ENV = "SPLITBRAIN_SPARK_CLASS_ARCHIVE"
 """A path to use instead of the per-install default, or ``off``."""
@@ -197,22 +195,6 @@ def _record(tmp: str, histories: Sequence[tuple[int, str]]) -> None:
         "modules": [a for a in args if a.startswith("--add-modules")],
     }
     print(json.dumps(info))
-
-
-@click.command("spark-archive")
-@click.option(
-    "--out",
-    type=click.Path(dir_okay=False, path_type=Path),
-    default=None,
-    help=f"Where to write it (default: this install's cache path, or ${ENV}).",
-)
-def spark_archive(out: Path | None) -> None:
-    """Make the Spark driver's class-data archive: sessions start 2-3 s sooner.
-
-    Run once per install (again after upgrading pyspark or the JDK; a stale archive
-    is ignored, not harmful). Prints JSON: the archive, its size, the classes listed.
-    """
-    click.echo(json.dumps(build(out), indent=2))
 
 
 if __name__ == "__main__":

@@ -1,8 +1,10 @@
 """The ``splitbrain`` command: a thin edge over the packages.
 
-Subcommands live beside the code they drive (``harness/cli/check.py``,
-``node_impl/cli.py``, ...) and are imported only when invoked, so
-``splitbrain --help`` stays fast and ``splitbrain check`` never imports paramiko.
+Subcommands are defined here, one module each (``harness/cli/check.py``, ...), over
+the code they drive; the exceptions are ``node`` and the node's benchmarks
+(``node_impl/``, which ships alone to hosts) and the ``bench`` commands of
+``harness/bench/``. All are imported only when invoked, so ``splitbrain --help``
+stays fast and ``splitbrain check`` never imports paramiko.
 
 Exit codes (docs/architecture.md §8): 0 valid, 1 invalid, 2 unknown, 3+ usage or
 environment errors. Click's own usage errors would exit 2, which a CI job would
@@ -77,10 +79,10 @@ COMMANDS = {
     "lab": "harness.cli.lab:lab",
     "run": "harness.cli.run:run",
     "check": "harness.cli.check:check",
-    "gen-history": "checker.synth:gen_history",
-    "spark-archive": "checker.spark.class_archive:spark_archive",
+    "gen-history": "harness.cli.gen_history:gen_history",
+    "spark-archive": "harness.cli.spark_archive:spark_archive",
     "report": "harness.cli.report:report",
-    "serve": "harness.report.serve:serve",
+    "serve": "harness.cli.serve:serve",
     "node": "node_impl.cli:node",
     "zoo": "harness.cli.zoo:zoo",
     "mutants": "harness.cli.mutants:mutants",

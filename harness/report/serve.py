@@ -23,14 +23,11 @@ from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
-import click
-
-from harness.cli import options
 from harness.core.layout import HISTORY_JSONL, RESULTS, TEST, is_run_dir
 from harness.core.verdict import word as verdict_word
 from harness.run.summary import client_op_counts
 
-__all__ = ["RunSummary", "list_runs", "render_index", "make_server", "serve"]
+__all__ = ["RunSummary", "list_runs", "render_index", "make_server"]
 
 log = logging.getLogger(__name__)
 
@@ -188,27 +185,3 @@ def make_server(store: Path, host: str = "127.0.0.1", port: int = 8080) -> Threa
     store = store.resolve()
     handler = type("StoreHandler", (_Handler,), {"store": store})
     return ThreadingHTTPServer((host, port), partial(handler, directory=os.fspath(store)))
-
-
-@click.command(name="serve")
-@options.store(help="Results store to browse.")
-@click.option("--host", default="127.0.0.1", show_default=True, help="Address to bind.")
-@click.option("--port", default=8080, show_default=True, type=int, help="Port (0: any free port).")
-def serve(store_root: str, host: str, port: int) -> int:
-    """Browse stored runs in a web browser: verdicts, faults, reports, raw files."""
-    store = Path(store_root)
-    if not store.is_dir():
-        raise click.BadParameter(
-            f"{store} is not a directory (run a campaign first)", param_hint="--store"
-        )
-    srv = make_server(store, host, port)
-    click.echo(
-        f"serving {store.resolve()} at http://{host}:{srv.server_address[1]}/ (Ctrl-C stops)"
-    )
-    try:
-        srv.serve_forever()
-    except KeyboardInterrupt:
-        pass
-    finally:
-        srv.server_close()
-    return 0

@@ -13,11 +13,11 @@ from checker.synth import (
     _TORN,
     ANOMALIES,
     LOG_ANOMALIES,
-    gen_history,
     generate,
     records,
     write_history,
 )
+from harness.cli.gen_history import gen_history
 from harness.core.history import Op, read_history, validate_history, write_parquet
 
 
