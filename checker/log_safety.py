@@ -262,14 +262,22 @@ def _log_reads(ops: Sequence[Op]) -> list[_Read]:
 
 
 def _reached_end(val: dict) -> bool:
-    """Whether a final read's entries reach the node's ledger ``end`` it reports.
+    """Whether a final read judges the node's whole log: its entries reach the ledger
+    ``end`` it reports, and its committed index covers that end.
 
     A final read without an integer ``end`` is taken as the whole log, as it always
-    was; with one, only the chunk holding the end (or an empty chunk past it) is.
+    was; with one, only the chunk holding the end (or an empty chunk past it) is. A
+    node whose committed index stops short of its end (a DLedger leader restarted with
+    no entry of its term yet, which keeps its committed index in memory) shows entries
+    it does not call committed: an ack beyond every final committed index is then not
+    judged (unknown), not lost.
     """
     end = val.get("end")
     if not _is_int(end):
         return True
+    c = val.get("committed")
+    if c is not None and not (_is_int(c) and c >= end):
+        return False
     idx = [e[0] for e in val["entries"] if isinstance(e, (list, tuple)) and e and _is_int(e[0])]
     return not idx or max(idx) >= end
 
@@ -1209,10 +1217,13 @@ def check_log_safety_columns(h: Any, ha: dict[str, Any] | None = None) -> dict[s
     d = _distinct(parts) if parts else schema.empty_table()
     is_read = reads.is_read
     final = reads.final & is_read
+    # checker.log_safety._reached_end: the node's end reached, and covered by committed
     complete = final & np.array(
         [
-            e is None or n == 0 or m >= e
-            for e, n, m in zip(reads.end, reads.n_entries, reads.max_li, strict=True)
+            e is None or ((md == _SENTINEL_ALL or (md == 0 and lim >= e)) and (n == 0 or m >= e))
+            for e, n, m, md, lim in zip(
+                reads.end, reads.n_entries, reads.max_li, reads.mode, reads.limit, strict=True
+            )
         ],
         dtype=bool,
     )

@@ -194,11 +194,12 @@ class LogSafety:
         (shuffled rows stay narrow: there are two or three of them per history record)."""
         c = col("v_committed")
         ents, end = col("v_entries"), as_int(col("v_end"))
-        # checker.log_safety._reached_end: the chunk holding the node's end, or past it
-        reached = (
-            end.isNull()
-            | (F.size(ents) == 0)
-            | (F.array_max(F.transform(ents, lambda e: e["index"])) >= end)
+        # checker.log_safety._reached_end: the chunk holding the node's end, or past it,
+        # with a committed index (null: all) that covers the end
+        covered = c.isNull() | (c == "null") | (as_int(c) >= end)
+        reached = end.isNull() | (
+            F.coalesce(covered, F.lit(False))
+            & ((F.size(ents) == 0) | (F.array_max(F.transform(ents, lambda e: e["index"])) >= end))
         )
         x = self.reads.select(
             "r",

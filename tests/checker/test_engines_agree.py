@@ -433,3 +433,54 @@ def test_register_histories_over_many_keys(
         assert lin["steps"] == local["checkers"]["linearizable"]["steps"]
     else:
         assert spark_res["anomalies"]["nonlinearizable"][0]["why"]
+
+
+def _committed_short_of_end(ops: list[Op]) -> tuple[list[Op], int]:
+    """``ops`` up to its final reads, then one final read of the whole log whose committed
+    index stops halfway (a DLedger leader restarted with no entry of its own term)."""
+    first_final = next(
+        i for i, op in enumerate(ops) if isinstance(op.value, dict) and op.value.get("final")
+    )
+    inv = ops[first_final]
+    ops = ops[:first_final]
+    acked = sorted(
+        (op.value["index"], op.value["term"], op.value["payload"])
+        for op in ops
+        if op.f == "append" and op.type == "ok"
+    )
+    end = acked[-1][0]
+    half = acked[len(acked) // 2][0]
+    value = {"from": 0, "to": end, "final": True, "local": True}
+    ops.append(inv.replace(index=len(ops), value=value))
+    out = {"entries": [list(e) for e in acked], "committed": half, "end": end}
+    ops.append(inv.replace(index=len(ops), type="ok", value=out))
+    return ops, sum(1 for a in acked if a[0] > half)
+
+
+def test_entries_past_the_committed_index_are_not_judged_lost_on_the_local_paths(
+    tmp_path: Path,
+) -> None:
+    """A final read that shows the node's whole log but calls only a prefix committed
+    leaves the acks past that prefix unjudged (unknown), on the Op and columnar paths."""
+    from checker.local import check_local_columns
+    from harness.core.parquet import write_parquet
+
+    ops, beyond = _committed_short_of_end(list(generate(800, workload="append", seed=4)))
+    local = check_local(ops)
+    ls = local["checkers"]["log-safety"]
+    assert local["valid"] == "unknown" and "lost-ack" not in local["anomalies"]
+    assert ls["stats"]["lost_ack_unjudged"] == beyond > 0
+    write_parquet(ops, tmp_path / "h.parquet")
+    cols = check_local_columns(tmp_path / "h.parquet")
+    assert cols is not None
+    cl = cols["checkers"]["log-safety"]
+    assert cols["valid"] == local["valid"] and cols["anomalies"] == local["anomalies"]
+    assert cl["stats"] == ls["stats"] and cl["unknown"] == ls["unknown"] == ["lost-ack"]
+
+
+@slow
+def test_entries_past_the_committed_index_are_judged_alike_on_spark(spark: Any) -> None:
+    ops, _ = _committed_short_of_end(list(generate(800, workload="append", seed=4)))
+    local = check_local(ops)
+    assert local["valid"] == "unknown"
+    assert_same(local, _spark(ops))
