@@ -52,9 +52,4 @@ def inventory_options(lab_help: str) -> Callable[[F], F]:
         ),
     ]
 
-    def decorate(fn: F) -> F:
-        for option in reversed(decorators):
-            fn = option(fn)
-        return fn
-
-    return decorate
+    return options.stack(*decorators)

@@ -24,6 +24,7 @@ __all__ = [
     "engine",
     "spark_master",
     "mutant_options",
+    "stack",
 ]
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -143,8 +144,14 @@ def mutant_options(*, hidden: bool = False) -> Decorator:
         ),
     ]
 
+    return stack(*opts)
+
+
+def stack(*decorators: Callable[[Any], Any]) -> Decorator:
+    """The options as one decorator, listed in the order ``--help`` shows them."""
+
     def decorate(fn: F) -> F:
-        for option in reversed(opts):
+        for option in reversed(decorators):
             fn = option(fn)
         return fn
 
