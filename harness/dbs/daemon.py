@@ -7,6 +7,7 @@ that here means a fix to, say, waiting for a killed process applies to all three
 
 from __future__ import annotations
 
+import shlex
 import time
 from typing import TYPE_CHECKING
 
@@ -41,6 +42,19 @@ class PidfileDaemonDB:
         lab = ctx.hosts[node].extras.get("lab")
         base = f"{self.root}/{safe_name(str(lab))}" if lab else self.root
         return f"{base}/{safe_name(ctx.spec.name)}/{safe_name(node)}"
+
+    def remove_node_dir(self, ctx: RunContext, node: str) -> None:
+        """Wipe the node's directory, then its parents up to ``root`` once empty (the
+        test's and the lab's levels; another node of the same host may still use them)."""
+        d = self.node_dir(ctx, node)
+        parents = []
+        up = d
+        while True:
+            up = up.rsplit("/", 1)[0]
+            if len(up) <= len(self.root.rstrip("/")):
+                break
+            parents.append(f"rmdir {shlex.quote(up)} 2>/dev/null")
+        ctx.remotes[node].run(f"rm -rf {shlex.quote(d)}; " + "; ".join([*parents, "true"]))
 
     def kill(self, ctx: RunContext, node: str) -> None:
         """SIGKILL, then wait (up to 5 s) until the process is really gone."""

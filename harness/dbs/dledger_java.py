@@ -485,14 +485,7 @@ class DLedgerJavaDB(NodeLogEvents, PidfileDaemonDB):
             log.info("%s: leaving DLedger running in %s", node, p["dir"])
             return
         stop_process(remote, p["pid"], "dledger-java")
-        test_dir = p["dir"].rsplit("/", 1)[0]
-        empties = [test_dir] + (
-            [test_dir.rsplit("/", 1)[0]] if ctx.hosts[node].extras.get("lab") else []
-        )
-        remote.run(
-            f"rm -rf {shlex.quote(p['dir'])}; for d in {' '.join(map(shlex.quote, empties))}; "
-            f'do rmdir "$d" 2>/dev/null; done; true'
-        )
+        self.remove_node_dir(ctx, node)
 
     # leadership transfer --------------------------------------------------------
     def transfer_leader(self, ctx: RunContext, node: str) -> dict[str, Any]:

@@ -341,12 +341,4 @@ class RedisDB(PidfileDaemonDB):
             return
         stop_process(remote, p["spid"], "sentinel")
         stop_process(remote, p["pid"], "redis-server")
-        # The test's (and lab's) directory go too once empty (other nodes may race).
-        test_dir = p["dir"].rsplit("/", 1)[0]
-        empties = [test_dir] + (
-            [test_dir.rsplit("/", 1)[0]] if ctx.hosts[node].extras.get("lab") else []
-        )
-        remote.run(
-            f"rm -rf {shlex.quote(p['dir'])}; for d in {' '.join(map(shlex.quote, empties))}; "
-            f'do rmdir "$d" 2>/dev/null; done; true'
-        )
+        self.remove_node_dir(ctx, node)
