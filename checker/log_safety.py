@@ -174,6 +174,8 @@ class _Sample:
     voters: frozenset[str] | None = None
     learners: frozenset[str] = frozenset()
     config_index: int | None = None
+    candidate: bool = False
+    """It answered as a candidate (``role == "candidate"``)."""
 
 
 _NO_LEARNERS: frozenset[str] = frozenset()
@@ -203,6 +205,7 @@ def _samples(ops: Sequence[Op]) -> list[_Sample]:
                     _int_or_none(v.get("term")),
                     v.get("role") == "leader",
                     *_member_config(op.node, v.get("member"), v.get("config")),
+                    candidate=v.get("role") == "candidate",
                 )
             )
     return out
@@ -460,12 +463,18 @@ def two_leaders_in_term(ops: Sequence[Op]) -> list[dict[str, Any]]:
     return _by_indexes(out)
 
 
-def term_regress(ops: Sequence[Op]) -> list[dict[str, Any]]:
+def term_regress(
+    ops: Sequence[Op], *, candidate_terms_volatile: bool = False
+) -> list[dict[str, Any]]:
     """I6: a node's term went down, possibly across a restart (currentTerm not fsynced).
 
     Per node (all incarnations together) in history order: every sample whose
     integer ``term`` is below the maximum term of that node's earlier samples is
-    one example::
+    one example. With ``candidate_terms_volatile`` (a DB that persists a term before
+    it answers an RPC in it, as Raft asks, and shows it while still a candidate), a
+    term seen only in candidate samples sets no floor: a crash may take it back
+    harmlessly, since the node neither led nor followed anyone in it (a vote it then
+    gives twice is the node-events check's ``event-double-vote``)::
 
         {"node", "incarnation", "from": earlier max, "to": term,
          "indexes": [index of the first sample that reached the max, offending index]}
@@ -477,9 +486,7 @@ def term_regress(ops: Sequence[Op]) -> list[dict[str, Any]]:
         if t is None:
             continue
         prev = best.get(s.member)
-        if prev is None or t > prev[0]:
-            best[s.member] = (t, s.index)
-        elif t < prev[0]:
+        if prev is not None and t < prev[0]:
             out.append(
                 {
                     "node": s.member,
@@ -489,6 +496,8 @@ def term_regress(ops: Sequence[Op]) -> list[dict[str, Any]]:
                     "indexes": [prev[1], s.index],
                 }
             )
+        elif (prev is None or t > prev[0]) and not (candidate_terms_volatile and s.candidate):
+            best[s.member] = (t, s.index)
     return _by_indexes(out)
 
 
@@ -906,7 +915,9 @@ LOSS_WINDOW = (("lost-ack", "loss-window"), ("append-order", "loss-window-order"
 NOTES = ("committed-regress-restart", *(note for _, note in LOSS_WINDOW))
 
 
-def check_log_safety(ops: Sequence[Op], ha: dict[str, Any] | None = None) -> dict[str, Any]:
+def check_log_safety(
+    ops: Sequence[Op], ha: dict[str, Any] | None = None, *, candidate_terms_volatile: bool = False
+) -> dict[str, Any]:
     """Every log-safety anomaly over one history, as one result map.
 
     ``{"valid", "anomalies": {kind: [examples]} (non-empty kinds only),
@@ -922,6 +933,8 @@ def check_log_safety(ops: Sequence[Op], ha: dict[str, Any] | None = None) -> dic
     """
     ops = _prepare(ops)
     found = {kind: fn(ops) for kind, fn in _FUNCS.items()}
+    if candidate_terms_volatile:
+        found["term-regress"] = term_regress(ops, candidate_terms_volatile=True)
     apps = _appends(ops)
     reads = _log_reads(ops)
     stats = {
@@ -1138,7 +1151,9 @@ def _distinct(parts: list[Any]) -> Any:
     )
 
 
-def check_log_safety_columns(h: Any, ha: dict[str, Any] | None = None) -> dict[str, Any] | None:
+def check_log_safety_columns(
+    h: Any, ha: dict[str, Any] | None = None, *, candidate_terms_volatile: bool = False
+) -> dict[str, Any] | None:
     """:func:`check_log_safety` over a :class:`~harness.core.parquet.ColumnarHistory`: the
     same result map, with no Op per record and memory bounded by the log's distinct
     (index, term, payload) triples rather than by its observations. None for the rare
@@ -1238,11 +1253,12 @@ def check_log_safety_columns(h: Any, ha: dict[str, Any] | None = None) -> dict[s
     take = pa.array(sp)
     incs = _incarnations(h.column("v_incarnation").take(take))
     leader = eq("v_role", sp, '"leader"').tolist()
+    candidate = eq("v_role", sp, '"candidate"').tolist()
     prep = _Prepared()
     nodes = _per_distinct(h.column("node").take(take))
     prep.samples = [
-        _Sample(i, n, inc[1], inc[0], c, e, t, ld, *_member_config(n, mem, cfg))
-        for i, n, inc, c, e, t, ld, mem, cfg in zip(
+        _Sample(i, n, inc[1], inc[0], c, e, t, ld, *_member_config(n, mem, cfg), candidate=cd)
+        for i, n, inc, c, e, t, ld, mem, cfg, cd in zip(
             h.column("index").take(take).to_pylist(),
             nodes,
             incs,
@@ -1252,6 +1268,7 @@ def check_log_safety_columns(h: Any, ha: dict[str, Any] | None = None) -> dict[s
             leader,
             _decoded(h, "v_member", take),
             _decoded(h, "v_config", take),
+            candidate,
             strict=True,
         )
     ]
@@ -1260,7 +1277,7 @@ def check_log_safety_columns(h: Any, ha: dict[str, Any] | None = None) -> dict[s
     found["committed-regress"] = committed_regress(prep)
     found["committed-beyond-end"] = committed_beyond_end(prep)
     found["two-leaders-in-term"] = two_leaders_in_term(prep)
-    found["term-regress"] = term_regress(prep)
+    found["term-regress"] = term_regress(prep, candidate_terms_volatile=candidate_terms_volatile)
     a_ok_pos = acp[oks]
     prep.acks = list(
         zip(
@@ -1498,6 +1515,12 @@ class LogSafetyOptions:
         None,
         "mode ha: {sync: bool}; with an async master, lost acks are the loss-window note",
     )
+    candidate_terms_volatile: bool = option(
+        False,
+        "a term seen only while a node was a candidate sets no floor for term-regress "
+        "(a DB that persists its term before answering in it, as Raft asks; declared by "
+        "the DB)",
+    )
 
 
 def _claims(shape: OpShape, config: CheckConfig) -> str | None:
@@ -1510,12 +1533,19 @@ def ha_of(config: CheckConfig) -> dict[str, Any] | None:
     return None if ha is None else {"sync": ha.sync}
 
 
+def volatile_of(config: CheckConfig) -> bool:
+    """Whether the DB declared candidate terms volatile (:class:`LogSafetyOptions`)."""
+    return bool(config.options is not None and config.options.candidate_terms_volatile)
+
+
 def _local(history: PairedHistory, config: CheckConfig) -> dict[str, Any]:
-    return check_log_safety(history, ha=ha_of(config))
+    return check_log_safety(history, ha=ha_of(config), candidate_terms_volatile=volatile_of(config))
 
 
 def _columnar(history: Any, config: CheckConfig) -> dict[str, Any] | None:
-    return check_log_safety_columns(history, ha=ha_of(config))
+    return check_log_safety_columns(
+        history, ha=ha_of(config), candidate_terms_volatile=volatile_of(config)
+    )
 
 
 LOG_SAFETY = CheckerSpec(

@@ -24,7 +24,7 @@ import json
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from checker.log_safety import ANOMALIES, LOSS_WINDOW, NOTES, ha_of
+from checker.log_safety import ANOMALIES, LOSS_WINDOW, NOTES, ha_of, volatile_of
 from checker.spark.input import as_int, loads
 from checker.spark.kept import keep, release
 from checker.spark.pairing import APP, READ
@@ -88,9 +88,13 @@ class LogSafety:
         parts: int,
         append_invokes: int,
         level: Any,
+        *,
+        candidate_terms_volatile: bool = False,
     ) -> None:
         from pyspark.sql import Window as W
         from pyspark.sql import functions as F
+
+        self.candidate_terms_volatile = candidate_terms_volatile
 
         self.F, self.W, self.cap, self.ha, self.parts = F, W, cap, ha, parts
         self.append_invokes = append_invokes
@@ -135,6 +139,7 @@ class LogSafety:
                 as_int(col("v_end")).alias("e"),
                 as_int(col("v_term")).alias("t"),
                 (col("v_role") == '"leader"').alias("is_leader"),
+                F.coalesce(col("v_role") == '"candidate"', F.lit(False)).alias("is_cand"),
                 F.when(has_cfg, F.array_sort(F.array_distinct(cfg.getField("voters")))).alias(
                     "voters"
                 ),
@@ -327,15 +332,20 @@ class LogSafety:
         )
 
     def term_regress(self) -> Any:
+        """checker.log_safety.term_regress (a candidate's term sets no floor when the DB
+        declared ``candidate_terms_volatile``)."""
         F, W = self.F, self.W
         s = self.samples.where(F.col("t").isNotNull())
         w = W.partitionBy("node").orderBy("index").rowsBetween(W.unboundedPreceding, -1)
+        floor = F.struct("t", (-F.col("index")).alias("ni"))
+        if self.candidate_terms_volatile:
+            floor = F.when(~F.col("is_cand"), floor)
         x = s.select(
             "index",
             "node",
             "inc",
             "t",
-            F.max(F.struct("t", (-F.col("index")).alias("ni"))).over(w).alias("best"),
+            F.max(floor).over(w).alias("best"),
         )
         off = x.where(F.col("t") < F.col("best.t"))
         return off.select(
@@ -1122,6 +1132,7 @@ def check_log_safety_spark(session: Any, records: Any, config: CheckConfig) -> d
         int(shared["parts"]),
         int(shared["append_invokes"]),
         shared["level"],
+        candidate_terms_volatile=volatile_of(config),
     )
     try:
         return job.run()

@@ -136,6 +136,15 @@ class JRaftOptions:
         "JRaft creates them and never fsyncs the directory (docs/jraft.md)",
     )
 
+    def checker_options(self) -> dict[str, dict[str, Any]]:
+        """What log safety must know of JRaft: a candidate's new term is in memory (and
+        shown in status) before its save with the self-vote (``setTermAndVotedFor``) is
+        durable; a save that fails under a disk fault then loses a term the node neither
+        led nor followed in (measured, docs/jraft.md). Raft asks the term be stable before
+        the node answers an RPC in it, so such a loss is not judged a term regression; a
+        vote the node then gives twice in that term is still ``event-double-vote``."""
+        return {"log-safety": {"candidate_terms_volatile": True}}
+
 
 @declares_options(JRaftOptions)
 def factory(options: JRaftOptions | Mapping[str, Any]) -> DB:
@@ -268,6 +277,10 @@ class JRaftDB(NodeLogEvents, PidfileDaemonDB):
         "after JRaft's ReadIndex (or, with read=lease, its lease check) confirmed it: a "
         "correct run never reaches this; a run that does has found a stale read"
     }
+
+    def checker_options(self) -> dict[str, dict[str, Any]]:
+        """InformsChecker: the options class's declaration (a re-check reads the same)."""
+        return self.opts.checker_options()
 
     def event_kinds(self) -> frozenset[str]:
         """node.log's kinds; not ``truncate``: JRaft does not tell the state machine or the

@@ -484,3 +484,43 @@ def test_entries_past_the_committed_index_are_judged_alike_on_spark(spark: Any) 
     local = check_local(ops)
     assert local["valid"] == "unknown"
     assert_same(local, _spark(ops))
+
+
+def _candidate_regress() -> list[Op]:
+    """An append history with one node seen as a candidate of term 90, then in term 50
+    (above every term it held before)."""
+    ops = list(generate(600, workload="append", seed=8))
+    n = len(ops)
+    for k, (term, role, inc) in enumerate(((90, "candidate", 1), (50, "follower", 2))):
+        v = {"role": role, "term": term, "incarnation": inc}
+        ops.append(Op(type="invoke", process=77, f="sample", index=n + 2 * k, time=10**12 + k,
+                      node="n1"))  # fmt: skip
+        ops.append(Op(type="ok", process=77, f="sample", value=v, index=n + 2 * k + 1,
+                      time=10**12 + k, node="n1"))  # fmt: skip
+    return ops
+
+
+VOLATILE = {"options": {"log-safety": {"candidate_terms_volatile": True}}}
+
+
+def test_volatile_candidate_terms_on_the_local_paths(tmp_path: Path) -> None:
+    from checker.local import check_local_columns
+    from harness.core.parquet import write_parquet
+
+    ops = _candidate_regress()
+    assert "term-regress" in check_local(ops)["anomalies"]
+    local = check_local(ops, opts=VOLATILE)
+    assert "term-regress" not in local["anomalies"]
+    write_parquet(ops, tmp_path / "h.parquet")
+    for opts, has in ((None, True), (VOLATILE, False)):
+        cols = check_local_columns(tmp_path / "h.parquet", opts=opts)
+        assert cols is not None and ("term-regress" in cols["anomalies"]) is has
+
+
+@slow
+def test_volatile_candidate_terms_on_spark(spark: Any) -> None:
+    from checker.spark import check_spark
+
+    ops = _candidate_regress()
+    for opts in (None, VOLATILE):
+        assert_same(check_local(ops, opts=opts), check_spark(ops, opts=opts))

@@ -300,3 +300,29 @@ def test_unproposed_committed_judges_nothing_without_an_ok_append() -> None:
     assert ls.unproposed_committed(h.ops) == []
     h.append(3, "p3", index=1, term=9)  # an ack at index 1 (its term aside) opens index 1
     assert [e["index"] for e in ls.unproposed_committed(h.ops)] == [1]
+
+
+def test_a_candidates_lost_term_sets_no_floor_only_where_the_db_declares_it() -> None:
+    from checker.log_safety import check_log_safety, term_regress
+    from harness.core.op import Op
+
+    def sample(i: int, term: int, role: str, inc: int) -> list[Op]:
+        v = {"role": role, "term": term, "incarnation": inc, "committed": 0, "end": 0}
+        return [
+            Op(type="invoke", process=9, f="sample", index=2 * i, time=2 * i, node="n1"),
+            Op(type="ok", process=9, f="sample", value=v, index=2 * i + 1, time=2 * i + 1,
+               node="n1"),
+        ]  # fmt: skip
+
+    ops = [
+        *sample(0, 3, "follower", 1),
+        *sample(1, 4, "candidate", 1),
+        *sample(2, 3, "follower", 2),
+    ]
+    assert [a["from"] for a in term_regress(ops)] == [4]
+    assert term_regress(ops, candidate_terms_volatile=True) == []
+    below = [*ops, *sample(3, 2, "follower", 3)]  # below a term it followed in: still judged
+    assert [a["to"] for a in term_regress(below, candidate_terms_volatile=True)] == [2]
+    res = check_log_safety(ops, candidate_terms_volatile=True)
+    assert "term-regress" not in res["anomalies"]
+    assert "term-regress" in check_log_safety(ops)["anomalies"]
