@@ -71,6 +71,17 @@ before DLedger logs a line (15 s, nothing; the same command without the preload 
 this variable elects a leader in under 0.1 s). Off, wall-clock reads are still faked;
 ``CLOCK_MONOTONIC`` is not (the lab sets FAKETIME_DONT_FAKE_MONOTONIC=1)."""
 
+OPENS = (
+    "--add-opens=java.base/java.nio=ALL-UNNAMED",
+    "--add-opens=java.base/sun.nio.ch=ALL-UNNAMED",
+    "--add-opens=java.base/java.lang=ALL-UNNAMED",
+    "--add-opens=java.base/jdk.internal.misc=ALL-UNNAMED",
+)
+"""DLedger up to 0.2.7 ships with netty 4.0.42 (through rocketmq-remoting), whose
+``PlatformDependent`` fails its static initialisation on Java 17 without these (the JVM
+exits before DLedger starts; measured on 0.1, 0.2.0 and 0.2.7); with them all three serve.
+Newer netty (DLedger 0.3.0 on: 4.1.65) does not need them and is not changed by them."""
+
 _VERSION = re.compile(r"^\d+(\.\d+){1,3}$")
 
 
@@ -340,6 +351,7 @@ class DLedgerJavaDB(NodeLogEvents, PidfileDaemonDB):
             "-XX:+UseSerialGC",
             "-XX:TieredStopAtLevel=1",
             "-Xss512k",
+            *OPENS,
             f"-Dsplitbrain.dledger.version={o.version}",
             "-Dorg.slf4j.simpleLogger.showDateTime=true",
             "-Dorg.slf4j.simpleLogger.dateTimeFormat=yyyy-MM-dd'T'HH:mm:ss.SSSZ",
