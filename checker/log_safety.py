@@ -174,8 +174,17 @@ class _Sample:
     voters: frozenset[str] | None = None
     learners: frozenset[str] = frozenset()
     config_index: int | None = None
-    candidate: bool = False
-    """It answered as a candidate (``role == "candidate"``)."""
+    unsettled: bool = False
+    """It answered in a role other than leader or follower (a candidate, a node stopped by
+    an error): its term may not be saved yet."""
+
+
+SETTLED_ROLES = ("leader", "follower")
+
+
+def _unsettled(role: Any) -> bool:
+    """A sample's role says its term may not be saved yet (a string, not leader/follower)."""
+    return isinstance(role, str) and role not in SETTLED_ROLES
 
 
 _NO_LEARNERS: frozenset[str] = frozenset()
@@ -205,7 +214,7 @@ def _samples(ops: Sequence[Op]) -> list[_Sample]:
                     _int_or_none(v.get("term")),
                     v.get("role") == "leader",
                     *_member_config(op.node, v.get("member"), v.get("config")),
-                    candidate=v.get("role") == "candidate",
+                    unsettled=_unsettled(v.get("role")),
                 )
             )
     return out
@@ -463,18 +472,16 @@ def two_leaders_in_term(ops: Sequence[Op]) -> list[dict[str, Any]]:
     return _by_indexes(out)
 
 
-def term_regress(
-    ops: Sequence[Op], *, candidate_terms_volatile: bool = False
-) -> list[dict[str, Any]]:
+def term_regress(ops: Sequence[Op], *, settled_terms_only: bool = False) -> list[dict[str, Any]]:
     """I6: a node's term went down, possibly across a restart (currentTerm not fsynced).
 
     Per node (all incarnations together) in history order: every sample whose
     integer ``term`` is below the maximum term of that node's earlier samples is
-    one example. With ``candidate_terms_volatile`` (a DB that persists a term before
-    it answers an RPC in it, as Raft asks, and shows it while still a candidate), a
-    term seen only in candidate samples sets no floor: a crash may take it back
-    harmlessly, since the node neither led nor followed anyone in it (a vote it then
-    gives twice is the node-events check's ``event-double-vote``)::
+    one example. With ``settled_terms_only`` (a DB that persists a term before it
+    answers an RPC in it, as Raft asks, but shows it before that, while a candidate or
+    once an error stopped it), a term seen only in such samples sets no floor: a crash
+    may take it back harmlessly, since the node neither led nor followed anyone in it (a
+    vote it then gives twice is the node-events check's ``event-double-vote``)::
 
         {"node", "incarnation", "from": earlier max, "to": term,
          "indexes": [index of the first sample that reached the max, offending index]}
@@ -496,7 +503,7 @@ def term_regress(
                     "indexes": [prev[1], s.index],
                 }
             )
-        elif (prev is None or t > prev[0]) and not (candidate_terms_volatile and s.candidate):
+        elif (prev is None or t > prev[0]) and not (settled_terms_only and s.unsettled):
             best[s.member] = (t, s.index)
     return _by_indexes(out)
 
@@ -916,7 +923,7 @@ NOTES = ("committed-regress-restart", *(note for _, note in LOSS_WINDOW))
 
 
 def check_log_safety(
-    ops: Sequence[Op], ha: dict[str, Any] | None = None, *, candidate_terms_volatile: bool = False
+    ops: Sequence[Op], ha: dict[str, Any] | None = None, *, settled_terms_only: bool = False
 ) -> dict[str, Any]:
     """Every log-safety anomaly over one history, as one result map.
 
@@ -933,8 +940,8 @@ def check_log_safety(
     """
     ops = _prepare(ops)
     found = {kind: fn(ops) for kind, fn in _FUNCS.items()}
-    if candidate_terms_volatile:
-        found["term-regress"] = term_regress(ops, candidate_terms_volatile=True)
+    if settled_terms_only:
+        found["term-regress"] = term_regress(ops, settled_terms_only=True)
     apps = _appends(ops)
     reads = _log_reads(ops)
     stats = {
@@ -1152,7 +1159,7 @@ def _distinct(parts: list[Any]) -> Any:
 
 
 def check_log_safety_columns(
-    h: Any, ha: dict[str, Any] | None = None, *, candidate_terms_volatile: bool = False
+    h: Any, ha: dict[str, Any] | None = None, *, settled_terms_only: bool = False
 ) -> dict[str, Any] | None:
     """:func:`check_log_safety` over a :class:`~harness.core.parquet.ColumnarHistory`: the
     same result map, with no Op per record and memory bounded by the log's distinct
@@ -1253,11 +1260,13 @@ def check_log_safety_columns(
     take = pa.array(sp)
     incs = _incarnations(h.column("v_incarnation").take(take))
     leader = eq("v_role", sp, '"leader"').tolist()
-    candidate = eq("v_role", sp, '"candidate"').tolist()
+    unsettled = [
+        _unsettled(json.loads(r)) if r else False for r in h.column("v_role").take(take).to_pylist()
+    ]
     prep = _Prepared()
     nodes = _per_distinct(h.column("node").take(take))
     prep.samples = [
-        _Sample(i, n, inc[1], inc[0], c, e, t, ld, *_member_config(n, mem, cfg), candidate=cd)
+        _Sample(i, n, inc[1], inc[0], c, e, t, ld, *_member_config(n, mem, cfg), unsettled=cd)
         for i, n, inc, c, e, t, ld, mem, cfg, cd in zip(
             h.column("index").take(take).to_pylist(),
             nodes,
@@ -1268,7 +1277,7 @@ def check_log_safety_columns(
             leader,
             _decoded(h, "v_member", take),
             _decoded(h, "v_config", take),
-            candidate,
+            unsettled,
             strict=True,
         )
     ]
@@ -1277,7 +1286,7 @@ def check_log_safety_columns(
     found["committed-regress"] = committed_regress(prep)
     found["committed-beyond-end"] = committed_beyond_end(prep)
     found["two-leaders-in-term"] = two_leaders_in_term(prep)
-    found["term-regress"] = term_regress(prep, candidate_terms_volatile=candidate_terms_volatile)
+    found["term-regress"] = term_regress(prep, settled_terms_only=settled_terms_only)
     a_ok_pos = acp[oks]
     prep.acks = list(
         zip(
@@ -1515,11 +1524,11 @@ class LogSafetyOptions:
         None,
         "mode ha: {sync: bool}; with an async master, lost acks are the loss-window note",
     )
-    candidate_terms_volatile: bool = option(
+    settled_terms_only: bool = option(
         False,
-        "a term seen only while a node was a candidate sets no floor for term-regress "
-        "(a DB that persists its term before answering in it, as Raft asks; declared by "
-        "the DB)",
+        "only terms a node was seen leading or following in set a floor for term-regress "
+        "(a DB that persists its term before answering in it, as Raft asks, but shows it "
+        "earlier; declared by the DB)",
     )
 
 
@@ -1534,17 +1543,17 @@ def ha_of(config: CheckConfig) -> dict[str, Any] | None:
 
 
 def volatile_of(config: CheckConfig) -> bool:
-    """Whether the DB declared candidate terms volatile (:class:`LogSafetyOptions`)."""
-    return bool(config.options is not None and config.options.candidate_terms_volatile)
+    """Whether the DB declared only settled terms binding (:class:`LogSafetyOptions`)."""
+    return bool(config.options is not None and config.options.settled_terms_only)
 
 
 def _local(history: PairedHistory, config: CheckConfig) -> dict[str, Any]:
-    return check_log_safety(history, ha=ha_of(config), candidate_terms_volatile=volatile_of(config))
+    return check_log_safety(history, ha=ha_of(config), settled_terms_only=volatile_of(config))
 
 
 def _columnar(history: Any, config: CheckConfig) -> dict[str, Any] | None:
     return check_log_safety_columns(
-        history, ha=ha_of(config), candidate_terms_volatile=volatile_of(config)
+        history, ha=ha_of(config), settled_terms_only=volatile_of(config)
     )
 
 

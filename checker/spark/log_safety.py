@@ -89,12 +89,12 @@ class LogSafety:
         append_invokes: int,
         level: Any,
         *,
-        candidate_terms_volatile: bool = False,
+        settled_terms_only: bool = False,
     ) -> None:
         from pyspark.sql import Window as W
         from pyspark.sql import functions as F
 
-        self.candidate_terms_volatile = candidate_terms_volatile
+        self.settled_terms_only = settled_terms_only
 
         self.F, self.W, self.cap, self.ha, self.parts = F, W, cap, ha, parts
         self.append_invokes = append_invokes
@@ -139,7 +139,10 @@ class LogSafety:
                 as_int(col("v_end")).alias("e"),
                 as_int(col("v_term")).alias("t"),
                 (col("v_role") == '"leader"').alias("is_leader"),
-                F.coalesce(col("v_role") == '"candidate"', F.lit(False)).alias("is_cand"),
+                F.coalesce(
+                    ~col("v_role").isin('"leader"', '"follower"') & col("v_role").startswith('"'),
+                    F.lit(False),
+                ).alias("unsettled"),
                 F.when(has_cfg, F.array_sort(F.array_distinct(cfg.getField("voters")))).alias(
                     "voters"
                 ),
@@ -332,14 +335,14 @@ class LogSafety:
         )
 
     def term_regress(self) -> Any:
-        """checker.log_safety.term_regress (a candidate's term sets no floor when the DB
-        declared ``candidate_terms_volatile``)."""
+        """checker.log_safety.term_regress (an unsettled sample's term sets no floor when the
+        DB declared ``settled_terms_only``)."""
         F, W = self.F, self.W
         s = self.samples.where(F.col("t").isNotNull())
         w = W.partitionBy("node").orderBy("index").rowsBetween(W.unboundedPreceding, -1)
         floor = F.struct("t", (-F.col("index")).alias("ni"))
-        if self.candidate_terms_volatile:
-            floor = F.when(~F.col("is_cand"), floor)
+        if self.settled_terms_only:
+            floor = F.when(~F.col("unsettled"), floor)
         x = s.select(
             "index",
             "node",
@@ -1132,7 +1135,7 @@ def check_log_safety_spark(session: Any, records: Any, config: CheckConfig) -> d
         int(shared["parts"]),
         int(shared["append_invokes"]),
         shared["level"],
-        candidate_terms_volatile=volatile_of(config),
+        settled_terms_only=volatile_of(config),
     )
     try:
         return job.run()

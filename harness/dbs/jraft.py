@@ -139,11 +139,13 @@ class JRaftOptions:
     def checker_options(self) -> dict[str, dict[str, Any]]:
         """What log safety must know of JRaft: a candidate's new term is in memory (and
         shown in status) before its save with the self-vote (``setTermAndVotedFor``) is
-        durable; a save that fails under a disk fault then loses a term the node neither
-        led nor followed in (measured, docs/jraft.md). Raft asks the term be stable before
-        the node answers an RPC in it, so such a loss is not judged a term regression; a
-        vote the node then gives twice in that term is still ``event-double-vote``."""
-        return {"log-safety": {"candidate_terms_volatile": True}}
+        durable, and a save that fails under a disk fault stops the node in STATE_ERROR
+        still showing that term; a restart then loses a term the node neither led nor
+        followed in (measured, docs/jraft.md). Raft asks the term be stable before the
+        node answers an RPC in it, so only terms seen as leader or follower bind
+        term-regress; a vote the node then gives twice in a term is still
+        ``event-double-vote``."""
+        return {"log-safety": {"settled_terms_only": True}}
 
 
 @declares_options(JRaftOptions)

@@ -500,7 +500,7 @@ def _candidate_regress() -> list[Op]:
     return ops
 
 
-VOLATILE = {"options": {"log-safety": {"candidate_terms_volatile": True}}}
+VOLATILE = {"options": {"log-safety": {"settled_terms_only": True}}}
 
 
 def test_volatile_candidate_terms_on_the_local_paths(tmp_path: Path) -> None:

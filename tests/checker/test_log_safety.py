@@ -320,9 +320,24 @@ def test_a_candidates_lost_term_sets_no_floor_only_where_the_db_declares_it() ->
         *sample(2, 3, "follower", 2),
     ]
     assert [a["from"] for a in term_regress(ops)] == [4]
-    assert term_regress(ops, candidate_terms_volatile=True) == []
+    assert term_regress(ops, settled_terms_only=True) == []
     below = [*ops, *sample(3, 2, "follower", 3)]  # below a term it followed in: still judged
-    assert [a["to"] for a in term_regress(below, candidate_terms_volatile=True)] == [2]
-    res = check_log_safety(ops, candidate_terms_volatile=True)
+    assert [a["to"] for a in term_regress(below, settled_terms_only=True)] == [2]
+    res = check_log_safety(ops, settled_terms_only=True)
     assert "term-regress" not in res["anomalies"]
     assert "term-regress" in check_log_safety(ops)["anomalies"]
+
+
+def test_an_error_states_unsaved_term_sets_no_floor_either() -> None:
+    from checker.log_safety import term_regress
+    from harness.core.op import Op
+
+    ops = []
+    for i, (term, role) in enumerate(((12, "follower"), (13, "error"), (12, "follower"))):
+        v = {"role": role, "term": term, "incarnation": i}
+        ops += [
+            Op(type="invoke", process=9, f="sample", index=2 * i, time=2 * i, node="n1"),
+            Op(type="ok", process=9, f="sample", value=v, index=2 * i + 1, time=2 * i + 1,
+               node="n1"),
+        ]  # fmt: skip
+    assert term_regress(ops) and not term_regress(ops, settled_terms_only=True)
