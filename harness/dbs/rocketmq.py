@@ -1,4 +1,5 @@
-"""Real Apache RocketMQ as a database under test (``--db rocketmq``), classic master/slave.
+"""Real Apache RocketMQ as a database under test (``--db rocketmq``): classic master/slave
+(``mode=master-slave``, RocketMQ's HAService) or the DLedger commitlog (``mode=dledger``).
 
 RocketMQ's own jars (``rocketmq-namesrv``, ``rocketmq-broker``, ``rocketmq-client`` at
 ``--db-option version=X``) are resolved and built by :mod:`harness.dbs.maven` from
@@ -7,12 +8,15 @@ main classes (``NamesrvStartup``, ``BrokerStartup -c broker.conf``). Roles, by t
 node order (with 5 hosts)::
 
     n1          name server (NamesrvStartup)
-    n2          broker-a master, brokerId 0 (SYNC_MASTER or ASYNC_MASTER)
-    n3, n4, n5  broker-a slaves, brokerId 1..3 (RocketMQ's HAService replicates to them)
+    master-slave:  n2 broker-a master, brokerId 0 (SYNC_MASTER or ASYNC_MASTER);
+                   n3, n4, n5 its slaves, brokerId 1..3 (RocketMQ's HAService replicates)
+    dledger:       n2..n5 one DLedger group (peers n0..n3, quorum 3) as broker-a; the
+                   elected leader is the master (RocketMQ's DLedgerRoleChangeHandler)
 
 One broker group, so the queue workload's ``(topic, queue)`` is one RocketMQ message queue
 and every node's final drain reads the same queue (the master's or a slave's copy). Classic
 master/slave has no failover: the master stays the master, a slave never takes writes.
+``mode=controller`` is refused ("not yet").
 
 The only part that is ours is the **client gateway** (``splitbrain.rocketmq.Gateway``, one JVM
 on the harness's side, started by :meth:`RocketMQDB.wait_ready`, stopped at teardown or when
@@ -736,8 +740,11 @@ class RocketMQDB(PidfileDaemonDB):
 
     def log_files(self, ctx: RunContext, node: str) -> list[str]:
         p = self._paths(ctx, node)
-        name = "namesrv.log" if self.roles(ctx)[node] == "namesrv" else "broker.log"
-        return [p["stdout"], f"{p['logs']}/{name}"]
+        if self.roles(ctx)[node] == "namesrv":
+            return [p["stdout"], f"{p['logs']}/namesrv.log"]
+        # store.log holds the message store's own complaints (consume queue building,
+        # recovery, DLedger truncation), which broker.log does not
+        return [p["stdout"], f"{p['logs']}/broker.log", f"{p['logs']}/store.log"]
 
     def teardown(self, ctx: RunContext, node: str) -> None:
         from harness.dbs.etcd import stop_process
