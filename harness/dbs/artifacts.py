@@ -22,8 +22,9 @@ import json
 import os
 import shlex
 import shutil
+import subprocess
 import tempfile
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -38,6 +39,7 @@ __all__ = [
     "Artifact",
     "Program",
     "cached_build",
+    "offline_first",
     "tree_digest",
     "sha256_file",
 ]
@@ -129,6 +131,43 @@ class Program:
                 remote.upload(str(self.lib / f), f"{lib}/{f}")
         remote.run(f"chmod -R a+rX {shlex.quote(lib)}", check=False, timeout=60)
         return lib
+
+
+def offline_first(
+    attempts: Sequence[tuple[Sequence[Sequence[str]], Mapping[str, str] | None]],
+    *,
+    cwd: Path,
+    timeout: float,
+    what: str,
+) -> tuple[bool, str]:
+    """Run each attempt's commands in turn until one attempt's all succeed.
+
+    An attempt is (commands, environment): the builders pass an offline one first (a
+    rebuild whose dependencies are all in the harness's own cache asks no registry),
+    then the same online. Returns (whether an attempt succeeded, the last output).
+    """
+    out = ""
+    for commands, env in attempts:
+        for cmd in commands:
+            try:
+                res = subprocess.run(
+                    list(cmd),
+                    cwd=cwd,
+                    env=None if env is None else dict(env),
+                    capture_output=True,
+                    text=True,
+                    timeout=timeout,
+                    check=False,
+                    stdin=subprocess.DEVNULL,
+                )
+            except subprocess.TimeoutExpired:
+                raise LabError(f"building {what} took over {timeout:g} s") from None
+            out = res.stdout + res.stderr
+            if res.returncode != 0:
+                break
+        else:
+            return True, out
+    return False, out
 
 
 def tree_digest(project: Path, *, skip: tuple[str, ...] = ("target",)) -> str:

@@ -34,6 +34,7 @@ from harness.dbs.artifacts import (
     Program,
     build_key,
     cached_build,
+    offline_first,
     sha256_file,
     tree_digest,
 )
@@ -129,33 +130,11 @@ def build(
         work = tmp / "src"
         shutil.copytree(project, work)
         (work / "go.mod").write_text(f"module splitbrain.local/{name}\n\ngo 1.22\n")
-        out = ""
-        for offline in (True, False):
-            env = _env(root, offline=offline)
-            steps = [[exe, "get", *(f"{m}@{v}" for m, v in sorted(mods.items()))]]
-            steps += [[exe, "build", "-trimpath", "-o", str(lib / b), f"./{b}"] for b in binaries]
-            ok = True
-            for cmd in steps:
-                try:
-                    res = subprocess.run(
-                        cmd,
-                        cwd=work,
-                        env=env,
-                        capture_output=True,
-                        text=True,
-                        timeout=timeout,
-                        check=False,
-                        stdin=subprocess.DEVNULL,
-                    )
-                except subprocess.TimeoutExpired:
-                    raise LabError(f"building {name} with Go took over {timeout:g} s") from None
-                out = res.stdout + res.stderr
-                if res.returncode != 0:
-                    ok = False
-                    break
-            if ok:
-                break
-        else:
+        steps = [[exe, "get", *(f"{m}@{v}" for m, v in sorted(mods.items()))]]
+        steps += [[exe, "build", "-trimpath", "-o", str(lib / b), f"./{b}"] for b in binaries]
+        attempts = [(steps, _env(root, offline=offline)) for offline in (True, False)]
+        built, out = offline_first(attempts, cwd=work, timeout=timeout, what=f"{name} with Go")
+        if not built:
             raise _go_error(name, mods, out)
         resolved = _resolved(work, exe, _env(root, offline=True), mods)
         arts = [Artifact(f"{m}@{v}", "", "") for m, v in sorted(resolved.items())]

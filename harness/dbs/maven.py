@@ -31,6 +31,7 @@ from harness.dbs.artifacts import (
     Program,
     build_key,
     cached_build,
+    offline_first,
     sha256_file,
     tree_digest,
 )
@@ -191,23 +192,10 @@ def _maven_package(
         "-DoutputAbsoluteArtifactFilename=true",
     ]
     # Offline first: a rebuild whose jars are all in the local repository asks nothing.
-    out = ""
-    for offline in (["-o"], []):
-        try:
-            res = subprocess.run(
-                [*mvn, *offline, *defines, *goals],
-                cwd=work,
-                capture_output=True,
-                text=True,
-                timeout=timeout,
-                check=False,
-                stdin=subprocess.DEVNULL,
-            )
-        except subprocess.TimeoutExpired:
-            raise LabError(f"building {name} with Maven took over {timeout:g} s") from None
-        out = res.stdout + res.stderr
-        if res.returncode == 0:
-            return _collect(work, deps, lib)
+    attempts = [([[*mvn, *offline, *defines, *goals]], None) for offline in (["-o"], [])]
+    built, out = offline_first(attempts, cwd=work, timeout=timeout, what=f"{name} with Maven")
+    if built:
+        return _collect(work, deps, lib)
     raise _mvn_error(name, props, out)
 
 
