@@ -27,7 +27,7 @@ from typing import Any
 
 from harness.core.events import NodeEvent
 
-__all__ = ["ANOMALIES", "NAME", "check_node_events"]
+__all__ = ["ANOMALIES", "NAME", "check_node_events", "merge_node_events", "summary_line"]
 
 NAME = "node-events"
 """The key of this check in ``results.json``'s ``checkers``."""
@@ -143,3 +143,15 @@ def summary_line(result: Mapping[str, Any]) -> str:
     counts = stats.get("anomaly_counts") or {}
     found = ", ".join(f"{k} ({v})" for k, v in sorted(counts.items())) or "nothing"
     return f"node events: {stats.get('events', 0)} read, judged {stats.get('judged')}: {found}"
+
+
+def merge_node_events(results: dict[str, Any], judged: Mapping[str, Any]) -> None:
+    """The node-event judgement as one more checker of ``results``: its anomalies beside
+    the others, its verdict merged (an anomaly makes the run invalid; nothing to judge
+    leaves the verdict as it was)."""
+    from harness.core.verdict import merge
+
+    results.setdefault("checkers", {})[NAME] = dict(judged)
+    results.setdefault("anomalies", {}).update(judged.get("anomalies") or {})
+    if judged["stats"]["judged"]:
+        results["valid"] = merge([results.get("valid", "unknown"), judged["valid"]])

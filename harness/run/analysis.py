@@ -125,19 +125,6 @@ def run_coverage_safely(
     return cov, judged
 
 
-def merge_node_events(results: dict[str, Any], judged: Mapping[str, Any]) -> None:
-    """The node-event judgement as one more checker of ``results``: its anomalies beside
-    the others, its verdict merged (an anomaly makes the run invalid; nothing to judge
-    leaves the verdict as it was)."""
-    from checker.node_events import NAME
-    from harness.core.verdict import merge
-
-    results.setdefault("checkers", {})[NAME] = dict(judged)
-    results.setdefault("anomalies", {}).update(judged.get("anomalies") or {})
-    if judged["stats"]["judged"]:
-        results["valid"] = merge([results.get("valid", "unknown"), judged["valid"]])
-
-
 def analyse(
     run: Run,
     store: RunStore,
@@ -214,6 +201,8 @@ def analyse(
     if cov is not None:
         results["coverage"] = cov
     if judged is not None and not interrupted and opts.check:
+        from checker.node_events import merge_node_events
+
         merge_node_events(results, judged)
     store.write_results(results)
     if opts.reporter is not None and not interrupted:

@@ -249,6 +249,7 @@ def recheck(
         opts=opts,
         master=master,
     )
+    _recheck_node_events(Path(run_dir), spec, results)
     run = _run_record(run_dir)
     results["run"] = run
     results["recheck"] = {"of": RESULTS, "checker_options": opts}
@@ -262,3 +263,26 @@ def recheck(
         apply_convergence(results)
     results["valid"] = normalize(results.get("valid"))
     return results
+
+
+def _recheck_node_events(run_dir: Path, spec: TestSpec, results: dict[str, Any]) -> None:
+    """The node-events check again (checker/node_events.py), from the node logs the run
+    fetched, when the DB can be built from ``test.json`` and reports events; otherwise
+    the re-check says why it has none (the run's ``results.json`` keeps the run's)."""
+    from checker.node_events import check_node_events, merge_node_events
+    from harness.core.events import ReportsEvents, event_invariants
+    from harness.core.history import iter_history
+    from harness.core.layout import history_file
+    from harness.run.coverage import run_events
+
+    try:
+        db = build_db(spec)
+    except Exception as e:  # noqa: BLE001 - a DB that needs its run's machine
+        results.setdefault("notes", {})["node-events"] = f"not re-checked: {e}"
+        return
+    if not isinstance(db, ReportsEvents):
+        return
+    ops = list(iter_history(history_file(run_dir)))
+    events, kinds, why, _ = run_events(run_dir, ops, db)
+    if why is None:
+        merge_node_events(results, check_node_events(events, kinds, event_invariants(db)))

@@ -6,10 +6,9 @@ from pathlib import Path
 
 import pytest
 
-from checker.node_events import check_node_events
+from checker.node_events import check_node_events, merge_node_events
 from harness.core.events import NodeEvent, event_invariants
 from harness.dbs.nodelog_events import NodeLogEvents, read_node_logs
-from harness.run.analysis import merge_node_events
 
 BOTH = frozenset({"one-vote-per-term", "one-leader-per-term"})
 KINDS = frozenset({"start", "role", "vote", "safety"})
