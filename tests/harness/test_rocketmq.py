@@ -108,7 +108,8 @@ def test_loss_window_follows_flush_and_replication() -> None:
     assert "SYNC_MASTER" in (loss_window("ASYNC_FLUSH", "SYNC_MASTER") or "")
     assert loss_window("ASYNC_FLUSH", "ASYNC_MASTER", "dledger") is None
     assert factory({"flush": "SYNC_FLUSH"}).checker_options() == {}
-    opts = factory({"flush": "ASYNC_FLUSH"}).checker_options()
+    assert factory({"flush": "ASYNC_FLUSH"}).checker_options() == {}  # a kill keeps the cache
+    opts = factory({"flush": "ASYNC_FLUSH", "power_loss": True}).checker_options()
     assert opts["queue"]["loss_window"].startswith("ASYNC_FLUSH")
 
 
