@@ -39,6 +39,7 @@ from harness.core.errors import ConfigError, NemesisError, RemoteError
 from harness.core.fanout import map_values
 from harness.core.options import as_options, declares_options, option
 from harness.dbs.daemon import PidfileDaemonDB
+from harness.dbs.dledger import _admin, _fetch_status
 from harness.dbs.nodelog_events import NodeLogEvents
 
 if TYPE_CHECKING:
@@ -228,17 +229,8 @@ def converged_look(statuses: Mapping[str, Mapping[str, Any] | None]) -> Converge
 
 
 def _status(host: str, port: int, timeout: float) -> dict[str, Any] | None:
-    """The endpoint's status map, or None when the node does not answer in time."""
-    from node_impl.client import NodeClient
-
-    client = NodeClient(host, port, timeout=timeout)
-    try:
-        st = client.status()
-    except Exception as e:  # noqa: BLE001 - any failure means "not answering"
-        log.debug("status of %s:%s failed: %s", host, port, e)
-        return None
-    finally:
-        client.close()
+    """The endpoint's status map, or None when the node does not answer it in time."""
+    st = _fetch_status(host, port, timeout)
     return st if isinstance(st, dict) and st.get("code") == "SUCCESS" else None
 
 
@@ -502,7 +494,6 @@ class DLedgerJavaDB(NodeLogEvents, PidfileDaemonDB):
     # leadership transfer --------------------------------------------------------
     def transfer_leader(self, ctx: RunContext, node: str) -> dict[str, Any]:
         """DLedger's own ``handleLeadershipTransfer`` on the leader, to ``node``."""
-        from node_impl.client import NodeClient
 
         if not transfer_supported(self.options.version):
             raise NemesisError(f"DLedger {self.options.version} has no leadership transfer")
@@ -510,11 +501,7 @@ class DLedgerJavaDB(NodeLogEvents, PidfileDaemonDB):
         if not lead:
             raise NemesisError(f"transfer to {node}: no leader")
         host, port = self.client_addrs(ctx)[lead[0]]
-        client = NodeClient(host, port, timeout=15.0)
-        try:
-            reply = client.transfer_leader(node, 5000)
-        finally:
-            client.close()
+        reply = _admin(host, port, 15.0, lambda c: c.transfer_leader(node, 5000))
         now = self.primaries(ctx)
         leader = now[0] if now else None
         code = reply.get("code")
