@@ -12,6 +12,16 @@ judges those, and only those, so no DB is held to another's promises:
   a new member, which may vote again); a restart of the same member does not reset its
   vote, since the vote must survive it.
 - ``event-two-leaders`` (``one-leader-per-term``): two members were leader of one term.
+- ``event-leader-incomplete`` (``leader-completeness``): a leader of term T lacks an entry
+  a leader committed in an earlier term. Seen two ways, neither needing clocks: a node
+  ``elected`` leader of T with a log ending before the entry, or ending in a term older
+  than the entry's; or a follower cutting away (``truncate``, in term T) an entry of the
+  same index and term as one committed in a term at or before T, which only a leader of
+  T lacking it can have asked. Only leaders' commits count as committed here: a
+  follower's commit beyond its match is the next anomaly, not this one.
+- ``event-commit-beyond-match`` (``follower-commit-bound``): a follower raised its commit
+  index beyond the last index its log was known to share with its leader's (``match``),
+  so it may call committed an entry of its own that the leader never had.
 - ``node-safety-check``: a node logged that one of its own invariant checks failed, for
   any DB that reports such lines (the reference node's ``SAFETY``).
 
@@ -21,8 +31,9 @@ Pure: events in, one checker result out (the shape every checker's result has:
 
 from __future__ import annotations
 
+from bisect import bisect_left, bisect_right
 from collections import defaultdict
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from harness.core.events import NodeEvent
@@ -32,7 +43,10 @@ __all__ = ["ANOMALIES", "NAME", "check_node_events", "merge_node_events", "summa
 NAME = "node-events"
 """The key of this check in ``results.json``'s ``checkers``."""
 
-ANOMALIES = ("event-double-vote", "event-two-leaders", "node-safety-check")
+ANOMALIES = (
+    "event-double-vote", "event-two-leaders", "event-leader-incomplete",
+    "event-commit-beyond-match", "node-safety-check",
+)  # fmt: skip
 
 EXAMPLES = 10
 """Examples kept per anomaly kind; ``stats.anomaly_counts`` has the true counts."""
@@ -88,6 +102,134 @@ def _two_leaders(events: Iterable[NodeEvent]) -> list[dict[str, Any]]:
     ]
 
 
+def _leader_commits(events: Iterable[NodeEvent]) -> list[NodeEvent]:
+    return [
+        ev
+        for ev in events
+        if ev.kind == "commit"
+        and ev.role == "leader"
+        and ev.term is not None
+        and ev.index is not None
+        and ev.index >= 0
+        and ev.entry_term is not None
+    ]
+
+
+def _commit_view(ev: NodeEvent) -> dict[str, Any]:
+    return {**_stamp(ev), "index": ev.index, "entry_term": ev.entry_term, "term": ev.term}
+
+
+class _Committed:
+    """Leaders' commits, indexed for the two questions leader completeness asks: the
+    furthest commit made in a term before T, and the furthest commit of an entry of term
+    t made in a term at or before T (both as prefix maxima over the committing term)."""
+
+    def __init__(self, commits: Sequence[NodeEvent]) -> None:
+        by_term = sorted(commits, key=lambda c: c.term or 0)
+        self._terms = [c.term or 0 for c in by_term]
+        self._best: list[NodeEvent] = []  # furthest (index, entry term) up to here
+        for c in by_term:
+            prev = self._best[-1] if self._best else None
+            key = (c.index or -1, c.entry_term or -1)
+            keep = prev is not None and (prev.index or -1, prev.entry_term or -1) >= key
+            self._best.append(prev if keep and prev is not None else c)
+        self._top_term: list[NodeEvent] = []  # highest entry term up to here
+        for c in by_term:
+            prev = self._top_term[-1] if self._top_term else None
+            better = prev is None or (c.entry_term or -1) > (prev.entry_term or -1)
+            self._top_term.append(c if better or prev is None else prev)
+        self._of: dict[int, tuple[list[int], list[NodeEvent]]] = {}
+        for c in by_term:
+            terms, best = self._of.setdefault(c.entry_term or -1, ([], []))
+            prev = best[-1] if best else None
+            terms.append(c.term or 0)
+            best.append(c if prev is None or (c.index or -1) > (prev.index or -1) else prev)
+
+    def before(self, term: int) -> tuple[NodeEvent | None, NodeEvent | None]:
+        """The furthest commit, and the one of the highest entry term, made before ``term``."""
+        i = bisect_left(self._terms, term)
+        return (self._best[i - 1], self._top_term[i - 1]) if i else (None, None)
+
+    def of_term_by(self, entry_term: int, term: int) -> NodeEvent | None:
+        """The furthest commit of an entry of ``entry_term`` made in ``term`` or earlier."""
+        terms, best = self._of.get(entry_term, ([], []))
+        i = bisect_right(terms, term)
+        return best[i - 1] if i else None
+
+
+def _leader_incomplete(events: Sequence[NodeEvent]) -> list[dict[str, Any]]:
+    committed = _Committed(_leader_commits(events))
+    found: list[dict[str, Any]] = []
+    for ev in events:
+        if ev.kind == "elected" and ev.term is not None and ev.index is not None:
+            end, end_term = ev.index, ev.entry_term if ev.entry_term is not None else -1
+            furthest, newest = committed.before(ev.term)
+            worst = None
+            if furthest is not None and (furthest.index or -1) > end:
+                worst = furthest
+            elif newest is not None and (newest.entry_term or -1) > end_term:
+                worst = newest
+            if worst is not None:
+                found.append(
+                    {
+                        "how": "elected",
+                        "leader": ev.member or ev.node,
+                        "term": ev.term,
+                        "log_end": end,
+                        "log_end_term": end_term,
+                        "elected": _stamp(ev),
+                        "committed": _commit_view(worst),
+                        "why": f"{ev.member or ev.node} became leader of term {ev.term} with a "
+                        f"log ending at {end} (term {end_term}), but {worst.member or worst.node} "
+                        f"had committed index {worst.index} (term {worst.entry_term}) as leader "
+                        f"of term {worst.term}",
+                    }
+                )
+        elif ev.kind == "truncate" and ev.term is not None and ev.removed:
+            hit: tuple[tuple[int, int, int], NodeEvent] | None = None
+            for term, first, last in ev.removed:
+                c = committed.of_term_by(term, ev.term)
+                if c is not None and c.index is not None and c.index >= first:
+                    hit = hit or ((term, first, min(last, c.index)), c)
+            if hit is not None:
+                (term, first, last), c = hit
+                found.append(
+                    {
+                        "how": "truncated",
+                        "member": ev.member or ev.node,
+                        "term": ev.term,
+                        "cut": [first, last],
+                        "cut_term": term,
+                        "truncated": _stamp(ev),
+                        "committed": _commit_view(c),
+                        "why": f"{ev.member or ev.node} cut entries {first}-{last} of term "
+                        f"{term} in term {ev.term}, but {c.member or c.node} had committed "
+                        f"index {c.index} of term {term} as leader of term {c.term}: the "
+                        f"leader of term {ev.term} did not hold them",
+                    }
+                )
+    return found
+
+
+def _beyond_match(events: Iterable[NodeEvent]) -> list[dict[str, Any]]:
+    return [
+        {
+            **_stamp(ev),
+            "term": ev.term,
+            "commit": ev.index,
+            "match": ev.match,
+            "why": f"{ev.member or ev.node} took commit index {ev.index} as follower in term "
+            f"{ev.term} with its log known to match its leader's only up to {ev.match}",
+        }
+        for ev in events
+        if ev.kind == "commit"
+        and ev.role == "follower"
+        and ev.index is not None
+        and ev.match is not None
+        and ev.index > ev.match
+    ]
+
+
 def _safety(events: Iterable[NodeEvent]) -> list[dict[str, Any]]:
     return [
         {**_stamp(ev), "check": ev.why, "term": ev.term, "why": f"{ev.node} logged {ev.why}"}
@@ -121,6 +263,23 @@ def check_node_events(
             found["event-two-leaders"] = _two_leaders(evs)
         else:
             not_judged["one-leader-per-term"] = "the DB's logs report no roles"
+    has_commits = any(ev.kind == "commit" for ev in evs)
+    if "leader-completeness" in invariants:
+        if not {"commit", "elected", "truncate"} <= kinds:
+            not_judged["leader-completeness"] = "the DB's logs report no commits or elections"
+        elif not has_commits:
+            not_judged["leader-completeness"] = "no commit events were read"
+        else:
+            judged.append("leader-completeness")
+            found["event-leader-incomplete"] = _leader_incomplete(evs)
+    if "follower-commit-bound" in invariants:
+        if "commit" not in kinds:
+            not_judged["follower-commit-bound"] = "the DB's logs report no commits"
+        elif not has_commits:
+            not_judged["follower-commit-bound"] = "no commit events were read"
+        else:
+            judged.append("follower-commit-bound")
+            found["event-commit-beyond-match"] = _beyond_match(evs)
     if "safety" in kinds:
         judged.append("safety-checks")
         found["node-safety-check"] = _safety(evs)

@@ -19,7 +19,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from node_impl.quorum import follower_commit
-from node_impl.store import Entry, InconsistentState
+from node_impl.store import Entry, InconsistentState, LogStore
 
 if TYPE_CHECKING:
     from node_impl.node import Node
@@ -42,6 +42,19 @@ def gate(role: str, term: int, leader: str | None, req_term: int, req_leader: st
     if role != "follower" or leader is None:
         return "NOT_FOLLOWER"
     return None
+
+
+def term_runs(store: LogStore, lo: int, hi: int) -> str:
+    """The terms of entries ``lo..hi`` as ``term:first-last`` runs joined by commas (a
+    log's terms never decrease, so a range has few runs)."""
+    runs: list[list[int]] = []
+    for i in range(lo, hi + 1):
+        t = store.term_at(i)
+        if runs and runs[-1][0] == t:
+            runs[-1][2] = i
+        else:
+            runs.append([t, i, i])
+    return ",".join(f"{t}:{a}-{b}" for t, a, b in runs)
 
 
 class _Push:
@@ -241,6 +254,9 @@ class EntryHandler:
                 first_removed = e.index
             elif end > e.index:
                 first_removed = e.index + 1
+        # the terms of what is about to be cut, as runs ``term:first-last``: the checker
+        # asks whether a committed entry was among them (leader completeness)
+        removed = term_runs(store, first_removed, end) if first_removed is not None else None
         try:
             store.truncate(e)
         except InconsistentState as exc:
@@ -256,6 +272,7 @@ class EntryHandler:
                 new_end=store.end_index,
                 term=n.term,
                 leader=n.leader_id,
+                removed=removed,
             )
             if first_removed <= n.committed:
                 n.log.safety(

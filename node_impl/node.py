@@ -293,6 +293,11 @@ class Node:
         self.marks = {p: -1 for p in self.others}
         self.handler.reset()
         self.transfer = None
+        # the log this leader starts its term with, before its no-op: leader completeness
+        # asks it hold every entry committed in an earlier term (checker/node_events.py)
+        self.log.info(
+            "elected", term=self.term, end=self.store.end_index, eterm=self.store.end_term
+        )
         if self.bugs.commit_regress:
             # seeded bug: a new leader restarts its commit index from the checkpoint
             self.set_committed(min(self._recovered_commit, self.store.end_index))
@@ -426,6 +431,17 @@ class Node:
             return
         old = self.committed
         self.committed = value
+        # What the checker's leader-completeness and follower-commit-bound need: the
+        # entry committed (index and term) and, on a follower, how far its log is known
+        # to match the leader's (checker/node_events.py)
+        self.log.info(
+            "commit",
+            index=value,
+            eterm=self.store.term_at(value),
+            term=self.term,
+            role=self.role,
+            match=self.handler.match_index if self.role == FOLLOWER else None,
+        )
         if self.last_config_index() > old:
             self._refresh_config()  # a change committed (M7, M8; bug config-on-commit)
         assert self._apply_wanted is not None

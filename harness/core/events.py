@@ -24,7 +24,8 @@ from typing import Protocol, runtime_checkable
 __all__ = ["EVENT_KINDS", "INVARIANTS", "NodeEvent", "ReportsEvents", "event_invariants"]
 
 EVENT_KINDS = (
-    "start", "role", "vote", "truncate", "candidacy", "vote-refused", "read-refused", "safety"
+    "start", "role", "vote", "truncate", "candidacy", "vote-refused", "read-refused", "safety",
+    "commit", "elected",
 )  # fmt: skip
 """What an event can be:
 
@@ -34,24 +35,39 @@ EVENT_KINDS = (
 - ``vote``: the node granted its vote in ``term`` to ``candidate`` (itself included:
   a candidate votes for itself when it asks for votes, so every candidacy shows);
 - ``truncate``: the node removed entries from ``index`` on (its log diverged from the
-  leader's and was cut back);
+  leader's and was cut back), in ``term``; ``removed`` the terms of what it cut, as
+  ``(term, first, last)`` runs, when the node says;
 - ``candidacy``: the node asked for votes in ``term`` (once per term);
 - ``vote-refused``: the node refused its vote in ``term`` to ``candidate``, ``why`` the
   voter's rule (e.g. it had already voted in that term);
 - ``read-refused``: the node refused a client read, ``why`` how far it got (``not-leader``,
   or a leader whose read-index confirmation failed: ``confirm-failed``);
 - ``safety``: the node's own check of an invariant failed (the reference node's
-  ``SAFETY`` lines), ``why`` the check's name: the node says it is wrong.
+  ``SAFETY`` lines), ``why`` the check's name: the node says it is wrong;
+- ``commit``: the node's commit index became ``index``, the entry there of term
+  ``entry_term``, while it was ``role`` in ``term``; a follower says how far its log was
+  known to match its leader's (``match``);
+- ``elected``: the node became leader of ``term`` with a log ending at ``index``, of term
+  ``entry_term``, before it wrote anything of its own term.
 """
 
-INVARIANTS = ("one-vote-per-term", "one-leader-per-term")
+INVARIANTS = (
+    "one-vote-per-term", "one-leader-per-term", "leader-completeness", "follower-commit-bound"
+)  # fmt: skip
 """What a DB may promise of its events (:attr:`ReportsEvents.event_invariants`), each
 judged after the run by ``checker/node_events.py``:
 
 - ``one-vote-per-term``: a member grants its vote to at most one candidate per term, its
   own candidacy included, across restarts (Raft's persisted ``votedFor``);
 - ``one-leader-per-term``: at most one member is leader in a term (Raft's election
-  safety), seen in the nodes' own role events, not only in the 10 Hz samples.
+  safety), seen in the nodes' own role events, not only in the 10 Hz samples;
+- ``leader-completeness``: a leader of term T holds every entry a leader committed in a
+  term before T (Raft's leader completeness), from the ``commit``, ``elected`` and
+  ``truncate`` events: a new leader's log too short or too old for an entry committed
+  earlier, or a follower cutting a committed entry away in a term at or after the one
+  it was committed in;
+- ``follower-commit-bound``: a follower never takes a commit index beyond the prefix of
+  its log it knows to match its leader's (``commit`` events with ``match``).
 
 A ``safety`` event is an anomaly for any DB that reports it.
 """
@@ -80,6 +96,12 @@ class NodeEvent:
     member: str | None = None
     """The cluster member that wrote it, when the log says (a host re-added wiped runs a
     new member, whose vote in a term is its own, not its predecessor's)."""
+    entry_term: int | None = None
+    """``commit``/``elected``: the term of the entry at ``index``."""
+    match: int | None = None
+    """``commit`` on a follower: the last index its log is known to share with its leader's."""
+    removed: tuple[tuple[int, int, int], ...] = ()
+    """``truncate``: what was cut, as ``(term, first index, last index)`` runs."""
 
     def at(self, time_ns: int | None) -> NodeEvent:
         """This event placed on the history's clock."""

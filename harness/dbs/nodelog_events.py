@@ -10,7 +10,10 @@ per fact (older nodes wrote no ``mono``); the ones the coverage report needs:
 - ``INFO event=vote term=T candidate=C``: a vote granted (a candidate's own included);
 - ``INFO event=vote-refused term=T candidate=C why=RESULT``: a vote refused;
 - ``INFO event=read-refused why=STAGE code=C term=T``: a client read refused;
-- ``INFO event=truncated at=I old_end=.. new_end=..``: a follower cut its log back;
+- ``INFO event=truncated at=I old_end=.. new_end=.. term=T removed=T:A-B,...``: a
+  follower cut its log back (``removed``: the terms of what it cut);
+- ``INFO event=commit index=I eterm=ET term=T role=R match=M``: the commit index moved;
+- ``INFO event=elected term=T end=E eterm=ET``: a new leader's log as its term began;
 - ``SAFETY check=NAME ...``: one of the node's own invariant checks failed.
 
 Every event carries the member that wrote it (the ``id`` of the file's last ``start``).
@@ -110,8 +113,33 @@ def parse_node_log_line(node: str, line: str) -> NodeEvent | None:
             why=_name(f.get("why")), mono_s=mono,
         )  # fmt: skip
     if what == "truncated":
-        return NodeEvent(node, "truncate", wall, term, index=_int(f.get("at")), mono_s=mono)
+        return NodeEvent(
+            node, "truncate", wall, term, index=_int(f.get("at")), mono_s=mono,
+            removed=_runs(f.get("removed")),
+        )  # fmt: skip
+    if what == "commit":
+        return NodeEvent(
+            node, "commit", wall, term, role=_name(f.get("role")), index=_int(f.get("index")),
+            entry_term=_int(f.get("eterm")), match=_int(f.get("match")), mono_s=mono,
+        )  # fmt: skip
+    if what == "elected":
+        return NodeEvent(
+            node, "elected", wall, term, role="leader", index=_int(f.get("end")),
+            entry_term=_int(f.get("eterm")), mono_s=mono,
+        )  # fmt: skip
     return None
+
+
+def _runs(v: str | None) -> tuple[tuple[int, int, int], ...]:
+    """``5:10-12,6:13-13`` as ``((5, 10, 12), (6, 13, 13))``; a malformed run is skipped."""
+    out: list[tuple[int, int, int]] = []
+    for part in (v or "").split(","):
+        term, _, span = part.partition(":")
+        first, _, last = span.partition("-")
+        t, a, b = _int(term), _int(first), _int(last)
+        if t is not None and a is not None and b is not None:
+            out.append((t, a, b))
+    return tuple(out)
 
 
 def _old_member_key(path: Path) -> tuple[int, str]:

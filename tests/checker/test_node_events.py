@@ -106,3 +106,138 @@ def test_merged_into_a_runs_results_only_when_something_was_judged() -> None:
     results = {"valid": "unknown", "checkers": {}, "anomalies": {}}
     merge_node_events(results, nothing)
     assert results["valid"] == "unknown"
+
+
+# ---------------------------------------------------------------- leader completeness
+
+ALL = frozenset(
+    {"one-vote-per-term", "one-leader-per-term", "leader-completeness", "follower-commit-bound"}
+)
+RAFT_KINDS = frozenset({"start", "role", "vote", "truncate", "safety", "commit", "elected"})
+
+
+def commit(
+    node: str, term: int, index: int, eterm: int, role: str = "leader", match: int | None = None
+) -> NodeEvent:
+    return NodeEvent(
+        node, "commit", term=term, role=role, index=index, entry_term=eterm, match=match,
+        member=node,
+    )  # fmt: skip
+
+
+def elected(node: str, term: int, end: int, eterm: int) -> NodeEvent:
+    return NodeEvent(
+        node, "elected", term=term, role="leader", index=end, entry_term=eterm, member=node
+    )
+
+
+def truncated(node: str, term: int, *runs: tuple[int, int, int]) -> NodeEvent:
+    return NodeEvent(
+        node, "truncate", term=term, index=runs[0][1], removed=tuple(runs), member=node
+    )
+
+
+def test_a_leader_elected_without_an_entry_committed_before_its_term_is_an_anomaly() -> None:
+    base = [commit("n1", 2, 10, 2), elected("n2", 3, 12, 2), commit("n2", 3, 20, 3)]
+    ok = check_node_events(base, RAFT_KINDS, ALL)
+    assert ok["valid"] is True and "leader-completeness" in ok["stats"]["judged"]
+    short = check_node_events([*base, elected("n3", 4, 15, 3)], RAFT_KINDS, ALL)
+    (a,) = short["anomalies"]["event-leader-incomplete"]
+    assert a["how"] == "elected" and a["leader"] == "n3" and a["committed"]["index"] == 20
+    # long enough, but its last entry older than one committed: it cannot hold that one
+    old = check_node_events([*base, elected("n3", 4, 30, 2)], RAFT_KINDS, ALL)
+    assert old["anomalies"]["event-leader-incomplete"][0]["committed"]["entry_term"] == 3
+    # a commit in the new leader's own term or later binds nothing at its election
+    later = [commit("n1", 5, 40, 5), elected("n2", 5, 30, 4), elected("n3", 4, 25, 3)]
+    assert check_node_events([*base, *later], RAFT_KINDS, ALL)["valid"] is True
+
+
+def test_a_follower_cutting_a_committed_entry_away_is_an_anomaly() -> None:
+    base = [commit("n1", 3, 10, 3)]
+    cut = check_node_events([*base, truncated("n4", 4, (3, 8, 12))], RAFT_KINDS, ALL)
+    (a,) = cut["anomalies"]["event-leader-incomplete"]
+    assert a["how"] == "truncated" and a["cut"] == [8, 10] and a["cut_term"] == 3
+    # entries of another term at the same indexes were never committed: a fine cut
+    other = check_node_events([*base, truncated("n4", 4, (2, 8, 12))], RAFT_KINDS, ALL)
+    assert other["valid"] is True
+    # beyond what was committed: fine
+    beyond = check_node_events([*base, truncated("n4", 4, (3, 11, 12))], RAFT_KINDS, ALL)
+    assert beyond["valid"] is True
+    # cut in term 4, and committed only later, in term 5 (a leader of 5 that held it): fine
+    late = [commit("n1", 5, 10, 3), truncated("n4", 4, (3, 8, 12))]
+    assert check_node_events(late, RAFT_KINDS, ALL)["valid"] is True
+
+
+def test_only_leaders_commits_count_as_committed_for_completeness() -> None:
+    evs = [commit("n2", 3, 10, 3, role="follower", match=10), truncated("n4", 4, (3, 8, 12))]
+    assert check_node_events(evs, RAFT_KINDS, ALL)["valid"] is True
+
+
+def test_a_follower_commit_beyond_its_match_is_an_anomaly() -> None:
+    ok = [commit("n2", 3, 10, 3, role="follower", match=12), commit("n1", 3, 14, 3)]
+    assert check_node_events(ok, RAFT_KINDS, ALL)["valid"] is True
+    res = check_node_events(
+        [*ok, commit("n3", 3, 14, 2, role="follower", match=9)], RAFT_KINDS, ALL
+    )
+    (a,) = res["anomalies"]["event-commit-beyond-match"]
+    assert (a["member"], a["commit"], a["match"]) == ("n3", 14, 9)
+
+
+def test_commit_invariants_unjudged_without_commit_events() -> None:
+    res = check_node_events([leader("n1", 2)], RAFT_KINDS, ALL)
+    assert res["stats"]["not_judged"]["leader-completeness"] == "no commit events were read"
+    assert "follower-commit-bound" in res["stats"]["not_judged"]
+    res = check_node_events([commit("n1", 2, 3, 2)], KINDS | {"commit"}, ALL)
+    assert "leader-completeness" in res["stats"]["not_judged"]
+    assert "follower-commit-bound" in res["stats"]["judged"]
+
+
+def test_the_reference_nodes_commit_elected_and_truncated_lines(tmp_path: Path) -> None:
+    log = tmp_path / "node.log"
+    log.write_text(
+        "INFO event=start id=n2 incarnation=1 term=3 time=1.0 mono=1.0\n"
+        "INFO event=elected term=4 end=17 eterm=3 time=2.0 mono=2.0\n"
+        "INFO event=commit index=18 eterm=4 term=4 role=leader match=- time=2.1 mono=2.1\n"
+        "INFO event=commit index=9 eterm=3 term=5 role=follower match=12 time=3 mono=3\n"
+        "INFO event=truncated at=10 old_end=14 new_end=9 term=5 leader=n1 "
+        "removed=3:10-12,4:13-14 time=4 mono=4\n"
+    )
+    evs = list(read_node_logs("n2", [log]))
+    el, c1, c2, tr = evs[1:]
+    assert (el.kind, el.term, el.index, el.entry_term) == ("elected", 4, 17, 3)
+    assert (c1.kind, c1.index, c1.entry_term, c1.role, c1.match) == ("commit", 18, 4, "leader", None)
+    assert (c2.role, c2.match) == ("follower", 12)
+    assert tr.removed == ((3, 10, 12), (4, 13, 14)) and tr.term == 5
+
+
+def test_the_reference_node_logs_what_the_commit_invariants_need(tmp_path: Path) -> None:
+    """A real 3-node cluster of the correct node: writes, the leader killed, more writes;
+    its logs hold commits and elections, every invariant is judged and none is broken."""
+    from harness.dbs.dledger import DLedgerDB
+    from node_impl.local_cluster import LocalCluster
+
+    with LocalCluster(3, tmp_path) as c:
+        c.start_all()
+        first = c.wait_for_leader(30)
+        with c.client(first, timeout=5.0) as cl:
+            for i in range(5):
+                assert cl.kv_write(f"k{i}", i)["code"] == "SUCCESS"
+        c.kill(first)
+        second = c.wait_for_leader(30)
+        with c.client(second, timeout=5.0) as cl:
+            for i in range(5):
+                assert cl.kv_write(f"j{i}", i)["code"] == "SUCCESS"
+        c.start(first)
+        c.wait_until(
+            lambda: (c.status(first) or {}).get("committedIndex", -1)
+            >= (c.status(second) or {}).get("committedIndex", 0),
+            30,
+            "the restarted node catching up",
+        )
+    evs = [e for n in c.nodes for e in read_node_logs(n, [c.data_dir(n) / "node.log"])]
+    assert {e.kind for e in evs} >= {"commit", "elected"}
+    assert any(e.kind == "commit" and e.role == "follower" and e.match is not None for e in evs)
+    db = DLedgerDB()
+    res = check_node_events(evs, db.event_kinds(), event_invariants(db))
+    assert set(res["stats"]["judged"]) >= {"leader-completeness", "follower-commit-bound"}
+    assert res["valid"] is True, res["anomalies"]
