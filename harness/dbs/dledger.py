@@ -592,6 +592,20 @@ class DLedgerDB(NodeLogEvents, DLedgerMembership, PidfileDaemonDB):
     """Installs, starts, faults and removes ``node_impl`` on every node of a test."""
 
     @property
+    def event_invariants(self) -> frozenset[str]:
+        """Modes dledger and broker (Raft's election) log commits and elections too, so
+        leader completeness and the follower's commit bound are judged; mode ha has no
+        election (node_impl/ha.py) and keeps only what :class:`NodeLogEvents` declares."""
+        if self.node_mode == "ha":
+            return NodeLogEvents.event_invariants
+        return NodeLogEvents.event_invariants | {"leader-completeness", "follower-commit-bound"}
+
+    def event_kinds(self) -> frozenset[str]:
+        ha = self.node_mode == "ha"
+        extra = frozenset() if ha else frozenset({"commit", "elected"})
+        return super().event_kinds() | extra
+
+    @property
     def unreachable_situations(self) -> dict[str, str]:
         """Mode dledger with read mode index: only a leader that confirmed its leadership
         answers a read (spec §9), so a correct node never lets a non-leader answer one.
