@@ -67,6 +67,8 @@ __all__ = [
     "RocketMQDB",
     "RocketMQOptions",
     "broker_conf",
+    "controller_conf",
+    "controller_loss_window",
     "check_mode",
     "check_version",
     "factory",
@@ -84,10 +86,10 @@ NEWEST = "5.3.3"
 are listed in its metadata but their jars do not resolve (measured with mvn)."""
 
 MODES = ("master-slave", "dledger", "controller")
-NOT_YET = {
-    "controller": "controller mode (enableControllerMode, SyncStateSet) is not yet built",
-}
-"""Modes of issue 40 that are refused, each with its reason."""
+NOT_YET: dict[str, str] = {}
+"""Modes of issue 40 that are refused, each with its reason (none left)."""
+CONTROLLER_GROUP = "sb-controllers"
+"""The controllers' DLedger group (``controllerDLegerGroup``)."""
 
 NO_COND_FIX = "FAKETIME_FORCE_MONOTONIC_FIX=0"
 """As for the other Java DBs (docs/dledger-java.md, docs/jraft.md): libfaketime's monotonic
@@ -119,8 +121,7 @@ def check_version(version: str) -> tuple[int, ...]:
 
 
 def check_mode(mode: str) -> None:
-    """ConfigError for a mode that is not ``master-slave`` or ``dledger`` (controller: "not
-    yet")."""
+    """ConfigError for a mode that is not one of :data:`MODES` (or is in :data:`NOT_YET`)."""
     if mode in NOT_YET:
         raise ConfigError(f"rocketmq mode={mode}: not yet ({NOT_YET[mode]})", field="mode")
     if mode not in MODES:
@@ -129,21 +130,47 @@ def check_mode(mode: str) -> None:
         )
 
 
-def roles(nodes: list[str], name_servers: int = 1, *, dledger: bool = False) -> dict[str, str]:
-    """Each node's role by the nodes' order: ``namesrv``, then ``master`` and ``slave``s
-    (master-slave), or ``broker``s, the peers of one DLedger group whose elected leader is
-    the master (dledger)."""
-    if len(nodes) < name_servers + 2:
+def roles(
+    nodes: list[str],
+    name_servers: int = 1,
+    *,
+    dledger: bool = False,
+    controllers: int = 0,
+    standalone: bool = False,
+) -> dict[str, str]:
+    """Each node's configured role by the nodes' order: ``namesrv``, then ``master`` and
+    ``slave``s (master-slave), or ``broker``s whose master is elected (dledger: the DLedger
+    group's leader; controller mode: the controllers' choice).
+
+    Controller mode (``controllers`` > 0): embedded, the first ``controllers`` name servers
+    each run a controller (``enableControllerInNamesrv``; at least ``controllers`` name
+    servers); ``standalone``, ``controller`` nodes (RocketMQ's ``ControllerStartup``) follow
+    the name servers. The brokers come last, at least two.
+    """
+    if controllers and not standalone:
+        name_servers = max(name_servers, controllers)
+    extra = controllers if standalone else 0
+    need = name_servers + extra + 2
+    if len(nodes) < need:
+        what = f"{name_servers} name server(s)"
+        if controllers:
+            what += f", {controllers} {'standalone ' if standalone else ''}controller(s)"
         raise ConfigError(
-            f"rocketmq needs at least {name_servers + 2} nodes ({name_servers} name "
-            f"server(s), a master and a slave); got {len(nodes)}",
+            f"rocketmq needs at least {need} nodes ({what}, a master and a slave); "
+            f"got {len(nodes)}",
             field="nodes",
         )
+    elected = dledger or controllers > 0
     out = {}
     for i, n in enumerate(nodes):
-        first = "broker" if dledger else "master"
-        rest = "broker" if dledger else "slave"
-        out[n] = "namesrv" if i < name_servers else first if i == name_servers else rest
+        if i < name_servers:
+            out[n] = "namesrv"
+        elif i < name_servers + extra:
+            out[n] = "controller"
+        elif elected:
+            out[n] = "broker"
+        else:
+            out[n] = "master" if i == name_servers else "slave"
     return out
 
 
@@ -162,11 +189,68 @@ def loss_window(flush: str, replication: str, mode: str = "master-slave") -> str
     in the background): no window is declared for the faults this DB takes (kills keep the
     page cache on the lab; the lazy-fs faults are refused).
     """
-    if mode == "dledger" or flush != "ASYNC_FLUSH":
+    if mode != "master-slave" or flush != "ASYNC_FLUSH":
         return None
     if replication == "ASYNC_MASTER":
         return "ASYNC_FLUSH + ASYNC_MASTER: acked messages not yet flushed on the master"
     return "ASYNC_FLUSH + SYNC_MASTER: acked messages flushed on neither master nor slave"
+
+
+def controller_loss_window(in_sync_replicas: int, all_ack: bool, unclean: bool) -> str | None:
+    """What a failover in controller mode may lose of the acked messages, in words, or None.
+
+    RocketMQ 5's controller elects the new master from the group's SyncStateSet only, unless
+    ``enableElectUncleanMaster`` lets it pick any live replica. The master acks a send once
+    ``inSyncReplicas`` replicas (itself included) hold it, or, with
+    ``allAckInSyncStateSet``, once every member of the SyncStateSet does (the controller
+    shrinks the set when a slave falls behind, so the ack never waits for a replica outside
+    it). So with ``allAckInSyncStateSet`` every electable replica holds every acked message;
+    without it, a member of the set that had not yet copied the tail may be elected. (Were
+    ``inSyncReplicas`` to count every broker of the group, that window would be empty; the
+    window is declared anyway, since the checker is told the options and not the hosts, so a
+    re-check from ``test.json`` judges the same. Declaring too wide a window only weakens the
+    check, never makes it wrong.)
+    """
+    if unclean:
+        return (
+            "enableElectUncleanMaster: acked messages the replica elected outside the "
+            "SyncStateSet did not hold"
+        )
+    if not all_ack:
+        return (
+            f"inSyncReplicas={in_sync_replicas} without allAckInSyncStateSet: acked messages "
+            "the newly elected member of the SyncStateSet had not copied"
+        )
+    return None
+
+
+def controller_conf(
+    *,
+    peers: str,
+    self_id: str,
+    store: str,
+    unclean: bool,
+    namesrv_port: int | None,
+) -> str:
+    """namesrv.conf with an embedded controller (``namesrv_port`` set), or controller.conf
+    of a standalone ``ControllerStartup``: ControllerConfig keys of 5.x. The controller
+    answers brokers on its DLedger peer port (``controllerAddr`` names those ports)."""
+    conf = {}
+    if namesrv_port is not None:
+        conf["listenPort"] = str(namesrv_port)
+        conf["enableControllerInNamesrv"] = "true"
+    conf.update(
+        {
+            "controllerType": "DLedger",
+            "controllerDLegerGroup": CONTROLLER_GROUP,
+            "controllerDLegerPeers": peers,
+            "controllerDLegerSelfId": self_id,
+            "controllerStorePath": store,
+            "enableElectUncleanMaster": "true" if unclean else "false",
+            "notifyBrokerRoleChanged": "true",
+        }
+    )
+    return "".join(f"{k}={v}\n" for k, v in conf.items())
 
 
 def broker_conf(
@@ -180,6 +264,7 @@ def broker_conf(
     store: str,
     commitlog_mb: int,
     dledger: Mapping[str, str] | None = None,
+    controller: Mapping[str, str] | None = None,
     extra: Mapping[str, str] = {},
 ) -> str:
     """broker.conf (BrokerConfig, MessageStoreConfig, NettyServerConfig keys of 5.x).
@@ -212,6 +297,11 @@ def broker_conf(
         "syncFlushTimeout": "3000",
         "registerNameServerPeriod": "10000",
         "haHousekeepingInterval": "5000",
+        # The master drops an HA connection it has not heard from for haHousekeepingInterval;
+        # an idle slave reports every haSendHeartbeatInterval (5 s by default, the same), so
+        # in controller mode an idle slave lost its connection after each handshake and never
+        # copied anything (measured: "Read socket < 0" 5 s after every TRANSFER).
+        "haSendHeartbeatInterval": "1000",
         "sendMessageThreadPoolNums": "1",
         "pullMessageThreadPoolNums": "4",
         "enablePropertyFilter": "false",
@@ -228,6 +318,17 @@ def broker_conf(
         conf["brokerId"] = "0"
         conf["brokerRole"] = "ASYNC_MASTER"
         conf.update(dledger)
+    if controller is not None:
+        # Controller mode: the controllers elect the master and hand out broker ids, so the
+        # file says neither (RocketMQ's controller quick start: brokerId -1, role SLAVE; the
+        # elected master always runs as SYNC_MASTER). The epoch file and the broker's
+        # identity live in the store, so a wipe takes them too.
+        conf["enableControllerMode"] = "true"
+        conf["brokerId"] = "-1"
+        conf["brokerRole"] = "SLAVE"
+        conf["storePathEpochFile"] = f"{store}/epochFileCheckpoint"
+        conf["storePathBrokerIdentity"] = f"{store}/brokerIdentity"
+        conf.update(controller)
     conf.update(extra)
     return "".join(f"{k}={v}\n" for k, v in conf.items())
 
@@ -237,7 +338,9 @@ class RocketMQOptions:
     """``--db-option`` keys of ``--db rocketmq``."""
 
     mode: str = option(
-        "master-slave", "master-slave, or dledger (the DLedger commitlog); controller: not yet"
+        "master-slave",
+        "master-slave, dledger (the DLedger commitlog) or controller (RocketMQ 5's "
+        "DLedger-replicated controller elects the master)",
     )
     version: str = option(NEWEST, "the RocketMQ release from Maven Central (5.x)")
     flush: Literal["SYNC_FLUSH", "ASYNC_FLUSH"] = option(
@@ -261,6 +364,36 @@ class RocketMQOptions:
     ready_timeout: float = option(180.0, "seconds for the group to register and the topic")
     leave_running: bool = option(False, "leave the nodes running after the test")
     jvm_args: str = option("", "more JVM options for every name server and broker")
+    controllers: int = option(
+        3, "controller mode: how many controllers (one DLedger group)", minimum=1
+    )
+    controller_placement: Literal["namesrv", "standalone"] = option(
+        "namesrv",
+        "controller mode: embedded in the first name servers (enableControllerInNamesrv), "
+        "or standalone ControllerStartup nodes after the name servers",
+    )
+    controller_port: int = option(
+        9878,
+        "controller mode: the controllers' DLedger port (the brokers' controllerAddr)",
+        minimum=1,
+        maximum=65535,
+    )
+    all_ack_in_sync_state_set: bool = option(
+        True,
+        "controller mode: allAckInSyncStateSet (a send acked once every member of the "
+        "SyncStateSet holds it; RocketMQ's default is false)",
+    )
+    in_sync_replicas: int = option(
+        1, "controller mode: inSyncReplicas, the copies an ack needs without allAck", minimum=1
+    )
+    min_in_sync_replicas: int = option(
+        1,
+        "controller mode: minInSyncReplicas (fewer in sync: the master refuses sends)",
+        minimum=1,
+    )
+    unclean_election: bool = option(
+        False, "controller mode: enableElectUncleanMaster (elect outside the SyncStateSet)"
+    )
     power_loss: bool = option(
         False,
         "the run cuts power (the VM lab's power fault): declare ASYNC_FLUSH's loss window to "
@@ -269,7 +402,11 @@ class RocketMQOptions:
 
     def __post_init__(self) -> None:
         check_mode(self.mode)
-        check_version(self.version)
+        v = check_version(self.version)
+        if self.mode == "controller" and v < (5, 0, 0):
+            raise ConfigError(
+                f"rocketmq version {self.version}: controller mode needs 5.x", field="mode"
+            )
         if not self.root.startswith("/"):
             raise ConfigError(f"db root must be an absolute path, got {self.root!r}", field="root")
 
@@ -366,10 +503,21 @@ class RocketMQDB(PidfileDaemonDB):
         declared only for a run that cuts power (``power_loss``): the window is what a lost
         page cache takes, and no other fault this DB takes loses one (kills keep it, the
         lazy-fs faults are refused), so a loss in any other run is an anomaly."""
-        if not self.options.power_loss:
-            return {}
-        window = loss_window(self.options.flush, self.options.replication, self.options.mode)
-        return {"queue": {"loss_window": window}} if window else {}
+        o = self.options
+        windows = []
+        if o.power_loss:
+            windows.append(loss_window(o.flush, o.replication, o.mode))
+        if self.controller_mode:
+            windows.append(self.controller_window())
+        words = "; ".join(w for w in windows if w)
+        return {"queue": {"loss_window": words}} if words else {}
+
+    def controller_window(self) -> str | None:
+        """:func:`controller_loss_window` of this run's options."""
+        o = self.options
+        return controller_loss_window(
+            o.in_sync_replicas, o.all_ack_in_sync_state_set, o.unclean_election
+        )
 
     def program(self) -> JavaProgram:
         with self._lock:
@@ -400,11 +548,23 @@ class RocketMQDB(PidfileDaemonDB):
     def resolve_artifacts(self) -> dict[str, Any]:
         """The build's manifest and the RocketMQ version that resolved (test.json)."""
         p = self.program()
+        o = self.options
+        extra: dict[str, Any] = {}
+        if self.controller_mode:
+            extra["controller"] = {
+                "controllers": o.controllers,
+                "placement": o.controller_placement,
+                "allAckInSyncStateSet": o.all_ack_in_sync_state_set,
+                "inSyncReplicas": o.in_sync_replicas,
+                "minInSyncReplicas": o.min_in_sync_replicas,
+                "enableElectUncleanMaster": o.unclean_election,
+            }
         return {
             "rocketmq": p.version_of(BROKER_ARTIFACT),
-            "mode": self.options.mode,
-            "flush": self.options.flush,
-            "replication": self.options.replication,
+            "mode": o.mode,
+            "flush": o.flush,
+            "replication": o.replication,
+            **extra,
             **p.manifest(),
         }
 
@@ -413,17 +573,49 @@ class RocketMQDB(PidfileDaemonDB):
     def dledger(self) -> bool:
         return self.options.mode == "dledger"
 
-    def roles(self, ctx: RunContext) -> dict[str, str]:
-        return roles(list(ctx.nodes), self.options.name_servers, dledger=self.dledger)
+    @property
+    def controller_mode(self) -> bool:
+        return self.options.mode == "controller"
+
+    @property
+    def elected(self) -> bool:
+        """Whether the master is elected (dledger, controller) rather than configured."""
+        return self.dledger or self.controller_mode
+
+    def layout(self, ctx: RunContext) -> dict[str, str]:
+        """Each node's configured role (:func:`roles`): what it runs, not whom it leads."""
+        o = self.options
+        return roles(
+            list(ctx.nodes),
+            o.name_servers,
+            dledger=self.dledger,
+            controllers=o.controllers if self.controller_mode else 0,
+            standalone=o.controller_placement == "standalone",
+        )
 
     def brokers(self, ctx: RunContext) -> list[str]:
-        return [n for n, r in self.roles(ctx).items() if r != "namesrv"]
+        return [n for n, r in self.layout(ctx).items() if r not in ("namesrv", "controller")]
+
+    def controller_nodes(self, ctx: RunContext) -> list[str]:
+        """The nodes running a controller (embedded in a name server or standalone)."""
+        if not self.controller_mode:
+            return []
+        lay = self.layout(ctx)
+        if self.options.controller_placement == "standalone":
+            return [n for n, r in lay.items() if r == "controller"]
+        return [n for n, r in lay.items() if r == "namesrv"][: self.options.controllers]
+
+    def _controller_addrs(self, ctx: RunContext) -> str:
+        return ";".join(
+            f"{ctx.hosts[n].address}:{self.options.controller_port}"
+            for n in self.controller_nodes(ctx)
+        )
 
     def master(self, ctx: RunContext) -> str | None:
         """The master: by configuration (master-slave), or the broker the name server routes
         as brokerId 0 (dledger: the DLedger leader, asked through the gateway)."""
-        if not self.dledger:
-            return next(n for n, r in self.roles(ctx).items() if r == "master")
+        if not self.elected:
+            return next(n for n, r in self.layout(ctx).items() if r == "master")
         addrs = self.addresses(ctx)["client"]
         by_addr = {self._broker_addr(ctx, n): n for n in self.brokers(ctx)}
         for n in self.brokers(ctx):
@@ -434,8 +626,8 @@ class RocketMQDB(PidfileDaemonDB):
 
     def _paths(self, ctx: RunContext, node: str) -> dict[str, str]:
         d = self.node_dir(ctx, node)
-        role = self.roles(ctx)[node]
-        conf = "namesrv.conf" if role == "namesrv" else "broker.conf"
+        role = self.layout(ctx)[node]
+        conf = {"namesrv": "namesrv.conf", "controller": "controller.conf"}.get(role, "broker.conf")
         return {
             "dir": d,
             "data": f"{d}/data",
@@ -446,15 +638,19 @@ class RocketMQDB(PidfileDaemonDB):
         }
 
     def ports(self, ctx: RunContext, node: str) -> list[int]:
-        if self.roles(ctx)[node] == "namesrv":
-            return [self.options.namesrv_port]
+        role = self.layout(ctx)[node]
+        ctl = [self.options.controller_port] if node in self.controller_nodes(ctx) else []
+        if role == "namesrv":
+            return [self.options.namesrv_port, *ctl]
+        if role == "controller":
+            return ctl
         p = self.options.broker_port
         return [p, p + 2] if self.dledger else [p, p + 1]
 
     def _namesrv_addr(self, ctx: RunContext) -> str:
         return ";".join(
             f"{ctx.hosts[n].address}:{self.options.namesrv_port}"
-            for n, r in self.roles(ctx).items()
+            for n, r in self.layout(ctx).items()
             if r == "namesrv"
         )
 
@@ -500,17 +696,24 @@ class RocketMQDB(PidfileDaemonDB):
             # no client here uses.
             "-Dtls.server.mode=disabled",
             "-Dtls.test.mode.enable=false",
+            # The controller's ReplicasInfoManager loads Hessian, whose serializer factory
+            # reflects into java.lang (StackTraceElement) at class init: without these it
+            # prints an InaccessibleObjectException at every controller start (measured).
+            "--add-opens=java.base/java.lang=ALL-UNNAMED",
+            "--add-opens=java.base/java.util=ALL-UNNAMED",
+            "--add-opens=java.base/java.nio=ALL-UNNAMED",
+            "--add-opens=java.base/sun.nio.ch=ALL-UNNAMED",
         ]
 
     def command(self, ctx: RunContext, node: str, lib: str) -> str:
         p = self._paths(ctx, node)
-        namesrv = self.roles(ctx)[node] == "namesrv"
-        heap = self.options.namesrv_heap_mb if namesrv else self.options.heap_mb
-        main = (
-            "org.apache.rocketmq.namesrv.NamesrvStartup"
-            if namesrv
-            else "org.apache.rocketmq.broker.BrokerStartup"
-        )
+        role = self.layout(ctx)[node]
+        broker = role in ("broker", "master", "slave")
+        heap = self.options.heap_mb if broker else self.options.namesrv_heap_mb
+        main = {
+            "namesrv": "org.apache.rocketmq.namesrv.NamesrvStartup",
+            "controller": "org.apache.rocketmq.controller.ControllerStartup",
+        }.get(role, "org.apache.rocketmq.broker.BrokerStartup")
         cmd = " ".join(shlex.quote(a) for a in self._jvm(heap, p["dir"]))
         if self.options.jvm_args:
             cmd += " " + self.options.jvm_args
@@ -518,11 +721,34 @@ class RocketMQDB(PidfileDaemonDB):
         return cmd + " " + " ".join(shlex.quote(a) for a in tail)
 
     def _conf(self, ctx: RunContext, node: str) -> str:
-        role = self.roles(ctx)[node]
+        role = self.layout(ctx)[node]
+        ctls = self.controller_nodes(ctx)
+        if node in ctls:
+            peers = ";".join(
+                f"n{i}-{ctx.hosts[c].address}:{self.options.controller_port}"
+                for i, c in enumerate(ctls)
+            )
+            return controller_conf(
+                peers=peers,
+                self_id=f"n{ctls.index(node)}",
+                store=f"{self._paths(ctx, node)['data']}/controller",
+                unclean=self.options.unclean_election,
+                namesrv_port=self.options.namesrv_port if role == "namesrv" else None,
+            )
         if role == "namesrv":
             return f"listenPort={self.options.namesrv_port}\n"
         brokers = self.brokers(ctx)
         dledger = None
+        controller = None
+        if self.controller_mode:
+            o = self.options
+            controller = {
+                "controllerAddr": self._controller_addrs(ctx),
+                "allAckInSyncStateSet": str(o.all_ack_in_sync_state_set).lower(),
+                "inSyncReplicas": str(o.in_sync_replicas),
+                "minInSyncReplicas": str(o.min_in_sync_replicas),
+                "totalReplicas": str(len(brokers)),
+            }
         if self.dledger:
             peers = ";".join(
                 f"n{i}-{ctx.hosts[b].address}:{self.options.broker_port + 2}"
@@ -535,6 +761,7 @@ class RocketMQDB(PidfileDaemonDB):
             }
         return broker_conf(
             dledger=dledger,
+            controller=controller,
             broker_id=brokers.index(node),
             role=self.options.replication if role == "master" else "SLAVE",
             flush=self.options.flush,
@@ -593,13 +820,13 @@ class RocketMQDB(PidfileDaemonDB):
             if not remote.daemon_running(p["pid"]):
                 tail = remote.run(f"tail -n 8 {shlex.quote(p['stdout'])}", check=False).stdout
                 raise RemoteError(
-                    f"RocketMQ {self.roles(ctx)[node]} exited during startup: "
+                    f"RocketMQ {self.layout(ctx)[node]} exited during startup: "
                     f"{tail.strip() or 'no output'}",
                     host=remote.host.name,
                 )
             time.sleep(0.3)
         raise RemoteError(
-            f"RocketMQ {self.roles(ctx)[node]} on {node} did not listen on {port} within "
+            f"RocketMQ {self.layout(ctx)[node]} on {node} did not listen on {port} within "
             f"{self.options.ready_timeout:g} s",
             host=remote.host.name,
         )
@@ -628,9 +855,10 @@ class RocketMQDB(PidfileDaemonDB):
             "--brokers", ",".join(self._broker_addr(ctx, n) for n in self.brokers(ctx)),
             "--send-timeout-ms", str(self.options.send_timeout_ms),
             "--version", self.options.version,
+            "--controllers", self._controller_addrs(ctx),
             "--log", f"{self._gateway_dir(ctx)}/gateway.log",
         ]  # fmt: skip
-        for n, role in self.roles(ctx).items():
+        for n, role in self.layout(ctx).items():
             target = "route" if role == "namesrv" else self._broker_addr(ctx, n)
             args += ["--endpoint", f"{n}={ports[n][1]}={target}"]
         return args
@@ -673,7 +901,7 @@ class RocketMQDB(PidfileDaemonDB):
         every slave, every broker serves the topic, and every slave's commitlog ends where the
         master's does (RocketMQ's own ``commitLogMaxOffset``). The token is that offset."""
         addrs = self.addresses(ctx)["client"]
-        brokers = [n for n, r in self.roles(ctx).items() if r != "namesrv"]
+        brokers = [n for n, r in self.layout(ctx).items() if r != "namesrv"]
         sts = map_values(
             {n: addrs[n] for n in brokers}, lambda a: _status(a, 3.0), what="rocketmq status"
         )
@@ -687,23 +915,36 @@ class RocketMQDB(PidfileDaemonDB):
         any_st = next((st for st in sts.values() if st), None) or {}
         route_map = any_st.get("route") or {}
         by_addr = {self._broker_addr(ctx, n): n for n in brokers}
-        master = by_addr.get(str(route_map.get("broker-a:0"))) if self.dledger else None
-        master = master if self.dledger else self.master(ctx)
+        master = by_addr.get(str(route_map.get("broker-a:0"))) if self.elected else None
+        master = master if self.elected else self.master(ctx)
         route = set(route_map)
         seen["route"] = sorted(route)
         seen["master"] = master
         seen["topic_ready"] = bool(any_st.get("topic_ready"))
         if not seen["topic_ready"]:
             return Convergence(False, seen, why="the brokers have not taken the topic yet")
-        # master-slave: ids 0..k-1 by configuration; dledger: a master (id 0) and every
-        # broker registered (RocketMQ's role handler numbers the slaves itself)
+        # master-slave: ids 0..k-1 by configuration; dledger, controller: a master (id 0)
+        # and every broker registered (RocketMQ numbers the slaves itself)
         ok_route = (
             master is not None and len(route) == len(brokers)
-            if self.dledger
+            if self.elected
             else {f"broker-a:{i}" for i in range(len(brokers))} <= route
         )
         if not ok_route or master is None:
             return Convergence(False, seen, why=f"the name server routes {sorted(route)} only")
+        if self.controller_mode:
+            ctl = self.controller_status(ctx) or {}
+            by_ctl_addr = {
+                f"{ctx.hosts[n].address}:{self.options.controller_port}": n
+                for n in self.controller_nodes(ctx)
+            }
+            seen["controller_leader"] = by_ctl_addr.get(str(ctl.get("leader")))
+            sync = ctl.get("sync") or {}
+            seen["sync_state_set"] = sorted(
+                by_addr.get(str(a), str(a)) for a in sync.get("in_sync") or []
+            )
+            if seen["controller_leader"] is None:
+                return Convergence(False, seen, why="no controller leads")
         down = [n for n in brokers if seen[n]["probe"] != "SUCCESS"]
         if down:
             return Convergence(False, seen, why=f"{', '.join(down)} do not serve the topic yet")
@@ -712,6 +953,22 @@ class RocketMQDB(PidfileDaemonDB):
         if top is None or behind:
             return Convergence(False, seen, why=f"{', '.join(behind)} behind the master ({top})")
         return Convergence(True, seen, token=top)
+
+    def controller_status(self, ctx: RunContext) -> dict[str, Any] | None:
+        """The gateway's ``controller-status``: each controller's view of the controllers'
+        leader, the leader's address and the SyncStateSet of broker-a; None if unanswered."""
+        from node_impl.client import NodeClient
+
+        addr = next(iter(self.addresses(ctx)["client"].values()))
+        client = NodeClient(addr[0], addr[1], timeout=8.0)
+        try:
+            st = client.call({"type": "controller-status"})
+        except Exception as e:  # noqa: BLE001 - any failure means "not answering"
+            log.debug("controller status failed: %s", e)
+            return None
+        finally:
+            client.close()
+        return st if isinstance(st, dict) and st.get("code") == "SUCCESS" else None
 
     def wait_ready(self, ctx: RunContext) -> None:
         """Start the gateway, then wait for :meth:`look` to agree twice (every broker
@@ -750,8 +1007,12 @@ class RocketMQDB(PidfileDaemonDB):
 
     def log_files(self, ctx: RunContext, node: str) -> list[str]:
         p = self._paths(ctx, node)
-        if self.roles(ctx)[node] == "namesrv":
-            return [p["stdout"], f"{p['logs']}/namesrv.log"]
+        role = self.layout(ctx)[node]
+        if role in ("namesrv", "controller"):
+            own = [f"{p['logs']}/namesrv.log"] if role == "namesrv" else []
+            if node in self.controller_nodes(ctx):
+                own.append(f"{p['logs']}/controller.log")
+            return [p["stdout"], *own]
         # store.log holds the message store's own complaints (consume queue building,
         # recovery, DLedger truncation), which broker.log does not
         return [p["stdout"], f"{p['logs']}/broker.log", f"{p['logs']}/store.log"]

@@ -36,6 +36,8 @@ from harness.dbs.rocketmq import (
     RocketMQDB,
     broker_conf,
     check_version,
+    controller_conf,
+    controller_loss_window,
     factory,
     loss_window,
     roles,
@@ -45,13 +47,13 @@ from tests.checker.test_queue import H
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def test_master_slave_and_dledger_run_and_controller_says_not_yet() -> None:
-    assert isinstance(factory({"mode": "master-slave"}), RocketMQDB)
-    assert isinstance(factory({"mode": "dledger"}), RocketMQDB)
-    with pytest.raises(ConfigError, match="not yet"):
-        factory({"mode": "controller"})
+def test_every_mode_builds_and_a_bad_one_is_named() -> None:
+    for mode in ("master-slave", "dledger", "controller"):
+        assert isinstance(factory({"mode": mode}), RocketMQDB)
     with pytest.raises(ConfigError, match="one of master-slave"):
         factory({"mode": "raft"})
+    with pytest.raises(ConfigError, match="controller_placement"):
+        factory({"mode": "controller", "controller_placement": "elsewhere"})
 
 
 def test_versions_are_5x_dotted_numbers() -> None:
@@ -78,6 +80,16 @@ def test_roles_by_node_order() -> None:
     assert set(roles(["n1", "n2", "n3", "n4"], dledger=True).values()) == {"namesrv", "broker"}
     with pytest.raises(ConfigError, match="at least 3"):
         roles(["n1", "n2"])
+    five = ["n1", "n2", "n3", "n4", "n5"]
+    # controller mode, embedded: three name servers each with a controller, two brokers
+    assert roles(five, controllers=3) == {
+        "n1": "namesrv", "n2": "namesrv", "n3": "namesrv", "n4": "broker", "n5": "broker",
+    }  # fmt: skip
+    # standalone controllers follow the name servers; five hosts are one too few
+    with pytest.raises(ConfigError, match="at least 6 nodes.*3 standalone controller"):
+        roles(five, controllers=3, standalone=True)
+    six = roles([*five, "n6"], controllers=3, standalone=True)
+    assert list(six.values()) == ["namesrv", *["controller"] * 3, "broker", "broker"]
 
 
 def test_capabilities_declared_and_membership_refused() -> None:
@@ -111,6 +123,24 @@ def test_loss_window_follows_flush_and_replication() -> None:
     assert factory({"flush": "ASYNC_FLUSH"}).checker_options() == {}  # a kill keeps the cache
     opts = factory({"flush": "ASYNC_FLUSH", "power_loss": True}).checker_options()
     assert opts["queue"]["loss_window"].startswith("ASYNC_FLUSH")
+    assert loss_window("ASYNC_FLUSH", "SYNC_MASTER", "controller") is None
+
+
+def test_controller_mode_declares_what_its_options_promise() -> None:
+    # allAckInSyncStateSet, no unclean election: every electable replica holds every ack
+    assert controller_loss_window(1, True, False) is None
+    assert factory({"mode": "controller"}).checker_options() == {}
+    # RocketMQ's own defaults (allAck off, inSyncReplicas 1): a failover may lose the tail
+    window = controller_loss_window(1, False, False) or ""
+    assert "inSyncReplicas=1" in window
+    opts = factory({"mode": "controller", "all_ack_in_sync_state_set": False}).checker_options()
+    assert "allAckInSyncStateSet" in opts["queue"]["loss_window"]
+    assert "enableElectUncleanMaster" in (controller_loss_window(1, True, True) or "")
+    # power loss adds ASYNC_FLUSH's page-cache window to the failover one
+    both = factory(
+        {"mode": "controller", "all_ack_in_sync_state_set": False, "power_loss": True}
+    ).checker_options()["queue"]["loss_window"]
+    assert "inSyncReplicas" in both
 
 
 def test_broker_conf_has_roles_small_files_and_slave_reads() -> None:
@@ -152,6 +182,37 @@ def test_broker_conf_has_roles_small_files_and_slave_reads() -> None:
         "ASYNC_MASTER",
     )
     assert kv["dLegerSelfId"] == "n1"
+    ctl = {"controllerAddr": "a:9878;b:9878", "allAckInSyncStateSet": "true"}
+    conf = broker_conf(
+        broker_id=1, role="SLAVE", flush="ASYNC_FLUSH", namesrv="n:1", address="b",
+        port=10911, store="/s", commitlog_mb=16, controller=ctl,
+    )  # fmt: skip
+    kv = dict(line.split("=", 1) for line in conf.splitlines())
+    # the controllers hand out ids and elect the master: the file says neither
+    assert (kv["enableControllerMode"], kv["brokerId"], kv["brokerRole"]) == (
+        "true",
+        "-1",
+        "SLAVE",
+    )
+    assert kv["controllerAddr"] == "a:9878;b:9878"
+    assert kv["storePathEpochFile"] == "/s/epochFileCheckpoint"
+    # an idle slave must report more often than the master's housekeeping drops it
+    assert int(kv["haSendHeartbeatInterval"]) < int(kv["haHousekeepingInterval"])
+
+
+def test_controller_conf_embedded_and_standalone() -> None:
+    emb = controller_conf(
+        peers="n0-a:9878;n1-b:9878;n2-c:9878", self_id="n1", store="/d/c", unclean=False,
+        namesrv_port=9876,
+    )  # fmt: skip
+    kv = dict(line.split("=", 1) for line in emb.splitlines())
+    assert kv["enableControllerInNamesrv"] == "true" and kv["listenPort"] == "9876"
+    assert kv["controllerDLegerSelfId"] == "n1" and kv["enableElectUncleanMaster"] == "false"
+    alone = controller_conf(
+        peers="n0-a:1", self_id="n0", store="/d", unclean=True, namesrv_port=None
+    )
+    kv = dict(line.split("=", 1) for line in alone.splitlines())
+    assert "enableControllerInNamesrv" not in kv and kv["enableElectUncleanMaster"] == "true"
 
 
 def _lost_history() -> H:

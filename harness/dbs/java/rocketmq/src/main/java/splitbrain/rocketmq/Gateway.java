@@ -40,7 +40,9 @@ import org.apache.rocketmq.remoting.netty.NettyRemotingClient;
 import org.apache.rocketmq.remoting.protocol.RemotingCommand;
 import org.apache.rocketmq.remoting.protocol.RequestCode;
 import org.apache.rocketmq.remoting.protocol.ResponseCode;
+import org.apache.rocketmq.remoting.protocol.body.BrokerReplicasInfo;
 import org.apache.rocketmq.remoting.protocol.body.KVTable;
+import org.apache.rocketmq.remoting.protocol.header.controller.GetMetaDataResponseHeader;
 import org.apache.rocketmq.remoting.protocol.header.PullMessageRequestHeader;
 import org.apache.rocketmq.remoting.protocol.header.PullMessageResponseHeader;
 import org.apache.rocketmq.remoting.protocol.header.UpdateConsumerOffsetRequestHeader;
@@ -64,7 +66,8 @@ import org.msgpack.value.ValueType;
  * the name server's route says is the master, as a routed consumer would.
  *
  * <p>Arguments: {@code --namesrv A;B --broker-name broker-a --topic t0 --queues 4 --brokers HOST:PORT,...
- * --endpoint NODE=PORT=HOST:PORT|route ... --send-timeout-ms N --pull-timeout-ms N --log FILE}.
+ * --endpoint NODE=PORT=HOST:PORT|route ... --send-timeout-ms N --pull-timeout-ms N --log FILE}, and in
+ * controller mode {@code --controllers HOST:PORT;...} (asked by {@code controller-status}).
  * The gateway exits when its standard input closes, so a harness that dies takes it along.
  */
 public final class Gateway {
@@ -237,6 +240,8 @@ public final class Gateway {
                 return commit(req);
             case "status":
                 return status(node, target);
+            case "controller-status":
+                return controllerStatus();
             default:
                 Map<String, Object> r = new LinkedHashMap<>();
                 r.put("code", "UNSUPPORTED");
@@ -434,6 +439,63 @@ public final class Gateway {
                 r.put("probe", pull(probe, target).get("code"));
             } catch (Exception e) {
                 r.put("probe", String.valueOf(e));
+            }
+        }
+        return r;
+    }
+
+    /** Controller mode: each controller's view of who leads the controllers (RocketMQ's
+     * CONTROLLER_GET_METADATA_INFO), and the leader's SyncStateSet of the broker group
+     * (CONTROLLER_GET_SYNC_STATE_DATA): the master it elected, its epochs, and which replicas
+     * are in sync. Nothing is changed. */
+    private Map<String, Object> controllerStatus() {
+        Map<String, Object> r = new LinkedHashMap<>();
+        r.put("code", "SUCCESS");
+        Map<String, Object> views = new LinkedHashMap<>();
+        String leader = null;
+        for (String addr : opts.getOrDefault("controllers", "").split(";")) {
+            if (addr.isEmpty()) {
+                continue;
+            }
+            Map<String, Object> v = new LinkedHashMap<>();
+            try {
+                GetMetaDataResponseHeader md = api.getControllerMetaData(addr);
+                v.put("leader_id", md.getControllerLeaderId());
+                v.put("leader_addr", md.getControllerLeaderAddress());
+                v.put("is_leader", md.isLeader());
+                if (md.isLeader()) {
+                    leader = addr;
+                }
+            } catch (Exception e) {
+                v.put("error", String.valueOf(e));
+            }
+            views.put(addr, v);
+        }
+        r.put("controllers", views);
+        r.put("leader", leader);
+        if (leader != null) {
+            try {
+                BrokerReplicasInfo info = api.getInSyncStateData(leader, List.of(opts.get("broker-name")));
+                BrokerReplicasInfo.ReplicasInfo ri = info.getReplicasInfoTable().get(opts.get("broker-name"));
+                if (ri != null) {
+                    Map<String, Object> sync = new LinkedHashMap<>();
+                    sync.put("master_addr", ri.getMasterAddress());
+                    sync.put("master_epoch", ri.getMasterEpoch());
+                    sync.put("sync_state_set_epoch", ri.getSyncStateSetEpoch());
+                    List<Object> in = new ArrayList<>();
+                    for (BrokerReplicasInfo.ReplicaIdentity id : ri.getInSyncReplicas()) {
+                        in.add(id.getBrokerAddress());
+                    }
+                    List<Object> out = new ArrayList<>();
+                    for (BrokerReplicasInfo.ReplicaIdentity id : ri.getNotInSyncReplicas()) {
+                        out.add(id.getBrokerAddress());
+                    }
+                    sync.put("in_sync", in);
+                    sync.put("not_in_sync", out);
+                    r.put("sync", sync);
+                }
+            } catch (Exception e) {
+                r.put("sync_error", String.valueOf(e));
             }
         }
         return r;
