@@ -69,6 +69,8 @@ class SSHRemote:
         self._client: paramiko.SSHClient | None = None
         self._lock = threading.Lock()
         self._closed = False
+        self.sftp_timeout = max(30.0, 4 * connect_timeout)
+        """Seconds one SFTP request may wait for its answer (a silent link fails, not hangs)."""
 
     def __repr__(self) -> str:
         h = self.host
@@ -113,6 +115,9 @@ class SSHRemote:
                 auth_timeout=t,
                 look_for_keys=h.key_path is None,
                 allow_agent=h.key_path is None,
+                # paramiko waits an hour for a channel by default: SFTP (log fetching)
+                # on a link that went silent would hold the cleanup that long.
+                channel_timeout=t,
             )
         except paramiko.BadHostKeyException as e:
             client.close()
@@ -211,16 +216,29 @@ class SSHRemote:
     def _sftp(self) -> paramiko.SFTPClient:
         client = self._get()
         try:
-            return client.open_sftp()
+            return _timed(client.open_sftp(), self.sftp_timeout)
         except (paramiko.SSHException, OSError, EOFError):
             pass
         client = self._get(stale=client)
         try:
-            return client.open_sftp()
+            return _timed(client.open_sftp(), self.sftp_timeout)
         except (paramiko.SSHException, OSError, EOFError) as e:
             raise RemoteError(
                 f"cannot open SFTP: {e or type(e).__name__}", host=self.host.name
             ) from None
+
+    def reset(self) -> None:
+        """Drop the current connection (not the remote): the next command reconnects.
+
+        A link that went silent (packets dropped, not refused) leaves paramiko's transport
+        looking alive, and TCP's backoff may keep it silent long after the path is back;
+        a heal retried after a cut asks for a fresh connection instead.
+        """
+        with self._lock:
+            if self._client is not None:
+                with contextlib.suppress(Exception):
+                    self._client.close()
+                self._client = None
 
     def close(self) -> None:
         with self._lock:
@@ -630,6 +648,14 @@ def _feed(chan: paramiko.Channel, data: bytes) -> None:
         return
     if not chan.closed:
         chan.shutdown_write()
+
+
+def _timed(sftp: paramiko.SFTPClient, timeout: float) -> paramiko.SFTPClient:
+    """``sftp`` whose every request gives up after ``timeout`` s without an answer."""
+    channel = sftp.get_channel()
+    if channel is not None:
+        channel.settimeout(timeout)
+    return sftp
 
 
 def _alive(client: paramiko.SSHClient) -> bool:

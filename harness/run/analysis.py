@@ -204,6 +204,12 @@ def analyse(
         from checker.node_events import merge_node_events
 
         merge_node_events(results, judged)
+    unhealed = list(getattr(run, "unconfirmed_heals", ()))
+    if unhealed:  # never valid on a heal nobody confirmed (docs/crash-cleanup.md)
+        results["run"]["unconfirmed_heals"] = unhealed
+        results["checked_valid"] = results.get("valid")
+        results["valid"] = "unknown"
+        results["run"]["reason"] = "; ".join([*([reason] if reason else []), *unhealed])
     store.write_results(results)
     if opts.reporter is not None and not interrupted:
         try:

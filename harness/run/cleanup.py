@@ -16,11 +16,13 @@ belongs to the run, not to a fault.
 from __future__ import annotations
 
 import contextlib
+import functools
 import json
 import logging
 import os
 import shlex
 import shutil
+import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -64,6 +66,10 @@ __all__ = [
     "clear_db_node",
     "HealReport",
     "hostless",
+    "HEAL_DEADLINE_S",
+    "heal_deadline_s",
+    "retry_heals",
+    "unreachable_in",
     # the scan's names, re-exported for callers that predate harness/run/leftovers.py
     "Leftover",
     "Scope",
@@ -125,6 +131,149 @@ DB_NODE = JournalKind(
     doc="a DB node a run started (its pid files and data directory): stopped and wiped, last",
 )
 registry.register_journal_kind(DB_NODE)
+# The test fault on the harness's own link (harness/control/cut.py) registers its kind on
+# import: a clean start after a killed test must know how to lift a cut it finds.
+import harness.control.cut  # noqa: E402,F401
+
+HEAL_DEADLINE_S = 120.0
+"""Seconds a run keeps retrying a heal it could not confirm (its host's control link
+is down) before it gives up, calls the verdict unknown and leaves the entry journaled.
+``$SPLITBRAIN_HEAL_DEADLINE_S`` overrides it."""
+
+
+def heal_deadline_s() -> float:
+    """:data:`HEAL_DEADLINE_S`, or ``$SPLITBRAIN_HEAL_DEADLINE_S`` (a ConfigError when not a number)."""
+    raw = os.environ.get("SPLITBRAIN_HEAL_DEADLINE_S")
+    if not raw:
+        return HEAL_DEADLINE_S
+    try:
+        v = float(raw)
+    except ValueError:
+        v = -1.0
+    if not v >= 0:
+        from harness.core.errors import ConfigError
+
+        raise ConfigError(
+            f"SPLITBRAIN_HEAL_DEADLINE_S must be a number of seconds >= 0, got {raw!r}",
+            field="SPLITBRAIN_HEAL_DEADLINE_S",
+        )
+    return v
+
+
+def unreachable_in(error: str | None, nodes: Iterable[str]) -> list[str]:
+    """The nodes a fault completion's ``error`` says could not be reached (not: refused).
+
+    :func:`nemesis.base.completion` writes ``"<node>: <ExceptionType>: <first line>"``
+    per host; a ``RemoteError`` (no connection, no session) or a command that timed out
+    is a control link that may come back, worth retrying; any other failure is not.
+    """
+    if not error:
+        return []
+    out = []
+    for part in error.split("; "):
+        node, _, rest = part.partition(": ")
+        if node in nodes and (
+            rest.startswith("RemoteError:")
+            or (rest.startswith("RemoteCommandError:") and rest.endswith("timed out"))
+        ):
+            out.append(node)
+    return out
+
+
+def _retry_host(
+    ctx: RunContext,
+    todo: Mapping[str, list[jr.Entry]],
+    journals: Mapping[str, jr.HostJournal],
+    last: dict[tuple[str, str, str], str],
+    attempt: int,
+    node: str,
+) -> None:
+    """One attempt of :func:`retry_heals` on one host: undo each entry, forget what healed."""
+    remote = ctx.remotes.get(node)
+    reset = getattr(remote, "reset", None)
+    if attempt > 1 and callable(reset):
+        reset()  # a silent link leaves a dead connection looking alive
+    for e in todo[node]:
+        try:
+            undo_journal.undo(remote, e)
+        except Exception as ex:  # noqa: BLE001 - retried, then reported
+            last[(node, e.kind, e.key)] = f"{type(ex).__name__}: {ex}"
+            continue
+        journals[node].forget(e)
+        last.pop((node, e.kind, e.key), None)
+        log.warning("%s: healed %s on retry %d", node, e.describe(), attempt)
+
+
+def retry_heals(
+    ctx: RunContext,
+    *,
+    deadline_s: float,
+    keep_db_nodes: bool = False,
+    sleep: Callable[[float], None] = time.sleep,
+) -> list[str]:
+    """Confirm every heal of this run: what its journal still holds after the teardown.
+
+    The nemeses clear an entry only once its heal succeeded on the host, and the runner
+    clears a ``db-node`` entry once the node is stopped and wiped; so an entry of this run
+    left after the teardown is a fault nobody confirmed healed (its host's control link
+    was down, say). Each is undone again by its registered kind, through a fresh
+    connection, until none is left or ``deadline_s`` passed. Returns one line per entry
+    still there, naming host and fault; those stay journaled for the next clean start
+    (or ``splitbrain heal``). ``keep_db_nodes``: the DB nodes were left running on purpose.
+    Entries of no run (the control-link cut of harness/control/cut.py, the world's fault
+    on the harness) are never lifted here.
+    """
+    if ctx.journal is None:
+        return []
+    run = getattr(ctx.journal, "run", None)
+    journals = {n: jr.HostJournal(ctx.hosts[n]) for n in ctx.nodes if n in ctx.hosts}
+
+    def pending() -> dict[str, list[jr.Entry]]:
+        out: dict[str, list[jr.Entry]] = {}
+        for n, j in journals.items():
+            es = [
+                e
+                for e in j.entries()
+                if e.run == run and not (keep_db_nodes and e.kind == DB_NODE.name)
+            ]
+            if es:
+                out[n] = es
+        return out
+
+    todo = pending()
+    if not todo:
+        return []
+    last: dict[tuple[str, str, str], str] = {}
+    started = time.monotonic()
+    delay, attempt = 0.5, 0
+    log.warning(
+        "heals not confirmed after the teardown, retrying for up to %g s: %s",
+        deadline_s,
+        "; ".join(f"{n}: {e.describe()}" for n, es in sorted(todo.items()) for e in es),
+    )
+    while todo:
+        attempt += 1
+        on_nodes(
+            sorted(todo),
+            functools.partial(_retry_host, ctx, todo, journals, last, attempt),
+        )
+        todo = pending()
+        left = deadline_s - (time.monotonic() - started)
+        if not todo or left <= 0:
+            break
+        sleep(min(delay, left))
+        delay = min(delay * 2, 5.0)
+    out = []
+    for n, es in sorted(todo.items()):
+        for e in es:
+            why = last.get((n, e.kind, e.key), "not undone")
+            out.append(
+                f"{n}: heal of {e.describe()} not confirmed within {deadline_s:g} s "
+                f"({why.splitlines()[0] if why else why}); still journaled in {journals[n].dir}"
+            )
+    for line in out:
+        log.error("%s", line)
+    return out
 
 
 def hostless(ctx: RunContext) -> bool:

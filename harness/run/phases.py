@@ -34,7 +34,15 @@ from harness.core.nemesis import NemesisPackage
 from harness.core.remote import Host, Remote
 from harness.core.spec import RunContext, TestSpec
 from harness.core.workload import Workload
-from harness.run.cleanup import clean_start, clear_db_node, journal_db_node, run_journal
+from harness.run.cleanup import (
+    clean_start,
+    clear_db_node,
+    heal_deadline_s,
+    journal_db_node,
+    retry_heals,
+    run_journal,
+    unreachable_in,
+)
 from harness.run.converge import CONVERGE, convergence_text, wait_for_convergence
 from harness.run.preload import without_preload
 from harness.run.progress import Counters, Progress
@@ -104,6 +112,9 @@ class Run:
         self._schedule_ended_at: float | None = None
         self.convergence: dict[str, object] | None = None
         """The ``converge`` op's value (harness/run/converge.py); None when there was no wait."""
+        self.unconfirmed_heals: list[str] = []
+        """Heals that could not be confirmed, each naming host and fault: the verdict is
+        then unknown (harness/run/analysis.py), and the journal keeps the fault."""
 
     def _phase(self, name: str) -> None:
         self.phase = name
@@ -328,9 +339,30 @@ class Run:
 
     # --- end phases ---------------------------------------------------------
     def heal(self) -> None:
+        """The final heal; a heal a host's lost control link refused is retried (bounded).
+
+        The final reads must read a healed cluster: a heal that still fails at the
+        deadline is an unconfirmed heal, and the verdict is unknown whatever happens later.
+        """
         self._phase("heal")
+        deadline = time.monotonic() + heal_deadline_s()
         for op in list(self.package.final_ops):
-            self.record_nemesis(op)
+            comp = self.record_nemesis(op)
+            delay = 0.5
+            while (lost := unreachable_in(comp.error, self.node_list)) and (
+                left := deadline - time.monotonic()
+            ) > 0:
+                log.warning("final heal %s: %s unreachable; retrying", op.f, ", ".join(lost))
+                time.sleep(min(delay, left))
+                delay = min(delay * 2, 5.0)
+                for n in lost:
+                    reset = getattr(self.ctx.remotes.get(n), "reset", None)
+                    if callable(reset):
+                        reset()
+                comp = self.record_nemesis(op)
+            lost = unreachable_in(comp.error, self.node_list)
+            if lost:
+                self.unconfirmed_heals.append(f"final {op.f} not confirmed: {comp.error}")
 
     def recover(self) -> None:
         self._phase("recover")
@@ -455,6 +487,13 @@ class Run:
                 problems.append(f"db teardown: {e}")
         elif self.opts.leave_db_running:
             log.warning("leaving the DB running on %s", ", ".join(sorted(self.db_set_up)))
+        try:  # what the journal still holds was never confirmed healed: retried, bounded
+            self.unconfirmed_heals += retry_heals(
+                self.ctx, deadline_s=heal_deadline_s(), keep_db_nodes=self.opts.leave_db_running
+            )
+        except BaseException as e:  # noqa: BLE001
+            problems.append(f"confirming heals: {e}")
+            self.unconfirmed_heals.append(f"heals not confirmed: {e}")
         for remote in self.ctx.remotes.values():
             try:
                 remote.close()
