@@ -11,8 +11,13 @@ DB's own teardown).
 
 ``corrupt`` needs no lazy fs: ``start-corrupt`` kills the node and damages one of
 its files with ``corrupt.py`` shipped to the host (a flipped bit, a cut tail, a
-chunk copied over another, or ``term.json`` rolled back to the copy taken at the
-node's previous restart); ``stop-corrupt`` restarts it and takes that copy.
+chunk copied over another, or the state file rolled back to the copy taken at the
+node's previous restart); ``stop-corrupt`` restarts it and takes that copy. Which
+files are the DB's own declaration (``harness.core.db.DataFiles``, its ``data_files``:
+the log's and the term's globs under its data directory; ``data.log`` and
+``term.json`` for the reference node), so the fault hits what the DB reads; a DB that
+declares none is refused (the deck leaves ``corrupt`` out, naming why) unless the
+run names the files (``corrupt_file``, ``corrupt_state_file``).
 Corrupting acknowledged data is outside any node's fault model if a quorum is hit,
 so ``corrupt`` aims at one node unless told otherwise.
 
@@ -35,7 +40,7 @@ from typing import TYPE_CHECKING, Any, Literal
 from harness.control.disk import corrupt as corrupt_ops
 from harness.control.disk import fsd
 from harness.control.disk.lazyfs import LazyFs, cleanup_commands
-from harness.core.db import HasFootprint, Killable
+from harness.core.db import DataFiles, HasFootprint, Killable, data_files
 from harness.core.errors import ConfigError, NemesisError
 from harness.core.fault import (
     Draw,
@@ -57,7 +62,7 @@ if TYPE_CHECKING:
     from collections.abc import Mapping, Sequence
 
     from harness.core.history import Op
-    from harness.core.remote import Remote
+    from harness.core.remote import Host, Remote
     from harness.core.spec import RunContext
 
 __all__ = [
@@ -68,6 +73,7 @@ __all__ = [
     "LazyFsNemesis",
     "CorruptNemesis",
     "disk_steps",
+    "corrupt_refusal",
 ]
 
 log = logging.getLogger(__name__)
@@ -106,7 +112,9 @@ class CorruptOptions(NodeFaultOptions):
     """``--nemesis-option`` keys of ``corrupt`` (``corrupt_targets=one`` by default)."""
 
     targets: tuple[Target, ...] = option(("one",), "whom the fault may hit")
-    under: str = option("data", "the node's data directory, inside its directory")
+    under: str = option(
+        "", "the node's data directory, inside its directory (default: the DB's data_files)"
+    )
     bits: int = option(4, "bitflip: bits flipped", minimum=1, maximum=4096)
     tail: int = option(
         4096,
@@ -121,19 +129,24 @@ class CorruptOptions(NodeFaultOptions):
         "flips any byte, framing included",
     )
     file: str = option(
-        "data.log",
+        "",
         "bitflip, copy-chunk, truncate: the file hit, relative to the data directory; a glob "
-        "(member/wal/*.wal) hits its last match in name order",
+        "(member/wal/*.wal) hits its last match in name order (default: the DB's "
+        "data_files log globs)",
     )
     state_file: str = option(
-        "term.json", "rollback: the file copied at each restart and restored, relative like file"
+        "",
+        "rollback: the file copied at each restart and restored, relative like file "
+        "(default: the DB's data_files state globs)",
     )
 
     def __post_init__(self) -> None:
         super().__post_init__()
-        for name in ("file", "state_file"):
+        for name in ("under", "file", "state_file"):
             value = getattr(self, name)
-            if not value or not _SAFE_GLOB.fullmatch(value) or ".." in value.split("/"):
+            if not value:
+                continue  # the DB's declaration
+            if not _SAFE_GLOB.fullmatch(value) or ".." in value.split("/"):
                 raise ConfigError(
                     f"corrupt {name} {value!r}: a relative path or glob of letters, digits "
                     "and . _ - / * ? [ ] only",
@@ -307,10 +320,34 @@ class CorruptNemesis:
 
     def setup(self, ctx: RunContext) -> None:
         _db(ctx)
+        if not self.options.file:
+            why = corrupt_refusal(ctx.db, [])
+            if why is not None:
+                raise NemesisError(why + "; or name its files with --nemesis-option corrupt_file=")
         self.dead = set()
 
+    def _declared(self, ctx: RunContext) -> DataFiles | None:
+        return data_files(ctx.db)
+
     def _data(self, ctx: RunContext, node: str) -> str:
-        return posixpath.join(_db(ctx).node_dir(ctx, node), self.options.under)
+        declared = self._declared(ctx)
+        under = self.options.under or (declared.under if declared else "data")
+        return posixpath.join(_db(ctx).node_dir(ctx, node), under)
+
+    def _globs(self, ctx: RunContext, which: Literal["log", "state"]) -> tuple[str, ...]:
+        """The globs a corruption aims at: the run's option, else the DB's declaration."""
+        given = self.options.file if which == "log" else self.options.state_file
+        if given:
+            return (given,)
+        declared = self._declared(ctx)
+        globs = () if declared is None else (declared.log if which == "log" else declared.state)
+        if not globs:
+            raise NemesisError(
+                f"corrupt: {type(ctx.db).__name__} declares no {which} file (data_files."
+                f"{which}); name one with --nemesis-option corrupt_"
+                f"{'file' if which == 'log' else 'state_file'}="
+            )
+        return globs
 
     def _run(self, ctx: RunContext, node: str, args: str) -> dict[str, Any]:
         import json
@@ -326,17 +363,20 @@ class CorruptNemesis:
             raise NemesisError(f"{node}: corrupt {args.split()[0]}: {rec['error']}")
         return rec
 
-    def _file(self, ctx: RunContext, node: str, pattern: str) -> str:
-        """The host's file for ``pattern`` (a glob: its last match in name order)."""
+    def _file(self, ctx: RunContext, node: str, patterns: Sequence[str]) -> str:
+        """The host's file for ``patterns`` (globs: the last of their regular files' matches
+        in name order)."""
         data = self._data(ctx, node)
+        globs = " ".join(patterns)  # checked against _SAFE_GLOB: the shell expands them
         res = ctx.remotes[node].run(
-            f"cd {shlex.quote(data)} && ls -1d -- {pattern} 2>/dev/null | tail -n 1",
+            f'cd {shlex.quote(data)} && for f in {globs}; do [ -f "$f" ] && echo "$f"; '
+            "done 2>/dev/null | LC_ALL=C sort | tail -n 1",
             check=False,
             timeout=30.0,
         )
         found = res.stdout.strip()
         if not found:
-            raise NemesisError(f"{node}: corrupt: no file matches {pattern!r} in {data}")
+            raise NemesisError(f"{node}: corrupt: no file matches {' '.join(patterns)!r} in {data}")
         return posixpath.join(data, found)
 
     def _damage(self, ctx: RunContext, node: str, op: str, seed: int) -> dict[str, Any]:
@@ -346,7 +386,7 @@ class CorruptNemesis:
             if snap is None:  # nothing taken yet: take it now, damage nothing
                 return self._snapshot(ctx, node)
             return self._run(ctx, node, f"rollback {q(self.state_files[node])} {q(snap)}")
-        log_file = q(self._file(ctx, node, self.options.file))
+        log_file = q(self._file(ctx, node, self._globs(ctx, "log")))
         # Offsets count back from the end of the file's data (its last non-zero byte):
         # a log's newest records, not the zeros of a preallocated segment. A flip aimed
         # at the stored text lands where only a checksum tells it: spread over every
@@ -395,7 +435,7 @@ class CorruptNemesis:
 
     def _snapshot(self, ctx: RunContext, node: str) -> dict[str, Any]:
         snap = posixpath.join(fsd.CONTROL_DIR, f"state-{node}.snap")
-        state = self._file(ctx, node, self.options.state_file)
+        state = self._file(ctx, node, self._globs(ctx, "state"))
         rec = self._run(ctx, node, f"snapshot {shlex.quote(state)} {shlex.quote(snap)}")
         self.snapshots[node] = snap
         self.state_files[node] = state
@@ -545,6 +585,21 @@ LAZYFS_MOUNTED = JournalKind(
 _MOUNT_RESIDUE = Residue(markers=(fsd.MARKER,), cures=("daemon", "data"), cure=_cure_mounts)
 
 
+def corrupt_refusal(db: object, hosts: Sequence[Host]) -> str | None:
+    """Why ``corrupt`` cannot aim at ``db``'s files, or None: it needs the DB's own
+    ``data_files`` (the reference node's names would hit nothing, or the wrong file)."""
+    try:
+        declared = data_files(db)
+    except ConfigError as e:
+        return f"corrupt: {e}"
+    if declared is None:
+        return (
+            f"corrupt needs a DB that declares which files hold its log and term "
+            f"(data_files, harness.core.db.DataFiles); {type(db).__name__} does not"
+        )
+    return None
+
+
 _DISK_DB_NEEDS = (Killable, HasFootprint)
 """A disk fault kills the node and acts on its directory (:func:`_db` says so at setup)."""
 
@@ -598,6 +653,7 @@ CORRUPT = Fault(
     aliases={f"corrupt-{o}": (o,) for o in CORRUPT_OPS},
     options=CorruptOptions,
     db_needs=_DISK_DB_NEEDS,
+    refuse=corrupt_refusal,
     effects=Effects(kills=True),  # damaged, not lost: what was durable is what it reads
     periods=_CRASHED,
     colour="#9c6644",

@@ -1,8 +1,11 @@
 """``start-membership`` / ``stop-membership``: the cluster's membership changed under load.
 
 Any DB declaring :class:`harness.core.db.Reconfigurable` (the reference node, etcd) can be
-reconfigured; a DB without it is refused at the nemesis's setup, before the load, with
-its name. One ``start-membership`` plays one variant, drawn from the seeded rng:
+reconfigured; a DB that only declares :class:`harness.core.db.TransfersLeadership`
+(openmessaging DLedger 0.x: transfer, no membership change) plays the ``transfer``
+variant alone, whatever was drawn (the draw is kept as ``drawn``); a DB with neither is
+refused before the load, with its name. One ``start-membership`` plays one variant,
+drawn from the seeded rng:
 
   remove-leader   the leader removed (and stopped); it stays out until the heal.
   remove-add      a follower removed, then added back wiped under a fresh identity:
@@ -160,6 +163,9 @@ class MembershipNemesis:
         return ctx.db
 
     def setup(self, ctx: RunContext) -> None:
+        if _transfer_only(ctx.db):
+            self.out = set()
+            return
         db = self._db(ctx)
         check = getattr(db, "check_reconfigurable", None)
         if callable(check):
@@ -168,6 +174,8 @@ class MembershipNemesis:
 
     # the changes, each recorded ---------------------------------------------------
     def _members(self, ctx: RunContext) -> Members | None:
+        if _transfer_only(ctx.db):
+            return None  # a DB that only transfers reports no configuration
         try:
             m: Members = self._db(ctx).members(ctx)
             return m
@@ -353,6 +361,9 @@ class MembershipNemesis:
 
     def _play(self, ctx: RunContext, value: dict[str, Any], changes: list[dict[str, Any]]) -> None:
         variant = value.get("variant", "remove-add")
+        if _transfer_only(ctx.db) and variant != "transfer":
+            value["drawn"], value["variant"] = variant, "transfer"
+            variant = "transfer"
         order = [str(n) for n in value.get("order") or ctx.nodes if n in ctx.nodes]
         hold = float(value.get("hold", 2.0))
         lead = self._leader(ctx)
@@ -447,6 +458,12 @@ class MembershipNemesis:
         db = ctx.db
         if not isinstance(db, TransfersLeadership):
             raise NemesisError(f"{type(db).__name__} cannot transfer leadership")
+        if lead is None:
+            # A transfer needs a leader to ask: after a fault that left the cluster
+            # electing (seen on DLedger under the deck), wait for one rather than do nothing.
+            t0 = time.monotonic()
+            lead = self._await_leader(ctx, [n for n in ctx.nodes if n not in self.out], 15.0)
+            value["leader"], value["leader_wait_s"] = lead, round(time.monotonic() - t0, 3)
         followers = self._followers(order, lead)
         if lead is None or not followers:
             raise NemesisError("no leader and follower known; nothing done")
@@ -468,7 +485,7 @@ class MembershipNemesis:
                 time.sleep(hold)
             finally:
                 db.start(ctx, target)
-            value["back_s"] = _following(ctx, self._db(ctx), target, lead)
+            value["back_s"] = _following(ctx, db, target, lead)
         self._record(
             ctx,
             changes,
@@ -649,6 +666,8 @@ class MembershipNemesis:
 
     # heal -------------------------------------------------------------------------
     def _restore(self, ctx: RunContext, op: Op) -> Op:
+        if _transfer_only(ctx.db):  # nothing was removed: there is nothing to restore
+            return completion(op, {"changes": [], "members": None, "restored": True}, {})
         changes: list[dict[str, Any]] = []
         errors: dict[str, str] = {}
         deadline = time.monotonic() + 90.0
@@ -705,11 +724,30 @@ MEMBERSHIP_JOURNAL = JournalKind(
 )
 
 
+def _transfer_only(db: object) -> bool:
+    """A DB that can hand over leadership but not change its membership."""
+    from harness.core.db import TransfersLeadership
+
+    return isinstance(db, TransfersLeadership) and not isinstance(db, Reconfigurable)
+
+
+def _leader_seen_by(ctx: RunContext, db: Any, node: str) -> str | None:
+    """The leader ``node`` names: its ``members`` view, or, for a DB that only transfers,
+    its ``leader_seen_by`` (``TransfersLeadership``'s optional companion)."""
+    if isinstance(db, Reconfigurable):
+        return db.members(ctx, via=node).leader
+    seen = getattr(db, "leader_seen_by", None)
+    if not callable(seen):
+        raise NemesisError(f"{type(db).__name__} cannot say whom {node} follows")
+    got = seen(ctx, node)
+    return None if got is None else str(got)
+
+
 def _following(
-    ctx: RunContext, db: Reconfigurable, node: str, lead: str, within: float = 10.0
+    ctx: RunContext, db: Any, node: str, lead: str, within: float = 30.0
 ) -> float | None:
     """Seconds until restarted ``node`` answers and names ``lead`` as its leader (None if
-    not within ``within``).
+    not within ``within``: a JVM restarted on a loaded 2-core lab took over 10 s).
 
     A transfer asked before then tests only that a process is starting: the leader's
     request cannot reach it, and every DB keeps its leader. Asked now, the target is
@@ -719,11 +757,22 @@ def _following(
     t0 = time.monotonic()
     while time.monotonic() - t0 < within and not ctx.stop.is_set():
         try:
-            if db.members(ctx, via=node).leader == lead:
+            if _leader_seen_by(ctx, db, node) == lead:
                 return round(time.monotonic() - t0, 3)
         except Exception:  # noqa: BLE001 - still starting
             pass
         time.sleep(0.05)
+    return None
+
+
+def _refuse(db: object, hosts: Any) -> str | None:
+    """Reconfigurable (and in a mode that can change), or a DB that only transfers."""
+    if _transfer_only(db):
+        return None
+    if not isinstance(db, Reconfigurable):
+        return "membership needs a DB that declares Reconfigurable (or TransfersLeadership)"
+    if not getattr(db, "reconfigurable", True):
+        return f"{type(db).__name__} cannot change its membership in this mode"
     return None
 
 
@@ -748,12 +797,7 @@ MEMBERSHIP = Fault(
     usable=usable,
     targets="cluster",
     needs=frozenset({"primaries"}),
-    db_needs=(Reconfigurable,),
-    refuse=lambda db, hosts: (
-        None
-        if getattr(db, "reconfigurable", True)
-        else f"{type(db).__name__} cannot change its membership in this mode"
-    ),
+    refuse=_refuse,
     link=_link,
     journal=(MEMBERSHIP_JOURNAL,),
     effects=Effects(changes_membership=True),

@@ -51,6 +51,9 @@ For DBs that can change their membership (``Reconfigurable``) four more, in
                   it is back and follows the leader, its log behind, its term unchanged
                   (M9.2: the leader must bring it up to date before telling it to
                   campaign; the ``transfer`` checker judges the answer, M16).
+                  The one membership motif a DB that only declares
+                  ``TransfersLeadership`` (no membership change) also plays
+                  (:func:`script_refusal`).
 
 Each motif is a pure function of the nodes, the seeded rng and the basic hold:
 plain :class:`~nemesis.schedules.Step` data, with ``leader`` left for the
@@ -79,6 +82,7 @@ __all__ = [
     "MEMBERSHIP_MOTIFS",
     "MEMBERSHIP_MOTIF_KINDS",
     "motif_steps",
+    "script_refusal",
 ]
 
 MOTIFS = (
@@ -99,6 +103,27 @@ MEMBERSHIP_MOTIFS = ("reconfig-partition", "reconfig-race", "reconfig-linger", "
 
 MEMBERSHIP_MOTIF_KINDS = frozenset({"membership", "partition"})
 """The fault kinds the membership motifs use (both must be enabled with them)."""
+
+TRANSFER_ONLY_MOTIFS = frozenset({"reconfig-transfer"})
+"""Membership motifs that change no membership: a DB that can hand over leadership but not
+change its members (``TransfersLeadership`` without ``Reconfigurable``) plays these."""
+
+
+def script_refusal(name: str, db: object) -> str | None:
+    """Why membership motif ``name`` cannot play on ``db`` beyond what its faults say, or
+    None. The membership fault takes a DB that only transfers leadership; of the motifs
+    that play it, only those of :data:`TRANSFER_ONLY_MOTIFS` ask nothing more of it."""
+    from harness.core.db import Reconfigurable, TransfersLeadership
+
+    if name not in MEMBERSHIP_MOTIFS or isinstance(db, Reconfigurable):
+        return None
+    if name in TRANSFER_ONLY_MOTIFS and isinstance(db, TransfersLeadership):
+        return None
+    return (
+        f"{name} changes the membership: it needs a DB that declares Reconfigurable; "
+        f"{type(db).__name__} does not"
+    )
+
 
 StepsFn = Callable[[list[str], random.Random, float], list[Step]]
 

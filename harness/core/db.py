@@ -37,6 +37,8 @@ __all__ = [
     "TransfersLeadership",
     "Convergence",
     "ConvergenceReport",
+    "DataFiles",
+    "data_files",
     "Converges",
     "poll_converged",
     "runs_under_faketime",
@@ -278,7 +280,14 @@ class Reconfigurable(Protocol):
 
 @runtime_checkable
 class TransfersLeadership(Protocol):
-    """A :class:`Reconfigurable` DB that can also hand leadership to a chosen member.
+    """A DB that can hand leadership to a chosen member, :class:`Reconfigurable` or not.
+
+    The ``membership`` fault plays its ``transfer`` variant on any such DB (a DB that is
+    not ``Reconfigurable``, as DLedger 0.x, plays that variant alone, and the deck keeps
+    only its ``reconfig-transfer`` motif); such a DB also gives ``leader_seen_by(ctx,
+    node) -> node | None``, the leader ``node`` follows, so a restarted target is
+    asked once it follows again.
+
 
     ``transfer_leader`` returns the DB's answer (JSON; the ``membership`` fault records it)
     with at least ``from`` (the node that led when asked), ``leader`` (the node leading
@@ -400,6 +409,56 @@ def poll_converged(
                 False, now - started, polls, last, why or "the last look did not agree"
             )
         sleep(max(0.0, min(interval, deadline - now)))
+
+
+@dataclass(frozen=True)
+class DataFiles:
+    """Which of a node's files hold its durable state, as globs a disk fault aims at.
+
+    A DB declares it as ``data_files`` (a class attribute or a property). The ``corrupt``
+    fault damages the DB's own files, not the reference node's ``data.log``: ``under`` is
+    the data directory relative to the node's directory (``HasFootprint.node_dir``);
+    ``log`` are globs, relative to it, of the files holding the log's entries (a bit
+    flip, a cut tail or a copied chunk hits the last match in name order: the newest
+    segment); ``state`` globs of the file holding the term and vote (what ``rollback``
+    copies and restores), empty when the DB keeps them nowhere apart. A glob holds
+    letters, digits and ``. _ - / * ? [ ]`` only (a host's shell expands it).
+    """
+
+    under: str = "data"
+    log: tuple[str, ...] = ()
+    state: tuple[str, ...] = ()
+
+    def __post_init__(self) -> None:
+        import re
+
+        for name, globs in (("under", (self.under,)), ("log", self.log), ("state", self.state)):
+            for g in globs:
+                if (
+                    not isinstance(g, str)
+                    or not re.fullmatch(r"[A-Za-z0-9._*?\[\]/-]+", g)
+                    or g.startswith("/")
+                    or ".." in g.split("/")
+                ):
+                    raise ConfigError(
+                        f"data_files {name} {g!r}: a relative path or glob of letters, digits "
+                        "and . _ - / * ? [ ] only",
+                        field=f"data_files.{name}",
+                    )
+        if not self.log:
+            raise ConfigError("data_files must name at least one log glob", field="data_files.log")
+
+
+def data_files(db: object) -> DataFiles | None:
+    """``db``'s :class:`DataFiles`, or None when it declares none (a malformed declaration
+    is a ConfigError naming the DB)."""
+    got = getattr(db, "data_files", None)
+    if got is None or isinstance(got, DataFiles):
+        return got
+    raise ConfigError(
+        f"{type(db).__name__}.data_files must be a harness.core.db.DataFiles, got {got!r}",
+        field="data_files",
+    )
 
 
 def unreachable_situations(db: object) -> dict[str, str]:

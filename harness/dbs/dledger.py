@@ -29,7 +29,7 @@ from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from harness.core.db import Members, WorkloadChoice
+from harness.core.db import DataFiles, Members, WorkloadChoice
 from harness.core.errors import ConfigError, NemesisError, RemoteError
 from harness.core.fanout import map_values
 from harness.core.remote import UploadsTrees
@@ -590,6 +590,9 @@ BROKER_WORKLOAD = WorkloadChoice(name="queue", concurrency=6, rate=60.0)
 
 class DLedgerDB(NodeLogEvents, DLedgerMembership, PidfileDaemonDB):
     """Installs, starts, faults and removes ``node_impl`` on every node of a test."""
+
+    data_files = DataFiles(under="data", log=("data.log",), state=("term.json",))
+    """The node's log and its term and vote (node_impl/store.py): what corrupt damages."""
 
     @property
     def event_invariants(self) -> frozenset[str]:

@@ -34,7 +34,14 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from harness.core.db import DB, Convergence, ConvergenceReport, WorkloadChoice, poll_converged
+from harness.core.db import (
+    DB,
+    Convergence,
+    ConvergenceReport,
+    DataFiles,
+    WorkloadChoice,
+    poll_converged,
+)
 from harness.core.errors import ConfigError, NemesisError, RemoteError
 from harness.core.fanout import map_values
 from harness.core.options import as_options, declares_options, option
@@ -240,15 +247,36 @@ class DLedgerJavaDB(NodeLogEvents, PidfileDaemonDB):
     runs_under_faketime = True
     """The JVM starts and runs under the lab's libfaketime (docs/dledger-java.md)."""
 
-    refused_faults = {
+    data_files = DataFiles(
+        under="data", log=("dledger-*/data/[0-9]*",), state=("dledger-*/currterm",)
+    )
+    """DLedger's own files under --store-base-dir (seen in a run's data dir):
+    ``dledger-<id>/data/<20-digit offset>`` (the mmap'd entry segments, 64 MiB each here),
+    ``dledger-<id>/index/<offset>`` and ``dledger-<id>/currterm`` (a properties file:
+    currTerm, voteLeader; ``currterm.bak`` beside it)."""
+
+    _refused = {
         "lose-unfsynced": _POWER,
         "torn-write": _POWER,
-        "corrupt": "its files are the reference node's (data.log, term.json); DLedger "
-        "keeps data/<offset>, index/<offset> and currterm, so the deck's corrupt would hit "
-        "nothing (measured: 'no file matches')",
     }
-    """Faults the deck leaves out for DLedger, with the reason it prints
-    (``Fault.why_not`` reads this mapping)."""
+    """lose-unfsynced and torn-write only: corrupt damages DLedger's own files at rest,
+    between its kill and its restart, through the page cache its mmap shares (measured,
+    docs/dledger-java.md), so it is not refused; the deck's ``disk`` script still is, by
+    the two above."""
+
+    @property
+    def refused_faults(self) -> dict[str, str]:
+        """Faults the deck leaves out for DLedger, with the reason it prints
+        (``Fault.why_not`` reads this mapping). The membership fault, which plays only
+        its ``transfer`` variant here (the DB is ``TransfersLeadership``, not
+        ``Reconfigurable``), is refused for a version without transfer."""
+        out = dict(self._refused)
+        if not transfer_supported(self.options.version):
+            out["membership"] = (
+                f"DLedger {self.options.version} has no leadership transfer "
+                "(LeadershipTransferRequest is in DLedger from 0.2.0 on) and no membership change"
+            )
+        return out
 
     def __init__(self, options: DLedgerJavaOptions) -> None:
         self.options = options
@@ -492,6 +520,27 @@ class DLedgerJavaDB(NodeLogEvents, PidfileDaemonDB):
         self.remove_node_dir(ctx, node)
 
     # leadership transfer --------------------------------------------------------
+    @property
+    def transfer_hands_over(self) -> bool:
+        """DLedger's transfer brings the target up to date before it campaigns. Read in
+        0.4.3's bytecode (javap of ``DLedgerServer.handleLeadershipTransfer``): the leader
+        refuses a target more than ``maxLeadershipTransferWaitIndex`` behind, then stops
+        taking appends (``LEADER_TRANSFERRING``) and sends the target
+        ``takeLeadershipLedgerIndex``, its own end; the target campaigns only once its
+        log reaches that index and answers ``fall behind, wait timeout`` otherwise. So it
+        hands over or keeps; only the versions read (0.4 on) declare it, so the
+        ``transfer`` checker judges their quiet transfers and records the rest."""
+        return parse_version(self.options.version) >= (0, 4)
+
+    def leader_seen_by(self, ctx: RunContext, node: str) -> str | None:
+        """The leader ``node``'s MemberState names (member ids are node names), or None
+        when it names none or does not answer: how the membership fault's ``transfer``
+        waits for a restarted target to follow again."""
+        host, port = self.client_addrs(ctx)[node]
+        st = _status(host, port, 1.0)
+        lead = None if st is None else st.get("leader")
+        return str(lead) if lead and lead in ctx.nodes else None
+
     def transfer_leader(self, ctx: RunContext, node: str) -> dict[str, Any]:
         """DLedger's own ``handleLeadershipTransfer`` on the leader, to ``node``."""
 

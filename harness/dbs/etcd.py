@@ -29,7 +29,7 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from harness.core.db import Members, WorkloadChoice
+from harness.core.db import DataFiles, Members, WorkloadChoice
 from harness.core.errors import ConfigError, NemesisError, RemoteError
 from harness.core.fanout import map_values
 from harness.dbs.daemon import PidfileDaemonDB
@@ -143,6 +143,10 @@ def _is_leader(st: dict[str, Any] | None) -> bool:
 
 class EtcdDB(PidfileDaemonDB):
     """Installs, starts, faults and removes one etcd member per node."""
+
+    data_files = DataFiles(under="data", log=("member/wal/*.wal",))
+    """etcd's WAL segments (preallocated 64 MB; corrupt aims at the data's end). Term and
+    vote are HardState records inside the WAL, so there is no state file to roll back."""
 
     def default_workload(self) -> WorkloadChoice:
         """Linearizable registers through etcd's own transactions (workloads/etcd.py)."""

@@ -32,7 +32,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
-from harness.core.db import Members, WorkloadChoice
+from harness.core.db import DataFiles, Members, WorkloadChoice
 from harness.core.errors import ConfigError, NemesisError, RemoteError
 from harness.core.fanout import map_values
 from harness.core.options import as_options, declares_options, option
@@ -269,10 +269,13 @@ class JRaftDB(NodeLogEvents, PidfileDaemonDB):
     """JRaft's transferLeadershipTo promises nothing (it returns once TimeoutNow is on its
     way; a target that does not win leaves a cluster that elects anyone): recorded only."""
 
+    data_files = DataFiles(under="data", log=("log/*.log", "log/*.sst"), state=("meta/raft_meta",))
+    """JRaft's own files (Server.java: logUri data/log, raftMetaUri data/meta; no snapshot
+    is configured): RocksDB's WAL and tables, the newest by RocksDB's file number, and
+    the raft meta (term, votedFor) that corrupt's rollback restores."""
+
     # No ``refused_faults``: the deck leaves out a whole script when one of its faults is
-    # refused, and refusing corrupt (which hits nothing here) would drop the ``disk``
-    # script and with it lose-unfsynced, which works on JRaft and found the 1.2.4 meta
-    # loss (docs/jraft.md). corrupt and torn-write play and record that they did nothing.
+    # refused; lose-unfsynced works on JRaft and found the 1.2.4 meta loss (docs/jraft.md).
 
     unreachable_situations = {
         "read-from-non-leader": "the server answers a kv read only in STATE_LEADER and only "

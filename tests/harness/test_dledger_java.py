@@ -89,8 +89,20 @@ def test_capabilities_declared_and_membership_left_out() -> None:
         TransfersLeadership,
     ):
         assert isinstance(db, cap), cap.__name__
-    # DLedger 0.x has no runtime membership change: the deck must leave membership out.
+    # DLedger 0.x has no runtime membership change: of the membership motifs the deck keeps
+    # only the leadership transfer, and only for a version that has one.
     assert not isinstance(db, Reconfigurable)
+    from harness.core.remote import Host
+    from nemesis.deck import deck_for
+    from nemesis.motifs import MEMBERSHIP_MOTIFS
+
+    hosts = [Host(name=f"n{i}", address=f"127.0.0.{i}") for i in range(1, 6)]
+    deck = deck_for(db, hosts, MEMBERSHIP_MOTIFS)
+    assert deck.scripts == ("reconfig-transfer",) and deck.faults == ("membership",)
+    assert "Reconfigurable" in deck.left_out["reconfig-race"]
+    with pytest.raises(ConfigError) as e:  # 0.1: nothing of the membership motifs is left
+        deck_for(factory({"version": "0.1"}), hosts, MEMBERSHIP_MOTIFS)
+    assert "no leadership transfer" in str(e.value)
     assert db.default_workload() == DEFAULT_WORKLOAD
     assert DEFAULT_WORKLOAD.name == "append"
     assert db.event_kinds() == frozenset({"start", "role"})

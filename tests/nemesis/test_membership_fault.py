@@ -274,6 +274,13 @@ def test_membership_motifs_heal_what_they_start_and_replay(name: str, seed: int)
         assert fs.index("start-membership") < fs.index("stop-partition")
 
 
+class _Leading:
+    """A DB that reports its leader and nothing more."""
+
+    def primaries(self, ctx: Any) -> list[str]:
+        return ["n1"]
+
+
 def test_the_deck_adds_membership_motifs_only_for_a_reconfigurable_db() -> None:
     from harness.core.remote import Host
     from nemesis.deck import deck_for
@@ -281,7 +288,7 @@ def test_the_deck_adds_membership_motifs_only_for_a_reconfigurable_db() -> None:
     hosts = [Host(name=n, address="127.0.0.1") for n in NODES]
     kept = deck_for(FakeCluster(NODES), hosts, MOTIFS + MEMBERSHIP_MOTIFS)
     assert set(MEMBERSHIP_MOTIFS) <= set(kept.scripts)
-    refused = deck_for(object(), hosts, MOTIFS + MEMBERSHIP_MOTIFS)
+    refused = deck_for(_Leading(), hosts, MOTIFS + MEMBERSHIP_MOTIFS)
     assert set(MEMBERSHIP_MOTIFS) <= set(refused.left_out)
     assert "Reconfigurable" in refused.left_out["reconfig-race"]
 
@@ -309,3 +316,66 @@ def test_linger_removes_a_follower_while_writes_are_held_and_leaves_it_running()
     assert "n3" in db.running and "n3" not in db.voters and done.value["out"] == ["n3"]
     healed = nem.invoke(ctx, _op("stop-membership"))
     assert healed.value["restored"] and db.voters["n3"] == "n3.1"
+
+
+class TransferOnly:
+    """A DB that hands over leadership but cannot change its members (DLedger 0.x)."""
+
+    def __init__(self, nodes: list[str]) -> None:
+        self.lead = "n1"
+        self.running = set(nodes)
+        self.asked: list[tuple[str, str]] = []
+        self.seen_asks = 0
+
+    def setup(self, ctx: Any, node: str) -> None: ...
+
+    def teardown(self, ctx: Any, node: str) -> None: ...
+
+    def primaries(self, ctx: Any) -> list[str]:
+        return [self.lead]
+
+    def leader_seen_by(self, ctx: Any, node: str) -> str | None:
+        self.seen_asks += 1
+        return self.lead if node in self.running and self.seen_asks > 1 else None
+
+    def transfer_leader(self, ctx: Any, node: str) -> dict[str, Any]:
+        self.asked.append(("transfer", node))
+        self.lead = node
+        return {"from": "n1", "leader": node, "outcome": "handed-over"}
+
+    def kill(self, ctx: Any, node: str) -> None:
+        self.running.discard(node)
+
+    def start(self, ctx: Any, node: str) -> None:
+        self.running.add(node)
+
+
+def test_a_db_that_only_transfers_plays_the_transfer_whatever_was_drawn() -> None:
+    db = TransferOnly(NODES)
+    assert isinstance(db, TransfersLeadership) and not isinstance(db, Reconfigurable)
+    assert MEMBERSHIP.why_not(db, []) is None
+    nem = MembershipNemesis()
+    ctx = _ctx(db)
+    nem.setup(ctx)
+    done = _start(nem, ctx, "remove-add")
+    assert done.error is None, done.error
+    assert done.value["variant"] == "transfer" and done.value["drawn"] == "remove-add"
+    assert done.value["lag"] == "kill" and done.value["target"] == "n3"
+    assert db.asked == [("transfer", "n3")] and "n3" in db.running
+    assert db.seen_asks >= 2 and isinstance(done.value["back_s"], float)
+    assert done.value["changes"][0]["result"]["outcome"] == "handed-over"
+    healed = nem.invoke(ctx, _op("stop-membership"))
+    assert healed.error is None and healed.value["restored"] is True
+
+
+def test_the_deck_plays_only_the_transfer_motif_for_a_db_that_only_transfers() -> None:
+    from harness.core.remote import Host
+    from nemesis.deck import deck_for
+
+    hosts = [Host(name=n, address="127.0.0.1") for n in NODES]
+    deck = deck_for(TransferOnly(NODES), hosts, MOTIFS + MEMBERSHIP_MOTIFS)
+    assert "reconfig-transfer" in deck.scripts and "membership" in deck.faults
+    for name in ("reconfig-partition", "reconfig-race", "reconfig-linger"):
+        assert "Reconfigurable" in deck.left_out[name], deck.left_out
+    refused = deck_for(_Leading(), hosts, MOTIFS + MEMBERSHIP_MOTIFS)
+    assert "TransfersLeadership" in refused.left_out["reconfig-transfer"]
