@@ -14,6 +14,10 @@ recorded in ``test.json`` and printed before the load: a campaign that silently 
 half its deck would look as strong as the whole. Nothing is probed; the kinds a script
 plays are read from its own steps, so a new script needs no table here.
 
+A DB that declares its process roles (``HasRoles``, harness/core/roles.py) also gets the
+role scripts of :mod:`nemesis.role_motifs` (each fault at each role, and at pairs of
+roles at once); a DB without roles never sees them, so its deck is unchanged.
+
 Scripts aimed at the leader need ``HasPrimaries`` to find it; on a DB without it they
 hit a seeded random node instead (:func:`nemesis.profiles.aim_without_leader`), and the
 deck's notes say so.
@@ -28,9 +32,11 @@ from typing import TYPE_CHECKING, Any
 
 from harness.core.db import HasPrimaries
 from harness.core.errors import ConfigError
+from harness.core.roles import HasRoles
 from nemesis import registry
 from nemesis.motifs import script_refusal
 from nemesis.profiles import SCRIPTS, profile_steps
+from nemesis.role_motifs import NO_ROLES, ROLE_MOTIFS
 
 if TYPE_CHECKING:
     from harness.core.fault import Fault
@@ -134,11 +140,16 @@ def deck_for(db: object, hosts: Sequence[Host], scripts: Sequence[str] | None = 
     A ConfigError when nothing is left: a fault campaign with no faults is not one.
     """
     names = tuple(scripts) if scripts is not None else SCRIPTS
+    if scripts is None and isinstance(db, HasRoles):
+        names += ROLE_MOTIFS  # each fault at each role the DB declares, and at pairs
     known = registry.faults()
     kept: list[str] = []
     faults: set[str] = set()
     left_out: dict[str, str] = {}
     for name in names:
+        if name in ROLE_MOTIFS and not isinstance(db, HasRoles):
+            left_out[name] = NO_ROLES
+            continue
         try:
             kinds = script_faults(name, len(hosts))
         except ConfigError as e:

@@ -37,16 +37,18 @@ schedule: where a step must wait for an election, its builder answers
 from __future__ import annotations
 
 import random
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 import nemesis.grudge as g
 from harness.core.db import HasPrimaries
 from harness.core.errors import ConfigError
 from harness.core.nemesis import NemesisPackage
+from harness.core.roles import roles_now
 from nemesis.disk import disk_steps
 from nemesis.motifs import MEMBERSHIP_MOTIFS, MOTIFS, motif_steps
 from nemesis.package import build_package
+from nemesis.role_motifs import ROLE_MOTIFS, role_steps
 from nemesis.schedules import Retry, Step, StepSchedule, leader_within, scaled, start, stop
 
 if TYPE_CHECKING:
@@ -55,6 +57,7 @@ if TYPE_CHECKING:
 __all__ = [
     "PROFILES",
     "SCRIPTS",
+    "ALL_SCRIPTS",
     "profile_steps",
     "aim_without_leader",
     "ProfileSchedule",
@@ -67,10 +70,20 @@ PROFILES = ("lease", "rejoin", "crash", "lag", "bridge", "figure8", "disk")
 SCRIPTS = PROFILES + MOTIFS + MEMBERSHIP_MOTIFS
 """Every fault script a campaign may name: the profiles, then the generic motifs (the
 membership ones last: only a ``Reconfigurable`` DB's deck draws them)."""
+ALL_SCRIPTS = SCRIPTS + ROLE_MOTIFS
+"""With the role scripts (nemesis/role_motifs.py), which the deck adds for a DB that
+declares ``HasRoles`` only, so the decks of the others are what they were."""
 
 
-def profile_steps(name: str, nodes: Sequence[str], rng: random.Random, hold: float) -> list[Step]:
-    """One profile's steps; every fault it starts, it stops.
+def profile_steps(
+    name: str,
+    nodes: Sequence[str],
+    rng: random.Random,
+    hold: float,
+    roles: Mapping[str, Sequence[str]] | None = None,
+) -> list[Step]:
+    """One profile's steps; every fault it starts, it stops. ``roles`` (the DB's
+    ``HasRoles`` answer at the draw) only shapes the role scripts.
 
     The rng draws happen here, in a fixed order (then in the builders, when
     they land), so a seed replays the same script: the zoo's findings are
@@ -79,6 +92,8 @@ def profile_steps(name: str, nodes: Sequence[str], rng: random.Random, hold: flo
 
     if name in MOTIFS or name in MEMBERSHIP_MOTIFS:
         return motif_steps(name, nodes, rng, hold)
+    if name in ROLE_MOTIFS:
+        return role_steps(name, nodes, rng, hold, roles)
 
     def shape(kind: str) -> dict[str, Any]:
         return {"shape": kind, "grudge": g.grudge_to_json(g.build_shape(kind, list(nodes), rng))}
@@ -343,10 +358,10 @@ class ProfileSchedule(StepSchedule):
     ) -> None:
         if not profiles:
             raise ConfigError("a zoo campaign needs at least one fault profile", field="profiles")
-        unknown = [p for p in profiles if p not in SCRIPTS]
+        unknown = [p for p in profiles if p not in ALL_SCRIPTS]
         if unknown:
             raise ConfigError(
-                f"unknown fault profile(s) {', '.join(unknown)} (known: {', '.join(SCRIPTS)})",
+                f"unknown fault profile(s) {', '.join(unknown)} (known: {', '.join(ALL_SCRIPTS)})",
                 field="profiles",
             )
         super().__init__()
@@ -375,7 +390,8 @@ class ProfileSchedule(StepSchedule):
                 self.rng.shuffle(self.deck)
         name = self.deck.pop(0)
         self.played.append(name)
-        steps = profile_steps(name, list(ctx.nodes), self.rng, self.hold)
+        roles = roles_now(ctx.db, ctx) if name in ROLE_MOTIFS else None
+        steps = profile_steps(name, list(ctx.nodes), self.rng, self.hold, roles)
         if isinstance(ctx.db, HasPrimaries):
             return steps
         return [aim_without_leader(s, list(ctx.nodes), self.rng) for s in steps]

@@ -8,8 +8,9 @@ DB's ``HasPrimaries`` capability.
 from __future__ import annotations
 
 import random
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from itertools import combinations
 from typing import Any, Literal
 
 from harness.core.errors import ConfigError, NemesisError
@@ -24,6 +25,8 @@ __all__ = [
     "resolve",
     "resolve_leader",
     "draw_target",
+    "role_aims",
+    "pick_in_role",
 ]
 
 TARGETS = ("one", "minority", "majority", "all", "random", "leader")
@@ -102,3 +105,39 @@ def draw_target(d: Draw, kind: str) -> dict[str, Any]:
     if target != "leader":
         value["nodes"] = resolve(target, d.nodes, d.rng)
     return value
+
+
+def role_aims(
+    roles: Mapping[str, Sequence[str]],
+) -> tuple[list[str], list[tuple[str, str]]]:
+    """The roles to aim at one at a time, and the pairs of roles to aim at together.
+
+    Singles: every role that has a node, in the DB's order, less a role whose nodes are
+    exactly an earlier role's (an embedded controller's name servers are one aim, named
+    by the first). Pairs: every two singles neither of whose node sets holds the other's
+    (``controller`` with ``controller-leader`` is the controllers again), in order.
+    """
+    singles: list[str] = []
+    seen: list[frozenset[str]] = []
+    for role, nodes in roles.items():
+        ns = frozenset(nodes)
+        if ns and ns not in seen:
+            singles.append(role)
+            seen.append(ns)
+    sets = dict(zip(singles, seen, strict=True))
+    pairs = [
+        (a, b)
+        for a, b in combinations(singles, 2)
+        if not (sets[a] <= sets[b] or sets[b] <= sets[a])
+    ]
+    return singles, pairs
+
+
+def pick_in_role(nodes: Sequence[str], rng: random.Random, avoid: Sequence[str] = ()) -> str | None:
+    """One node of a role (a seeded pick), one not in ``avoid`` when there is one, so a
+    pair of roles hits two nodes; None for a role with no node."""
+    ns = sorted(nodes)
+    if not ns:
+        return None
+    free = [n for n in ns if n not in avoid]
+    return rng.choice(free or ns)

@@ -432,8 +432,8 @@ _LAZYFS = (
 )
 
 _REFUSED = {
-    "membership": "classic master/slave has no runtime membership change (the broker group "
-    "is fixed by each broker's brokerId)",
+    "membership": "no runtime membership change the harness can ask of RocketMQ: a broker "
+    "group is its brokers' configuration (brokerName, and brokerId or the controllers' ids)",
     "lose-unfsynced": _LAZYFS,
     "torn-write": _LAZYFS,
     "corrupt": "its file patterns are the reference node's (data.log, term.json); a broker "
@@ -623,6 +623,30 @@ class RocketMQDB(PidfileDaemonDB):
             if st is not None:
                 return by_addr.get(str((st.get("route") or {}).get("broker-a:0")))
         return None
+
+    def roles(self, ctx: RunContext) -> dict[str, list[str]]:
+        """HasRoles: who plays which part now, for the deck's role scripts. Controller mode:
+        ``controller-leader`` (the controller every controller names as leader), the
+        ``controller``s, the ``master`` (the broker the name server routes as brokerId 0)
+        and its ``slave``s, the ``namesrv``s (the controllers' nodes when embedded: the
+        deck aims at that set once). Master-slave and dledger: ``master``, ``slave``,
+        ``namesrv``. Asks the gateway; changes nothing."""
+        lay = self.layout(ctx)
+        out: dict[str, list[str]] = {}
+        if self.controller_mode:
+            ctl = self.controller_status(ctx) or {}
+            by_ctl = {
+                f"{ctx.hosts[n].address}:{self.options.controller_port}": n
+                for n in self.controller_nodes(ctx)
+            }
+            leader = by_ctl.get(str(ctl.get("leader")))
+            out["controller-leader"] = [leader] if leader else []
+            out["controller"] = self.controller_nodes(ctx)
+        master = self.master(ctx)
+        out["master"] = [master] if master else []
+        out["slave"] = [b for b in self.brokers(ctx) if b != master]
+        out["namesrv"] = [n for n, r in lay.items() if r == "namesrv"]
+        return out
 
     def _paths(self, ctx: RunContext, node: str) -> dict[str, str]:
         d = self.node_dir(ctx, node)
