@@ -1,5 +1,10 @@
 """``splitbrain bench campaign``: the reference node against etcd, same lab, same run.
 
+``--db NAME`` (repeatable) adds any other registered DB, run with the workload it names
+as its default (``HasDefaultWorkload``: name and options; ``--db NAME:WORKLOAD`` picks
+another), in the same rounds: the real Java systems (``dledger-java``, ``jraft``) beside
+our node and etcd, every run under the same neighbours' load.
+
 A campaign here is the real thing (``harness.run.runner.run_test``: workers, live
 history, samplers, final reads, checker) with no faults, ``--rate 0`` and a fixed
 concurrency, run once per (database, workload) on one lab, one after the other,
@@ -252,6 +257,7 @@ def measure_campaign(
     check: bool = True,
     db_options: dict[str, Any] | None = None,
     lazy_fs: bool = False,
+    workload_options: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     """One no-fault, unpaced campaign through the real runner, with its figures.
 
@@ -278,7 +284,7 @@ def measure_campaign(
         concurrency=concurrency,
         rate=0.0,
         seed=1,
-        options={"db": dict(db_options or {})},
+        options={**dict(workload_options or {}), "db": dict(db_options or {})},
     )
     opts = RunOptions(check=check, progress=False, recovery_s=0.0)  # no reporter: no HTML
     clock = _Clock()
@@ -332,6 +338,29 @@ def _ratios(ours: dict[str, Any], etcd: dict[str, Any]) -> dict[str, Any]:
         lat[f] = {q: _ratio(ol[f][q], el[f][q]) for q in ("p50", "p99")}
     out["latency"] = lat
     return out
+
+
+def other_db(arg: str) -> tuple[str, str, dict[str, Any]]:
+    """``NAME`` or ``NAME:WORKLOAD`` of ``--db``: (db, workload, workload options), the DB's
+    default workload and its options unless a workload is named. A DB that names no default
+    and no workload given is a BadParameter naming the option."""
+    from harness.core.db import HasDefaultWorkload
+    from harness.core.errors import ConfigError
+    from harness.dbs import get_db
+
+    name, _, workload = arg.partition(":")
+    try:
+        db = get_db(name, {})
+    except ConfigError as e:
+        raise click.BadParameter(str(e), param_hint="--db") from None
+    if workload:
+        return name, workload, {}
+    if not isinstance(db, HasDefaultWorkload):
+        raise click.BadParameter(
+            f"{name} names no default workload; give one as {name}:WORKLOAD", param_hint="--db"
+        )
+    choice = db.default_workload()
+    return name, choice.name, dict(choice.options)
 
 
 def _median(xs: list[float]) -> float | None:
@@ -398,6 +427,14 @@ def summarize_rounds(rounds: list[dict[str, Any]], workloads: tuple[str, ...]) -
     "alternating with the plain runs; reports lazy / plain ok ops/s.",
 )
 @click.option("--no-check", is_flag=True, help="Skip the checker (faster; no verdicts).")
+@click.option(
+    "--db",
+    "other_dbs",
+    multiple=True,
+    metavar="NAME[:WORKLOAD]",
+    help="Another DB to measure in the same rounds (repeatable), with its default workload "
+    "and options unless one is named: e.g. --db dledger-java --db jraft.",
+)
 @options.db_options(help="Option for our DB (repeatable), e.g. read_mode=log.")
 @options.store(default=None, help="Keep the runs here (default: a temporary directory).")
 @options.output()
@@ -411,6 +448,7 @@ def bench_campaign(
     skip_etcd: bool,
     lazy_fs: bool,
     no_check: bool,
+    other_dbs: tuple[str, ...],
     db_options: tuple[str, ...],
     store_root: str | None,
     output: str | None,
@@ -426,6 +464,7 @@ def bench_campaign(
         if not sep:
             raise click.BadParameter(f"expected KEY=VALUE, got {kv!r}", param_hint="--db-option")
         opts[k] = v
+    others = {f"db:{a}": other_db(a) for a in other_dbs}
     hosts = resolve_hosts(lab=lab, nodes_file=None, vagrant=None, docker=False, insecure=False)
     t0 = time.monotonic()
     out: dict[str, Any] = {
@@ -443,7 +482,11 @@ def bench_campaign(
         root = store_root or tmp
 
         def measure(
-            db: str, workload: str, db_options: dict[str, Any] | None = None, lazy: bool = False
+            db: str,
+            workload: str,
+            db_options: dict[str, Any] | None = None,
+            lazy: bool = False,
+            workload_options: dict[str, Any] | None = None,
         ) -> dict[str, Any]:
             return measure_campaign(
                 hosts,
@@ -455,16 +498,20 @@ def bench_campaign(
                 check=not no_check,
                 db_options=db_options,
                 lazy_fs=lazy,
+                workload_options=workload_options,
             )
 
         lazy_names = [f"{w}{LAZY_SUFFIX}" for w in workloads] if lazy_fs else []
-        names = ([] if skip_etcd else ["etcd"]) + list(workloads) + lazy_names
+        names = ([] if skip_etcd else ["etcd"]) + list(workloads) + lazy_names + list(others)
         done: list[dict[str, Any]] = []
         for r in range(rounds):
             runs: dict[str, Any] = {}
             for n in round_order(names, r):
                 if n == "etcd":
                     runs[n] = measure("etcd", etcd_workload)
+                elif n in others:
+                    other, wl, wl_opts = others[n]
+                    runs[n] = measure(other, wl, workload_options=wl_opts)
                 elif n in lazy_names:
                     runs[n] = measure("dledger", n.removesuffix(LAZY_SUFFIX), opts, lazy=True)
                 else:
@@ -473,7 +520,9 @@ def bench_campaign(
                     runs[n].pop("store", None)
             one: dict[str, Any] = {"runs": {n: runs[n] for n in names}}
             if "etcd" in runs:
-                one["ratios_vs_etcd"] = {w: _ratios(runs[w], runs["etcd"]) for w in workloads}
+                one["ratios_vs_etcd"] = {
+                    w: _ratios(runs[w], runs["etcd"]) for w in (*workloads, *others)
+                }
             if lazy_fs:
                 one["lazyfs_vs_plain"] = {
                     w: _ratio(runs[f"{w}{LAZY_SUFFIX}"]["ok_per_s"], runs[w]["ok_per_s"])
@@ -483,7 +532,7 @@ def bench_campaign(
     out.update(done[0])
     if rounds > 1:
         out["rounds_detail"] = done
-        out["median"] = summarize_rounds(done, workloads)
+        out["median"] = summarize_rounds(done, (*workloads, *others))
         if lazy_fs:
             out["median"]["lazyfs_vs_plain"] = {
                 w: _median([r["lazyfs_vs_plain"][w] for r in done if r["lazyfs_vs_plain"][w]])

@@ -138,3 +138,21 @@ def test_sampler_finds_a_daemon_that_a_wrapper_execs_into(tmp_path: Path) -> Non
         sampler.stop()
     assert sampler.pids_seen == 1
     assert sampler.samples[-1][1] >= 0.3
+
+
+def test_other_dbs_take_their_default_workload_or_the_one_named() -> None:
+    import click
+    import pytest
+
+    from harness.bench.campaign import other_db
+
+    assert other_db("jraft") == (
+        "jraft",
+        "register",
+        {"keys": 4, "ops_per_key": 100, "retired_reads": 0.1, "sample_rate": 5.0},
+    )
+    name, workload, opts = other_db("dledger-java")
+    assert (name, workload) == ("dledger-java", "append") and opts["read_fraction"] == 0.1
+    assert other_db("etcd:etcd-register") == ("etcd", "etcd-register", {})
+    with pytest.raises(click.BadParameter, match="no-such-db"):
+        other_db("no-such-db")
