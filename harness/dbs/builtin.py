@@ -161,8 +161,9 @@ class EtcdOptions:
     extra_args: str = option("", "more arguments for every member's command line")
     version: str | None = option(
         None,
-        "an etcd release of 3.5 or newer, built from the Go module proxy and cached "
-        "(default: the hosts' installed etcd, Debian's 3.4)",
+        "an etcd release of 3.5 or newer, built from the Go module proxy and cached, or "
+        "'debian' (also '3.4') for the hosts' installed etcd, Debian's 3.4 "
+        "(default: the newest, harness.dbs.etcd.NEWEST)",
     )
 
 

@@ -1,8 +1,12 @@
-"""etcd as a database under test: one member per node, Debian's 3.4 or any release built.
+"""etcd as a database under test: one member per node, any release from 3.5 built, or Debian's 3.4.
 
-``version=X`` (3.5 or newer) builds etcd and etcdctl of that release from etcd's own
-modules on the Go module proxy (:func:`build_etcd`, cached per version); without it
-the hosts' installed ``etcd`` runs (Debian's ``etcd-server``, 3.4).
+By default the newest release the harness knows (:data:`NEWEST`) runs, built with
+etcdctl from etcd's own modules on the Go module proxy (:func:`build_etcd`, cached per
+version: ``scripts/setup.sh`` builds it once). ``version=X`` (3.5 or newer) picks another
+release; ``version=debian`` (or ``3.4``) runs the hosts' installed ``etcd`` (Debian's
+``etcd-server``, 3.4, which has no server module to build). When the default cannot be
+built (no Go, no network and no cache), the hosts' etcd runs instead, with a warning and
+the reason in ``test.json``'s ``artifacts``: a version asked for by name never falls back.
 
 A static cluster: every member is told the whole membership at start
 (``--initial-cluster``), with a token unique to the test so members of another
@@ -30,16 +34,25 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from harness.core.db import DataFiles, Members, WorkloadChoice
-from harness.core.errors import ConfigError, NemesisError, RemoteError
+from harness.core.errors import ConfigError, LabError, NemesisError, RemoteError
 from harness.core.fanout import map_values
 from harness.dbs.daemon import PidfileDaemonDB
-from harness.dbs.gobuild import GoProgram
+from harness.dbs.gobuild import GoProgram, module_version
 
 if TYPE_CHECKING:
     from harness.core.remote import Remote
     from harness.core.spec import RunContext
 
-__all__ = ["EtcdDB", "ensure_package", "member_urls", "stop_process"]
+__all__ = [
+    "HOSTS_PACKAGE",
+    "NEWEST",
+    "EtcdDB",
+    "build_etcd",
+    "ensure_package",
+    "hosts_release",
+    "member_urls",
+    "stop_process",
+]
 
 log = logging.getLogger(__name__)
 
@@ -92,24 +105,48 @@ WRAPPER = Path(__file__).parent / "go" / "etcd"
 """harness/dbs/go/etcd: one main package per binary, each calling etcd's own entry point."""
 
 
+NEWEST = "3.7.3"
+"""The newest release on the Go module proxy when this was written (etcd's server module):
+the default, and what ``scripts/setup.sh`` builds ahead."""
+
+HOSTS_PACKAGE = "debian"
+"""``version=debian``: the hosts' own etcd, Debian's 3.4 (``3.4`` and ``3.4.N`` say the same
+and check the installed one is of that release)."""
+
+
+def hosts_release(version: str | None) -> bool:
+    """Whether ``version`` names the hosts' own etcd rather than a build."""
+    return version is not None and (
+        version == HOSTS_PACKAGE or version == "3.4" or version.startswith("3.4.")
+    )
+
+
 def build_etcd(version: str) -> GoProgram:
     """etcd and etcdctl of release ``version`` (3.5 or newer: the modules of
     ``go.etcd.io/etcd/{server,etcdctl}/v3``), built once and cached."""
     from harness.dbs import gobuild
 
-    v = gobuild.module_version(version)
-    if not v.startswith("v3.") or v.split(".")[1] in ("0", "1", "2", "3", "4"):
-        raise ConfigError(
-            f"etcd version {version!r}: only 3.5 and newer are built from the module "
-            "proxy (3.4 has no server module); leave version unset for the hosts' etcd",
-            field="version",
-        )
+    v = buildable(version)
     return gobuild.build(
         WRAPPER,
         name="etcd",
         modules={SERVER_MODULE: v, CTL_MODULE: v},
         binaries=["etcd", "etcdctl"],
     )
+
+
+def buildable(version: str) -> str:
+    """``version`` as the proxy names it, if it is a release the modules exist for (3.5 on);
+    a ConfigError naming the option otherwise. Checked before anything is built."""
+    v = module_version(version)
+    if not v.startswith("v3.") or v.split(".")[1] in ("0", "1", "2", "3", "4"):
+        raise ConfigError(
+            f"etcd version {version!r}: only 3.5 and newer are built from the module "
+            f"proxy (3.4 has no server module); version={HOSTS_PACKAGE} (or 3.4) runs "
+            "the hosts' etcd",
+            field="version",
+        )
+    return v
 
 
 def member_urls(
@@ -175,8 +212,14 @@ class EtcdDB(PidfileDaemonDB):
         self.ready_timeout = ready_timeout
         self.leave_running = leave_running
         self.extra_args = extra_args
+        if version is not None and not hosts_release(version):
+            buildable(version)
         self.version = version
-        """None: the hosts' own ``binary`` (Debian's 3.4); else built from the module proxy."""
+        """None: :data:`NEWEST` built (the hosts' etcd if it cannot be); ``debian``/``3.4``:
+        the hosts' own ``binary``; else that release built from the module proxy."""
+        self._resolved = False
+        self._fallback: str | None = None
+        """Why the default build could not be had, when the hosts' etcd runs instead."""
         self._program: GoProgram | None = None
         self._bins: dict[str, str] = {}
         """Per node: the etcd binary its host runs (the build's copy there)."""
@@ -190,12 +233,38 @@ class EtcdDB(PidfileDaemonDB):
 
     # the build (ResolvesArtifacts) --------------------------------------------
     def resolve_artifacts(self) -> dict[str, Any]:
-        """etcd and etcdctl built at ``version`` from etcd's own modules (once per version:
-        harness/dbs/gobuild.py); without a version, the hosts' installed ``binary``."""
-        if self.version is None:
-            return {"program": "etcd", "source": "the hosts' package", "binary": self.binary}
-        self._program = build_etcd(self.version)
-        return {**self._program.manifest(), "version": self._program.properties[SERVER_MODULE]}
+        """etcd and etcdctl built at ``version`` (default :data:`NEWEST`) from etcd's own
+        modules (once per version: harness/dbs/gobuild.py), or the hosts' installed
+        ``binary`` for ``version=debian``/``3.4`` and when the default cannot be built."""
+        program = self._resolve()
+        if program is None:
+            out: dict[str, Any] = {
+                "program": "etcd",
+                "source": "the hosts' package",
+                "binary": self.binary,
+                "version": self.version or HOSTS_PACKAGE,
+            }
+            if self._fallback:
+                out["fallback"] = self._fallback
+            return out
+        return {**program.manifest(), "version": program.properties[SERVER_MODULE]}
+
+    def _resolve(self) -> GoProgram | None:
+        """The build this run uses (None: the hosts' etcd), decided once per run."""
+        with self._lock:
+            if self._resolved:
+                return self._program
+            self._resolved = True
+            if hosts_release(self.version):
+                return None
+            try:
+                self._program = build_etcd(self.version or NEWEST)
+            except (ConfigError, LabError) as e:
+                if self.version is not None:
+                    raise
+                self._fallback = f"etcd {NEWEST} could not be built: {e}"
+                log.warning("%s; running the hosts' etcd (Debian's 3.4)", self._fallback)
+            return self._program
 
     def _binary(self, node: str) -> str:
         return self._bins.get(node, self.binary)
@@ -262,13 +331,14 @@ class EtcdDB(PidfileDaemonDB):
     def setup(self, ctx: RunContext, node: str) -> None:
         remote = ctx.remotes[node]
         p = self._paths(ctx, node)
-        if self.version is not None:
-            program = self._program or build_etcd(self.version)
-            self._program = program
+        program = self._resolve()
+        if program is not None:
             lib = program.install(remote, f"{self.root}/bin")
             self._bins[node] = program.binary("etcd", lib)
         else:
             ensure_package(remote, self.binary, "etcd-server etcd-client")
+            if self.version not in (None, HOSTS_PACKAGE):
+                self._check_hosts_release(remote, self.version or "")
         if remote.daemon_running(p["pid"]):
             log.info("%s: stopping an etcd left running by an earlier run", node)
             stop_process(remote, p["pid"], "etcd")
@@ -277,6 +347,19 @@ class EtcdDB(PidfileDaemonDB):
         )
         self.start(ctx, node)
         self._await_member(ctx, node)
+
+    def _check_hosts_release(self, remote: Remote, version: str) -> None:
+        """``version=3.4.N``: the hosts' etcd must be that release (``3.4``: any 3.4)."""
+        out = remote.run(f"{shlex.quote(self.binary)} --version", check=False, timeout=30).stdout
+        found = next(
+            (ln.split(":", 1)[1].strip() for ln in out.splitlines() if "etcd Version" in ln), ""
+        )
+        if found != version and not found.startswith(version + "."):
+            raise ConfigError(
+                f"etcd version {version!r}: {remote.host.name}'s {self.binary} is "
+                f"{found or 'of an unknown release'}",
+                field="version",
+            )
 
     def _await_member(self, ctx: RunContext, node: str) -> None:
         """Until this member knows a leader (the cluster formed), or its process died."""
