@@ -252,6 +252,14 @@ def test_a_replicas_block_file_gives_its_live_messages_by_sequence() -> None:
     assert blocks_messages([_record(7, b"a"), _record(8, b"b")]) == [(7, b"a"), (8, b"b")]
 
 
+def test_a_tombstone_of_211_and_later_is_not_a_message() -> None:
+    """From 2.11 a delete may write a tombstone (sequence with bit 62): no message, and
+    the records around it are still read (the head layout is 2.9's, measured on 2.15.2)."""
+    block = _record(5, b"1-5") + _record(6 | 1 << 62, b"") + _record(7, b"2-7")
+    assert block_messages(block) == [(5, b"1-5"), (7, b"2-7")]
+    assert live_messages([(block, None)]) == ([(5, b"1-5"), (7, b"2-7")], 0)
+
+
 def _jsz(node: str, leader: str, replicas: list[dict[str, Any]] | None, last: int = 40) -> dict:
     """A server's /jsz (accounts and streams) as nats-server 2.9.10 shapes it."""
     cluster: dict[str, Any] = {"name": "splitbrain", "leader": leader}

@@ -1,12 +1,12 @@
-"""splitbrain plugin for NATS JetStream (Debian's ``nats-server``), client ``nats-py``.
+"""splitbrain plugin for NATS JetStream: the workload ``nats-stream``, client ``nats-py``.
 
-DB ``nats``: one ``nats-server`` per node, JetStream clustered over routes between
-the hosts, started by the plugin with a config it writes (no init system needed).
-Workload ``nats-stream``: producers publish with acks to one replicated stream,
-consumers read it back, and after healing every node's replica is read whole.
-The history is splitbrain's append-log format (stream sequence = log index), so
-the existing log-safety checks judge it: nothing here re-implements a check.
-Only ``harness.api`` is used, so nothing here is special to splitbrain's core.
+The servers are splitbrain's built-in DB ``nats`` (``harness/dbs/nats.py``: any served
+nats-server release, built from the Go module proxy, or Debian's). Workload
+``nats-stream``: producers publish with acks to one replicated stream, consumers read it
+back, and after healing every node's replica is read whole from its files. The history
+is splitbrain's append-log format (stream sequence = log index), so the existing
+log-safety checks judge it: nothing here re-implements a check. Besides ``harness.api``,
+only the built-in DB's module is used (the servers' layout and monitoring readings).
 """
 
 from __future__ import annotations
@@ -18,9 +18,8 @@ from harness.api import ConfigError, Workload
 
 from .client import StreamClient
 from .generator import FinalReads, StreamGen
-from .server import NatsServer
 
-__all__ = ["NatsServer", "StreamClient", "StreamGen", "FinalReads", "db", "workload"]
+__all__ = ["StreamClient", "StreamGen", "FinalReads", "workload"]
 
 
 def _number(options: Mapping[str, Any], name: str, default: float, *, lo: float, hi: float) -> float:
@@ -32,13 +31,6 @@ def _number(options: Mapping[str, Any], name: str, default: float, *, lo: float,
     if not lo <= v <= hi:
         raise ConfigError(f"between {lo:g} and {hi:g}, not {v:g}", field=name)
     return v
-
-
-def db(options: Mapping[str, Any]) -> NatsServer:
-    known = ("client_port", "cluster_port", "monitor_port", "ready_timeout")
-    return NatsServer(
-        **{k: int(_number(options, k, 0, lo=1, hi=65535)) for k in known if k in options}
-    )
 
 
 def workload(options: Mapping[str, Any]) -> Workload:

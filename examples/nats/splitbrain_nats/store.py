@@ -1,4 +1,4 @@
-"""One replica's messages read from its own files: nats-server 2.9's message blocks.
+"""One replica's messages read from its own files: nats-server's message blocks (2.9 to 2.15).
 
 Why read files: a direct get asked of one server is answered by *any* replica
 (measured on the lab: with the other replicas paused, about two in three of 60
@@ -26,6 +26,13 @@ memory: a message deleted in the last moments before a read may still show as st
 Messages appended after the index was written are kept (they are past its last sequence).
 An index in any other format stops the read with :class:`IndexFormatError` rather than
 guess.
+
+From 2.10 on the record layout is the same (the 22-byte head, the checksum), but blocks
+have no ``.idx``: the stream's deletes are kept in ``index.db`` beside ``msgs/``, which is
+not read here, so on those releases a deleted message whose record is still in its block
+shows as stored (the ``nats-stream`` workload never deletes). From 2.11 on, a delete may
+also write a tombstone record (sequence with bit 62 set), which is not a message and is
+skipped.
 """
 
 from __future__ import annotations
@@ -47,6 +54,7 @@ __all__ = [
 _HEAD = struct.Struct("<IQqH")
 _HBIT = 1 << 31
 _EBIT = 1 << 63
+_TBIT = 1 << 62
 _CHECKSUM = 8
 
 BLOCKS_GLOB = "jetstream/$G/streams/{stream}/msgs/*.blk"
@@ -66,7 +74,7 @@ def block_messages(data: bytes) -> list[tuple[int, bytes]]:
         if has_headers:
             (hl,) = struct.unpack_from("<I", data, j)
             j += 4 + hl
-        if seq and not seq & _EBIT:
+        if seq and not seq & (_EBIT | _TBIT):
             out.append((seq, data[j : i + rl - _CHECKSUM]))
         i += rl
     return out
