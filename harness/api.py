@@ -176,6 +176,13 @@ from harness.dbs.support import (
 )
 from workloads import get_workload
 from workloads.total_queue import DrainUntilEmpty, EnqueueDequeue
+from workloads.txn import (
+    TransactionalDB,
+    TxnAborted,
+    TxnSession,
+    txn_checker_options,
+    txn_generator,
+)
 
 __all__ = [
     # DB and its optional capabilities
@@ -228,6 +235,13 @@ __all__ = [
     "Workload",
     "EnqueueDequeue",
     "DrainUntilEmpty",
+    # transactions (docs/transactions.md): a DB that runs them gets -w list-append and
+    # -w rw-register; a client of your own uses the generator and the checker options
+    "TransactionalDB",
+    "TxnSession",
+    "TxnAborted",
+    "txn_generator",
+    "txn_checker_options",
     # checking
     "CheckerSpec",
     "CheckConfig",

@@ -1,0 +1,590 @@
+"""From a transactional history to a dependency graph: version orders, ww/wr/rw edges, and
+the anomalies that need no cycle.
+
+Why its own module: inference is where the checker trusts nothing the database says about
+order. Everything here follows from the history alone (docs/transactions.md):
+
+* **list-append**: every read of a key returns the whole list, and appends are unique per
+  key, so each read is a prefix of the key's version order. The longest read *is* the
+  order; a read that is not a prefix of it is ``incompatible-order``, an element twice in
+  one read ``duplicate-elements``. ``ww``: the writers of consecutive elements. ``wr``:
+  the writer of a read's last element to the reader. ``rw``: the reader to the writer of
+  the element right after what it read (Adya's anti-dependency on the next version).
+* **rw-register**: writes are unique per key, so a read names its writer (``wr``). The
+  order of versions is inferred only where the history fixes it: the initial (null)
+  version precedes every write, and a transaction that read ``v`` and then wrote ``w``
+  installed ``w`` after ``v`` (option ``wfr``, on by default: a transaction's writes take
+  effect after the reads that precede them, true of every isolation level here). ``ww``:
+  the writer of ``v`` to that transaction; ``rw``: every other reader of ``v`` to it (and
+  every reader of the initial version to every writer). An inferred successor need not be
+  the *next* version, but the edge then stands for a path of one rw and some ww edges in
+  Adya's graph, so a cycle's class is the same.
+
+Only external reads (a transaction's first read of a key, before it wrote that key) make
+edges; later reads are checked against what the transaction itself did (``internal``).
+Committed (``ok``) transactions are the graph's nodes, and so are ``info`` ones (their
+writes may have been seen; their reads are unknown). A ``fail``ed transaction is no node:
+a read of its writes is ``G1a``. ``G1b`` is a read of a value its writer later overwrote
+in the same transaction. ``lost-update``: two committed transactions read the same version
+of a key and both wrote the key.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from harness.core.errors import HistoryError
+from harness.core.op import Op
+
+__all__ = [
+    "OK",
+    "INFO",
+    "FAIL",
+    "WW",
+    "WR",
+    "RW",
+    "RT",
+    "PR",
+    "EDGE_NAMES",
+    "Txns",
+    "Graph",
+    "txns_of",
+    "infer",
+    "workload_of",
+]
+
+OK, INFO, FAIL = 0, 1, 2
+WW, WR, RW, RT, PR = 1, 2, 4, 8, 16
+EDGE_NAMES = {WW: "ww", WR: "wr", RW: "rw", RT: "realtime", PR: "process"}
+_READ = "r"
+_WRITE = {"list-append": "append", "rw-register": "w"}
+
+
+@dataclass
+class Txns:
+    """The transactions of a history, by invocation order (ids 0..n-1)."""
+
+    inv: list[int] = field(default_factory=list)
+    """The invocation's history index."""
+    comp: list[int] = field(default_factory=list)
+    """The completion's history index (-1: never completed)."""
+    process: list[Any] = field(default_factory=list)
+    status: list[int] = field(default_factory=list)
+    mops: list[list[Any]] = field(default_factory=list)
+    """The completion's micro-ops for ok transactions, the invocation's otherwise."""
+
+    def __len__(self) -> int:
+        return len(self.inv)
+
+    def indexes(self, t: int) -> list[int]:
+        return [self.inv[t]] if self.comp[t] < 0 else [self.inv[t], self.comp[t]]
+
+
+@dataclass
+class Graph:
+    """Edges as parallel lists (src, dst, type bit), plus what explains them."""
+
+    src: list[int] = field(default_factory=list)
+    dst: list[int] = field(default_factory=list)
+    typ: list[int] = field(default_factory=list)
+    orders: dict[Any, list[Any]] = field(default_factory=dict)
+    """list-append: each consistent key's version order (its longest read)."""
+    order_from: dict[Any, int] = field(default_factory=dict)
+    """list-append: the transaction whose read gave a key's order."""
+    writer: dict[tuple[Any, Any], int] = field(default_factory=dict)
+    ext_reads: dict[int, dict[Any, Any]] = field(default_factory=dict)
+    """Per transaction, its external reads (key -> value read)."""
+    writes: dict[int, dict[Any, Any]] = field(default_factory=dict)
+    """Per transaction, its final write of each key."""
+
+
+def _bad(op_index: int, why: str, fld: str = "value") -> HistoryError:
+    return HistoryError(why, index=op_index, field=fld)
+
+
+def workload_of(ops: Sequence[Op], declared: str | None) -> str:
+    """``list-append`` or ``rw-register``: as declared, else from the first write seen."""
+    if declared and declared != "auto":
+        if declared not in _WRITE:
+            from harness.core.errors import ConfigError
+
+            raise ConfigError(
+                f"checker txn: workload must be list-append, rw-register or auto, got {declared!r}",
+                field="workload",
+            )
+        return declared
+    for op in ops:
+        if isinstance(op.value, list):
+            for m in op.value:
+                if isinstance(m, list) and m:
+                    if m[0] == "append":
+                        return "list-append"
+                    if m[0] == "w":
+                        return "rw-register"
+    return "list-append"
+
+
+def txns_of(pairs: Sequence[tuple[Op, Op | None]], kind: str) -> Txns:
+    """The transactions, each micro-op checked for shape (a HistoryError names the op)."""
+    wf = _WRITE[kind]
+    out = Txns()
+    inv_l, comp_l, proc_l, st_l, mops_l = out.inv, out.comp, out.process, out.status, out.mops
+    for inv, comp in pairs:
+        mops = inv.value
+        if not isinstance(mops, list):
+            raise _bad(inv.index, "a txn's value must be a list of micro-ops [f, k, v]")
+        for m in mops:
+            if m.__class__ is not list or len(m) != 3 or (m[0] != _READ and m[0] != wf):
+                raise _bad(inv.index, f"micro-op {m!r}: must be [{wf!r}, k, v] or ['r', k, null]")
+        if comp is None or comp.type == "info":
+            st = INFO
+        elif comp.type == "ok":
+            st = OK
+            done = comp.value
+            if done.__class__ is not list or len(done) != len(mops):
+                raise _bad(
+                    comp.index, "an ok txn's value must list its micro-ops with reads filled"
+                )
+            for a, b in zip(mops, done, strict=True):
+                if b.__class__ is not list or len(b) != 3 or b[0] != a[0] or b[1] != a[1]:
+                    raise _bad(comp.index, f"micro-op {b!r} does not match the invocation's {a!r}")
+                if a[0] == wf and b[2] != a[2]:
+                    raise _bad(comp.index, f"micro-op {b!r} wrote another value than {a!r}")
+            mops = done
+        else:
+            st = FAIL
+        inv_l.append(inv.index)
+        comp_l.append(-1 if comp is None else comp.index)
+        proc_l.append(inv.process)
+        st_l.append(st)
+        mops_l.append(mops)
+    return out
+
+
+Found = dict[str, list[dict[str, Any]]]
+"""Anomalies without cycles: kind -> examples."""
+
+
+def infer(t: Txns, kind: str, *, wfr: bool = True) -> tuple[Graph, Found]:
+    """The dependency graph and the non-cycle anomalies of the transactions."""
+    if kind == "list-append":
+        return _list_append(t)
+    return _rw_register(t, wfr)
+
+
+def _hashable(k: Any, index: int) -> None:
+    if k.__class__ not in (int, str):
+        raise _bad(index, f"key {k!r} must be an integer or a string")
+
+
+def _list_append(t: Txns) -> tuple[Graph, Found]:
+    g = Graph()
+    found: Found = {}
+    writer = g.writer
+    failed: dict[tuple[Any, Any], int] = {}
+    final: dict[tuple[int, Any], Any] = {}
+    reads: dict[Any, list[tuple[int, list[Any], bool]]] = {}
+    ext_reads = g.ext_reads
+    writes = g.writes
+    status, mops_l, inv = t.status, t.mops, t.inv
+
+    def add(kind_: str, ex: dict[str, Any]) -> None:
+        found.setdefault(kind_, []).append(ex)
+
+    for i in range(len(t)):
+        st = status[i]
+        mops = mops_l[i]
+        if st == FAIL:
+            for f, k, v in mops:
+                if f == "append":
+                    failed[(k, v)] = i
+            continue
+        state: dict[Any, list[Any]] | None = None
+        for f, k, v in mops:
+            if f == "append":
+                kv = (k, v)
+                if kv in writer:
+                    if k.__class__ not in (int, str):
+                        _hashable(k, inv[i])
+                    raise _bad(
+                        inv[i],
+                        f"value {v!r} appended to key {k!r} again (first by the txn invoked at "
+                        f"{inv[writer[kv]]}): values must be unique per key",
+                    )
+                writer[kv] = i
+                final[(i, k)] = v
+                wd = writes.get(i)
+                if wd is None:
+                    writes[i] = {k: v}
+                else:
+                    wd[k] = v
+                if st == OK:
+                    if state is None:
+                        state = {}
+                    s = state.get(k)
+                    if s is None:
+                        state[k] = [None, [v]]
+                    else:
+                        s[1].append(v)
+            elif st == OK:
+                if v.__class__ is not list:
+                    raise _bad(t.comp[i], f"read of key {k!r} must give a list, got {v!r}")
+                if state is None:
+                    state = {}
+                s = state.get(k)
+                rl = reads.get(k)
+                if rl is None:
+                    rl = reads[k] = []
+                if s is None:
+                    rl.append((i, v, True))
+                    er = ext_reads.get(i)
+                    if er is None:
+                        ext_reads[i] = {k: v}
+                    else:
+                        er[k] = v
+                else:
+                    rl.append((i, v, False))
+                    prefix, app = s
+                    n = len(app)
+                    if prefix is not None:
+                        bad = v != prefix + app
+                    else:
+                        bad = len(v) < n or (n > 0 and v[-n:] != app)
+                    if bad:
+                        expected = prefix + app if prefix is not None else ["...", *app]
+                        add(
+                            "internal",
+                            {
+                                "indexes": t.indexes(i),
+                                "key": k,
+                                "read": v,
+                                "expected": expected,
+                                "why": f"the txn read key {k!r} as {v!r} after its own earlier "
+                                f"read and appends implied {expected!r}",
+                            },
+                        )
+                state[k] = [v, []]
+    ww_s, ww_d = [], []
+    wr_s, wr_d = [], []
+    rw_s, rw_d = [], []
+    orders, order_from = g.orders, g.order_from
+    for k, rl in reads.items():
+        longest = rl[0]
+        for r in rl:
+            if len(r[1]) > len(longest[1]):
+                longest = r
+        order = longest[1]
+        consistent = True
+        if len(set(order)) != len(order):
+            seen: set[Any] = set()
+            dups = sorted({x for x in order if x in seen or seen.add(x)}, key=repr)  # type: ignore[func-returns-value]
+            add(
+                "duplicate-elements",
+                {
+                    "indexes": t.indexes(longest[0]),
+                    "key": k,
+                    "read": order,
+                    "duplicates": dups,
+                    "why": f"the read of key {k!r} holds {dups!r} more than once, though every "
+                    "value was appended once",
+                },
+            )
+            consistent = False
+        for r in rl:
+            v = r[1]
+            n = len(v)
+            if n and order[:n] != v:
+                add(
+                    "incompatible-order",
+                    {
+                        "indexes": sorted(t.indexes(r[0]) + t.indexes(longest[0])),
+                        "key": k,
+                        "reads": [v, order],
+                        "why": f"two reads of key {k!r} disagree on the order of its "
+                        f"appends: {v!r} is not a prefix of {order!r}",
+                    },
+                )
+                consistent = False
+                break
+        ws = [writer.get((k, x), -1) for x in order]
+        bad_elems = [j for j, w in enumerate(ws) if w < 0]
+        for j in bad_elems:
+            x = order[j]
+            f_t = failed.get((k, x))
+            if f_t is not None:
+                for r in rl:
+                    if len(r[1]) > j and r[1][j] == x:
+                        add(
+                            "G1a",
+                            {
+                                "indexes": sorted(t.indexes(r[0]) + t.indexes(f_t)),
+                                "key": k,
+                                "value": x,
+                                "why": f"the txn read key {k!r} = {r[1]!r}, holding {x!r}, "
+                                f"which only a failed (aborted) txn appended",
+                            },
+                        )
+            else:
+                add(
+                    "garbage-read",
+                    {
+                        "indexes": t.indexes(longest[0]),
+                        "key": k,
+                        "value": x,
+                        "why": f"the read of key {k!r} holds {x!r}, which no txn appended",
+                    },
+                )
+        if consistent:
+            orders[k] = order
+            order_from[k] = longest[0]
+            prev = ws[0] if ws else -1
+            for w in ws[1:]:
+                if w != prev and w >= 0 and prev >= 0:
+                    ww_s.append(prev)
+                    ww_d.append(w)
+                prev = w
+        lost: dict[int, list[int]] | None = None
+        norder = len(order)
+        for i, v, ext in rl:
+            if not ext:
+                continue
+            n = len(v)
+            if n:
+                w = writer.get((k, v[-1]), -1) if not consistent else ws[n - 1]
+                if w >= 0 and w != i:
+                    wr_s.append(w)
+                    wr_d.append(i)
+                    if final[(w, k)] != v[-1]:
+                        add(
+                            "G1b",
+                            {
+                                "indexes": sorted(t.indexes(i) + t.indexes(w)),
+                                "key": k,
+                                "value": v[-1],
+                                "why": f"the txn read key {k!r} = {v!r}, ending in {v[-1]!r}, "
+                                f"an intermediate state: its writer went on to append "
+                                f"{final[(w, k)]!r}",
+                            },
+                        )
+            if consistent and n < norder:
+                w = ws[n]
+                if w >= 0 and w != i:
+                    rw_s.append(i)
+                    rw_d.append(w)
+            if status[i] == OK and (i, k) in final:
+                if lost is None:
+                    lost = {}
+                lost.setdefault(n, []).append(i)
+        if lost:
+            for n, ts in lost.items():
+                if len(ts) > 1:
+                    add("lost-update", _lost(t, k, order[:n] if consistent else n, ts))
+    _edges(g, ww_s, ww_d, WW)
+    _edges(g, wr_s, wr_d, WR)
+    _edges(g, rw_s, rw_d, RW)
+    return g, found
+
+
+def _lost(t: Txns, k: Any, version: Any, ts: list[int]) -> dict[str, Any]:
+    return {
+        "indexes": sorted(x for i in ts for x in t.indexes(i)),
+        "key": k,
+        "read": version,
+        "txns": [t.inv[i] for i in ts],
+        "why": f"{len(ts)} committed txns read the same version of key {k!r} ({version!r}) and "
+        "each wrote the key: all but one update was made without seeing the others",
+    }
+
+
+def _edges(g: Graph, s: list[int], d: list[int], typ: int) -> None:
+    g.src += s
+    g.dst += d
+    g.typ += [typ] * len(s)
+
+
+def _rw_register(t: Txns, wfr: bool) -> tuple[Graph, Found]:
+    g = Graph()
+    found: Found = {}
+    writer = g.writer
+    failed: dict[tuple[Any, Any], int] = {}
+    final = g.writes
+    ext_reads = g.ext_reads
+    readers: dict[tuple[Any, Any], list[int]] = {}
+    writers_of: dict[Any, list[int]] = {}
+    status, mops_l, inv = t.status, t.mops, t.inv
+
+    def add(kind_: str, ex: dict[str, Any]) -> None:
+        found.setdefault(kind_, []).append(ex)
+
+    for i in range(len(t)):
+        st = status[i]
+        mops = mops_l[i]
+        if st == FAIL:
+            for f, k, v in mops:
+                if f == "w":
+                    failed[(k, v)] = i
+            continue
+        state: dict[Any, Any] = {}
+        fw: dict[Any, Any] = {}
+        er: dict[Any, Any] = {}
+        for f, k, v in mops:
+            if f == "w":
+                kv = (k, v)
+                if kv in writer:
+                    _hashable(k, inv[i])
+                    raise _bad(
+                        inv[i],
+                        f"value {v!r} written to key {k!r} again (first by the txn invoked at "
+                        f"{inv[writer[kv]]}): values must be unique per key",
+                    )
+                if v is None:
+                    raise _bad(inv[i], f"write of null to key {k!r}: null is the initial value")
+                writer[kv] = i
+                if k not in fw:
+                    writers_of.setdefault(k, []).append(i)
+                fw[k] = v
+                state[k] = v
+            elif st == OK:
+                if k in state:
+                    if state[k] != v:
+                        add(
+                            "internal",
+                            {
+                                "indexes": t.indexes(i),
+                                "key": k,
+                                "read": v,
+                                "expected": state[k],
+                                "why": f"the txn read key {k!r} = {v!r} after it had itself "
+                                f"read or written {state[k]!r}",
+                            },
+                        )
+                    continue
+                state[k] = v
+                er[k] = v
+                readers.setdefault((k, v), []).append(i)
+        if fw:
+            final[i] = fw
+        if er:
+            ext_reads[i] = er
+    ww_s, ww_d, wr_s, wr_d, rw_s, rw_d = [], [], [], [], [], []
+    for (k, v), rs in readers.items():
+        if v is None:
+            continue
+        w = writer.get((k, v), -1)
+        if w < 0:
+            f_t = failed.get((k, v))
+            for r in rs:
+                if f_t is not None:
+                    add(
+                        "G1a",
+                        {
+                            "indexes": sorted(t.indexes(r) + t.indexes(f_t)),
+                            "key": k,
+                            "value": v,
+                            "why": f"the txn read key {k!r} = {v!r}, which only a failed "
+                            "(aborted) txn wrote",
+                        },
+                    )
+                else:
+                    add(
+                        "garbage-read",
+                        {
+                            "indexes": t.indexes(r),
+                            "key": k,
+                            "value": v,
+                            "why": f"the txn read key {k!r} = {v!r}, which no txn wrote",
+                        },
+                    )
+            continue
+        last = final[w][k]
+        for r in rs:
+            if r == w:
+                continue
+            wr_s.append(w)
+            wr_d.append(r)
+            if last != v:
+                add(
+                    "G1b",
+                    {
+                        "indexes": sorted(t.indexes(r) + t.indexes(w)),
+                        "key": k,
+                        "value": v,
+                        "why": f"the txn read key {k!r} = {v!r}, an intermediate state: its "
+                        f"writer went on to write {last!r}",
+                    },
+                )
+    # version order: initial < every write; with wfr, what a txn read < what it wrote
+    for k, ws in writers_of.items():
+        init = readers.get((k, None))
+        if init:
+            for r in init:
+                for w in ws:
+                    if w != r:
+                        rw_s.append(r)
+                        rw_d.append(w)
+    for (k, v), rs in readers.items():
+        ups = [r for r in rs if status[r] == OK and r in final and k in final[r]]
+        if len(ups) > 1:
+            add("lost-update", _lost(t, k, v, ups))
+        if not wfr or v is None:
+            continue
+        w = writer.get((k, v), -1)
+        for u in ups:
+            if w >= 0 and w != u:
+                ww_s.append(w)
+                ww_d.append(u)
+            for r in rs:
+                if r != u:
+                    rw_s.append(r)
+                    rw_d.append(u)
+    _edges(g, ww_s, ww_d, WW)
+    _edges(g, wr_s, wr_d, WR)
+    _edges(g, rw_s, rw_d, RW)
+    return g, found
+
+
+def order_edges(t: Txns, g: Graph, *, realtime: bool, process: bool) -> None:
+    """Add real-time edges (a completed before b was invoked, transitively reduced) and
+    process edges (consecutive txns of one process) among the graph's nodes (not failed)."""
+    status = t.status
+    if process:
+        last: dict[Any, int] = {}
+        s, d = [], []
+        for i in range(len(t)):
+            if status[i] == FAIL:
+                continue
+            p = t.process[i]
+            j = last.get(p)
+            if j is not None:
+                s.append(j)
+                d.append(i)
+            last[p] = i
+        _edges(g, s, d, PR)
+    if realtime:
+        # events in history order: each invocation gets an edge from every txn in the
+        # frontier (completed, not yet known to precede another completed one)
+        events: list[tuple[int, int, int]] = []
+        for i in range(len(t)):
+            if status[i] != OK:
+                if status[i] == INFO:
+                    events.append((t.inv[i], 0, i))
+                continue
+            events.append((t.inv[i], 0, i))
+            events.append((t.comp[i], 1, i))
+        events.sort()
+        frontier: list[int] = []
+        preds: dict[int, list[int]] = {}
+        s, d = [], []
+        for _, kind, i in events:
+            if kind == 0:
+                if frontier:
+                    preds[i] = list(frontier)
+                    s += frontier
+                    d += [i] * len(frontier)
+            else:
+                before = set(preds.pop(i, ()))
+                frontier = [f for f in frontier if f not in before]
+                frontier.append(i)
+        _edges(g, s, d, RT)
