@@ -307,7 +307,9 @@ class Node:
             try:
                 e = self.store.append_leader(self.term, b"", MAGIC_NOOP)
             except InconsistentState as exc:
-                self.log.safety("leader-noop", term=self.term, error=exc)
+                # the store refused the write (a disk fault): the node steps down; INFO,
+                # since nothing it promised is broken (SAFETY lines are broken invariants)
+                self.log.info("leader-noop-failed", term=self.term, error=exc)
                 self.become_candidate(self.term, need_increase=True)
                 return
             self.ready_index = e.index
@@ -616,7 +618,8 @@ class Node:
                         await loop.run_in_executor(self._aux_pool, self.checkpoint.save, c)
                         self._saved_commit = c
                     except Exception as e:
-                        self.log.safety("checkpoint-failed", error=e)
+                        # the disk's trouble, not a broken invariant: INFO (nodelog.py)
+                        self.log.info("checkpoint-failed", error=e)
 
     def _expire_pending(self, now: float) -> None:
         pending = self.pending

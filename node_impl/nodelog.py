@@ -1,7 +1,9 @@
 """``node.log``: the lines the checker and humans read after a run.
 
 ``ROLE term=T role=R leader=L`` on every change of (term, role, leader) and lines
-starting ``SAFETY`` when an internal check fails (spec §2). Each line goes to the
+starting ``SAFETY`` when an internal check of an invariant fails (spec §2): the harness
+counts every one as an anomaly, so a disk's failure the node survives (a failed fsync or
+checkpoint) is an ``INFO`` line instead. Each line goes to the
 OS with one ``write`` so a SIGKILL never leaves a half line or loses a ROLE line
 that was already acted on.
 

@@ -174,6 +174,24 @@ class InformsChecker(Protocol):
 
 
 @runtime_checkable
+class DeclaresConfigurations(Protocol):
+    """A DB whose safety logic changes with some of its options (the reference node's read
+    mode: the leader's read index, a follower's, or reads through the log).
+
+    ``configuration_dimensions()`` maps a DB option (a ``--db-option`` key) to the values
+    that take different code paths, the DB's default first; ``configuration()`` is what
+    this instance runs as, on those dimensions. The default campaign cycles through them
+    over the seeds of ``--test-count`` runs where the user set none
+    (harness/run/configurations.py), and each verdict says which configuration it tested.
+    Depends on the options only (no connection).
+    """
+
+    def configuration_dimensions(self) -> Mapping[str, tuple[str, ...]]: ...
+
+    def configuration(self) -> Mapping[str, str]: ...
+
+
+@runtime_checkable
 class ResolvesArtifacts(Protocol):
     """A DB whose programs are built or fetched by the harness (the Java DBs, from Maven).
 
@@ -287,7 +305,6 @@ class TransfersLeadership(Protocol):
     only its ``reconfig-transfer`` motif); such a DB also gives ``leader_seen_by(ctx,
     node) -> node | None``, the leader ``node`` follows, so a restarted target is
     asked once it follows again.
-
 
     ``transfer_leader`` returns the DB's answer (JSON; the ``membership`` fault records it)
     with at least ``from`` (the node that led when asked), ``leader`` (the node leading

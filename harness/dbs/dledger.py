@@ -588,25 +588,42 @@ BROKER_WORKLOAD = WorkloadChoice(name="queue", concurrency=6, rate=60.0)
 """Mode broker is checked as producers and consumers see it: sends, pulls, final drains."""
 
 
+READ_MODES = ("index", "follower", "log")
+"""The node's ``--read-mode`` values, its default first."""
+
+
 class DLedgerDB(NodeLogEvents, DLedgerMembership, PidfileDaemonDB):
     """Installs, starts, faults and removes ``node_impl`` on every node of a test."""
 
     data_files = DataFiles(under="data", log=("data.log",), state=("term.json",))
     """The node's log and its term and vote (node_impl/store.py): what corrupt damages."""
 
-    @property
-    def event_invariants(self) -> frozenset[str]:
-        """Modes dledger and broker (Raft's election) log commits and elections too, so
-        leader completeness and the follower's commit bound are judged; mode ha has no
-        election (node_impl/ha.py) and keeps only what :class:`NodeLogEvents` declares."""
-        if self.node_mode == "ha":
-            return NodeLogEvents.event_invariants
-        return NodeLogEvents.event_invariants | {"leader-completeness", "follower-commit-bound"}
+    event_invariants = NodeLogEvents.event_invariants | {
+        "leader-completeness", "follower-commit-bound"
+    }  # fmt: skip
+    """Modes dledger and broker (Raft's election) log commits and elections too, so leader
+    completeness and the follower's commit bound are judged; mode ha's nodes log no commit
+    events (node_impl/ha.py), which the check then says instead of judging them."""
 
     def event_kinds(self) -> frozenset[str]:
         ha = self.node_mode == "ha"
         extra = frozenset() if ha else frozenset({"commit", "elected"})
         return super().event_kinds() | extra
+
+    read_modes: tuple[str, ...] = READ_MODES
+    """The read modes whose paths differ (a subclass that reads another way has none)."""
+
+    def configuration_dimensions(self) -> dict[str, tuple[str, ...]]:
+        """Mode dledger's read modes: three read paths (node_impl/server.py,
+        node_impl/follower_read.py); mode broker reads another way."""
+        if self.node_mode != "dledger" or not self.read_modes:
+            return {}
+        return {"read_mode": self.read_modes}
+
+    def configuration(self) -> dict[str, str]:
+        if self.node_mode != "dledger" or not self.read_modes:
+            return {}
+        return {"read_mode": self.read_mode or self.read_modes[0]}
 
     @property
     def unreachable_situations(self) -> dict[str, str]:

@@ -42,6 +42,8 @@ class HADB(DLedgerDB):
 
     reconfigurable = False
     """Mode ha has a fixed master and slaves: no membership changes (docs/membership.md)."""
+    read_modes = ()
+    """Mode ha reads from its master's log: no read modes to cover."""
 
     def default_workload(self) -> WorkloadChoice:
         """Mode ha has no election and no kv: its log, appended and read back."""

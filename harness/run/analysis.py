@@ -16,6 +16,7 @@ from harness.run.signals import SignalGuard
 from harness.run.store import RunStore
 
 if TYPE_CHECKING:
+    from harness.core.op import Op
     from harness.run.options import RunOptions
     from harness.run.phases import Run
 
@@ -90,11 +91,33 @@ def _fault_kind(name: str) -> str:
         return name
 
 
+def run_evidence_safely(run: Run, ops: list[Op]) -> dict[str, Any] | None:
+    """The run's evidence block (harness/run/evidence.py): ok client ops before, during
+    and after its fault windows, against its workload's floor; None, logged, if it fails."""
+    try:
+        from harness.run.configurations import configuration_of
+        from harness.run.evidence import evidence, summary_line
+        from nemesis.registry import timeline
+
+        ev = evidence(
+            ops,
+            timeline(ops).spans,
+            workload=run.spec.workload,
+            configuration=configuration_of(run.db),
+        )
+    except Exception as e:  # the verdict stands without it
+        log.warning("evidence failed: %s: %s", type(e).__name__, e)
+        return None
+    log.info(summary_line(ev))
+    return ev
+
+
 def run_coverage_safely(
     run: Run, store: RunStore
-) -> tuple[dict[str, Any] | None, dict[str, Any] | None]:
-    """The run's coverage block (harness/run/coverage.py) and the judgement of its node
-    events (checker/node_events.py); None for either, logged, if it fails.
+) -> tuple[dict[str, Any] | None, dict[str, Any] | None, dict[str, Any] | None]:
+    """The run's coverage block (harness/run/coverage.py), the judgement of its node
+    events (checker/node_events.py) and its evidence (harness/run/evidence.py); None for
+    any, logged, if it fails.
 
     The history's clock started ``run.history.now()`` ns ago on the monotonic clock,
     so the wall time it read 0 at is known here to the millisecond, better than any
@@ -107,10 +130,15 @@ def run_coverage_safely(
 
         origin = time.time_ns() - run.history.now()
         ops = list(iter_history(store.history_path))
+    except Exception as e:  # the verdict stands without it
+        log.warning("reading the history failed: %s: %s", type(e).__name__, e)
+        return None, None, None
+    ev = run_evidence_safely(run, ops)
+    try:
         events = run_events(store.path, ops, run.db, origin_wall_ns=origin)
     except Exception as e:  # the verdict stands without it
         log.warning("reading node events failed: %s: %s", type(e).__name__, e)
-        return None, None
+        return None, None, ev
     cov = judged = None
     try:
         cov = run_coverage(store.path, ops, run.db, list(run.spec.nodes), events=events)
@@ -122,7 +150,7 @@ def run_coverage_safely(
 
         judged = check_node_events(events[0], events[1], event_invariants(run.db))
         log.info(summary_line(judged))
-    return cov, judged
+    return cov, judged, ev
 
 
 def analyse(
@@ -197,20 +225,39 @@ def analyse(
             apply_convergence(results)
     if problems:
         log.error("cleanup problems: %s", "; ".join(problems))
-    cov, judged = run_coverage_safely(run, store)
+    cov, judged, ev = run_coverage_safely(run, store)
     if cov is not None:
         results["coverage"] = cov
     if judged is not None and not interrupted and opts.check:
         from checker.node_events import merge_node_events
 
         merge_node_events(results, judged)
+    if ev is not None:
+        from harness.run.evidence import apply_floor
+
+        results["evidence"] = ev
+        if not interrupted and opts.check:
+            apply_floor(results, ev)
     unhealed = list(getattr(run, "unconfirmed_heals", ()))
     if unhealed:  # never valid on a heal nobody confirmed (docs/crash-cleanup.md)
         results["run"]["unconfirmed_heals"] = unhealed
         results["checked_valid"] = results.get("valid")
         results["valid"] = "unknown"
-        results["run"]["reason"] = "; ".join([*([reason] if reason else []), *unhealed])
-    store.write_results(results)
+        results["reason"] = results["run"]["reason"] = "; ".join(
+            [*([reason] if reason else []), *unhealed]
+        )
+    try:
+        store.write_results(results)
+    except OSError as e:  # full or read-only: the record on disk stays "did not finish"
+        why = f"cannot write {store.results_path} ({e.strerror or e})"
+        log.error("%s", why)
+        results["checked_valid"] = results.get("valid")
+        results["valid"] = "unknown"
+        results["run"]["interrupted"] = True
+        results["reason"] = results["run"]["reason"] = "; ".join(
+            r for r in (results["run"]["reason"], why) if r
+        )
+        return results
     if opts.reporter is not None and not interrupted:
         try:
             opts.reporter(store.path)

@@ -250,6 +250,14 @@ def recheck(
         master=master,
     )
     _recheck_node_events(Path(run_dir), spec, results)
+    from harness.run.configurations import configuration_of
+    from harness.run.evidence import recheck_evidence
+
+    try:
+        configuration = configuration_of(build_db(spec))
+    except Exception:  # noqa: BLE001 - a DB that needs its run's machine: none said
+        configuration = None
+    recheck_evidence(Path(run_dir), spec, results, configuration)  # the floor, again
     run = _run_record(run_dir)
     results["run"] = run
     results["recheck"] = {"of": RESULTS, "checker_options": opts}

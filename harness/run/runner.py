@@ -34,6 +34,7 @@ from harness.core.spec import TestSpec
 from harness.core.workload import Workload
 from harness.run.analysis import analyse
 from harness.run.cleanup import DirtyClusterError
+from harness.run.configurations import cover_configuration
 from harness.run.options import RunOptions, RunResult
 from harness.run.phases import Run
 from harness.run.progress import Progress
@@ -127,6 +128,10 @@ def run_test(
     spec.client_timeout  # noqa: B018 - a bad value is a ConfigError before anything starts
     if db is None:
         db = build_db(spec)
+        # the default campaign covers the DB's configurations over its seeds
+        covered = cover_configuration(spec, db)
+        if covered is not spec:
+            spec, db = covered, build_db(covered)
     if workload is None:
         workload = build_workload(spec)
     # The same function `splitbrain check` calls on test.json (harness/run/roles.py).

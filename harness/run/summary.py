@@ -13,7 +13,7 @@ from typing import Any
 
 from harness.core.verdict import word as verdict_word
 
-__all__ = ["anomaly_totals", "client_op_counts", "verdict_line", "coverage_bits"]
+__all__ = ["anomaly_totals", "client_op_counts", "verdict_line", "coverage_bits", "evidence_bits"]
 
 
 def anomaly_totals(results: Mapping[str, Any]) -> dict[str, int]:
@@ -83,8 +83,26 @@ def verdict_line(results: Mapping[str, Any]) -> str:
         converged = convergence_text(run_info.get("converge"))
         if converged and not (results.get("reason") or "").startswith(converged):
             bits.append(converged)
+    bits.extend(evidence_bits(results.get("evidence")))
     bits.extend(coverage_bits(results.get("coverage")))
     return "; ".join(bits)
+
+
+def evidence_bits(ev: Any) -> list[str]:
+    """``configuration: k=v`` (what the DB ran as, when it declares dimensions) and
+    ``ok ops before/during/after faults: a/b/c`` (harness/run/evidence.py)."""
+    if not isinstance(ev, Mapping):
+        return []
+    out = []
+    conf = ev.get("configuration")
+    if isinstance(conf, Mapping) and conf:
+        out.append("configuration: " + ", ".join(f"{k}={v}" for k, v in sorted(conf.items())))
+    ok = ev.get("ok")
+    if isinstance(ok, Mapping):
+        n = len(ev.get("windows") or [])
+        parts = "/".join(str(ok.get(k, 0)) for k in ("before", "during", "after"))
+        out.append(f"ok ops before/during/after {n} fault windows: {parts}")
+    return out
 
 
 def coverage_bits(cov: Any) -> list[str]:
