@@ -41,8 +41,10 @@ from __future__ import annotations
 import logging
 import re
 import shlex
+import shutil
 import socket
 import subprocess
+import tempfile
 import threading
 import time
 from collections.abc import Mapping
@@ -71,6 +73,8 @@ __all__ = [
     "controller_loss_window",
     "check_mode",
     "check_version",
+    "gateway_source_4x",
+    "logback_4x",
     "factory",
     "loss_window",
     "roles",
@@ -104,20 +108,60 @@ _VERSION = re.compile(r"^\d+\.\d+\.\d+$")
 
 
 def check_version(version: str) -> tuple[int, ...]:
-    """``"5.3.3"`` -> ``(5, 3, 3)``. Only 5.x: the gateway uses 5.x's package names
-    (``org.apache.rocketmq.remoting.protocol``; 4.x had them under ``common.protocol``)."""
+    """``"5.3.3"`` -> ``(5, 3, 3)``: a 4.x or 5.x release (Apache's, on Maven Central; the
+    gateway's source is rewritten for 4.x's package names, :func:`gateway_source_4x`)."""
     if not _VERSION.match(version):
         raise ConfigError(
             f"rocketmq version {version!r}: x.y.z expected (e.g. {NEWEST})", field="version"
         )
     v = tuple(int(x) for x in version.split("."))
-    if v[0] != 5:
+    if v[0] not in (4, 5):
         raise ConfigError(
-            f"rocketmq version {version}: only 5.x releases are supported yet (the gateway "
-            "is built against 5.x's remoting packages; 4.x is not yet)",
+            f"rocketmq version {version}: a 4.x or 5.x release expected (org.apache.rocketmq "
+            "on Maven Central begins at 4.0; the gateway speaks 4.x's and 5.x's client API)",
             field="version",
         )
     return v
+
+
+GATEWAY_JAVA = "src/main/java/splitbrain/rocketmq/Gateway.java"
+RENAMED_IN_5 = {
+    "org.apache.rocketmq.remoting.protocol.RequestCode": "org.apache.rocketmq.common.protocol.RequestCode",
+    "org.apache.rocketmq.remoting.protocol.ResponseCode": "org.apache.rocketmq.common.protocol.ResponseCode",
+    "org.apache.rocketmq.remoting.protocol.body.": "org.apache.rocketmq.common.protocol.body.",
+    "org.apache.rocketmq.remoting.protocol.header.": "org.apache.rocketmq.common.protocol.header.",
+    "org.apache.rocketmq.remoting.protocol.route.": "org.apache.rocketmq.common.protocol.route.",
+    "org.apache.rocketmq.remoting.protocol.subscription.": "org.apache.rocketmq.common.subscription.",
+}  # fmt: skip
+"""The classes the gateway uses that 5.0 moved into ``rocketmq-remoting`` (5.x name -> 4.x)."""
+
+
+def gateway_source_4x(java: str) -> str:
+    """The gateway's source for a 4.x client: the 5.x-only parts (controller mode, between
+    ``// 5.x only: begin`` and ``// 5.x only: end``) cut, the moved packages renamed back.
+    A ConfigError if a 5.x-only name is left (the source changed without its markers)."""
+    out, skipping, unpaired = [], False, 0
+    for line in java.splitlines(keepends=True):
+        mark = line.strip()
+        if mark.startswith("// 5.x only: begin"):
+            unpaired += skipping
+            skipping = True
+        elif mark == "// 5.x only: end":
+            unpaired += not skipping
+            skipping = False
+        elif not skipping:
+            out.append(line)
+    text = "".join(out)
+    for new, old in RENAMED_IN_5.items():
+        text = text.replace(new, old)
+    left = re.findall(r"org\.apache\.rocketmq\.remoting\.protocol\.(?!RemotingCommand)\S+", text)
+    if skipping or unpaired or left:
+        raise ConfigError(
+            "the rocketmq gateway's source has 5.x-only names outside its markers "
+            f"(unpaired markers: {unpaired + skipping}; names left: {left})",
+            field="version",
+        )
+    return text
 
 
 def check_mode(mode: str) -> None:
@@ -251,6 +295,25 @@ def controller_conf(
         }
     )
     return "".join(f"{k}={v}\n" for k, v in conf.items())
+
+
+def logback_4x(name: str, logs: str) -> str:
+    """A small logback configuration for a 4.x name server or broker: everything in
+    ``<logs>/<name>.log``, the message store's own lines in ``<logs>/store.log``."""
+    appender = (
+        '  <appender name="{a}" class="ch.qos.logback.core.FileAppender">\n'
+        "    <file>{f}</file>\n"
+        "    <encoder><pattern>%d{{yyyy-MM-dd HH:mm:ss.SSS}} %p %t - %m%n</pattern></encoder>\n"
+        "  </appender>\n"
+    )
+    return (
+        "<configuration>\n"
+        + appender.format(a="MAIN", f=f"{logs}/{name}.log")
+        + appender.format(a="STORE", f=f"{logs}/store.log")
+        + '  <logger name="RocketmqStore" additivity="false"><appender-ref ref="STORE"/></logger>\n'
+        + '  <root level="INFO"><appender-ref ref="MAIN"/></root>\n'
+        + "</configuration>\n"
+    )
 
 
 def broker_conf(
@@ -525,10 +588,21 @@ class RocketMQDB(PidfileDaemonDB):
                 from harness.dbs import maven
 
                 started = time.monotonic()
+                four = check_version(self.options.version)[0] == 4
+                project = PROJECT_DIR
+                tmp = tempfile.mkdtemp(prefix="sb-rocketmq4-") if four else None
                 try:
+                    if tmp is not None:
+                        # the same project, its gateway rewritten for 4.x's package names
+                        project = Path(tmp) / "rocketmq"
+                        shutil.copytree(
+                            PROJECT_DIR, project, ignore=shutil.ignore_patterns("target")
+                        )
+                        src = project / GATEWAY_JAVA
+                        src.write_text(gateway_source_4x(src.read_text()))
                     self._program = maven.build(
-                        PROJECT_DIR,
-                        name="rocketmq",
+                        project,
+                        name="rocketmq4" if four else "rocketmq",
                         properties={"rocketmq.version": self.options.version},
                         java=self.options.java,
                     )
@@ -536,6 +610,9 @@ class RocketMQDB(PidfileDaemonDB):
                     raise ConfigError(
                         f"rocketmq version {self.options.version}: {e}", field="version"
                     ) from None
+                finally:
+                    if tmp is not None:
+                        shutil.rmtree(tmp, ignore_errors=True)
                 got = self._program.version_of(BROKER_ARTIFACT)
                 if got != self.options.version:
                     raise ConfigError(
@@ -814,6 +891,15 @@ class RocketMQDB(PidfileDaemonDB):
             f"mkdir -p {q(p['logs'])} && {durable_mkdir(p['data'])}"
         )
         remote.run(f"cat > {q(p['conf'])}", stdin=self._conf(ctx, node))
+        if check_version(self.options.version)[0] == 4:
+            # 4.x's startup classes read $ROCKETMQ_HOME/conf/logback_*.xml and exit without
+            # one (5.x carries its logging configuration in its jars)
+            remote.run(f"mkdir -p {q(p['dir'])}/conf")
+            for name in ("namesrv", "broker"):
+                remote.run(
+                    f"cat > {q(p['dir'])}/conf/logback_{name}.xml",
+                    stdin=logback_4x(name, p["logs"]),
+                )
         self.program().install(remote, f"{self.root}/java")
         self.start(ctx, node)
         self._await_port(ctx, node)

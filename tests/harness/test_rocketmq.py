@@ -32,13 +32,17 @@ from harness.core.db import (
 from harness.core.errors import ConfigError
 from harness.core.paired import PairedHistory
 from harness.dbs.rocketmq import (
+    GATEWAY_JAVA,
     NEWEST,
+    PROJECT_DIR,
     RocketMQDB,
     broker_conf,
     check_version,
     controller_conf,
     controller_loss_window,
     factory,
+    gateway_source_4x,
+    logback_4x,
     loss_window,
     roles,
 )
@@ -56,10 +60,14 @@ def test_every_mode_builds_and_a_bad_one_is_named() -> None:
         factory({"mode": "controller", "controller_placement": "elsewhere"})
 
 
-def test_versions_are_5x_dotted_numbers() -> None:
+def test_versions_are_4x_or_5x_dotted_numbers() -> None:
     assert check_version(NEWEST) == (5, 3, 3)
-    with pytest.raises(ConfigError, match="only 5.x"):
-        check_version("4.9.7")
+    assert check_version("4.9.7") == (4, 9, 7)
+    with pytest.raises(ConfigError, match="4.x or 5.x"):
+        check_version("3.2.6")
+    with pytest.raises(ConfigError, match="controller mode needs 5.x"):
+        factory({"mode": "controller", "version": "4.9.7"})
+    assert isinstance(factory({"mode": "dledger", "version": "4.9.7"}), RocketMQDB)
     with pytest.raises(ConfigError, match="x.y.z"):
         check_version("5.3.3; rm -rf /")
     with pytest.raises(ConfigError):
@@ -213,6 +221,20 @@ def test_controller_conf_embedded_and_standalone() -> None:
     )
     kv = dict(line.split("=", 1) for line in alone.splitlines())
     assert "enableControllerInNamesrv" not in kv and kv["enableElectUncleanMaster"] == "true"
+
+
+def test_the_4x_gateway_is_the_5x_one_with_old_package_names_and_no_controller() -> None:
+    src = (PROJECT_DIR / GATEWAY_JAVA).read_text()
+    old = gateway_source_4x(src)
+    assert "import org.apache.rocketmq.common.protocol.RequestCode;" in old
+    assert "import org.apache.rocketmq.common.subscription.SubscriptionGroupConfig;" in old
+    assert "remoting.protocol.RemotingCommand;" in old  # not moved in 5.0
+    assert "controllerStatus" in src and "controllerStatus" not in old
+    assert old.count("{") == old.count("}")  # whole methods cut, not halves
+    with pytest.raises(ConfigError, match="5.x-only names outside its markers"):
+        gateway_source_4x(src.replace("// 5.x only: begin", "// begin", 1))
+    xml = logback_4x("broker", "/n/logs")
+    assert "/n/logs/broker.log" in xml and "/n/logs/store.log" in xml
 
 
 def _lost_history() -> H:

@@ -40,9 +40,11 @@ import org.apache.rocketmq.remoting.netty.NettyRemotingClient;
 import org.apache.rocketmq.remoting.protocol.RemotingCommand;
 import org.apache.rocketmq.remoting.protocol.RequestCode;
 import org.apache.rocketmq.remoting.protocol.ResponseCode;
+// 5.x only: begin (harness/dbs/rocketmq.py:gateway_source_4x cuts these lines for 4.x)
 import org.apache.rocketmq.remoting.protocol.body.BrokerReplicasInfo;
-import org.apache.rocketmq.remoting.protocol.body.KVTable;
 import org.apache.rocketmq.remoting.protocol.header.controller.GetMetaDataResponseHeader;
+// 5.x only: end
+import org.apache.rocketmq.remoting.protocol.body.KVTable;
 import org.apache.rocketmq.remoting.protocol.header.PullMessageRequestHeader;
 import org.apache.rocketmq.remoting.protocol.header.PullMessageResponseHeader;
 import org.apache.rocketmq.remoting.protocol.header.UpdateConsumerOffsetRequestHeader;
@@ -240,8 +242,10 @@ public final class Gateway {
                 return commit(req);
             case "status":
                 return status(node, target);
+            // 5.x only: begin
             case "controller-status":
                 return controllerStatus();
+            // 5.x only: end
             default:
                 Map<String, Object> r = new LinkedHashMap<>();
                 r.put("code", "UNSUPPORTED");
@@ -444,6 +448,7 @@ public final class Gateway {
         return r;
     }
 
+    // 5.x only: begin
     /** Controller mode: each controller's view of who leads the controllers (RocketMQ's
      * CONTROLLER_GET_METADATA_INFO), and the leader's SyncStateSet of the broker group
      * (CONTROLLER_GET_SYNC_STATE_DATA): the master it elected, its epochs, and which replicas
@@ -500,6 +505,7 @@ public final class Gateway {
         }
         return r;
     }
+    // 5.x only: end
 
     // msgpack -------------------------------------------------------------------------------
 
