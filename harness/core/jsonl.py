@@ -6,6 +6,7 @@ A killed harness leaves a checkable prefix; a torn last line is dropped on read
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import os
@@ -27,6 +28,7 @@ except ImportError:  # the standard parser alone: slower, the same values and er
 
 __all__ = [
     "HistoryWriter",
+    "HistoryStoreError",
     "iter_jsonl",
     "read_jsonl",
     "write_jsonl",
@@ -38,14 +40,30 @@ __all__ = [
 log = logging.getLogger(__name__)
 
 
+class HistoryStoreError(HistoryError):
+    """The history could not be written (its file system is full or read-only, say).
+
+    One line naming the file and the system's reason; the records before it are intact
+    (at most a torn last line, which every reader drops). The run that meets it ends
+    ``unknown``: nothing after that moment was recorded.
+    """
+
+
 class HistoryWriter:
     """Appends ops to ``history.jsonl`` as they happen.
 
     Thread-safe: clients and the nemesis run in threads and share one writer.
     It assigns ``index`` (and ``time``, from a monotonic clock started with the
-    writer, unless the op carries one) and flushes every line, so a crash of the
-    harness loses at most the line being written. Reopening an existing file
-    continues its numbering: nothing already recorded is overwritten.
+    writer, unless the op carries one) and writes every line with one ``write(2)`` of
+    its own (no buffer in this process), so a crash of the harness loses at most the
+    line being written. Reopening an existing file continues its numbering: nothing
+    already recorded is overwritten.
+
+    A write the file system refuses (full, read-only, an I/O error) is a
+    :class:`HistoryStoreError`: what landed of that line is cut off again when the file
+    system lets us (else it stays as the torn last line readers drop), the writer keeps
+    the error as :attr:`failure`, and every later append raises it at once. ``close``
+    never raises for it.
     """
 
     def __init__(
@@ -56,10 +74,14 @@ class HistoryWriter:
         self._start = _time.monotonic_ns() if start_ns is None else start_ns
         self._fsync_every = fsync_every
         self._next = 0
+        self.failure: HistoryStoreError | None = None
+        """Why the history stopped being written, if it did."""
         if self.path.exists() and self.path.stat().st_size:
             self._next = sum(1 for _ in iter_jsonl(self.path))
             _drop_torn_tail(self.path)
-        self._fh: IO[str] | None = open(self.path, "a", encoding="utf-8")  # noqa: SIM115
+        self._fd: int | None = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+        self._end = os.fstat(self._fd).st_size
+        self._dumps = json.JSONEncoder(separators=(",", ":"), default=str).encode
 
     def now(self) -> int:
         """Nanoseconds since the test started, on the harness's monotonic clock."""
@@ -67,26 +89,65 @@ class HistoryWriter:
 
     def append(self, op: Op) -> Op:
         with self._lock:
-            if self._fh is None:
-                raise HistoryError("history writer is closed", path=self.path)
+            if self._fd is None:
+                raise self.failure or HistoryError("history writer is closed", path=self.path)
             op = op.replace(index=self._next, time=op.time or self.now())
-            self._fh.write(json.dumps(op.to_dict(), separators=(",", ":"), default=str) + "\n")
-            self._fh.flush()
+            data = (self._dumps(op.to_dict()) + "\n").encode()
+            try:
+                n = os.write(self._fd, data)
+                while n < len(data):  # a short write: the rest, or the error that stopped it
+                    n += os.write(self._fd, data[n:])
+            except OSError as e:
+                self._fail(e, op.index)
+            self._end += len(data)
             self._next += 1
             if self._fsync_every and self._next % self._fsync_every == 0:
-                os.fsync(self._fh.fileno())
+                try:
+                    os.fsync(self._fd)
+                except OSError as e:
+                    self._fail(e, op.index, written=True)
             return op
+
+    def _fail(self, e: OSError, index: int, *, written: bool = False) -> None:
+        """Stop writing for good; cut a partial line if the file system lets us; raise."""
+        fd, self._fd = self._fd, None
+        if fd is not None:
+            if not written:
+                with contextlib.suppress(OSError):
+                    os.ftruncate(
+                        fd, self._end
+                    )  # what landed of this line (often allowed on a full disk)
+            with contextlib.suppress(OSError):
+                os.close(fd)
+        intact = index + 1 if written else index
+        why = e.strerror or str(e) or type(e).__name__
+        self.failure = HistoryStoreError(
+            f"cannot write the history ({why}); its first {intact} records are intact",
+            path=self.path,
+        )
+        log.error("%s", self.failure)
+        raise self.failure from None
 
     def __len__(self) -> int:
         return self._next
 
     def close(self) -> None:
         with self._lock:
-            if self._fh is not None:
-                self._fh.flush()
-                os.fsync(self._fh.fileno())
-                self._fh.close()
-                self._fh = None
+            fd, self._fd = self._fd, None
+            if fd is None:
+                return
+            try:
+                os.fsync(fd)
+            except OSError as e:
+                if self.failure is None:
+                    why = e.strerror or str(e)
+                    self.failure = HistoryStoreError(
+                        f"cannot write the history ({why}) when closing it", path=self.path
+                    )
+                    log.error("%s", self.failure)
+            finally:
+                with contextlib.suppress(OSError):
+                    os.close(fd)
 
     def __enter__(self) -> HistoryWriter:
         return self

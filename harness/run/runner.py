@@ -218,6 +218,8 @@ def run_test(
                 run.history.close()
                 progress.stop()
         n_ops = len(run.history)
+        if run.history.failure is not None:  # the store refused the history (full, read-only)
+            interrupted, reason = True, str(run.history.failure)
         _write_schedule(store)
         try:
             results = analyse(run, store, checker_opts, opts, guard, interrupted, reason, problems)

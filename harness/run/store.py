@@ -10,10 +10,12 @@ store directory can be moved or copied whole.
 
 from __future__ import annotations
 
+import contextlib
 import datetime as _dt
 import json
 import logging
 import os
+import sys
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
@@ -21,7 +23,7 @@ from typing import Any
 
 from harness.core.layout import HISTORY_JSONL, HISTORY_PARQUET, LATEST, RESULTS, TEST, safe_name
 
-__all__ = ["RunStore", "SECRET_WORDS", "scrub", "utc_stamp", "latest_run"]
+__all__ = ["RunStore", "SECRET_WORDS", "scrub", "utc_stamp", "latest_run", "write_atomic_json"]
 
 SECRET_WORDS = ("password", "passphrase", "secret", "token", "private_key", "key_data")
 
@@ -54,6 +56,58 @@ def scrub(obj: Any) -> Any:
 def latest_run(root: str | os.PathLike[str], test_name: str) -> Path | None:
     link = Path(root) / safe_name(test_name) / LATEST
     return link.resolve() if link.exists() else None
+
+
+def write_atomic_json(target: Path, obj: Any) -> None:
+    """Write JSON beside ``target``, fsync it, rename it over ``target``, fsync the directory.
+
+    A crash or a SIGKILL at any point leaves ``target`` as it was or whole; a full or
+    read-only file system raises ``OSError`` and leaves ``target`` as it was, with no
+    temporary file behind.
+    """
+    tmp = target.with_name(f".{target.name}.{os.getpid()}.tmp")
+    try:
+        with open(tmp, "w", encoding="utf-8") as fh:
+            json.dump(obj, fh, indent=2, sort_keys=True, default=str)
+            fh.write("\n")
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, target)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            tmp.unlink()
+        raise
+    with contextlib.suppress(OSError):
+        fd = os.open(target.parent, os.O_RDONLY)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+
+
+class _StoreLogHandler(logging.FileHandler):
+    """``splitbrain.log``; when its file system refuses a write, one line on stderr
+    naming the file, then silence (not a traceback per log record)."""
+
+    failed = False
+
+    def handleError(self, record: logging.LogRecord) -> None:  # noqa: N802 - logging's name
+        if self.failed:
+            return
+        self.failed = True
+        e = sys.exc_info()[1]
+        why = (e.strerror if isinstance(e, OSError) else None) or str(e)
+        sys.stderr.write(f"splitbrain: cannot write {self.baseFilename} ({why}); log lost\n")
+
+    def emit(self, record: logging.LogRecord) -> None:
+        if not self.failed:
+            super().emit(record)
+
+    def close(self) -> None:
+        try:
+            super().close()
+        except OSError:  # the last flush on a full disk: already said, or said now
+            self.handleError(logging.makeLogRecord({}))
 
 
 _OUR_PACKAGES = ("harness", "nemesis", "workloads", "checker", "node_impl")
@@ -123,13 +177,7 @@ class RunStore:
     def write_json(self, name: str, obj: Any) -> Path:
         """Write atomically, so a crash never leaves half a JSON file."""
         target = self.path / name
-        tmp = target.with_name(f".{target.name}.tmp")
-        with open(tmp, "w", encoding="utf-8") as fh:
-            json.dump(obj, fh, indent=2, sort_keys=True, default=str)
-            fh.write("\n")
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, target)
+        write_atomic_json(target, obj)
         return target
 
     def write_test(self, spec: Mapping[str, Any]) -> Path:
@@ -149,8 +197,13 @@ class RunStore:
         if not self.history_path.exists():
             return 0
         tmp = self.parquet_path.with_name(".history.parquet.tmp")
-        n = jsonl_to_parquet(self.history_path, tmp)
-        os.replace(tmp, self.parquet_path)
+        try:
+            n = jsonl_to_parquet(self.history_path, tmp)
+            os.replace(tmp, self.parquet_path)
+        except BaseException:
+            with contextlib.suppress(OSError):  # a full disk keeps no half-written Parquet
+                tmp.unlink()
+            raise
         return n
 
     @contextmanager
@@ -160,7 +213,7 @@ class RunStore:
         The root logger's level is lowered for the duration (and restored), so the
         file gets the full story even when the console shows only warnings.
         """
-        handler = logging.FileHandler(self.log_path, encoding="utf-8")
+        handler = _StoreLogHandler(self.log_path, encoding="utf-8")
         handler.setLevel(level)
         handler.addFilter(_ours_or_info)
         handler.setFormatter(
