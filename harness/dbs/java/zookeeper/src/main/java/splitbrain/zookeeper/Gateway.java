@@ -1,0 +1,407 @@
+package splitbrain.zookeeper;
+
+import java.io.BufferedInputStream;
+import java.io.BufferedOutputStream;
+import java.io.DataInputStream;
+import java.io.DataOutputStream;
+import java.io.EOFException;
+import java.io.IOException;
+import java.io.InputStream;
+import java.io.PrintStream;
+import java.net.InetAddress;
+import java.net.InetSocketAddress;
+import java.net.ServerSocket;
+import java.net.Socket;
+import java.nio.charset.StandardCharsets;
+import java.time.Instant;
+import java.util.HashMap;
+import java.util.LinkedHashMap;
+import java.util.Map;
+import java.util.concurrent.CountDownLatch;
+import java.util.concurrent.TimeUnit;
+import java.util.concurrent.atomic.AtomicInteger;
+
+import org.apache.zookeeper.CreateMode;
+import org.apache.zookeeper.KeeperException;
+import org.apache.zookeeper.ZooDefs;
+import org.apache.zookeeper.ZooKeeper;
+import org.apache.zookeeper.data.Stat;
+import org.msgpack.core.MessageBufferPacker;
+import org.msgpack.core.MessagePack;
+import org.msgpack.core.MessagePacker;
+import org.msgpack.core.MessageUnpacker;
+import org.msgpack.value.Value;
+import org.msgpack.value.ValueType;
+
+/**
+ * splitbrain's client gateway for real ZooKeeper: one JVM on the harness's side, one loopback port
+ * per server of the ensemble, each speaking the reference node's kv protocol (a u32 big-endian
+ * length, then one msgpack map; replies echo {@code rid}): {@code kv-write}, {@code kv-read},
+ * {@code kv-cas}. Nothing here stores anything: every harness connection gets its own ZooKeeper
+ * session, opened with a connect string naming that one server only, so a fault on the server
+ * reaches exactly the clients of its port.
+ *
+ * <p>Register {@code key} is the znode {@code /splitbrain/<key>}, its data the msgpack bytes of
+ * the value. A write is {@code setData} (created when missing); a cas is {@code getData}, then
+ * {@code setData} at the version read, so the server decides it (BadVersion: certainly not
+ * applied). A read is {@code sync} then {@code getData} on the same session with
+ * {@code --read sync}; with {@code --read plain} it is a bare {@code getData}, which ZooKeeper
+ * answers from the server's own state (sequentially consistent, not linearizable).
+ *
+ * <p>Codes: {@code SUCCESS}; {@code LEADER_NOT_READY} when the session was not connected and no
+ * request was handed to ZooKeeper's client (certainly not applied); {@code CONNECTION_LOSS},
+ * {@code SESSION_EXPIRED}, {@code OPERATION_TIMEOUT} and any other keeper code by name when a
+ * request was handed over and its outcome is unknown. Arguments: {@code --endpoint NODE=PORT=HOST:PORT
+ * ... --session-ms N --read sync|plain --log FILE}. Exits when its standard input closes.
+ */
+public final class Gateway {
+    private static final String ROOT = "/splitbrain";
+    private final Map<String, String> opts = new HashMap<>();
+    private final Map<String, Object[]> endpoints = new LinkedHashMap<>();
+    private final AtomicInteger sessions = new AtomicInteger();
+    private PrintStream log = System.err;
+
+    public static void main(String[] args) throws Exception {
+        new Gateway().run(args);
+    }
+
+    private void run(String[] args) throws Exception {
+        for (int i = 0; i + 1 < args.length; i += 2) {
+            String k = args[i].replaceFirst("^--", "");
+            if (k.equals("endpoint")) {
+                String[] p = args[i + 1].split("=", 3);
+                endpoints.put(p[0], new Object[] {Integer.parseInt(p[1]), p[2]});
+            } else {
+                opts.put(k, args[i + 1]);
+            }
+        }
+        if (opts.containsKey("log")) {
+            log = new PrintStream(new java.io.FileOutputStream(opts.get("log"), true), true);
+        }
+        String host = opts.getOrDefault("listen", "127.0.0.1");
+        for (Map.Entry<String, Object[]> e : endpoints.entrySet()) {
+            ServerSocket ss = new ServerSocket();
+            ss.setReuseAddress(true);
+            ss.bind(new InetSocketAddress(InetAddress.getByName(host), (Integer) e.getValue()[0]));
+            String node = e.getKey();
+            String server = (String) e.getValue()[1];
+            Thread t = new Thread(() -> accept(ss, node, server), "accept-" + node);
+            t.setDaemon(true);
+            t.start();
+        }
+        note("gateway up: " + endpoints.keySet() + " read=" + readMode());
+        InputStream in = System.in;
+        while (in.read() >= 0) {
+            // stdin is only the harness's lifeline
+        }
+        note("stdin closed: exiting");
+        System.exit(0);
+    }
+
+    private String readMode() {
+        return opts.getOrDefault("read", "sync");
+    }
+
+    private int intOpt(String k, int d) {
+        return opts.containsKey(k) ? Integer.parseInt(opts.get(k)) : d;
+    }
+
+    private synchronized void note(String s) {
+        log.println(Instant.now() + " " + s);
+    }
+
+    private void accept(ServerSocket ss, String node, String server) {
+        while (true) {
+            try {
+                Socket s = ss.accept();
+                s.setTcpNoDelay(true);
+                Thread t = new Thread(() -> serve(s, node, server), "conn-" + node);
+                t.setDaemon(true);
+                t.start();
+            } catch (IOException e) {
+                note("accept " + node + ": " + e);
+                sleep(100);
+            }
+        }
+    }
+
+    private static void sleep(long ms) {
+        try {
+            Thread.sleep(ms);
+        } catch (InterruptedException ie) {
+            Thread.currentThread().interrupt();
+        }
+    }
+
+    /** One harness connection: its own session to {@code server}, closed with the connection. */
+    private void serve(Socket s, String node, String server) {
+        Session session = new Session(node, server);
+        try (s) {
+            DataInputStream in = new DataInputStream(new BufferedInputStream(s.getInputStream()));
+            DataOutputStream out = new DataOutputStream(new BufferedOutputStream(s.getOutputStream()));
+            while (true) {
+                int len;
+                try {
+                    len = in.readInt();
+                } catch (EOFException eof) {
+                    return;
+                }
+                byte[] frame = new byte[len];
+                in.readFully(frame);
+                Map<String, Value> req = decodeMap(frame);
+                Map<String, Object> reply;
+                try {
+                    reply = handle(req, session, node);
+                } catch (Exception e) {
+                    reply = new LinkedHashMap<>();
+                    reply.put("code", "GATEWAY_ERROR");
+                    reply.put("error", String.valueOf(e));
+                }
+                reply.put("type", str(req.get("type")) + "-resp");
+                Value rid = req.get("rid");
+                reply.put("rid", rid == null ? null : rid.asIntegerValue().toLong());
+                byte[] b = encode(reply);
+                out.writeInt(b.length);
+                out.write(b);
+                out.flush();
+            }
+        } catch (IOException e) {
+            // the harness closed or dropped the connection
+        } finally {
+            session.close();
+        }
+    }
+
+    private static String str(Value v) {
+        return v == null || v.isNilValue() ? "" : v.isStringValue() ? v.asStringValue().asString() : v.toJson();
+    }
+
+    /** A lazily opened session to one server. */
+    private final class Session {
+        final String node;
+        final String server;
+        ZooKeeper zk;
+        volatile CountDownLatch connected = new CountDownLatch(1);
+
+        Session(String node, String server) {
+            this.node = node;
+            this.server = server;
+        }
+
+        /** The session, connected now; null when it did not connect within the wait. */
+        ZooKeeper connected(long waitMs) throws IOException, InterruptedException {
+            if (zk == null) {
+                CountDownLatch latch = new CountDownLatch(1);
+                connected = latch;
+                zk = new ZooKeeper(server, intOpt("session-ms", 6000), ev -> {
+                    if (ev.getState() == org.apache.zookeeper.Watcher.Event.KeeperState.SyncConnected) {
+                        latch.countDown();
+                    }
+                });
+                sessions.incrementAndGet();
+            }
+            if (zk.getState() == ZooKeeper.States.CONNECTED) {
+                return zk;
+            }
+            if (!zk.getState().isAlive()) {
+                // expired or closed: a fresh session next time (nothing was sent on this one)
+                close();
+                return null;
+            }
+            connected.await(waitMs, TimeUnit.MILLISECONDS);
+            return zk.getState() == ZooKeeper.States.CONNECTED ? zk : null;
+        }
+
+        void close() {
+            if (zk != null) {
+                try {
+                    zk.close(1000);
+                } catch (Exception e) {
+                    // closing a session to a dead server
+                }
+                zk = null;
+            }
+        }
+    }
+
+    private Map<String, Object> handle(Map<String, Value> req, Session session, String node)
+            throws Exception {
+        String type = str(req.get("type"));
+        Map<String, Object> r = new LinkedHashMap<>();
+        if (type.equals("ping")) {
+            r.put("code", "SUCCESS");
+            r.put("sessions", sessions.get());
+            return r;
+        }
+        if (!type.equals("kv-write") && !type.equals("kv-read") && !type.equals("kv-cas")) {
+            r.put("code", "UNSUPPORTED");
+            return r;
+        }
+        String key = str(req.get("key"));
+        if (key.isEmpty() || key.contains("/")) {
+            r.put("code", "UNSUPPORTED");
+            r.put("error", "bad key " + key);
+            return r;
+        }
+        String path = ROOT + "/" + key;
+        ZooKeeper zk = session.connected(intOpt("connect-wait-ms", 2000));
+        if (zk == null) {
+            // no request reached ZooKeeper's client: certainly not applied
+            r.put("code", "LEADER_NOT_READY");
+            r.put("error", "no connected session to " + session.server);
+            return r;
+        }
+        try {
+            switch (type) {
+                case "kv-write":
+                    write(zk, path, pack(req.get("value")));
+                    r.put("code", "SUCCESS");
+                    return r;
+                case "kv-read":
+                    if (readMode().equals("sync")) {
+                        sync(zk, path);
+                    }
+                    try {
+                        byte[] data = zk.getData(path, false, null);
+                        r.put("code", "SUCCESS");
+                        r.put("found", true);
+                        r.put("value", unpack(data));
+                    } catch (KeeperException.NoNodeException e) {
+                        r.put("code", "SUCCESS");
+                        r.put("found", false);
+                    }
+                    return r;
+                default: // kv-cas
+                    Value old = req.get("old");
+                    Stat stat = new Stat();
+                    byte[] data;
+                    try {
+                        data = zk.getData(path, false, stat);
+                    } catch (KeeperException.NoNodeException e) {
+                        data = null;
+                    }
+                    Value cur = data == null ? null : unpack(data);
+                    boolean match = cur == null ? old == null || old.isNilValue() : cur.equals(old);
+                    if (!match || data == null) {
+                        r.put("code", "SUCCESS");
+                        r.put("ok", false);
+                        r.put("value", cur);
+                        return r;
+                    }
+                    try {
+                        zk.setData(path, pack(req.get("new")), stat.getVersion());
+                        r.put("code", "SUCCESS");
+                        r.put("ok", true);
+                    } catch (KeeperException.BadVersionException e) {
+                        r.put("code", "SUCCESS");
+                        r.put("ok", false);
+                    }
+                    return r;
+            }
+        } catch (KeeperException e) {
+            // handed to the client, outcome unknown (a lost connection may hide a commit)
+            r.put("code", e.code().name());
+            r.put("error", String.valueOf(e.getMessage()));
+            return r;
+        }
+    }
+
+    private void write(ZooKeeper zk, String path, byte[] data) throws Exception {
+        try {
+            zk.setData(path, data, -1);
+        } catch (KeeperException.NoNodeException e) {
+            try {
+                zk.create(path, data, ZooDefs.Ids.OPEN_ACL_UNSAFE, CreateMode.PERSISTENT);
+            } catch (KeeperException.NoNodeException parent) {
+                try {
+                    zk.create(ROOT, new byte[0], ZooDefs.Ids.OPEN_ACL_UNSAFE, CreateMode.PERSISTENT);
+                } catch (KeeperException.NodeExistsException raced) {
+                    // another session made it
+                }
+                write(zk, path, data);
+            } catch (KeeperException.NodeExistsException raced) {
+                zk.setData(path, data, -1);
+            }
+        }
+    }
+
+    /** ZooKeeper's sync, waited for: the server catches up with the leader before the read. */
+    private void sync(ZooKeeper zk, String path) throws Exception {
+        CountDownLatch done = new CountDownLatch(1);
+        int[] rc = {Integer.MIN_VALUE};
+        zk.sync(ROOT, (code, p, ctx) -> {
+            rc[0] = code;
+            done.countDown();
+        }, null);
+        if (!done.await(intOpt("sync-ms", 10000), TimeUnit.MILLISECONDS)) {
+            throw KeeperException.create(KeeperException.Code.OPERATIONTIMEOUT, path);
+        }
+        KeeperException.Code code = KeeperException.Code.get(rc[0]);
+        if (code != KeeperException.Code.OK && code != KeeperException.Code.NONODE) {
+            throw KeeperException.create(code, path);
+        }
+    }
+
+    // msgpack -------------------------------------------------------------------------------
+
+    private static byte[] pack(Value v) throws IOException {
+        MessageBufferPacker p = MessagePack.newDefaultBufferPacker();
+        if (v == null) {
+            p.packNil();
+        } else {
+            p.packValue(v);
+        }
+        p.close();
+        return p.toByteArray();
+    }
+
+    private static Value unpack(byte[] data) throws IOException {
+        if (data == null || data.length == 0) {
+            return null;
+        }
+        try (MessageUnpacker u = MessagePack.newDefaultUnpacker(data)) {
+            return u.unpackValue();
+        }
+    }
+
+    private static Map<String, Value> decodeMap(byte[] b) throws IOException {
+        try (MessageUnpacker u = MessagePack.newDefaultUnpacker(b)) {
+            Value v = u.unpackValue();
+            Map<String, Value> out = new HashMap<>();
+            if (v.getValueType() != ValueType.MAP) {
+                return out;
+            }
+            for (Map.Entry<Value, Value> e : v.asMapValue().map().entrySet()) {
+                out.put(e.getKey().isStringValue() ? e.getKey().asStringValue().asString()
+                        : e.getKey().toJson(), e.getValue());
+            }
+            return out;
+        }
+    }
+
+    private static byte[] encode(Map<String, Object> m) throws IOException {
+        MessageBufferPacker p = MessagePack.newDefaultBufferPacker();
+        p.packMapHeader(m.size());
+        for (Map.Entry<String, Object> e : m.entrySet()) {
+            p.packString(e.getKey());
+            Object o = e.getValue();
+            if (o == null) {
+                p.packNil();
+            } else if (o instanceof Value) {
+                p.packValue((Value) o);
+            } else if (o instanceof Boolean) {
+                p.packBoolean((Boolean) o);
+            } else if (o instanceof Number) {
+                p.packLong(((Number) o).longValue());
+            } else {
+                p.packString(String.valueOf(o));
+            }
+        }
+        p.close();
+        return p.toByteArray();
+    }
+
+    static byte[] utf8(String s) {
+        return s.getBytes(StandardCharsets.UTF_8);
+    }
+}
