@@ -50,6 +50,7 @@ from nemesis.motifs import MEMBERSHIP_MOTIFS, MOTIFS, motif_steps
 from nemesis.package import build_package
 from nemesis.role_motifs import ROLE_MOTIFS, role_steps
 from nemesis.schedules import Retry, Step, StepSchedule, leader_within, scaled, start, stop
+from nemesis.steering import Steering
 
 if TYPE_CHECKING:
     from harness.core.spec import RunContext
@@ -374,6 +375,8 @@ class ProfileSchedule(StepSchedule):
         self.deck: list[str] = []
         self.played: list[str] = []
         """Every script's name in the order played (for tests and the log)."""
+        self.steering = Steering(self.profiles) if shuffle and passes is not None else None
+        """A deck that ends its load: its spare time goes to unreached situations."""
 
     @property
     def ends_load(self) -> bool:
@@ -383,11 +386,15 @@ class ProfileSchedule(StepSchedule):
     def more(self, ctx: RunContext) -> list[Step]:
         if not self.deck:
             if self.passes is not None and self.passes_begun >= self.passes:
-                return []  # the schedule is over; the runner ends the load (ends_load)
-            self.passes_begun += 1
-            self.deck = list(self.profiles)
-            if self.shuffle:
-                self.rng.shuffle(self.deck)
+                steered = self.steering.next_script(ctx) if self.steering else None
+                if steered is None:
+                    return []  # the schedule is over; the runner ends the load (ends_load)
+                self.deck = [steered]  # nemesis/steering.py
+            else:
+                self.passes_begun += 1
+                self.deck = list(self.profiles)
+                if self.shuffle:
+                    self.rng.shuffle(self.deck)
         name = self.deck.pop(0)
         self.played.append(name)
         roles = roles_now(ctx.db, ctx) if name in ROLE_MOTIFS else None

@@ -91,6 +91,27 @@ def _fault_kind(name: str) -> str:
         return name
 
 
+def unreached_reasons(
+    cov: Mapping[str, Any], recorded: Any, deck: Mapping[str, Any]
+) -> dict[str, str]:
+    """Each observable situation the run never reached, and why (nemesis/steering.py)."""
+    from nemesis.steering import why_unreached
+
+    by_design = cov.get("by_design") or {}
+    unobservable = cov.get("unobservable") or {}
+    return {
+        name: why_unreached(
+            name,
+            recorded if isinstance(recorded, Mapping) else None,
+            list(deck.get("played") or ()),
+            deck.get("steered") or (),
+        )
+        for name, entry in cov.items()
+        if isinstance(entry, Mapping) and "count" in entry and not entry.get("count")
+        and name not in by_design and name not in unobservable
+    }  # fmt: skip
+
+
 def run_evidence_safely(run: Run, ops: list[Op]) -> dict[str, Any] | None:
     """The run's evidence block (harness/run/evidence.py): ok client ops before, during
     and after its fault windows, against its workload's floor; None, logged, if it fails."""
@@ -217,6 +238,9 @@ def analyse(
 
         played = getattr(run.package.schedule, "played", ())
         results["run"]["deck"] = deck_record(run.spec.options["deck"], played)
+        steering = getattr(run.package.schedule, "steering", None)
+        if steering is not None:  # nemesis/steering.py: what the spare time went to
+            results["run"]["deck"]["steered"] = list(steering.steered)
     if run.convergence is not None:  # the wait after the heal (harness/run/converge.py)
         from harness.run.converge import apply_convergence
 
@@ -228,6 +252,9 @@ def analyse(
     cov, judged, ev = run_coverage_safely(run, store)
     if cov is not None:
         results["coverage"] = cov
+        deck = results["run"].get("deck")
+        if isinstance(deck, Mapping):
+            cov["why_unreached"] = unreached_reasons(cov, run.spec.options.get("deck"), deck)
     if judged is not None and not interrupted and opts.check:
         from checker.node_events import merge_node_events
 

@@ -117,9 +117,13 @@ def coverage_bits(cov: Any) -> list[str]:
 
     out = []
     missed = never_reached(cov)
+    titles = situation_titles()
+    why = cov.get("why_unreached")
+    if missed and isinstance(why, Mapping) and why:  # nemesis/steering.py's reasons
+        by_title = {titles.get(n, n): w for n, w in why.items()}
+        missed = [f"{t} ({by_title[t]})" if t in by_title else t for t in missed]
     if missed:
         out.append("never reached: " + ", ".join(missed))
-    titles = situation_titles()
     blind = [titles.get(n, n) for n in (cov.get("unobservable") or {})]
     if blind:
         out.append("not observable with this DB: " + ", ".join(blind))
