@@ -72,13 +72,18 @@ class _Aim:
         now = [] if self.fallback else roles_now(ctx.db, ctx).get(role, [])
         stale = not now
         got = pick_in_role(now or self.drawn.get(role, ()), self.rng, avoid)
-        return (got if got is not None else self.rng.choice(self.nodes)), stale
+        if got is None:  # nobody at the draw either: any node but the pair's other
+            got = pick_in_role(self.nodes, self.rng, avoid)
+        return (got if got is not None else self.nodes[0]), stale
 
     def note(self, value: dict[str, Any], stale: bool) -> dict[str, Any]:
         if self.fallback:
             value["aimed"] = FALLBACK
         elif stale:
-            value["stale"] = "nobody held the role when the fault landed: its node at the draw"
+            value["stale"] = (
+                "nobody held the role when the fault landed: its node at the draw (a seeded "
+                "pick when it had none then either)"
+            )
         return value
 
     def one(self, kind: str, role: str) -> Callable[[RunContext], dict[str, Any]]:

@@ -112,24 +112,26 @@ def role_aims(
 ) -> tuple[list[str], list[tuple[str, str]]]:
     """The roles to aim at one at a time, and the pairs of roles to aim at together.
 
-    Singles: every role that has a node, in the DB's order, less a role whose nodes are
-    exactly an earlier role's (an embedded controller's name servers are one aim, named
-    by the first). Pairs: every two singles neither of whose node sets holds the other's
-    (``controller`` with ``controller-leader`` is the controllers again), in order.
+    Singles: every role, in the DB's order, less a role whose nodes are exactly an
+    earlier role's (an embedded controller's name servers are one aim, named by the
+    first). A role with no node now (no master during an election) is kept: its node is
+    found when the fault lands. Pairs: every two singles neither of whose node sets holds
+    the other's (``controller`` with ``controller-leader`` is the controllers again), in
+    order; a role with no node now pairs with every other (its nesting is unknown).
     """
     singles: list[str] = []
     seen: list[frozenset[str]] = []
     for role, nodes in roles.items():
         ns = frozenset(nodes)
-        if ns and ns not in seen:
+        if not ns or ns not in seen:
             singles.append(role)
             seen.append(ns)
     sets = dict(zip(singles, seen, strict=True))
-    pairs = [
-        (a, b)
-        for a, b in combinations(singles, 2)
-        if not (sets[a] <= sets[b] or sets[b] <= sets[a])
-    ]
+
+    def nested(a: frozenset[str], b: frozenset[str]) -> bool:
+        return bool(a and b) and (a <= b or b <= a)
+
+    pairs = [(a, b) for a, b in combinations(singles, 2) if not nested(sets[a], sets[b])]
     return singles, pairs
 
 

@@ -231,11 +231,13 @@ def loss_window(flush: str, replication: str, mode: str = "master-slave") -> str
 
     The DLedger commitlog acks once a majority of the group appended it (its own flush runs
     in the background): no window is declared for the faults this DB takes (kills keep the
-    page cache on the lab; the lazy-fs faults are refused).
+    page cache on the lab; the lazy-fs faults are refused). Controller mode's elected master
+    always runs as SYNC_MASTER (RocketMQ's ReplicasManager sets it), whatever ``replication``
+    says; its failover windows are :func:`controller_loss_window`'s.
     """
-    if mode != "master-slave" or flush != "ASYNC_FLUSH":
+    if mode == "dledger" or flush != "ASYNC_FLUSH":
         return None
-    if replication == "ASYNC_MASTER":
+    if replication == "ASYNC_MASTER" and mode == "master-slave":
         return "ASYNC_FLUSH + ASYNC_MASTER: acked messages not yet flushed on the master"
     return "ASYNC_FLUSH + SYNC_MASTER: acked messages flushed on neither master nor slave"
 

@@ -76,7 +76,11 @@ def test_aims_dedupe_equal_roles_and_skip_nested_pairs() -> None:
     assert ("controller-leader", "master") in pairs and ("master", "slave") in pairs
     assert ("controller-leader", "controller") not in pairs  # the leader is a controller
     assert len(pairs) == 5
-    assert role_aims({"master": [], "slave": ["n2"]}) == (["slave"], [])
+    # nobody is master right now: the role stays, found when the fault lands
+    assert role_aims({"master": [], "slave": ["n2"]}) == (
+        ["master", "slave"],
+        [("master", "slave")],
+    )
     rng = random.Random(1)
     assert pick_in_role(["n4", "n5"], rng, avoid=["n4"]) == "n5"
     assert pick_in_role([], rng) is None
@@ -114,6 +118,11 @@ def test_role_each_aims_every_fault_at_every_role_asked_when_it_lands() -> None:
     db.now = {**ROCKET, "master": []}
     value = master_kill.value(ctx)  # type: ignore[operator]
     assert value["nodes"] == ["n4"] and "stale" in value
+    # nobody at the draw either: the role is still aimed at, a seeded node when it lands
+    drawn = role_steps("role-each", NODES, random.Random(3), 2.5, {**ROCKET, "master": []})
+    assert len([s for s in drawn if s.f.startswith("start-")]) == 4 * 3
+    value = drawn[12].value(_ctx(RolesDB({**ROCKET, "master": []})))  # type: ignore[union-attr,operator]
+    assert value["role"] == "master" and "stale" in value and len(value["nodes"]) == 1
 
 
 def test_role_pairs_hit_two_nodes_together_or_cut_them_apart() -> None:
