@@ -47,7 +47,7 @@ def test_zookeeper_plugin_campaign_on_the_lab(lab, tmp_path):
             "--nodes",
             "3",
             "--db",
-            "zookeeper",
+            "zookeeper-debian",
             "-w",
             "zk-register",
             "--nemesis",
@@ -93,7 +93,7 @@ def test_zookeeper_queue_on_a_five_node_ensemble(lab, tmp_path):
     assert pip.returncode == 0, pip.stderr[-2000:]
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(site), str(ROOT)])}
     store = tmp_path / "store"
-    args = ["--lab", lab.name, "--nodes", "5", "--db", "zookeeper", "-w", "zk-queue"]
+    args = ["--lab", lab.name, "--nodes", "5", "--db", "zookeeper-debian", "-w", "zk-queue"]
     args += ["--nemesis", "partition,kill", "--nemesis-interval", "3", "--time-limit", "20"]
     args += ["--concurrency", "5", "--rate", "30", "--no-progress"]
     proc = subprocess.run(

@@ -27,7 +27,7 @@ import contextlib
 import time
 from typing import Any
 
-from splitbrain_zookeeper import ZkClient
+from splitbrain_zookeeper import ZkClient, server_address
 
 from harness.api import Op, RunContext, client_timeout
 
@@ -60,7 +60,7 @@ class WorkQueueClient(ZkClient):
 
     def open(self, ctx: RunContext, node: str) -> WorkQueueClient:
         return WorkQueueClient(
-            ctx.addresses["client"][node], client_timeout(ctx), self.drop_left, self.rounds
+            server_address(ctx, node), client_timeout(ctx), self.drop_left, self.rounds
         )
 
     def invoke(self, ctx: RunContext, op: Op) -> Op:

@@ -27,10 +27,21 @@ from harness.api import (
     wait_until,
 )
 
-__all__ = ["ZooKeeper", "ZkClient", "db", "workload"]
+__all__ = ["ZooKeeper", "ZkClient", "db", "server_address", "workload"]
 
 # slf4j-simple: without a binding ZooKeeper logs nothing at all.
 CLASSPATH = "/etc/zookeeper/conf:/usr/share/java/zookeeper.jar:/usr/share/java/slf4j-simple.jar"
+
+
+def server_address(ctx: RunContext, node: str) -> tuple[str, int]:
+    """The ZooKeeper server of ``node`` for a kazoo session.
+
+    This plugin's DB (``zookeeper-debian``) serves clients on ``client``; splitbrain's
+    built-in ``--db zookeeper`` (ZooKeeper from Maven Central) names its servers
+    ``zookeeper`` and keeps ``client`` for its own gateway, so the workloads here run
+    against either DB.
+    """
+    return (ctx.addresses.get("zookeeper") or ctx.addresses["client"])[node]
 
 
 def four_letter(host: str, port: int, word: str = "srvr", timeout: float = 1.0) -> str:
@@ -156,7 +167,7 @@ class ZkClient:
         self.zk: Any = None
 
     def open(self, ctx: RunContext, node: str) -> ZkClient:
-        return ZkClient(ctx.addresses["client"][node], self.timeout)
+        return ZkClient(server_address(ctx, node), self.timeout)
 
     def setup(self, ctx: RunContext) -> None:
         pass

@@ -24,7 +24,7 @@ from typing import Any
 
 from harness.api import PENDING, UNKNOWN, Fail, GenContext, Model, Op, RunContext
 
-from . import ZkClient
+from . import ZkClient, server_address
 
 __all__ = ["ZkQueueClient", "QueueGen", "FinalDrain", "fifo_queue", "ROOT"]
 
@@ -91,7 +91,7 @@ class ZkQueueClient(ZkClient):
     read_fs: frozenset[str] = frozenset()
 
     def open(self, ctx: RunContext, node: str) -> ZkQueueClient:
-        return ZkQueueClient(ctx.addresses["client"][node], self.timeout)
+        return ZkQueueClient(server_address(ctx, node), self.timeout)
 
     def invoke(self, ctx: RunContext, op: Op) -> Op:
         try:
