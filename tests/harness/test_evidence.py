@@ -64,3 +64,25 @@ def test_enough_evidence_or_no_floor_leaves_the_verdict() -> None:
 def test_a_run_without_faults_is_held_to_before_only() -> None:
     ev = evidence([ok(1), ok(2)], [], workload="w", floors=FLOORS)
     assert ev["ok"]["before"] == 2 and ev["short"] == {} and ev["windows"] == []
+
+
+def test_the_verdict_line_names_configuration_evidence_and_why_unreached() -> None:
+    from harness.run.summary import verdict_line
+
+    results = {
+        "valid": True,
+        "run": {"ok": 5, "fail": 0, "info": 0},
+        "evidence": {
+            "ok": {"before": 3, "during": 40, "after": 25},
+            "windows": [{}, {}],
+            "configuration": {"read_mode": "follower"},
+        },
+        "coverage": {
+            "clock-jump-on-leader": {"count": 0},
+            "why_unreached": {"clock-jump-on-leader": "time ran out before its scripts played"},
+        },
+    }
+    line = verdict_line(results)
+    assert "configuration: read_mode=follower" in line
+    assert "ok ops before/during/after 2 fault windows: 3/40/25" in line
+    assert "clock jump during a lease (time ran out before its scripts played)" in line
