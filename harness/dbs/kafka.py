@@ -255,9 +255,12 @@ class KafkaOptions:
     controller_port: int = option(9093, "the controllers' port", minimum=1, maximum=65535)
     heap_mb: int = option(320, "each node's -Xmx in MiB", minimum=128)
     gateway_heap_mb: int = option(256, "the gateway's -Xmx in MiB", minimum=64)
-    request_timeout_ms: int = option(3000, "the producers' request.timeout.ms", minimum=100)
+    request_timeout_ms: int = option(4000, "the producers' request.timeout.ms", minimum=100)
     delivery_timeout_ms: int = option(
-        4000, "the producers' delivery.timeout.ms (>= request timeout)", minimum=100
+        8000, "the producers' delivery.timeout.ms (>= request timeout)", minimum=100
+    )
+    pull_timeout_ms: int = option(
+        5000, "how long a pull polls for records before it fails (TIMEOUT)", minimum=100
     )
     root: str = option("/var/lib/splitbrain/kafka", "absolute directory of the node dirs")
     java: str = option("java", "the java binary on the hosts (17 or newer)")
@@ -336,12 +339,13 @@ class KafkaDB(PidfileDaemonDB):
         replica, final drains of every partition from every node (checker ``queue``). The
         client timeout outlasts the producers' delivery timeout, so a timed-out send is
         Kafka's answer, not ours."""
+        o = self.options
         return WorkloadChoice(
             name="queue",
             options={"topics": 1, "queues": self.options.partitions, "commit_fraction": 0.02},
-            concurrency=8,
-            rate=40.0,
-            client_timeout=(self.options.delivery_timeout_ms + 4000) / 1000.0,
+            concurrency=6,
+            rate=30.0,
+            client_timeout=(max(o.delivery_timeout_ms, o.pull_timeout_ms) + 4000) / 1000.0,
         )
 
     def checker_options(self) -> dict[str, Any]:
@@ -586,6 +590,7 @@ class KafkaDB(PidfileDaemonDB):
             "--idempotent", "true" if o.idempotent else "false",
             "--request-timeout-ms", str(o.request_timeout_ms),
             "--delivery-timeout-ms", str(o.delivery_timeout_ms),
+            "--pull-timeout-ms", str(o.pull_timeout_ms),
             "--log", f"{d}/gateway.log",
         ]  # fmt: skip
         for n in ctx.nodes:

@@ -115,7 +115,7 @@ def test_capabilities_and_what_is_refused() -> None:
     assert "lose-unfsynced" not in factory({"flush_messages": 1}).refused_faults
     choice = db.default_workload()
     assert choice.name == "queue" and choice.options["queues"] == 4
-    assert choice.client_timeout and choice.client_timeout * 1000 > 4000  # > delivery timeout
+    assert choice.client_timeout and choice.client_timeout * 1000 > 8000  # > delivery timeout
     assert len(db.cluster_id) == 22 and db.cluster_id != factory({}).cluster_id
 
 

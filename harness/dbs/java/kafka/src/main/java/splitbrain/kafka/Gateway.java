@@ -59,9 +59,9 @@ import org.msgpack.value.ValueType;
  * then one msgpack map; replies echo {@code rid}): {@code send}, {@code pull},
  * {@code commit-offset}, {@code status}. Nothing here stores or replicates.
  *
- * <p>Every harness connection gets its own {@link KafkaProducer} (acks, idempotence as asked; one
- * attempt when not idempotent, since a retry of a plain producer may duplicate) and its own
- * {@link KafkaConsumer} with {@code client.rack} set to the node's name: the brokers run the
+ * <p>Every node's port has one {@link KafkaProducer} (acks, idempotence as asked; one attempt
+ * when not idempotent, since a retry of a plain producer may duplicate), and every harness
+ * connection its own {@link KafkaConsumer} with {@code client.rack} set to the node's name: the brokers run the
  * rack-aware replica selector with {@code broker.rack} = node, so a pull on a node that holds a
  * replica of the partition reads that replica (KIP-392), and a pull elsewhere reads the leader.
  * A send's queue offset is the record's Kafka offset; Kafka has no physical offset across
@@ -195,10 +195,36 @@ public final class Gateway {
         }
     }
 
-    /** One harness connection's clients, made on first use and closed with the connection. */
+    /** One producer per node's port, shared by its connections (KafkaProducer is thread-safe):
+     * a fresh producer per harness connection paid a metadata round and InitProducerId on every
+     * worker's first send, and a worker gets a fresh connection after every unknown outcome. */
+    private final Map<String, KafkaProducer<String, String>> producers = new HashMap<>();
+
+    private synchronized KafkaProducer<String, String> producerFor(String node) {
+        return producers.computeIfAbsent(node, n -> {
+            Properties p = new Properties();
+            p.put(ProducerConfig.BOOTSTRAP_SERVERS_CONFIG, opts.get("bootstrap"));
+            p.put(ProducerConfig.ACKS_CONFIG, opts.getOrDefault("acks", "all"));
+            p.put(ProducerConfig.ENABLE_IDEMPOTENCE_CONFIG, String.valueOf(idempotent()));
+            if (!idempotent()) {
+                p.put(ProducerConfig.RETRIES_CONFIG, "0");
+                p.put(ProducerConfig.MAX_IN_FLIGHT_REQUESTS_PER_CONNECTION, "1");
+            }
+            p.put(ProducerConfig.LINGER_MS_CONFIG, "0");
+            p.put(ProducerConfig.REQUEST_TIMEOUT_MS_CONFIG, opts.getOrDefault("request-timeout-ms", "3000"));
+            p.put(ProducerConfig.DELIVERY_TIMEOUT_MS_CONFIG, opts.getOrDefault("delivery-timeout-ms", "4000"));
+            p.put(ProducerConfig.MAX_BLOCK_MS_CONFIG, "2000");
+            p.put(ProducerConfig.RETRY_BACKOFF_MS_CONFIG, "100");
+            p.put(ProducerConfig.CLIENT_ID_CONFIG, "sb-" + n);
+            p.put(ProducerConfig.KEY_SERIALIZER_CLASS_CONFIG, StringSerializer.class.getName());
+            p.put(ProducerConfig.VALUE_SERIALIZER_CLASS_CONFIG, StringSerializer.class.getName());
+            return new KafkaProducer<>(p);
+        });
+    }
+
+    /** One harness connection's consumers, made on first use and closed with the connection. */
     private final class Clients {
         final String node;
-        KafkaProducer<String, String> producer;
         KafkaConsumer<String, String> consumer;
         final Map<String, KafkaConsumer<String, String>> groups = new HashMap<>();
 
@@ -207,25 +233,7 @@ public final class Gateway {
         }
 
         KafkaProducer<String, String> producer() {
-            if (producer == null) {
-                Properties p = new Properties();
-                p.put(ProducerConfig.BOOTSTRAP_SERVERS_CONFIG, opts.get("bootstrap"));
-                p.put(ProducerConfig.ACKS_CONFIG, opts.getOrDefault("acks", "all"));
-                p.put(ProducerConfig.ENABLE_IDEMPOTENCE_CONFIG, String.valueOf(idempotent()));
-                if (!idempotent()) {
-                    p.put(ProducerConfig.RETRIES_CONFIG, "0");
-                    p.put(ProducerConfig.MAX_IN_FLIGHT_REQUESTS_PER_CONNECTION, "1");
-                }
-                p.put(ProducerConfig.LINGER_MS_CONFIG, "0");
-                p.put(ProducerConfig.REQUEST_TIMEOUT_MS_CONFIG, opts.getOrDefault("request-timeout-ms", "3000"));
-                p.put(ProducerConfig.DELIVERY_TIMEOUT_MS_CONFIG, opts.getOrDefault("delivery-timeout-ms", "4000"));
-                p.put(ProducerConfig.MAX_BLOCK_MS_CONFIG, "2000");
-                p.put(ProducerConfig.RETRY_BACKOFF_MS_CONFIG, "100");
-                p.put(ProducerConfig.KEY_SERIALIZER_CLASS_CONFIG, StringSerializer.class.getName());
-                p.put(ProducerConfig.VALUE_SERIALIZER_CLASS_CONFIG, StringSerializer.class.getName());
-                producer = new KafkaProducer<>(p);
-            }
-            return producer;
+            return producerFor(node);
         }
 
         Properties consumerProps(String group) {
@@ -258,9 +266,6 @@ public final class Gateway {
 
         void close() {
             try {
-                if (producer != null) {
-                    producer.close(Duration.ofMillis(500));
-                }
                 if (consumer != null) {
                     consumer.close(Duration.ofMillis(500));
                 }
