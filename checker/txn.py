@@ -144,48 +144,48 @@ def _why(t: Txns, g: Graph, kind: str, a: int, b: int, typ: int) -> str:
     if typ == PR:
         return f"{A} and {B} ran on process {t.process[a]}, {A} first"
     wb = g.writes.get(b, {})
-    rb = g.ext_reads.get(b, {})
-    ra = g.ext_reads.get(a, {})
+    rb = g.reads.get(b, [])
+    ra = g.reads.get(a, [])
     if kind == "list-append":
         for k, order in g.orders.items():
-            pos = {x: j for j, x in enumerate(order)}
             src = f"op {t.comp[g.order_from[k]]} read key {k!r} as {_short(order)}"
             if typ == WW:
-                ja = [pos[x] for x in _appends(t, a, k) if x in pos]
-                jb = [pos[x] for x in _appends(t, b, k) if x in pos]
-                for j in jb:
+                pos = {x: j for j, x in enumerate(order)}
+                ja = {pos[x] for x in _appends(t, a, k) if x in pos}
+                for j in sorted(pos[x] for x in _appends(t, b, k) if x in pos):
                     if j - 1 in ja:
                         return (
                             f"{A} appended {order[j - 1]!r} to key {k!r} and {B} appended "
                             f"{order[j]!r} right after it ({src})"
                         )
-            if typ == RW and k in ra:
-                n = len(ra[k])
-                if n < len(order) and g.writer.get((k, order[n])) == b:
-                    return (
-                        f"{A} read key {k!r} as {_short(ra[k])}, without {order[n]!r}, which "
-                        f"{B} appended next ({src})"
-                    )
+            if typ == RW:
+                for kk, v in ra:
+                    n = len(v)
+                    if kk == k and n < len(order) and g.writer.get((k, order[n])) == b:
+                        return (
+                            f"{A} read key {k!r} as {_short(v)}, without {order[n]!r}, which "
+                            f"{B} appended next ({src})"
+                        )
         if typ == WR:
-            for k, v in rb.items():
+            for k, v in rb:
                 if v and g.writer.get((k, v[-1])) == a:
                     return f"{B} read key {k!r} as {_short(v)}, ending in {A}'s append {v[-1]!r}"
     else:
         if typ == WR:
-            for k, v in rb.items():
+            for k, v in rb:
                 if v is not None and g.writer.get((k, v)) == a:
                     return f"{B} read key {k!r} = {v!r}, which {A} wrote"
         if typ == WW:
-            for k, v in rb.items():
+            for k, v in rb:
                 if k in wb and v is not None and g.writer.get((k, v)) == a:
                     return f"{B} read key {k!r} = {v!r} ({A}'s write), then wrote {wb[k]!r} over it"
         if typ == RW:
-            for k, v in ra.items():
+            for k, v in ra:
                 if k not in wb:
                     continue
                 if v is None:
                     return f"{A} read key {k!r} as its initial null, and {B} wrote {wb[k]!r}"
-                if rb.get(k, object()) == v:
+                if any(kk == k and vv == v for kk, vv in rb):
                     return (
                         f"{A} read key {k!r} = {v!r}, and {B} read the same version, then "
                         f"wrote {wb[k]!r} over it"

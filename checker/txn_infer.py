@@ -94,8 +94,10 @@ class Graph:
     order_from: dict[Any, int] = field(default_factory=dict)
     """list-append: the transaction whose read gave a key's order."""
     writer: dict[tuple[Any, Any], int] = field(default_factory=dict)
-    ext_reads: dict[int, dict[Any, Any]] = field(default_factory=dict)
-    """Per transaction, its external reads (key -> value read)."""
+    reads: dict[int, list[tuple[Any, Any]]] = field(default_factory=dict)
+    """Per transaction, its reads of what others wrote (key, value), in order: a list
+    without the transaction's own appends at its end; a register read before the
+    transaction wrote the key."""
     writes: dict[int, dict[Any, Any]] = field(default_factory=dict)
     """Per transaction, its final write of each key."""
 
@@ -185,8 +187,8 @@ def _list_append(t: Txns) -> tuple[Graph, Found]:
     writer = g.writer
     failed: dict[tuple[Any, Any], int] = {}
     final: dict[tuple[int, Any], Any] = {}
-    reads: dict[Any, list[tuple[int, list[Any], bool]]] = {}
-    ext_reads = g.ext_reads
+    reads: dict[Any, list[tuple[int, list[Any], int, bool]]] = {}
+    g_reads = g.reads
     writes = g.writes
     status, mops_l, inv = t.status, t.mops, t.inv
 
@@ -201,7 +203,7 @@ def _list_append(t: Txns) -> tuple[Graph, Found]:
                 if f == "append":
                     failed[(k, v)] = i
             continue
-        state: dict[Any, list[Any]] | None = None
+        state: dict[Any, list[Any]] | None = None  # key -> own appends since its last read
         for f, k, v in mops:
             if f == "append":
                 kv = (k, v)
@@ -225,9 +227,9 @@ def _list_append(t: Txns) -> tuple[Graph, Found]:
                         state = {}
                     s = state.get(k)
                     if s is None:
-                        state[k] = [None, [v]]
+                        state[k] = [v]
                     else:
-                        s[1].append(v)
+                        s.append(v)
             elif st == OK:
                 if v.__class__ is not list:
                     raise _bad(t.comp[i], f"read of key {k!r} must give a list, got {v!r}")
@@ -238,34 +240,33 @@ def _list_append(t: Txns) -> tuple[Graph, Found]:
                 if rl is None:
                     rl = reads[k] = []
                 if s is None:
-                    rl.append((i, v, True))
-                    er = ext_reads.get(i)
-                    if er is None:
-                        ext_reads[i] = {k: v}
-                    else:
-                        er[k] = v
+                    rl.append((i, v, len(v), True))
+                    j = len(v)
                 else:
-                    rl.append((i, v, False))
-                    prefix, app = s
-                    n = len(app)
-                    if prefix is not None:
-                        bad = v != prefix + app
-                    else:
-                        bad = len(v) < n or (n > 0 and v[-n:] != app)
-                    if bad:
-                        expected = prefix + app if prefix is not None else ["...", *app]
+                    n = len(s)
+                    if n and (len(v) < n or v[-n:] != s):
                         add(
                             "internal",
                             {
                                 "indexes": t.indexes(i),
                                 "key": k,
                                 "read": v,
-                                "expected": expected,
-                                "why": f"the txn read key {k!r} as {v!r} after its own earlier "
-                                f"read and appends implied {expected!r}",
+                                "expected": ["...", *s],
+                                "why": f"the txn read key {k!r} as {v!r}, which does not end "
+                                f"with its own appends {s!r}",
                             },
                         )
-                state[k] = [v, []]
+                    # what others wrote: the read without the txn's own appends at its end
+                    j = len(v)
+                    while j and writer.get((k, v[j - 1])) == i:
+                        j -= 1
+                    rl.append((i, v, j, False))
+                gr = g_reads.get(i)
+                if gr is None:
+                    g_reads[i] = [(k, v[:j] if j < len(v) else v)]
+                else:
+                    gr.append((k, v[:j] if j < len(v) else v))
+                state[k] = []
     ww_s, ww_d = [], []
     wr_s, wr_d = [], []
     rw_s, rw_d = [], []
@@ -347,24 +348,22 @@ def _list_append(t: Txns) -> tuple[Graph, Found]:
                 prev = w
         lost: dict[int, list[int]] | None = None
         norder = len(order)
-        for i, v, ext in rl:
-            if not ext:
-                continue
-            n = len(v)
+        for i, v, n, ext in rl:
             if n:
-                w = writer.get((k, v[-1]), -1) if not consistent else ws[n - 1]
+                x = v[n - 1]
+                w = ws[n - 1] if consistent else writer.get((k, x), -1)
                 if w >= 0 and w != i:
                     wr_s.append(w)
                     wr_d.append(i)
-                    if final[(w, k)] != v[-1]:
+                    if final[(w, k)] != x:
                         add(
                             "G1b",
                             {
                                 "indexes": sorted(t.indexes(i) + t.indexes(w)),
                                 "key": k,
-                                "value": v[-1],
-                                "why": f"the txn read key {k!r} = {v!r}, ending in {v[-1]!r}, "
-                                f"an intermediate state: its writer went on to append "
+                                "value": x,
+                                "why": f"the txn read key {k!r} = {_tail(v)}, where {x!r} is an "
+                                f"intermediate state: its writer went on to append "
                                 f"{final[(w, k)]!r}",
                             },
                         )
@@ -373,7 +372,7 @@ def _list_append(t: Txns) -> tuple[Graph, Found]:
                 if w >= 0 and w != i:
                     rw_s.append(i)
                     rw_d.append(w)
-            if status[i] == OK and (i, k) in final:
+            if ext and (i, k) in final:
                 if lost is None:
                     lost = {}
                 lost.setdefault(n, []).append(i)
@@ -385,6 +384,10 @@ def _list_append(t: Txns) -> tuple[Graph, Found]:
     _edges(g, wr_s, wr_d, WR)
     _edges(g, rw_s, rw_d, RW)
     return g, found
+
+
+def _tail(v: list[Any], n: int = 8) -> str:
+    return repr(v) if len(v) <= n else "[..., " + ", ".join(map(repr, v[-n:])) + "]"
 
 
 def _lost(t: Txns, k: Any, version: Any, ts: list[int]) -> dict[str, Any]:
@@ -410,8 +413,13 @@ def _rw_register(t: Txns, wfr: bool) -> tuple[Graph, Found]:
     writer = g.writer
     failed: dict[tuple[Any, Any], int] = {}
     final = g.writes
-    ext_reads = g.ext_reads
+    g_reads = g.reads
     readers: dict[tuple[Any, Any], list[int]] = {}
+    """(key, value) -> the txns that read it before writing the key themselves."""
+    first: dict[tuple[Any, Any], list[int]] = {}
+    """(key, value) -> the ok txns whose first read of the key it was and that wrote the key."""
+    follows: dict[tuple[Any, Any], list[int]] = {}
+    """(key, value) -> the txns that wrote the key after reading it last as that value."""
     writers_of: dict[Any, list[int]] = {}
     status, mops_l, inv = t.status, t.mops, t.inv
 
@@ -426,9 +434,10 @@ def _rw_register(t: Txns, wfr: bool) -> tuple[Graph, Found]:
                 if f == "w":
                     failed[(k, v)] = i
             continue
-        state: dict[Any, Any] = {}
-        fw: dict[Any, Any] = {}
-        er: dict[Any, Any] = {}
+        fw: dict[Any, Any] = {}  # key -> the txn's last write of it
+        last: dict[Any, Any] = {}  # key -> the last value read before the txn wrote it
+        firsts: dict[Any, Any] = {}
+        rs: list[tuple[Any, Any]] = []
         for f, k, v in mops:
             if f == "w":
                 kv = (k, v)
@@ -444,38 +453,43 @@ def _rw_register(t: Txns, wfr: bool) -> tuple[Graph, Found]:
                 writer[kv] = i
                 if k not in fw:
                     writers_of.setdefault(k, []).append(i)
+                    if k in last:
+                        follows.setdefault((k, last[k]), []).append(i)
+                        if st == OK and k in firsts:
+                            first.setdefault((k, firsts[k]), []).append(i)
                 fw[k] = v
-                state[k] = v
             elif st == OK:
-                if k in state:
-                    if state[k] != v:
+                if k in fw:
+                    if fw[k] != v:
                         add(
                             "internal",
                             {
                                 "indexes": t.indexes(i),
                                 "key": k,
                                 "read": v,
-                                "expected": state[k],
+                                "expected": fw[k],
                                 "why": f"the txn read key {k!r} = {v!r} after it had itself "
-                                f"read or written {state[k]!r}",
+                                f"written {fw[k]!r}",
                             },
                         )
                     continue
-                state[k] = v
-                er[k] = v
+                if k not in firsts:
+                    firsts[k] = v
+                last[k] = v
+                rs.append((k, v))
                 readers.setdefault((k, v), []).append(i)
         if fw:
             final[i] = fw
-        if er:
-            ext_reads[i] = er
+        if rs:
+            g_reads[i] = rs
     ww_s, ww_d, wr_s, wr_d, rw_s, rw_d = [], [], [], [], [], []
-    for (k, v), rs in readers.items():
+    for (k, v), rd in readers.items():
         if v is None:
             continue
         w = writer.get((k, v), -1)
         if w < 0:
             f_t = failed.get((k, v))
-            for r in rs:
+            for r in rd:
                 if f_t is not None:
                     add(
                         "G1a",
@@ -498,13 +512,13 @@ def _rw_register(t: Txns, wfr: bool) -> tuple[Graph, Found]:
                         },
                     )
             continue
-        last = final[w][k]
-        for r in rs:
+        fin = final[w][k]
+        for r in rd:
             if r == w:
                 continue
             wr_s.append(w)
             wr_d.append(r)
-            if last != v:
+            if fin != v:
                 add(
                     "G1b",
                     {
@@ -512,10 +526,11 @@ def _rw_register(t: Txns, wfr: bool) -> tuple[Graph, Found]:
                         "key": k,
                         "value": v,
                         "why": f"the txn read key {k!r} = {v!r}, an intermediate state: its "
-                        f"writer went on to write {last!r}",
+                        f"writer went on to write {fin!r}",
                     },
                 )
-    # version order: initial < every write; with wfr, what a txn read < what it wrote
+    # version order: the initial null precedes every write; with wfr, what a txn read last
+    # precedes what it then wrote
     for k, ws in writers_of.items():
         init = readers.get((k, None))
         if init:
@@ -524,21 +539,23 @@ def _rw_register(t: Txns, wfr: bool) -> tuple[Graph, Found]:
                     if w != r:
                         rw_s.append(r)
                         rw_d.append(w)
-    for (k, v), rs in readers.items():
-        ups = [r for r in rs if status[r] == OK and r in final and k in final[r]]
+    for (k, v), ups in first.items():
         if len(ups) > 1:
             add("lost-update", _lost(t, k, v, ups))
-        if not wfr or v is None:
-            continue
-        w = writer.get((k, v), -1)
-        for u in ups:
-            if w >= 0 and w != u:
-                ww_s.append(w)
-                ww_d.append(u)
-            for r in rs:
-                if r != u:
-                    rw_s.append(r)
-                    rw_d.append(u)
+    if wfr:
+        for (k, v), ups in follows.items():
+            if v is None:
+                continue
+            w = writer.get((k, v), -1)
+            rd = readers.get((k, v), [])
+            for u in ups:
+                if w >= 0 and w != u:
+                    ww_s.append(w)
+                    ww_d.append(u)
+                for r in rd:
+                    if r != u:
+                        rw_s.append(r)
+                        rw_d.append(u)
     _edges(g, ww_s, ww_d, WW)
     _edges(g, wr_s, wr_d, WR)
     _edges(g, rw_s, rw_d, RW)

@@ -7,7 +7,7 @@ cd "$(dirname "$0")/.."
 
 OS_PACKAGES=(openssh-server openssh-client iptables iproute2 faketime tini util-linux procps
              openjdk-17-jdk-headless maven libnetfilter-queue-dev python3-venv python3-dev gcc
-             etcd-server etcd-client redis-server libfuse3-3)
+             etcd-server etcd-client redis-server libfuse3-3 postgresql)
 # The VM lab (`splitbrain lab up --driver vm`): qemu, qcow2 tools, and debootstrap and
 # mkfs.ext4 to build the guests' Debian image here (the guest kernel comes from the image).
 VM_PACKAGES=(qemu-system-x86 qemu-utils debootstrap e2fsprogs openssh-client)

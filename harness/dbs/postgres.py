@@ -1,0 +1,403 @@
+"""PostgreSQL (Debian's ``postgresql`` package) as one server, for the transactional
+workloads (``-w list-append``, ``-w rw-register``; docs/transactions.md).
+
+One server runs on the test's first node; every node's client address names it, so
+workers bound to any node talk to the one database. The faults that reach it are the
+process ones (``kill``: SIGKILL to the postmaster and every backend, then a restart that
+replays the WAL; ``pause``), which test that a committed transaction survives a crash and
+that a client cut off mid-transaction leaves nothing half-done. (A primary with a
+streaming replica, failed over, is not built yet: docs/transactions.md.)
+
+Each transaction runs in one ``BEGIN ISOLATION LEVEL ...`` / ``COMMIT`` over psycopg
+(libpq from Debian). The isolation level is the DB option ``isolation``, and the checker
+is told what PostgreSQL's documentation promises for it, not the SQL name: ``read
+committed`` is read committed; ``repeatable read`` is implemented as snapshot isolation
+(PostgreSQL's manual, "Transaction Isolation"), so it is held to snapshot isolation, not
+to Adya's PL-2.99 which it does not claim; ``serializable`` (SSI) is serializable. The
+option ``claim`` overrides that (e.g. ``strict-serializable`` to ask for real-time order
+too).
+
+Outcomes: an error the server reported (a serialization failure, a deadlock, a statement
+timeout) before or at ``COMMIT`` aborted the transaction: ``fail``. A lost connection
+before ``COMMIT`` was sent also aborts it (the server rolls back a transaction whose
+client is gone): ``fail``. A connection lost while ``COMMIT`` was in flight is ``info``.
+
+Per node directory (``<root>/[<lab>/]<test>/<node>/``): ``data/`` (the cluster, owned by
+the ``postgres`` user), ``postgres.pid``, ``postgres.log``, and the Unix socket.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import glob
+import logging
+import shlex
+import time
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass
+from typing import TYPE_CHECKING, Any, Literal
+
+from harness.core.db import WorkloadChoice
+from harness.core.errors import ConfigError, RemoteError
+from harness.core.options import as_options, declares_options, option
+from harness.dbs.daemon import PidfileDaemonDB
+from harness.dbs.etcd import ensure_package, stop_process
+from workloads.txn import TxnAborted
+
+if TYPE_CHECKING:
+    from harness.core.db import DB
+    from harness.core.spec import RunContext
+
+__all__ = ["PostgresOptions", "PostgresDB", "PgSession", "CLAIMS", "factory", "postgresql_conf"]
+
+log = logging.getLogger(__name__)
+
+SQL_LEVEL = {
+    "read-committed": "READ COMMITTED",
+    "repeatable-read": "REPEATABLE READ",
+    "serializable": "SERIALIZABLE",
+}
+CLAIMS = {
+    "read-committed": "read-committed",
+    "repeatable-read": "snapshot-isolation",
+    "serializable": "serializable",
+}
+"""What PostgreSQL's manual promises for each level, as the txn checker's isolation names."""
+USER = "postgres"
+DBNAME = "postgres"
+
+
+@dataclass(frozen=True)
+class PostgresOptions:
+    isolation: Literal["read-committed", "repeatable-read", "serializable"] = option(
+        "serializable", "the isolation level every transaction runs at"
+    )
+    claim: (
+        Literal[
+            "read-uncommitted",
+            "read-committed",
+            "snapshot-isolation",
+            "repeatable-read",
+            "serializable",
+            "strict-serializable",
+        ]
+        | None
+    ) = option(None, "the level the checker holds it to (default: what the manual promises)")
+    root: str = option("/var/lib/splitbrain/postgres", "absolute directory of the node dirs")
+    port: int = option(5432, "the server's port", minimum=1, maximum=65535)
+    bin_dir: str | None = option(None, "PostgreSQL's bin directory (default: Debian's newest)")
+    ready_timeout: float = option(60.0, "seconds the server may take to start", minimum=1)
+    leave_running: bool = option(False, "leave the server running after the test")
+
+    def checker_options(self) -> dict[str, dict[str, Any]]:
+        return {"txn": {"isolation": self.claim or CLAIMS[self.isolation]}}
+
+
+def postgresql_conf(*, addr: str, port: int, socket_dir: str) -> str:
+    """The server's settings: durable commits (fsync on, synchronous_commit on), as a
+    user who trusts acknowledged commits runs it."""
+    return (
+        "\n".join(
+            [
+                f"listen_addresses = '{addr}'",
+                f"port = {port}",
+                f"unix_socket_directories = '{socket_dir}'",
+                "max_connections = 200",
+                "fsync = on",
+                "synchronous_commit = on",
+                "shared_buffers = 32MB",
+                "logging_collector = off",
+                "log_min_messages = warning",
+                "log_line_prefix = '%m [%p] '",
+                "deadlock_timeout = 200ms",
+            ]
+        )
+        + "\n"
+    )
+
+
+def _bin_dir(given: str | None) -> str:
+    if given:
+        return given.rstrip("/")
+    found = sorted(
+        glob.glob("/usr/lib/postgresql/*/bin/postgres"),
+        key=lambda p: int(p.split("/")[-3]) if p.split("/")[-3].isdigit() else 0,
+    )
+    return found[-1].rsplit("/", 1)[0] if found else "/usr/lib/postgresql/15/bin"
+
+
+class PgSession:
+    """One client connection; each transaction is BEGIN ... COMMIT (module docstring)."""
+
+    def __init__(self, host: str, port: int, kind: str, level: str, timeout: float) -> None:
+        import psycopg
+
+        self.kind = kind
+        self.level = SQL_LEVEL[level]
+        self.conn = psycopg.connect(
+            host=host,
+            port=port,
+            user=USER,
+            dbname=DBNAME,
+            autocommit=True,
+            connect_timeout=max(1, int(timeout)),
+            options=f"-c statement_timeout={int(timeout * 1000)}",
+        )
+
+    def transact(self, mops: list[list[Any]]) -> list[list[Any]]:
+        import psycopg
+
+        cur = self.conn.cursor()
+        out: list[list[Any]] = []
+        try:
+            cur.execute(f"BEGIN ISOLATION LEVEL {self.level}")
+            for f, k, v in mops:
+                if f == "r":
+                    cur.execute(
+                        "SELECT v FROM lists WHERE k = %s"
+                        if self.kind == "list-append"
+                        else "SELECT v FROM registers WHERE k = %s",
+                        (k,),
+                    )
+                    row = cur.fetchone()
+                    if self.kind == "list-append":
+                        out.append(["r", k, [] if row is None else list(row[0])])
+                    else:
+                        out.append(["r", k, None if row is None else row[0]])
+                elif f == "append":
+                    cur.execute(
+                        "INSERT INTO lists (k, v) VALUES (%s, ARRAY[%s]::bigint[]) "
+                        "ON CONFLICT (k) DO UPDATE SET v = lists.v || excluded.v",
+                        (k, v),
+                    )
+                    out.append([f, k, v])
+                else:
+                    cur.execute(
+                        "INSERT INTO registers (k, v) VALUES (%s, %s) "
+                        "ON CONFLICT (k) DO UPDATE SET v = excluded.v",
+                        (k, v),
+                    )
+                    out.append([f, k, v])
+        except psycopg.Error as e:
+            # nothing was committed: a server error aborted it, a lost connection too
+            self._rollback()
+            raise TxnAborted(_pg_error(e)) from e
+        try:
+            cur.execute("COMMIT")
+        except psycopg.Error as e:
+            if getattr(e, "sqlstate", None):
+                raise TxnAborted(_pg_error(e)) from e
+            raise  # the connection went while COMMIT was in flight: unknown
+        return out
+
+    def _rollback(self) -> None:
+        try:
+            if not self.conn.closed:
+                self.conn.execute("ROLLBACK")
+        except Exception:  # noqa: BLE001 - the connection is gone; the server rolls back
+            self.close()
+
+    def close(self) -> None:
+        with contextlib.suppress(Exception):
+            self.conn.close()
+
+
+def _pg_error(e: Exception) -> str:
+    state = getattr(e, "sqlstate", None)
+    text = (str(e).strip().splitlines() or [type(e).__name__])[0]
+    return f"postgres {state}: {text}" if state else f"postgres: {text}"
+
+
+class PostgresDB(PidfileDaemonDB):
+    """Installs, starts, kills, pauses and removes one PostgreSQL server."""
+
+    runs_under_faketime = False
+    """The server runs on the real clock (its timeouts and WAL stamps); clock faults are
+    refused for it."""
+
+    def __init__(self, options: PostgresOptions) -> None:
+        if not options.root.startswith("/"):
+            raise ConfigError(
+                f"db root must be an absolute path, got {options.root!r}", field="root"
+            )
+        self.o = options
+        self.root = options.root.rstrip("/")
+        self.bin = _bin_dir(options.bin_dir)
+
+    # what the harness asks --------------------------------------------------
+    def default_workload(self) -> WorkloadChoice:
+        return WorkloadChoice(name="list-append")
+
+    def checker_options(self) -> dict[str, dict[str, Any]]:
+        return self.o.checker_options()
+
+    def server(self, ctx: RunContext) -> str:
+        return ctx.nodes[0]
+
+    def primaries(self, ctx: RunContext) -> list[str]:
+        return [self.server(ctx)]
+
+    def _addr(self, ctx: RunContext) -> tuple[str, int]:
+        return ctx.hosts[self.server(ctx)].address, self.o.port
+
+    def addresses(self, ctx: RunContext) -> dict[str, dict[str, tuple[str, int]]]:
+        a = self._addr(ctx)
+        return {"client": {n: a for n in ctx.nodes}}
+
+    def ports(self, ctx: RunContext, node: str) -> list[int]:
+        return [self.o.port] if node == self.server(ctx) else []
+
+    def _paths(self, ctx: RunContext, node: str) -> dict[str, str]:
+        d = self.node_dir(ctx, node)
+        return {
+            "dir": d,
+            "data": f"{d}/data",
+            "pid": f"{d}/postgres.pid",
+            "log": f"{d}/postgres.log",
+        }
+
+    def txn_session(self, ctx: RunContext, node: str, kind: str) -> PgSession:
+        from harness.core.workload import client_timeout
+
+        host, port = self._addr(ctx)
+        return PgSession(host, port, kind, self.o.isolation, client_timeout(ctx))
+
+    # lifecycle ----------------------------------------------------------------
+    def _as_pg(self, cmd: str) -> str:
+        """``cmd`` as the postgres user (initdb and the server refuse root), on the real
+        clock (libfaketime's shared memory is root's), exec'd so the pid stays the server's."""
+        return f"env -u LD_PRELOAD setpriv --reuid={USER} --regid={USER} --init-groups -- {cmd}"
+
+    def setup(self, ctx: RunContext, node: str) -> None:
+        if node != self.server(ctx):
+            return
+        remote = ctx.remotes[node]
+        p = self._paths(ctx, node)
+        ensure_package(remote, f"{self.bin}/postgres", "postgresql")
+        if remote.daemon_running(p["pid"]):
+            log.info("%s: stopping a postgres left running by an earlier run", node)
+            stop_process(remote, p["pid"], "postgres")
+        q = shlex.quote
+        remote.run(
+            f"rm -rf {q(p['dir'])} && mkdir -p {q(p['data'])} && chown -R {USER}: {q(p['dir'])}"
+            f" && chmod 700 {q(p['data'])}"
+        )
+        remote.run(
+            self._as_pg(
+                f"{q(self.bin + '/initdb')} -D {q(p['data'])} -U {USER} --auth=trust "
+                "--no-sync -E UTF8 --locale=C"
+            ),
+            timeout=300,
+        )
+        addr, port = self._addr(ctx)
+        conf = postgresql_conf(addr=addr, port=port, socket_dir=p["dir"])
+        remote.run(f"cat >> {q(p['data'] + '/postgresql.conf')}", stdin=conf)
+        remote.run(
+            f"cat > {q(p['data'] + '/pg_hba.conf')}",
+            stdin="local all all trust\nhost all all 0.0.0.0/0 trust\n",
+        )
+        self.start(ctx, node)
+        self._await_up(ctx, node)
+        self._schema(ctx)
+
+    def start(self, ctx: RunContext, node: str) -> None:
+        if node != self.server(ctx):
+            return
+        remote = ctx.remotes[node]
+        p = self._paths(ctx, node)
+        if remote.daemon_running(p["pid"]):
+            return
+        # a killed postmaster's backends exit on their own; the next start waits for them
+        remote.run(
+            f"rm -f {shlex.quote(p['data'] + '/postmaster.pid')}; chown {USER}: "
+            f"{shlex.quote(p['dir'])}",
+            check=False,
+        )
+        remote.start_daemon(
+            self._as_pg(f"{shlex.quote(self.bin + '/postgres')} -D {shlex.quote(p['data'])}"),
+            pidfile=p["pid"],
+            logfile=p["log"],
+            chdir=p["dir"],
+        )
+
+    def kill(self, ctx: RunContext, node: str) -> None:
+        if node == self.server(ctx):
+            super().kill(ctx, node)
+
+    def pause(self, ctx: RunContext, node: str) -> None:
+        if node == self.server(ctx):
+            super().pause(ctx, node)
+
+    def resume(self, ctx: RunContext, node: str) -> None:
+        if node == self.server(ctx):
+            super().resume(ctx, node)
+
+    def _connect(self, ctx: RunContext, timeout: float = 2.0) -> Any:
+        import psycopg
+
+        host, port = self._addr(ctx)
+        return psycopg.connect(
+            host=host,
+            port=port,
+            user=USER,
+            dbname=DBNAME,
+            autocommit=True,
+            connect_timeout=max(1, int(timeout)),
+        )
+
+    def _await_up(self, ctx: RunContext, node: str) -> None:
+        remote = ctx.remotes[node]
+        p = self._paths(ctx, node)
+        deadline = time.monotonic() + self.o.ready_timeout
+        last = ""
+        while time.monotonic() < deadline:
+            try:
+                with self._connect(ctx) as c:
+                    c.execute("SELECT 1")
+                return
+            except Exception as e:  # noqa: BLE001 - not up yet
+                last = str(e).strip()
+            if not remote.daemon_running(p["pid"]):
+                tail = remote.run(f"tail -n 5 {shlex.quote(p['log'])}", check=False).stdout
+                raise RemoteError(
+                    f"postgres exited during startup: {tail.strip() or 'no output'}",
+                    host=remote.host.name,
+                )
+            time.sleep(0.3)
+        raise RemoteError(
+            f"postgres on {node} did not accept connections in {self.o.ready_timeout:g} s: {last}",
+            host=remote.host.name,
+        )
+
+    def _schema(self, ctx: RunContext) -> None:
+        with self._connect(ctx) as c:
+            c.execute(
+                "CREATE TABLE IF NOT EXISTS lists (k bigint PRIMARY KEY, v bigint[] NOT NULL)"
+            )
+            c.execute("CREATE TABLE IF NOT EXISTS registers (k bigint PRIMARY KEY, v bigint)")
+
+    def wait_ready(self, ctx: RunContext) -> None:
+        """After a restart (a kill healed), until the server answers again."""
+        self._await_up(ctx, self.server(ctx))
+
+    def log_files(self, ctx: RunContext, node: str) -> list[str]:
+        return [self._paths(ctx, node)["log"]] if node == self.server(ctx) else []
+
+    def teardown(self, ctx: RunContext, node: str) -> None:
+        if node != self.server(ctx):
+            return
+        remote = ctx.remotes[node]
+        p = self._paths(ctx, node)
+        if self.o.leave_running:
+            log.info("%s: leaving postgres running in %s", node, p["dir"])
+            return
+        stop_process(remote, p["pid"], "postgres")
+        self.remove_node_dir(ctx, node)
+
+
+@declares_options(PostgresOptions)
+def factory(options: PostgresOptions | Mapping[str, Any]) -> DB:
+    """``--db postgres``."""
+    o = as_options(PostgresOptions, options, role="db postgres")
+    asdict(o)  # every field is plain data (recorded in test.json)
+    return PostgresDB(o)
