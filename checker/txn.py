@@ -77,6 +77,7 @@ __all__ = [
     "proscribed",
     "check_txn",
     "judge",
+    "explanation",
 ]
 
 TXN_F = "txn"
@@ -197,35 +198,37 @@ def _appends(t: Txns, i: int, k: Any) -> list[Any]:
     return [v for f, kk, v in t.mops[i] if f == "append" and kk == k]
 
 
-def _short(v: Any, n: int = 8) -> str:
+def _short(v: Any, n: int = 5) -> str:
     if isinstance(v, list) and len(v) > n:
         return "[..., " + ", ".join(map(repr, v[-n:])) + "]"
     return repr(v)
 
 
 def _explain(t: Txns, g: Graph, kind: str, name: str, cyc: Cycle) -> dict[str, Any]:
-    edges = [
-        {
-            "from": _txn_name(t, a),
-            "to": _txn_name(t, b),
-            "type": EDGE_NAMES[ty],
-            "why": _why(t, g, kind, a, b, ty),
-        }
-        for a, b, ty in cyc
-    ]
+    """A cycle as the report shows it: the chain, then one line per edge saying why it
+    holds (each its own field, short enough to be read whole), then the txns."""
     nodes = cycle_nodes(cyc)
     chain = "".join(f"{_txn_name(t, a)} -{EDGE_NAMES[ty]}-> " for a, _, ty in cyc)
-    chain += _txn_name(t, nodes[0])
-    lines = [f"{name}: {chain}"]
-    lines += [f"  {e['from']} -{e['type']}-> {e['to']}: {e['why']}" for e in edges]
-    return {
+    out: dict[str, Any] = {
         "indexes": sorted(x for i in nodes for x in t.indexes(i)),
-        "txns": [
-            {"name": _txn_name(t, i), "process": t.process[i], "value": t.mops[i]} for i in nodes
-        ],
-        "edges": edges,
-        "explanation": "\n".join(lines),
+        "cycle": chain + _txn_name(t, nodes[0]),
     }
+    for j, (a, b, ty) in enumerate(cyc, 1):
+        out[f"edge {j}"] = f"{_txn_name(t, a)} -{EDGE_NAMES[ty]}-> {_txn_name(t, b)}: " + _why(
+            t, g, kind, a, b, ty
+        )
+    out["txns"] = [
+        {"name": _txn_name(t, i), "process": t.process[i], "value": t.mops[i]} for i in nodes
+    ]
+    return out
+
+
+def explanation(name: str, ex: dict[str, Any]) -> str:
+    """An anomaly example as text: a cycle's chain and edges, or the one-line why."""
+    if "cycle" not in ex:
+        return f"{name}: {ex.get('why', '')}"
+    edges = [str(v) for k, v in ex.items() if k.startswith("edge ")]
+    return "\n".join([f"{name}: {ex['cycle']}", *(f"  {e}" for e in edges)])
 
 
 def judge(
@@ -251,7 +254,7 @@ def judge(
         exs = found.get(name)
         if not exs:
             continue
-        exs = sorted(exs, key=lambda e: (e["indexes"], e.get("why", e.get("explanation", ""))))
+        exs = sorted(exs, key=lambda e: (e["indexes"], e.get("why", e.get("cycle", ""))))
         if name in bad:
             counts[name] = len(exs)
             anomalies[name] = exs[:cap]
@@ -299,11 +302,7 @@ def judge(
     }
     if reason:
         out["reason"] = reason
-    texts = [
-        e.get("explanation") or f"{name}: {e.get('why', '')}"
-        for name, exs in anomalies.items()
-        for e in exs[:3]
-    ]
+    texts = [explanation(name, e) for name, exs in anomalies.items() for e in exs[:3]]
     if texts:
         out["counterexample_text"] = "\n\n".join(texts)
     return out

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from checker.txn import LEVELS, TxnCheckOptions, check_txn, proscribed
+from checker.txn import LEVELS, TxnCheckOptions, check_txn, explanation, proscribed
 from checker.txn_planted import plant, simulate, stale_read
 from harness.core.errors import HistoryError
 from harness.core.op import Op
@@ -37,13 +37,16 @@ def test_every_planted_class_is_found_and_nothing_else(kind: str) -> None:
 @pytest.mark.parametrize("kind", KINDS)
 def test_a_cycle_is_explained_edge_by_edge(kind: str) -> None:
     ops = plant(kind)["G-single"][0]
-    (ex,) = check_txn(ops, {"workload": kind})["anomalies"]["G-single"]
-    types = sorted(e["type"] for e in ex["edges"])
-    assert types == ["rw", "wr"]
-    assert all(e["why"] and not e["why"].endswith("edge") for e in ex["edges"]), ex
-    assert ex["explanation"].startswith("G-single: T0 -rw-> T")
+    r = check_txn(ops, {"workload": kind})
+    (ex,) = r["anomalies"]["G-single"]
+    edges = [v for k, v in ex.items() if k.startswith("edge ")]
+    assert sorted(e.split(" ")[1] for e in edges) == ["-rw->", "-wr->"], edges
+    assert all(len(e) <= 200 and not e.endswith("edge") for e in edges), edges
+    assert ex["cycle"].startswith("T0 -rw-> T") and ex["cycle"].endswith("T0")
     assert ex["indexes"] == sorted(ex["indexes"]) and len(ex["indexes"]) == 4
-    assert {t["name"] for t in ex["txns"]} == {e["from"] for e in ex["edges"]}
+    assert {t["name"] for t in ex["txns"]} == {e.split(" ")[0] for e in edges}
+    assert r["counterexample_text"] == explanation("G-single", ex)
+    assert r["counterexample_text"].count("\n") == 2
 
 
 def test_the_claimed_level_decides_what_is_invalid() -> None:
