@@ -369,7 +369,8 @@ public final class Gateway {
         }
         if (code == ResponseCode.SUCCESS || code == ResponseCode.PULL_NOT_FOUND
                 || code == ResponseCode.PULL_OFFSET_MOVED || code == ResponseCode.PULL_RETRY_IMMEDIATELY) {
-            PullMessageResponseHeader rh = resp.decodeCommandCustomHeader(PullMessageResponseHeader.class);
+            // the cast: 4.x returns the CommandCustomHeader interface, 5.x a type parameter
+            PullMessageResponseHeader rh = (PullMessageResponseHeader) resp.decodeCommandCustomHeader(PullMessageResponseHeader.class);
             r.put("code", "SUCCESS");
             r.put("pull_status", code);
             r.put("messages", msgs);
