@@ -10,7 +10,9 @@ from ``test.json`` through the function the runner used, and a run that did not 
 stays ``unknown`` (exit 2) with its interruption on record. The result goes to
 ``recheck.json`` beside the run's ``results.json``, which stays the run's own record (how
 it ended, its cleanup problems, the report built from it); a history file or a directory
-without ``test.json`` is checked as before, into ``results.json`` beside it.
+without ``test.json`` is checked as before, into ``results.json`` beside it. The result
+is written atomically (a temporary file renamed over it), so a check killed at any
+point leaves what was there whole, and running it again redoes it.
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ from harness.core.errors import CheckerError
 from harness.core.layout import TEST
 from harness.core.verdict import word as verdict_word
 from harness.run.roles import RECHECK
+from harness.run.store import write_atomic_json
 from harness.run.summary import anomaly_totals
 
 __all__ = ["check", "default_output", "summarize"]
@@ -189,7 +192,9 @@ def check(
         if output is None and not out.parent.stat().st_mode & 0o222:
             # Marked read-only (e.g. a shared corpus): root could write anyway; don't.
             raise PermissionError(13, "directory is read-only")
-        out.write_text(json.dumps(results, indent=2, default=str) + "\n", encoding="utf-8")
+        # Beside it, then renamed over it: a check killed (SIGKILL, OOM) or a disk that fills
+        # at any moment leaves the results already there as they were.
+        write_atomic_json(out, results)
         written = f"results: {out}"
     except OSError as e:
         if output is not None:
