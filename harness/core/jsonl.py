@@ -72,6 +72,11 @@ class HistoryWriter:
         self.path = Path(path)
         self._lock = threading.Lock()
         self._start = _time.monotonic_ns() if start_ns is None else start_ns
+        self.origin_wall_ns = _time.time_ns() - (_time.monotonic_ns() - self._start)
+        """The wall clock's reading when the history's clock read 0, taken once, now: op
+        times never read the wall clock, so a step of it mid-run (an NTP step on the
+        harness host) moves neither them nor this; a later ``time_ns() - now()`` would
+        carry the step (node log stamps are placed on the history's clock with it)."""
         self._fsync_every = fsync_every
         self._next = 0
         self.failure: HistoryStoreError | None = None

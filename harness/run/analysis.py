@@ -149,7 +149,8 @@ def run_coverage_safely(
         from harness.core.history import iter_history
         from harness.run.coverage import run_coverage, run_events
 
-        origin = time.time_ns() - run.history.now()
+        # Taken when the history started: a wall-clock step since would shift it (issue 43).
+        origin = getattr(run.history, "origin_wall_ns", None) or time.time_ns() - run.history.now()
         ops = list(iter_history(store.history_path))
     except Exception as e:  # the verdict stands without it
         log.warning("reading the history failed: %s: %s", type(e).__name__, e)
