@@ -151,7 +151,12 @@ class DLedgerJavaOptions:
     )
     heap_mb: int = option(256, "the JVM's -Xmx in MiB (five JVMs share the machine)", minimum=32)
     java: str = option("java", "the java binary on the hosts (17 or newer)")
-    ready_timeout: float = option(60.0, "seconds for the cluster to elect a leader", minimum=1)
+    ready_timeout: float = option(
+        180.0,
+        "seconds for the cluster to elect a leader (a bound, not a wait: five JVMs at a "
+        "load of 40 on two cores did not answer within 60 s)",
+        minimum=1,
+    )
     leave_running: bool = option(
         False, "leave the nodes running after the test (set by --leave-db-running)"
     )

@@ -129,7 +129,12 @@ class JRaftOptions:
         "RaftOptions.syncMeta (default: JRaft's, off; JRaft fsyncs the meta when sync or "
         "syncMeta, and sync is on, so this alone changes nothing)",
     )
-    ready_timeout: float = option(60.0, "seconds for a node to know a leader at setup", minimum=0)
+    ready_timeout: float = option(
+        180.0,
+        "seconds for a node to know a leader at setup (a bound, not a wait: five JVMs at a "
+        "load of 40 on two cores need more than 60 s)",
+        minimum=0,
+    )
     durable_dirs: bool = option(
         True,
         "create data/log and data/meta (and fsync their parent) before JRaft starts; off: "
