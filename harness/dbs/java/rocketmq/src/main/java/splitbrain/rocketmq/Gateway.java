@@ -162,6 +162,18 @@ public final class Gateway {
                 }
                 note("topic " + tc.getTopicName() + " created on " + addr);
                 todo.remove(0);
+            } catch (MQClientException e) {
+                if (e.getResponseCode() == ResponseCode.SYSTEM_ERROR
+                        && String.valueOf(e.getErrorMessage()).contains("from slave broker")) {
+                    // 4.x: a slave refuses config changes and copies them from its master
+                    // (SlaveSynchronize); the master's copy is what counts
+                    note("topic on " + addr + ": a slave, it copies the topic from its master");
+                    todo.remove(0);
+                } else {
+                    note("create topic on " + addr + ": " + e);
+                    todo.add(todo.remove(0));
+                    sleep(500);
+                }
             } catch (Exception e) {
                 note("create topic on " + addr + ": " + e);
                 todo.add(todo.remove(0));
