@@ -60,6 +60,7 @@ from checker.txn_infer import (
     WW,
     Graph,
     Txns,
+    foreign_reads,
     infer,
     order_edges,
     txns_of,
@@ -145,8 +146,10 @@ def _why(t: Txns, g: Graph, kind: str, a: int, b: int, typ: int) -> str:
     if typ == PR:
         return f"{A} and {B} ran on process {t.process[a]}, {A} first"
     wb = g.writes.get(b, {})
-    rb = g.reads.get(b, [])
-    ra = g.reads.get(a, [])
+    if kind == "list-append":
+        ra, rb = foreign_reads(t, a), foreign_reads(t, b)
+    else:
+        ra, rb = g.reads.get(a, []), g.reads.get(b, [])
     if kind == "list-append":
         for k, order in g.orders.items():
             src = f"op {t.comp[g.order_from[k]]} read key {k!r} as {_short(order)}"
@@ -162,23 +165,23 @@ def _why(t: Txns, g: Graph, kind: str, a: int, b: int, typ: int) -> str:
             if typ == RW:
                 for kk, v in ra:
                     n = len(v)
-                    if kk == k and n < len(order) and g.writer.get((k, order[n])) == b:
+                    if kk == k and n < len(order) and g.writer_of(k, order[n]) == b:
                         return (
                             f"{A} read key {k!r} as {_short(v)}, without {order[n]!r}, which "
                             f"{B} appended next ({src})"
                         )
         if typ == WR:
             for k, v in rb:
-                if v and g.writer.get((k, v[-1])) == a:
+                if v and g.writer_of(k, v[-1]) == a:
                     return f"{B} read key {k!r} as {_short(v)}, ending in {A}'s append {v[-1]!r}"
     else:
         if typ == WR:
             for k, v in rb:
-                if v is not None and g.writer.get((k, v)) == a:
+                if v is not None and g.writer_of(k, v) == a:
                     return f"{B} read key {k!r} = {v!r}, which {A} wrote"
         if typ == WW:
             for k, v in rb:
-                if k in wb and v is not None and g.writer.get((k, v)) == a:
+                if k in wb and v is not None and g.writer_of(k, v) == a:
                     return f"{B} read key {k!r} = {v!r} ({A}'s write), then wrote {wb[k]!r} over it"
         if typ == RW:
             for k, v in ra:
@@ -290,7 +293,7 @@ def judge(
         "notes": {"allowed-anomaly": allowed} if allowed else {},
         "stats": {
             "txns": st,
-            "keys": len({k for (k, _) in g.writer}),
+            "keys": g.keys(),
             "edges": n_edges,
             "cyclic_txns": len(core),
             "components": len(comps),

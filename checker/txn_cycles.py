@@ -48,7 +48,8 @@ MAX_STARTS = 64
 
 def cyclic_core(n: int, src: list[int], dst: list[int]) -> list[int]:
     """The nodes that may lie on a cycle: what is left after peeling every node with no
-    remaining predecessor, then every node with no remaining successor (ascending)."""
+    remaining predecessor (in a valid history: nothing, and the check is done), then
+    every node with no remaining successor (ascending)."""
     if not src:
         return []
     import numpy as np
@@ -57,8 +58,9 @@ def cyclic_core(n: int, src: list[int], dst: list[int]) -> list[int]:
     d = np.asarray(dst, dtype=np.int64)
     alive = np.ones(n, dtype=bool)
     for a, b in ((s, d), (d, s)):
-        keep = alive[a] & alive[b]
-        a, b = a[keep], b[keep]
+        if not alive.all():
+            keep = alive[a] & alive[b]
+            a, b = a[keep], b[keep]
         order = np.argsort(a, kind="stable")
         targets = b[order].tolist()
         ptr = np.zeros(n + 1, dtype=np.int64)
@@ -74,10 +76,9 @@ def cyclic_core(n: int, src: list[int], dst: list[int]) -> list[int]:
             removed[u] = 1
             for v in targets[ptr_l[u] : ptr_l[u + 1]]:
                 deg_l[v] -= 1
-                if deg_l[v] == 0:
+                if not deg_l[v]:
                     push(v)
-        gone = np.frombuffer(bytes(removed), dtype=np.uint8).astype(bool)
-        alive &= ~gone
+        alive &= np.frombuffer(bytes(removed), dtype=np.uint8) == 0
         if not alive.any():
             return []
     return np.flatnonzero(alive).tolist()

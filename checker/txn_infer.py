@@ -94,12 +94,24 @@ class Graph:
     order_from: dict[Any, int] = field(default_factory=dict)
     """list-append: the transaction whose read gave a key's order."""
     writer: dict[tuple[Any, Any], int] = field(default_factory=dict)
+    """rw-register: (key, value) -> the txn that wrote it."""
+    by_key: dict[Any, dict[Any, int]] = field(default_factory=dict)
+    """list-append: key -> value -> the txn that appended it (no tuple per append)."""
     reads: dict[int, list[tuple[Any, Any]]] = field(default_factory=dict)
     """Per transaction, its reads of what others wrote (key, value), in order: a list
     without the transaction's own appends at its end; a register read before the
     transaction wrote the key."""
     writes: dict[int, dict[Any, Any]] = field(default_factory=dict)
-    """Per transaction, its final write of each key."""
+    """rw-register: per transaction, its final write of each key."""
+
+    def writer_of(self, k: Any, v: Any) -> int:
+        """The txn that wrote ``v`` to ``k`` (-1: none)."""
+        if self.by_key:
+            return self.by_key.get(k, {}).get(v, -1)
+        return self.writer.get((k, v), -1)
+
+    def keys(self) -> int:
+        return len(self.by_key) if self.by_key else len({k for k, _ in self.writer})
 
 
 def _bad(op_index: int, why: str, fld: str = "value") -> HistoryError:
@@ -129,10 +141,44 @@ def workload_of(ops: Sequence[Op], declared: str | None) -> str:
 
 
 def txns_of(pairs: Sequence[tuple[Op, Op | None]], kind: str) -> Txns:
-    """The transactions, each micro-op checked for shape (a HistoryError names the op)."""
-    wf = _WRITE[kind]
+    """The transactions; an ok one's micro-ops are its completion's (reads filled).
+
+    Shapes are checked by :func:`check_shapes` when inference trips over one, so a good
+    history pays nothing for the check and a bad one gets the same error."""
     out = Txns()
     inv_l, comp_l, proc_l, st_l, mops_l = out.inv, out.comp, out.process, out.status, out.mops
+    for inv, comp in pairs:
+        inv_l.append(inv.index)
+        proc_l.append(inv.process)
+        if comp is None:
+            comp_l.append(-1)
+            st_l.append(INFO)
+            mops_l.append(inv.value)
+            continue
+        comp_l.append(comp.index)
+        typ = comp.type
+        if typ == "ok":
+            st_l.append(OK)
+            done = comp.value
+            if (
+                done.__class__ is not list
+                or inv.value.__class__ is not list
+                or len(done) != len(inv.value)
+            ):
+                check_shapes(kind, [(inv, comp)])
+                raise _bad(
+                    comp.index, "an ok txn's value must list its micro-ops with reads filled"
+                )
+            mops_l.append(done)
+        else:
+            st_l.append(INFO if typ == "info" else FAIL)
+            mops_l.append(inv.value)
+    return out
+
+
+def check_shapes(kind: str, pairs: Sequence[tuple[Op, Op | None]]) -> None:
+    """Raise a HistoryError naming the first op whose micro-ops are malformed."""
+    wf = _WRITE[kind]
     for inv, comp in pairs:
         mops = inv.value
         if not isinstance(mops, list):
@@ -140,29 +186,28 @@ def txns_of(pairs: Sequence[tuple[Op, Op | None]], kind: str) -> Txns:
         for m in mops:
             if m.__class__ is not list or len(m) != 3 or (m[0] != _READ and m[0] != wf):
                 raise _bad(inv.index, f"micro-op {m!r}: must be [{wf!r}, k, v] or ['r', k, null]")
-        if comp is None or comp.type == "info":
-            st = INFO
-        elif comp.type == "ok":
-            st = OK
-            done = comp.value
-            if done.__class__ is not list or len(done) != len(mops):
-                raise _bad(
-                    comp.index, "an ok txn's value must list its micro-ops with reads filled"
-                )
-            for a, b in zip(mops, done, strict=True):
-                if b.__class__ is not list or len(b) != 3 or b[0] != a[0] or b[1] != a[1]:
-                    raise _bad(comp.index, f"micro-op {b!r} does not match the invocation's {a!r}")
-                if a[0] == wf and b[2] != a[2]:
-                    raise _bad(comp.index, f"micro-op {b!r} wrote another value than {a!r}")
-            mops = done
-        else:
-            st = FAIL
-        inv_l.append(inv.index)
-        comp_l.append(-1 if comp is None else comp.index)
-        proc_l.append(inv.process)
-        st_l.append(st)
-        mops_l.append(mops)
-    return out
+            if m[1].__class__ not in (int, str):
+                raise _bad(inv.index, f"key {m[1]!r} must be an integer or a string")
+        if comp is None or comp.type != "ok":
+            continue
+        done = comp.value
+        if done.__class__ is not list or len(done) != len(mops):
+            raise _bad(comp.index, "an ok txn's value must list its micro-ops with reads filled")
+        for x, y in zip(mops, done, strict=True):
+            if y.__class__ is not list or len(y) != 3 or y[0] != x[0] or y[1] != x[1]:
+                raise _bad(comp.index, f"micro-op {y!r} does not match the invocation's {x!r}")
+            if x[0] == wf and y[2] != x[2]:
+                raise _bad(comp.index, f"micro-op {y!r} wrote another value than {x!r}")
+            if x[0] == _READ and kind == "list-append" and y[2].__class__ is not list:
+                raise _bad(comp.index, f"read of key {y[1]!r} must give a list, got {y[2]!r}")
+
+
+def _pairs_of(t: Txns, i: int) -> list[tuple[Op, Op | None]]:
+    """Stand-in ops for txn ``i`` (for :func:`check_shapes` after inference tripped)."""
+    inv = Op("invoke", t.process[i], "txn", t.mops[i], index=t.inv[i])
+    if t.status[i] != OK:
+        return [(inv, None)]
+    return [(inv, inv.replace(type="ok", index=t.comp[i]))]
 
 
 Found = dict[str, list[dict[str, Any]]]
@@ -181,16 +226,48 @@ def _hashable(k: Any, index: int) -> None:
         raise _bad(index, f"key {k!r} must be an integer or a string")
 
 
+def foreign_reads(t: Txns, i: int) -> list[tuple[Any, list[Any]]]:
+    """A list-append txn's reads, each without the txn's own appends at its end (what the
+    edges were made from), in order; for explanations, so inference keeps no copy."""
+    own: set[tuple[Any, Any]] = set()
+    out = []
+    for f, k, v in t.mops[i] if t.status[i] == OK else ():
+        if f == "append":
+            own.add((k, v))
+        else:
+            j = len(v)
+            while j and (k, v[j - 1]) in own:
+                j -= 1
+            out.append((k, v[:j]))
+    return out
+
+
 def _list_append(t: Txns) -> tuple[Graph, Found]:
+    try:
+        return _list_append_fast(t)
+    except (TypeError, ValueError, AttributeError) as e:
+        for i in range(len(t)):
+            check_shapes("list-append", _pairs_of(t, i))
+        raise HistoryError(f"malformed list-append history: {e}") from e
+
+
+def _dup_append(t: Txns, first: int, i: int, k: Any, v: Any) -> None:
+    raise _bad(
+        t.inv[i],
+        f"value {v!r} appended to key {k!r} again (first by the txn invoked at "
+        f"{t.inv[first]}): values must be unique per key",
+    )
+
+
+def _list_append_fast(t: Txns) -> tuple[Graph, Found]:
     g = Graph()
     found: Found = {}
-    writer = g.writer
+    by_key = g.by_key
     failed: dict[tuple[Any, Any], int] = {}
-    final: dict[tuple[int, Any], Any] = {}
+    final: dict[Any, dict[int, Any]] = {}  # key -> txn -> its last append to the key
     reads: dict[Any, list[tuple[int, list[Any], int, bool]]] = {}
-    g_reads = g.reads
-    writes = g.writes
-    status, mops_l, inv = t.status, t.mops, t.inv
+    status, mops_l = t.status, t.mops
+    APPEND, READ = "append", _READ
 
     def add(kind_: str, ex: dict[str, Any]) -> None:
         found.setdefault(kind_, []).append(ex)
@@ -198,78 +275,85 @@ def _list_append(t: Txns) -> tuple[Graph, Found]:
     for i in range(len(t)):
         st = status[i]
         mops = mops_l[i]
-        if st == FAIL:
+        if st != OK:
             for f, k, v in mops:
-                if f == "append":
-                    failed[(k, v)] = i
+                if f == APPEND:
+                    if st == FAIL:
+                        failed[(k, v)] = i
+                        continue
+                    wk = by_key.get(k)
+                    if wk is None:
+                        by_key[k] = {v: i}
+                        final[k] = {i: v}
+                        continue
+                    if v in wk:
+                        _dup_append(t, wk[v], i, k, v)
+                    wk[v] = i
+                    final[k][i] = v
+                elif f != READ:
+                    raise ValueError(f"micro-op {f!r}")
             continue
         state: dict[Any, list[Any]] | None = None  # key -> own appends since its last read
         for f, k, v in mops:
-            if f == "append":
-                kv = (k, v)
-                if kv in writer:
-                    if k.__class__ not in (int, str):
-                        _hashable(k, inv[i])
-                    raise _bad(
-                        inv[i],
-                        f"value {v!r} appended to key {k!r} again (first by the txn invoked at "
-                        f"{inv[writer[kv]]}): values must be unique per key",
-                    )
-                writer[kv] = i
-                final[(i, k)] = v
-                wd = writes.get(i)
-                if wd is None:
-                    writes[i] = {k: v}
+            if f == APPEND:
+                wk = by_key.get(k)
+                if wk is None:
+                    by_key[k] = {v: i}
+                    final[k] = {i: v}
                 else:
-                    wd[k] = v
-                if st == OK:
-                    if state is None:
-                        state = {}
+                    if v in wk:
+                        _dup_append(t, wk[v], i, k, v)
+                    wk[v] = i
+                    final[k][i] = v
+                if state is None:
+                    state = {k: [v]}
+                else:
                     s = state.get(k)
                     if s is None:
                         state[k] = [v]
                     else:
                         s.append(v)
-            elif st == OK:
-                if v.__class__ is not list:
-                    raise _bad(t.comp[i], f"read of key {k!r} must give a list, got {v!r}")
-                if state is None:
-                    state = {}
-                s = state.get(k)
-                rl = reads.get(k)
-                if rl is None:
-                    rl = reads[k] = []
-                if s is None:
-                    rl.append((i, v, len(v), True))
-                    j = len(v)
-                else:
-                    n = len(s)
-                    if n and (len(v) < n or v[-n:] != s):
-                        add(
-                            "internal",
-                            {
-                                "indexes": t.indexes(i),
-                                "key": k,
-                                "read": v,
-                                "expected": ["...", *s],
-                                "why": f"the txn read key {k!r} as {v!r}, which does not end "
-                                f"with its own appends {s!r}",
-                            },
-                        )
-                    # what others wrote: the read without the txn's own appends at its end
-                    j = len(v)
-                    while j and writer.get((k, v[j - 1])) == i:
-                        j -= 1
-                    rl.append((i, v, j, False))
-                gr = g_reads.get(i)
-                if gr is None:
-                    g_reads[i] = [(k, v[:j] if j < len(v) else v)]
-                else:
-                    gr.append((k, v[:j] if j < len(v) else v))
+                continue
+            if f != READ or v.__class__ is not list:
+                raise ValueError(f"micro-op {[f, k, v]!r}")
+            rl = reads.get(k)
+            if rl is None:
+                rl = reads[k] = []
+            if state is None:
+                rl.append((i, v, len(v), True))
+                state = {k: []}
+                continue
+            s = state.get(k)
+            if s is None:
+                rl.append((i, v, len(v), True))
                 state[k] = []
-    ww_s, ww_d = [], []
-    wr_s, wr_d = [], []
-    rw_s, rw_d = [], []
+                continue
+            n = len(s)
+            if n and (len(v) < n or v[-n:] != s):
+                add(
+                    "internal",
+                    {
+                        "indexes": t.indexes(i),
+                        "key": k,
+                        "read": v,
+                        "expected": ["...", *s],
+                        "why": f"the txn read key {k!r} as {_tail(v)}, which does not end "
+                        f"with its own appends {s!r}",
+                    },
+                )
+            # what others wrote: the read without the txn's own appends at its end
+            j = len(v)
+            wk = by_key.get(k, {})
+            while j and wk.get(v[j - 1]) == i:
+                j -= 1
+            rl.append((i, v, j, False))
+            state[k] = []
+    ww_s: list[int] = []
+    ww_d: list[int] = []
+    wr_s: list[int] = []
+    wr_d: list[int] = []
+    rw_s: list[int] = []
+    rw_d: list[int] = []
     orders, order_from = g.orders, g.order_from
     for k, rl in reads.items():
         longest = rl[0]
@@ -309,8 +393,10 @@ def _list_append(t: Txns) -> tuple[Graph, Found]:
                 )
                 consistent = False
                 break
-        ws = [writer.get((k, x), -1) for x in order]
-        bad_elems = [j for j, w in enumerate(ws) if w < 0]
+        wk = by_key.get(k, {})
+        fk = final.get(k, {})
+        ws = [wk.get(x, -1) for x in order]
+        bad_elems = [j for j, w in enumerate(ws) if w < 0] if -1 in ws else ()
         for j in bad_elems:
             x = order[j]
             f_t = failed.get((k, x))
@@ -351,11 +437,11 @@ def _list_append(t: Txns) -> tuple[Graph, Found]:
         for i, v, n, ext in rl:
             if n:
                 x = v[n - 1]
-                w = ws[n - 1] if consistent else writer.get((k, x), -1)
+                w = ws[n - 1] if consistent else wk.get(x, -1)
                 if w >= 0 and w != i:
                     wr_s.append(w)
                     wr_d.append(i)
-                    if final[(w, k)] != x:
+                    if fk[w] != x:
                         add(
                             "G1b",
                             {
@@ -364,7 +450,7 @@ def _list_append(t: Txns) -> tuple[Graph, Found]:
                                 "value": x,
                                 "why": f"the txn read key {k!r} = {_tail(v)}, where {x!r} is an "
                                 f"intermediate state: its writer went on to append "
-                                f"{final[(w, k)]!r}",
+                                f"{fk[w]!r}",
                             },
                         )
             if consistent and n < norder:
@@ -372,7 +458,7 @@ def _list_append(t: Txns) -> tuple[Graph, Found]:
                 if w >= 0 and w != i:
                     rw_s.append(i)
                     rw_d.append(w)
-            if ext and (i, k) in final:
+            if ext and i in fk:
                 if lost is None:
                     lost = {}
                 lost.setdefault(n, []).append(i)

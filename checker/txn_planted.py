@@ -65,8 +65,8 @@ def simulate(
     started = 0
     ctx = GenContext(time_ns=0, process=0, worker=0, node="n1", rng=rng)
 
-    def emit(op: Op) -> Op:
-        op = op.replace(index=len(ops), time=len(ops) * 1000)
+    def emit(typ: str, process: int, value: Any) -> Op:
+        op = Op(typ, process, "txn", value, index=len(ops), time=len(ops) * 1000)
         ops.append(op)
         return op
 
@@ -78,7 +78,7 @@ def simulate(
                 continue
             started += 1
             mops = g.txn(ctx)
-            inv = emit(Op("invoke", procs[w], "txn", mops))
+            inv = emit("invoke", procs[w], mops)
             r = rng.random()
             outcome = "fail" if r < fail_rate else "info" if r < fail_rate + info_rate else "ok"
             flight[w] = [inv, False, None, outcome]
@@ -90,9 +90,9 @@ def simulate(
         else:
             inv, _, filled, outcome = f
             if outcome == "ok":
-                emit(inv.replace(type="ok", value=filled))
+                emit("ok", inv.process, filled)
             else:
-                emit(inv.replace(type=outcome, value=inv.value))
+                emit(outcome, inv.process, inv.value)
                 if outcome == "info":
                     procs[w] += concurrency
             flight[w] = None

@@ -18,6 +18,7 @@ import click
 from harness.bench.checker_corpora import corpora_bench
 from harness.bench.checker_data import DEFAULT_CORPORA, DEFAULT_PEERS
 from harness.bench.checker_scale import jsonl_bench, register_bench, scale_bench
+from harness.bench.checker_txn import txn_bench
 from harness.cli import options
 
 __all__ = ["bench_checker"]
@@ -94,6 +95,14 @@ def _sizes(text: str) -> list[int]:
     show_default=True,
     help="Workloads of the JSONL run.",
 )
+@click.option(
+    "--txn",
+    "txn",
+    type=float,
+    default=None,
+    help="The transactional checker on a list-append history of this many txns, e.g. 1e6, "
+    "beside baselines timed in the same run.",
+)
 @click.option("--skip-corpora", is_flag=True, help="Only the scale run.")
 @options.spark_master()
 @click.option(
@@ -134,6 +143,7 @@ def bench_checker(
     cluster_only: bool,
     jsonl: float | None,
     jsonl_workload: str,
+    txn: float | None,
     skip_corpora: bool,
     spark_master: str | None,
     no_local_baseline: bool,
@@ -178,6 +188,8 @@ def bench_checker(
             key_window=key_window or None,
             master=spark_master,
         )
+    if txn:
+        result["txn"] = txn_bench(int(txn))
     text = json.dumps(result, indent=2, default=str)
     if output is not None:
         output.write_text(text + "\n", encoding="utf-8")
