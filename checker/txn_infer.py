@@ -494,6 +494,15 @@ def _edges(g: Graph, s: list[int], d: list[int], typ: int) -> None:
 
 
 def _rw_register(t: Txns, wfr: bool) -> tuple[Graph, Found]:
+    try:
+        return _rw_register_fast(t, wfr)
+    except (TypeError, ValueError, AttributeError) as e:
+        for i in range(len(t)):
+            check_shapes("rw-register", _pairs_of(t, i))
+        raise HistoryError(f"malformed rw-register history: {e}") from e
+
+
+def _rw_register_fast(t: Txns, wfr: bool) -> tuple[Graph, Found]:
     g = Graph()
     found: Found = {}
     writer = g.writer
@@ -544,6 +553,8 @@ def _rw_register(t: Txns, wfr: bool) -> tuple[Graph, Found]:
                         if st == OK and k in firsts:
                             first.setdefault((k, firsts[k]), []).append(i)
                 fw[k] = v
+            elif f != "r":
+                raise ValueError(f"micro-op {f!r}")
             elif st == OK:
                 if k in fw:
                     if fw[k] != v:

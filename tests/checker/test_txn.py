@@ -125,6 +125,11 @@ def test_malformed_micro_ops_name_the_op() -> None:
     with pytest.raises(HistoryError) as e:
         check_txn(ops, {"workload": "list-append"})
     assert e.value.index == 1 and "list" in str(e.value)
+    for kind, bad in (("rw-register", ["x", 1, 2]), ("rw-register", ["w", [1], 2])):
+        ops = [Op("invoke", 0, "txn", [bad], index=0), Op("ok", 0, "txn", [bad], index=1)]
+        with pytest.raises(HistoryError) as e:
+            check_txn(ops, {"workload": kind})
+        assert e.value.index == 0, (bad, e.value)
     dup = [
         Op("invoke", 0, "txn", [["append", 1, 1]], index=0),
         Op("ok", 0, "txn", [["append", 1, 1]], index=1),
