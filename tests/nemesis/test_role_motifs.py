@@ -13,6 +13,7 @@ from harness.core.roles import HasRoles, roles_now
 from nemesis.deck import deck_for, script_faults
 from nemesis.profiles import ProfileSchedule
 from nemesis.role_motifs import FALLBACK, NO_ROLES, ROLE_MOTIFS, role_steps
+from nemesis.schedules import Step
 from nemesis.targets import pick_in_role, role_aims
 
 NODES = ["n1", "n2", "n3", "n4", "n5"]
@@ -69,6 +70,14 @@ def _ctx(db: object) -> Any:
     return SimpleNamespace(db=db, nodes=list(NODES))
 
 
+def _land(step: Step, ctx: Any) -> dict[str, Any]:
+    """The value a step's builder gives when the fault lands."""
+    assert callable(step.value), step
+    got = step.value(ctx)
+    assert isinstance(got, dict), got
+    return got
+
+
 def test_aims_dedupe_equal_roles_and_skip_nested_pairs() -> None:
     singles, pairs = role_aims(ROCKET)
     # the embedded controllers' name servers are the controllers again: one aim
@@ -110,18 +119,18 @@ def test_role_each_aims_every_fault_at_every_role_asked_when_it_lands() -> None:
     db.now = {**ROCKET, "master": ["n5"], "slave": ["n4"]}
     master_kill = starts[6]  # the third role, master: kill
     assert master_kill.f == "start-kill"
-    value = master_kill.value(ctx)  # type: ignore[operator]
+    value = _land(master_kill, ctx)
     assert value == {"nodes": ["n5"], "role": "master", "why": "role-each"}
-    cut = starts[8].value(ctx)  # type: ignore[operator]
+    cut = _land(starts[8], ctx)
     assert cut["isolated"] == "n5" and set(cut["grudge"]["n5"]) == {"n1", "n2", "n3", "n4"}
     # nobody holds the role when it lands: the node it had at the draw, said so
     db.now = {**ROCKET, "master": []}
-    value = master_kill.value(ctx)  # type: ignore[operator]
+    value = _land(master_kill, ctx)
     assert value["nodes"] == ["n4"] and "stale" in value
     # nobody at the draw either: the role is still aimed at, a seeded node when it lands
     drawn = role_steps("role-each", NODES, random.Random(3), 2.5, {**ROCKET, "master": []})
     assert len([s for s in drawn if s.f.startswith("start-")]) == 4 * 3
-    value = drawn[12].value(_ctx(RolesDB({**ROCKET, "master": []})))  # type: ignore[union-attr,operator]
+    value = _land(drawn[12], _ctx(RolesDB({**ROCKET, "master": []})))
     assert value["role"] == "master" and "stale" in value and len(value["nodes"]) == 1
 
 
@@ -132,9 +141,9 @@ def test_role_pairs_hit_two_nodes_together_or_cut_them_apart() -> None:
     assert {s.f for s in starts[0::2]} == {"start-kill"}
     assert {s.f for s in starts[1::2]} == {"start-partition"}
     ctx = _ctx(RolesDB(dict(ROCKET)))
-    first = starts[0].value(ctx)  # type: ignore[operator]
+    first = _land(starts[0], ctx)
     assert first["roles"] == ["controller-leader", "master"] and first["nodes"] == ["n1", "n4"]
-    cuts = [s.value(ctx) for s in starts[1::2]]  # type: ignore[operator]
+    cuts = [_land(s, ctx) for s in starts[1::2]]
     shapes = {c["shape"] for c in cuts}
     assert shapes <= {"roles-together", "roles-apart"} and shapes
     for c in cuts:
@@ -147,7 +156,7 @@ def test_role_pairs_hit_two_nodes_together_or_cut_them_apart() -> None:
 
 def test_no_roles_at_the_draw_plays_stand_ins_and_says_so() -> None:
     steps = role_steps("role-pairs", NODES, random.Random(0), 2.5, {})
-    value = steps[0].value(_ctx(RolesDB({})))  # type: ignore[union-attr,operator]
+    value = _land(steps[0], _ctx(RolesDB({})))
     assert value["aimed"] == FALLBACK and value["nodes"][0] == "n1"
     # the kinds the deck reads without a DB are the ones a real draw plays
     assert script_faults("role-each", 5) == ("kill", "partition", "pause")
