@@ -40,6 +40,28 @@ __all__ = [
 log = logging.getLogger(__name__)
 
 
+_STD_ENCODE = json.JSONEncoder(separators=(",", ":"), default=str).encode
+
+
+def _line_std(obj: Any) -> bytes:
+    return (_STD_ENCODE(obj) + "\n").encode()
+
+
+if _orjson is not None:
+    _ORJSON_OPTS = _orjson.OPT_APPEND_NEWLINE | _orjson.OPT_NON_STR_KEYS
+
+    def _line(obj: Any) -> bytes:
+        """One history line: orjson (several times faster: the writer's hot path), the
+        standard encoder for what orjson refuses (integers beyond 64 bits, say)."""
+        try:
+            return _orjson.dumps(obj, default=str, option=_ORJSON_OPTS)
+        except TypeError:
+            return _line_std(obj)
+
+else:
+    _line = _line_std
+
+
 class HistoryStoreError(HistoryError):
     """The history could not be written (its file system is full or read-only, say).
 
@@ -86,7 +108,6 @@ class HistoryWriter:
             _drop_torn_tail(self.path)
         self._fd: int | None = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
         self._end = os.fstat(self._fd).st_size
-        self._dumps = json.JSONEncoder(separators=(",", ":"), default=str).encode
 
     def now(self) -> int:
         """Nanoseconds since the test started, on the harness's monotonic clock."""
@@ -97,7 +118,7 @@ class HistoryWriter:
             if self._fd is None:
                 raise self.failure or HistoryError("history writer is closed", path=self.path)
             op = op.replace(index=self._next, time=op.time or self.now())
-            data = (self._dumps(op.to_dict()) + "\n").encode()
+            data = _line(op.to_dict())
             try:
                 n = os.write(self._fd, data)
                 while n < len(data):  # a short write: the rest, or the error that stopped it

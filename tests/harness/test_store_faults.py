@@ -210,3 +210,22 @@ def test_a_run_whose_store_turns_read_only_ends_unknown_naming_the_path(tmp_path
         finally:
             flip.cancel()
         _assert_store_fault_run(res, "Read-only file system", tmp_path)
+
+
+def test_the_fast_encoder_records_what_the_standard_one_did(tmp_path):
+    """orjson on the hot path, the standard encoder for what it refuses: same values back."""
+    import datetime
+
+    values = [
+        {"payload": "p\u00e9\u4e2d"},
+        {"entries": [[1, "2", "x"]], "committed": 2**70},  # beyond 64 bits: standard
+        {1: "int key", "k": None},
+        [1.5, True, None],
+        {"at": datetime.date(2026, 12, 2)},  # not JSON: str(), as before
+    ]
+    path = tmp_path / "history.jsonl"
+    with HistoryWriter(path) as w:
+        for v in values:
+            w.append(Op(type="invoke", process=0, f="append", value=v))
+    back = [o.value for o in read_jsonl(path)]
+    assert back == json.loads(json.dumps(values, default=str))
