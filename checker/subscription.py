@@ -616,7 +616,7 @@ def _sorted(examples: list[dict]) -> list[dict]:
 
 
 def judge(p: Parsed, o: SubscriptionOptions, cap: int) -> dict[str, Any]:
-    """The result map of a parsed history (both engines' shaping)."""
+    """The result map of a parsed history."""
     k = known(p)
     found: dict[str, list[dict]] = {kind: [] for kind in ANOMALY_KINDS}
     for sub in p.subscriptions:
@@ -639,46 +639,66 @@ def judge(p: Parsed, o: SubscriptionOptions, cap: int) -> dict[str, Any]:
     found["watch-resume-mismatch"] += _divergent(k)
     found["watch-phantom"] += _phantoms(p)
     found["watch-final-mismatch"] += _final(p, k)
-    return shaped(p, o, found, cap, k)
-
-
-def declared(o: SubscriptionOptions) -> list[str]:
-    return [g for g in GUARANTEE_OF.values() if getattr(o, g)]
-
-
-def shaped(
-    p: Parsed, o: SubscriptionOptions, found: Mapping[str, list[dict]], cap: int, k: Known
-) -> dict[str, Any]:
-    anomalies: dict[str, list[dict]] = {}
-    notes: dict[str, list[dict]] = {}
-    counts: dict[str, int] = {}
-    for kind in ANOMALY_KINDS:
-        ex = _sorted(list(found.get(kind, [])))
-        if not ex:
-            continue
-        guarantee = GUARANTEE_OF.get(kind)
-        if guarantee is None or getattr(o, guarantee):
-            counts[kind] = len(ex)
-            anomalies[kind] = ex[:cap]
-    delivered = sum(len(s.events) for s in p.subscriptions)
-    reason = None
-    valid: bool | str = not anomalies
-    if valid and delivered == 0:
-        valid, reason = "unknown", "no subscription delivered any event: nothing was judged"
+    judged = {kind: ex for kind, ex in found.items() if judged_kind(o, kind)}
     stats = {
         "ops": p.counts,
         "subscriptions": len(p.subscriptions),
         "final_subscriptions": sum(1 for s in p.subscriptions if s.final),
-        "deliveries": delivered,
+        "deliveries": sum(len(s.events) for s in p.subscriptions),
         "progress_marks": sum(len(s.marks) for s in p.subscriptions),
         "positions": sum(len(v) for v in k.positions.values()),
         "streams": len(k.positions),
         "snapshots": len(p.snapshots),
-        "declared": declared(o),
-        "scope": o.scope,
-        "anomaly_counts": counts,
     }
-    out: dict[str, Any] = {"valid": valid, "anomalies": anomalies, "notes": notes, "stats": stats}
+    return shaped(
+        o,
+        {kind: _sorted(ex)[:cap] for kind, ex in judged.items()},
+        {kind: len(ex) for kind, ex in judged.items()},
+        stats,
+    )
+
+
+def declared(o: SubscriptionOptions) -> list[str]:
+    """The guarantees ``o`` declares, by option name."""
+    return [g for g in GUARANTEE_OF.values() if getattr(o, g)]
+
+
+def judged_kind(o: SubscriptionOptions, kind: str) -> bool:
+    """Whether ``kind`` is judged under ``o`` (its guarantee declared, or always)."""
+    guarantee = GUARANTEE_OF.get(kind)
+    return guarantee is None or bool(getattr(o, guarantee))
+
+
+def sort_examples(examples: list[dict]) -> list[dict]:
+    """Examples in the order both engines list them: by indexes, then their JSON text."""
+    return _sorted(examples)
+
+
+def shaped(
+    o: SubscriptionOptions,
+    examples: Mapping[str, list[dict]],
+    counts: Mapping[str, int],
+    stats: Mapping[str, Any],
+) -> dict[str, Any]:
+    """The result map both engines return: ``examples`` (sorted, cut at the cap) and whole
+    ``counts`` per judged kind, and the stats; invalid on any anomaly, unknown when no
+    subscription delivered anything."""
+    anomalies = {kind: list(examples[kind]) for kind in ANOMALY_KINDS if counts.get(kind)}
+    reason = None
+    valid: bool | str = not anomalies
+    if valid and not stats.get("deliveries"):
+        valid, reason = "unknown", "no subscription delivered any event: nothing was judged"
+    out: dict[str, Any] = {
+        "valid": valid,
+        "anomalies": anomalies,
+        "notes": {},
+        "stats": {
+            **stats,
+            "declared": declared(o),
+            "scope": o.scope,
+            "anomaly_counts": {kind: counts[kind] for kind in anomalies},
+        },
+    }
     if reason:
         out["reason"] = reason
     return out
