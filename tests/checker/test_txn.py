@@ -103,13 +103,16 @@ def test_no_false_alarm_on_strictly_serializable_histories(kind: str) -> None:
         assert e["ww"] + e["wr"] + e["rw"] > 2500 and e["realtime"] > 0
 
 
-def test_a_stale_read_in_a_large_history_is_found_with_realtime_only() -> None:
+def test_a_stale_read_in_a_large_history_is_found() -> None:
     ops = simulate(5_000, "list-append", seed=5, concurrency=10)
     bad, index = stale_read(ops, seed=5)
     strict = check_txn(bad, {"isolation": "strict-serializable"})
     assert strict["valid"] is False
     found = [e for k, exs in strict["anomalies"].items() for e in exs if index in e["indexes"]]
-    assert found and all(k.endswith("-realtime") for k in strict["anomalies"]), strict["anomalies"]
+    # a -realtime cycle at least (the read's writer had completed before it began); a plain
+    # G-single too when the stale txn also saw another of that writer's writes
+    assert found and any(k.endswith("-realtime") for k in strict["anomalies"]), strict
+    assert set(strict["anomalies"]) <= {"G-single", "G-single-realtime", "G2-item-realtime"}
     assert check_txn(ops, {"isolation": "strict-serializable"})["valid"] is True
 
 
