@@ -308,23 +308,14 @@ class DLedgerJavaDB(NodeLogEvents, PidfileDaemonDB):
         if self._program is None:
             from harness.dbs import maven
 
-            started = time.monotonic()
-            self._program = maven.build(
+            self._program = maven.build_release(
                 PROJECT_DIR,
                 name="dledger-java",
-                properties={"dledger.version": self.options.version},
+                system="DLedger",
+                prop="dledger.version",
+                version=self.options.version,
+                artifact=DLEDGER_ARTIFACT,
                 java=self.options.java,
-            )
-            got = self._program.version_of(DLEDGER_ARTIFACT)
-            if got != self.options.version:
-                raise ConfigError(
-                    f"asked DLedger {self.options.version}, Maven resolved {got}", field="version"
-                )
-            log.info(
-                "dledger-java %s ready in %.1f s (%s)",
-                got,
-                time.monotonic() - started,
-                self._program.home,
             )
         return self._program
 

@@ -321,16 +321,15 @@ class JRaftDB(NodeLogEvents, PidfileDaemonDB):
         """The built server for this version (Maven once per version, then the cache)."""
         with self._lock:
             if self._program is None:
-                from harness.dbs.maven import build
+                from harness.dbs.maven import build_release
 
-                try:
-                    self._program = build(
-                        JRAFT_PROJECT, name="jraft", properties={"jraft.version": self.opts.version}
-                    )
-                except ConfigError as e:
-                    raise ConfigError(
-                        f"jraft version {self.opts.version}: {e}", field="version"
-                    ) from None
+                self._program = build_release(
+                    JRAFT_PROJECT,
+                    name="jraft",
+                    system="jraft",
+                    prop="jraft.version",
+                    version=self.opts.version,
+                )
             return self._program
 
     def resolve_artifacts(self) -> dict[str, Any]:

@@ -358,25 +358,15 @@ class KafkaDB(PidfileDaemonDB):
             if self._program is None:
                 from harness.dbs import maven
 
-                started = time.monotonic()
-                try:
-                    self._program = maven.build(
-                        PROJECT_DIR,
-                        name="kafka",
-                        properties={"kafka.version": self.options.version},
-                        java=self.options.java,
-                    )
-                except ConfigError as e:
-                    raise ConfigError(
-                        f"kafka version {self.options.version}: {e}", field="version"
-                    ) from None
-                got = self._program.version_of(ARTIFACT)
-                if got != self.options.version:
-                    raise ConfigError(
-                        f"asked Kafka {self.options.version}, Maven resolved {got}",
-                        field="version",
-                    )
-                log.info("kafka %s ready in %.1f s", got, time.monotonic() - started)
+                self._program = maven.build_release(
+                    PROJECT_DIR,
+                    name="kafka",
+                    system="Kafka",
+                    prop="kafka.version",
+                    version=self.options.version,
+                    artifact=ARTIFACT,
+                    java=self.options.java,
+                )
             return self._program
 
     def resolve_artifacts(self) -> dict[str, Any]:

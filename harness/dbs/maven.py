@@ -44,6 +44,7 @@ __all__ = [
     "Artifact",
     "JavaProgram",
     "build",
+    "build_release",
     "java_major",
     "mvn_command",
     "require_java",
@@ -165,6 +166,39 @@ def build(
         root=root,
         make=make,
     )
+
+
+def build_release(
+    project: Path,
+    *,
+    name: str,
+    system: str,
+    prop: str,
+    version: str,
+    artifact: str | None = None,
+    java: str = "java",
+) -> JavaProgram:
+    """:func:`build` of one release of a system: the one place a Java DB's ``version``
+    option becomes a build, so every such DB names the option alike when it fails.
+
+    ``prop`` is the pom's version property, set to ``version``; a failed build is a
+    ConfigError on ``version`` naming the system and release; with ``artifact`` (a
+    ``group:artifact`` coordinate), a build whose class path holds another release of it
+    than asked (a version range, a relocation) is refused too.
+    """
+    started = time.monotonic()
+    try:
+        program = build(project, name=name, properties={prop: version}, java=java)
+    except ConfigError as e:
+        raise ConfigError(f"{system} version {version}: {e}", field="version") from None
+    if artifact is not None:
+        got = program.version_of(artifact)
+        if got != version:
+            raise ConfigError(f"asked {system} {version}, Maven resolved {got}", field="version")
+    log.info(
+        "%s %s ready in %.1f s (%s)", system, version, time.monotonic() - started, program.home
+    )
+    return program
 
 
 def _maven_package(

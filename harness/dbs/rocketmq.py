@@ -589,7 +589,6 @@ class RocketMQDB(PidfileDaemonDB):
             if self._program is None:
                 from harness.dbs import maven
 
-                started = time.monotonic()
                 four = check_version(self.options.version)[0] == 4
                 project = PROJECT_DIR
                 tmp = tempfile.mkdtemp(prefix="sb-rocketmq4-") if four else None
@@ -602,26 +601,18 @@ class RocketMQDB(PidfileDaemonDB):
                         )
                         src = project / GATEWAY_JAVA
                         src.write_text(gateway_source_4x(src.read_text()))
-                    self._program = maven.build(
+                    self._program = maven.build_release(
                         project,
                         name="rocketmq4" if four else "rocketmq",
-                        properties={"rocketmq.version": self.options.version},
+                        system="RocketMQ",
+                        prop="rocketmq.version",
+                        version=self.options.version,
+                        artifact=BROKER_ARTIFACT,
                         java=self.options.java,
                     )
-                except ConfigError as e:
-                    raise ConfigError(
-                        f"rocketmq version {self.options.version}: {e}", field="version"
-                    ) from None
                 finally:
                     if tmp is not None:
                         shutil.rmtree(tmp, ignore_errors=True)
-                got = self._program.version_of(BROKER_ARTIFACT)
-                if got != self.options.version:
-                    raise ConfigError(
-                        f"asked RocketMQ {self.options.version}, Maven resolved {got}",
-                        field="version",
-                    )
-                log.info("rocketmq %s ready in %.1f s", got, time.monotonic() - started)
             return self._program
 
     def resolve_artifacts(self) -> dict[str, Any]:

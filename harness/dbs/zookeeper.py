@@ -249,25 +249,15 @@ class ZooKeeperDB(PidfileDaemonDB):
             if self._program is None:
                 from harness.dbs import maven
 
-                started = time.monotonic()
-                try:
-                    self._program = maven.build(
-                        PROJECT_DIR,
-                        name="zookeeper",
-                        properties={"zookeeper.version": self.options.version},
-                        java=self.options.java,
-                    )
-                except ConfigError as e:
-                    raise ConfigError(
-                        f"zookeeper version {self.options.version}: {e}", field="version"
-                    ) from None
-                got = self._program.version_of(ARTIFACT)
-                if got != self.options.version:
-                    raise ConfigError(
-                        f"asked ZooKeeper {self.options.version}, Maven resolved {got}",
-                        field="version",
-                    )
-                log.info("zookeeper %s ready in %.1f s", got, time.monotonic() - started)
+                self._program = maven.build_release(
+                    PROJECT_DIR,
+                    name="zookeeper",
+                    system="ZooKeeper",
+                    prop="zookeeper.version",
+                    version=self.options.version,
+                    artifact=ARTIFACT,
+                    java=self.options.java,
+                )
             return self._program
 
     def resolve_artifacts(self) -> dict[str, Any]:
