@@ -73,6 +73,7 @@ __all__ = [
     "LazyFsNemesis",
     "CorruptNemesis",
     "disk_steps",
+    "DISK_PARTS",
     "corrupt_refusal",
 ]
 
@@ -557,6 +558,17 @@ def disk_steps(nodes: list[str], rng: random.Random, hold: float, gap: float) ->
         ),
         stop(scaled(rng, hold, 0.2, 0.3), "corrupt"),
     ]
+
+
+DISK_PARTS: tuple[frozenset[str], ...] = (
+    frozenset({"lose-unfsynced"}),
+    frozenset({"torn-write"}),
+    frozenset({"corrupt", "kill"}),
+)
+"""The parts of :func:`disk_steps` that play without one another (steps 1, 2 and 3-5): a DB
+or hosts that refuse one fault lose that part only (:data:`nemesis.profiles.SCRIPT_PARTS`).
+The kill of step 4 is there for the rollback of step 5 (terms must move on), so it goes
+with ``corrupt``."""
 
 
 # ---------------------------------------------------------------------- registration

@@ -23,7 +23,8 @@ each a short script with seeded details, the same for every bug
   figure8  Raft's Figure 8, staged (commit-old-term: see :func:`_figure8_steps`).
   disk     power lost with un-fsynced writes, a torn last write, a flipped bit and a
            rolled-back term file (skip-fsync, trust-torn-tail, skip-crc,
-           trust-term-file: see :func:`nemesis.disk.disk_steps`).
+           trust-term-file: see :func:`nemesis.disk.disk_steps`). Made of parts
+           (:data:`SCRIPT_PARTS`): a DB or hosts that refuse one fault lose that part.
 
 The zoo's default campaign mixes these with the generic fault motifs of
 :mod:`nemesis.motifs` (:data:`SCRIPTS` names both), drawn as a seeded deck:
@@ -37,7 +38,7 @@ schedule: where a step must wait for an election, its builder answers
 from __future__ import annotations
 
 import random
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 import nemesis.grudge as g
@@ -45,7 +46,7 @@ from harness.core.db import HasPrimaries
 from harness.core.errors import ConfigError
 from harness.core.nemesis import NemesisPackage
 from harness.core.roles import roles_now
-from nemesis.disk import disk_steps
+from nemesis.disk import DISK_PARTS, disk_steps
 from nemesis.motifs import MEMBERSHIP_MOTIFS, MOTIFS, motif_steps
 from nemesis.package import build_package
 from nemesis.role_motifs import ROLE_MOTIFS, role_steps
@@ -59,6 +60,7 @@ __all__ = [
     "PROFILES",
     "SCRIPTS",
     "ALL_SCRIPTS",
+    "SCRIPT_PARTS",
     "profile_steps",
     "aim_without_leader",
     "ProfileSchedule",
@@ -74,6 +76,12 @@ membership ones last: only a ``Reconfigurable`` DB's deck draws them)."""
 ALL_SCRIPTS = SCRIPTS + ROLE_MOTIFS
 """With the role scripts (nemesis/role_motifs.py), which the deck adds for a DB that
 declares ``HasRoles`` only, so the decks of the others are what they were."""
+SCRIPT_PARTS: Mapping[str, tuple[frozenset[str], ...]] = {"disk": DISK_PARTS}
+"""Scripts made of parts that play without one another, each part the fault kinds whose
+steps make sense only together. When the DB or hosts refuse a kind, the deck drops the
+part holding it and keeps the rest (:func:`nemesis.deck.deck_for`). A script not named
+here, or a kind outside every part, is one staged situation: a refusal leaves it out
+whole (a lease script without its clock bump is just a leader partition)."""
 
 
 def profile_steps(
@@ -82,15 +90,32 @@ def profile_steps(
     rng: random.Random,
     hold: float,
     roles: Mapping[str, Sequence[str]] | None = None,
+    drop: Collection[str] = (),
 ) -> list[Step]:
     """One profile's steps; every fault it starts, it stops. ``roles`` (the DB's
-    ``HasRoles`` answer at the draw) only shapes the role scripts.
+    ``HasRoles`` answer at the draw) only shapes the role scripts. The steps of the
+    kinds in ``drop`` (the deck's ``dropped`` for this script) are left out, both
+    ``start-K`` and ``stop-K``: the one place a dropped part leaves a script.
 
     The rng draws happen here, in a fixed order (then in the builders, when
     they land), so a seed replays the same script: the zoo's findings are
-    reproduced by seed.
+    reproduced by seed. Dropped steps are built before they are left out, so what
+    stays draws what it would have drawn in the whole script.
     """
+    steps = _script_steps(name, nodes, rng, hold, roles)
+    if not drop:
+        return steps
+    gone = {f"{p}-{k}" for k in drop for p in ("start", "stop")}
+    return [s for s in steps if s.f not in gone]
 
+
+def _script_steps(
+    name: str,
+    nodes: Sequence[str],
+    rng: random.Random,
+    hold: float,
+    roles: Mapping[str, Sequence[str]] | None,
+) -> list[Step]:
     if name in MOTIFS or name in MEMBERSHIP_MOTIFS:
         return motif_steps(name, nodes, rng, hold)
     if name in ROLE_MOTIFS:
@@ -356,6 +381,7 @@ class ProfileSchedule(StepSchedule):
         rng: random.Random,
         shuffle: bool = False,
         passes: int | None = None,
+        dropped: Mapping[str, Collection[str]] | None = None,
     ) -> None:
         if not profiles:
             raise ConfigError("a zoo campaign needs at least one fault profile", field="profiles")
@@ -372,6 +398,8 @@ class ProfileSchedule(StepSchedule):
         self.shuffle = shuffle
         self.passes = passes
         self.passes_begun = 0
+        self.dropped = {k: tuple(v) for k, v in (dropped or {}).items()}
+        """Script name to the fault kinds its steps go without (the deck's ``dropped``)."""
         self.deck: list[str] = []
         self.played: list[str] = []
         """Every script's name in the order played (for tests and the log)."""
@@ -398,7 +426,9 @@ class ProfileSchedule(StepSchedule):
         name = self.deck.pop(0)
         self.played.append(name)
         roles = roles_now(ctx.db, ctx) if name in ROLE_MOTIFS else None
-        steps = profile_steps(name, list(ctx.nodes), self.rng, self.hold, roles)
+        steps = profile_steps(
+            name, list(ctx.nodes), self.rng, self.hold, roles, self.dropped.get(name, ())
+        )
         if isinstance(ctx.db, HasPrimaries):
             return steps
         return [aim_without_leader(s, list(ctx.nodes), self.rng) for s in steps]
@@ -412,19 +442,23 @@ def build_profile_package(
     rng: random.Random,
     shuffle: bool = False,
     passes: int | None = None,
+    dropped: Mapping[str, Collection[str]] | None = None,
     **options: Any,
 ) -> NemesisPackage:
     """The stock nemeses and heal ops for ``faults``, driven by the profiles (``interval`` = hold).
 
     Without profiles it is the stock package, options and all. ``shuffle``
     draws the scripts as a seeded deck (:class:`ProfileSchedule`); ``passes`` ends the
-    schedule, and the load, after that many passes.
+    schedule, and the load, after that many passes; ``dropped`` names, per script, the
+    fault kinds it plays without.
     """
     base = build_package(list(faults), interval=interval, rng=rng, **options)
     if not profiles:
         return base
     return NemesisPackage(
         nemesis=base.nemesis,
-        schedule=ProfileSchedule(profiles, hold=interval, rng=rng, shuffle=shuffle, passes=passes),
+        schedule=ProfileSchedule(
+            profiles, hold=interval, rng=rng, shuffle=shuffle, passes=passes, dropped=dropped
+        ),
         final_ops=base.final_ops,
     )

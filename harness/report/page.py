@@ -406,6 +406,8 @@ def _summary(test: Mapping[str, Any], results: Mapping[str, Any], d: Digest) -> 
         rows.append(("fault scripts played", ", ".join(deck["played"])))
     if deck.get("not_played"):
         rows.append(("fault scripts time did not reach", ", ".join(deck["not_played"])))
+    for script, kinds in dict(deck.get("dropped") or {}).items():
+        rows.append((f"played without: {script}", "; ".join(f"{k}: {w}" for k, w in kinds.items())))
     for script, why in dict(deck.get("left_out") or {}).items():
         rows.append((f"left out: {script}", str(why)))
     if isinstance(run.get("converge"), Mapping):  # the wait after the heal (run/converge.py)

@@ -69,6 +69,7 @@ def build_package_for(spec: TestSpec) -> NemesisPackage:
             rng=rng,
             shuffle=deck.shuffle,
             passes=deck.passes,
+            dropped=deck.dropped,
             **spec.nemesis_options,
         )
     return build_profile_package(

@@ -76,6 +76,11 @@ def verdict_line(results: Mapping[str, Any]) -> str:
         deck = run_info.get("deck") or {}
         if deck.get("not_played"):
             bits.append(f"fault scripts not reached in time: {', '.join(deck['not_played'])}")
+        if deck.get("dropped"):
+            bits.append(
+                "fault scripts played without some faults: "
+                + ", ".join(f"{k} (no {', '.join(v)})" for k, v in deck["dropped"].items())
+            )
         if deck.get("left_out"):
             bits.append(f"fault scripts left out: {', '.join(deck['left_out'])}")
         from harness.run.converge import convergence_text

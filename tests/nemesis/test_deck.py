@@ -69,18 +69,104 @@ def test_scripts_needing_what_the_db_lacks_are_left_out_with_the_reason() -> Non
     assert "left out: " in deck.describe() and "stopped-leader (" in deck.describe()
 
 
-def test_hosts_without_declared_fuse_leave_the_disk_script_out() -> None:
+def test_hosts_without_declared_fuse_play_the_disk_script_without_its_power_cuts() -> None:
     from harness.dbs import get_db
 
     deck = deck_for(get_db("dledger", {}), _hosts(fuse=False))
-    assert "disk" not in deck.scripts and "FUSE" in deck.left_out["disk"]
-    assert "n1" in deck.left_out["disk"]
+    assert "disk" in deck.scripts and "disk" not in deck.left_out
+    assert set(deck.dropped["disk"]) == {"lose-unfsynced", "torn-write"}
+    torn = deck.dropped["disk"]["torn-write"]
+    assert "FUSE" in torn and "n1" in torn
+    assert "corrupt" in deck.faults and "lose-unfsynced" not in deck.faults
 
 
 def test_clock_scripts_are_left_out_for_a_db_outside_libfaketime_on_faketime_hosts() -> None:
     deck = deck_for(_OutsideFaketime(), _hosts())
     assert "lease" in deck.left_out and "clock-split" in deck.left_out
     assert "libfaketime" in deck.left_out["lease"] and "clock" not in deck.faults
+
+
+class _NoDataFiles(_KillableWithLeader):
+    """Killable, with a footprint, but no ``data_files`` (as Redis, NATS, a YAML DB):
+    ``corrupt`` has nothing to aim at, the lazy-fs faults do."""
+
+    root = "/tmp/sb-none"
+
+    def node_dir(self, ctx: Any, node: str) -> str:
+        return f"{self.root}/{node}"
+
+    def pidfiles(self, ctx: Any, node: str) -> list[str]:
+        return []
+
+    def ports(self, ctx: Any, node: str) -> list[int]:
+        return []
+
+
+def test_a_db_without_data_files_keeps_the_disk_script_less_corrupt_and_is_told_why() -> None:
+    deck = deck_for(_NoDataFiles(), _hosts(), ("disk", "crash"))
+    assert deck.scripts == ("disk", "crash") and not deck.left_out
+    dropped = deck.dropped["disk"]
+    assert list(dropped) == ["corrupt", "kill"]  # the refused kind first, then what served it
+    assert "data_files" in dropped["corrupt"] and "_NoDataFiles" in dropped["corrupt"]
+    assert "corrupt" in dropped["kill"]
+    assert deck.faults == ("kill", "lose-unfsynced", "torn-write")  # crash still kills
+    assert "disk without corrupt (corrupt needs a DB that declares" in deck.describe()
+    assert Deck.from_json(deck.to_json()) == deck
+    rec = deck_record(deck.to_json(), ["disk"])
+    assert rec["dropped"] == {"disk": dropped} and rec["not_played"] == ["crash"]
+    from harness.run.summary import verdict_line
+
+    line = verdict_line({"valid": True, "run": {"ok": 1, "deck": rec}})
+    assert "fault scripts played without some faults: disk (no corrupt, kill)" in line
+
+
+def test_the_runner_plays_the_disk_script_without_what_its_deck_dropped() -> None:
+    from harness.core.spec import TestSpec
+    from harness.run.runner import build_package_for
+    from nemesis.profiles import profile_steps
+
+    deck = deck_for(_NoDataFiles(), _hosts(), ("disk",))
+    spec = TestSpec(name="t", nodes=_Ctx.nodes, nemesis=deck.faults, seed=4,
+                    options={"deck": deck.to_json()})  # fmt: skip
+    schedule = build_package_for(spec).schedule
+    played: list[str] = []
+    while (got := schedule.next(_Ctx())) is not None:  # type: ignore[arg-type]
+        op = got[1]
+        assert not callable(op)  # the disk script's values are all drawn up front
+        played.append(op.f)
+        assert len(played) < 50
+    assert played == [
+        "start-lose-unfsynced", "stop-lose-unfsynced", "start-torn-write", "stop-torn-write"
+    ]  # fmt: skip
+    # what is kept is the whole script's steps less the dropped kinds', draws and all
+    whole = profile_steps("disk", _Ctx.nodes, random.Random(1), 2.5)
+    kept = profile_steps("disk", _Ctx.nodes, random.Random(1), 2.5, drop=("corrupt", "kill"))
+    assert kept == [s for s in whole if s.f.split("-", 1)[1] not in ("corrupt", "kill")]
+    assert len(kept) == 4 < len(whole)
+
+
+def test_a_script_whose_every_part_is_refused_is_still_left_out_whole() -> None:
+    deck = deck_for(_NoDataFiles(), _hosts(fuse=False), ("disk", "crash"))
+    assert deck.scripts == ("crash",) and "disk" not in deck.dropped
+    why = deck.left_out["disk"]
+    assert "FUSE" in why and "data_files" in why  # each distinct reason, once
+    assert why.count("FUSE") == 2  # lose-unfsynced and torn-write name their hosts
+    assert deck.faults == ("kill",)
+
+
+def test_a_script_not_made_of_parts_is_left_out_whole_by_one_refusal() -> None:
+    deck = deck_for(_OutsideFaketime(), _hosts(), ("lease", "bridge"))
+    assert deck.scripts == ("bridge",) and not deck.dropped  # lease is no leader partition
+    assert "libfaketime" in deck.left_out["lease"]
+
+
+def test_a_script_part_holds_only_kinds_the_script_plays_and_each_kind_once() -> None:
+    from nemesis.profiles import SCRIPT_PARTS
+
+    for name, parts in SCRIPT_PARTS.items():
+        kinds = [k for p in parts for k in p]
+        assert len(kinds) == len(set(kinds)), name
+        assert set(kinds) <= set(script_faults(name, 5)), name
 
 
 def test_a_db_without_a_leader_gets_a_note_and_nothing_left_only_for_that() -> None:
@@ -104,6 +190,7 @@ def test_a_recorded_deck_round_trips_and_a_run_says_what_it_played() -> None:
         "played": ["crash", "lease"],
         "not_played": ["bridge"],
         "left_out": {"disk": "why"},
+        "dropped": {},
     }
     with pytest.raises(ConfigError, match="deck"):
         Deck.from_json({"faults": []})

@@ -125,7 +125,8 @@ def test_a_db_without_the_declaration_is_refused_by_the_deck_and_at_setup(
     assert corrupt_refusal(Dir(tmp_path, DataFiles(log=("x",))), []) is None
     hosts = [Host(name=f"n{i}", address="127.0.0.1", extras={"fuse": True}) for i in (1, 2, 3)]
     deck = deck_for(bare, hosts, ("disk", "restart-all"))
-    assert "data_files" in deck.left_out["disk"] and deck.scripts == ("restart-all",)
+    assert deck.scripts == ("disk", "restart-all") and not deck.left_out  # disk, less corrupt
+    assert "data_files" in deck.dropped["disk"]["corrupt"] and "corrupt" not in deck.faults
     ctx = SimpleNamespace(db=bare, remotes={}, nodes=["n1"])
     with pytest.raises(NemesisError, match="data_files"):
         CorruptNemesis({}).setup(ctx)  # type: ignore[arg-type]
