@@ -14,7 +14,8 @@ uploaded before ``install``), ``install``, ``daemon`` (a foreground command the
 harness runs under a pid file, which gives start/stop/kill/pause/resume for
 free), ``start``, ``stop``, ``kill``, ``pause``, ``resume``, ``wipe`` (default
 ``rm -rf {data_dir}``), ``primaries`` (run on each node; exit 0 means "this node
-leads"), ``ready`` (run on each node until it exits 0, up to ``ready_timeout``
+leads"), ``roles`` (a mapping of role name to a command run on each node; exit 0 means
+"this node holds the role now", so the deck's role scripts aim at each), ``ready`` (run on each node until it exits 0, up to ``ready_timeout``
 s), ``log_files`` (list), ``timeout`` (s per command, 60).
 
 A node's default ``data_dir`` is ``/srv/splitbrain-yaml/<lab>/<name>-<hash>/<node>``: the
@@ -75,10 +76,13 @@ _FIELDS = {
     "log_files",
     "timeout",
     "ready_timeout",
+    "roles",
     *COMMANDS,
 }
 VARIABLES = {"node", "nodes", "peers", "address", "port", "data_dir", "here"}
 _VAR = re.compile(r"(?<!\$)\{([A-Za-z_][A-Za-z0-9_]*)\}")
+_ROLE = re.compile(r"[a-z][a-z0-9-]{0,31}")
+"""A role's name: a short word, as :class:`harness.core.roles.HasRoles` asks."""
 _DEFAULT_ROOT = "/srv/splitbrain-yaml"
 RECORD = "yaml-db.json"
 """In the run's store directory: the system and client paths behind each node's directory."""
@@ -98,6 +102,8 @@ class System:
     log_files: tuple[str, ...] = ()
     timeout: float = 60.0
     ready_timeout: float = 60.0
+    roles: dict[str, str] = field(default_factory=dict)
+    """Role name -> the command that exits 0 on a node holding that role now."""
     lines: dict[str, int] = field(default_factory=dict)
 
     def has(self, *names: str) -> bool:
@@ -131,6 +137,9 @@ def load_system(path: str | Path, extra_vars: Mapping[str, Any] | None = None) -
             "a YAML system is a mapping of fields (install, start, ...)", path=p, line=1
         )
     lines = {str(k.value): v.start_mark.line + 1 for k, v in root.value}
+    for k, v in root.value:  # a role's own line, for an error about that role
+        if k.value == "roles" and isinstance(v, yaml.MappingNode):
+            lines.update({f"roles.{rk.value}": rk.start_mark.line + 1 for rk, _ in v.value})
     for key in data:
         if key not in _FIELDS:
             raise _err(p, lines, str(key), f"unknown field (known: {', '.join(sorted(_FIELDS))})")
@@ -170,9 +179,11 @@ def load_system(path: str | Path, extra_vars: Mapping[str, Any] | None = None) -
         v = data.get(fld, 60.0)
         if not isinstance(v, (int, float)) or isinstance(v, bool) or v <= 0:
             raise _err(p, lines, fld, f"a positive number of seconds, not {v!r}")
+    roles = _roles(p, lines, data.get("roles"))
     known = VARIABLES | set(variables)
     templated = {
         **commands,
+        **{f"roles.{k}": v for k, v in roles.items()},
         "data_dir": data.get("data_dir") or "",
         **{f"files.{k}": str(v) for k, v in files.items()},
         **{f"log_files[{i}]": s for i, s in enumerate(logs)},
@@ -180,7 +191,7 @@ def load_system(path: str | Path, extra_vars: Mapping[str, Any] | None = None) -
     for fld, template in templated.items():
         for m in _VAR.finditer(template):
             if m.group(1) not in known:
-                top = fld.split(".")[0].split("[")[0]
+                top = fld if fld.startswith("roles.") else fld.split(".")[0].split("[")[0]
                 raise _err(
                     p,
                     lines,
@@ -199,8 +210,26 @@ def load_system(path: str | Path, extra_vars: Mapping[str, Any] | None = None) -
         log_files=tuple(logs),
         timeout=float(data.get("timeout", 60.0)),
         ready_timeout=float(data.get("ready_timeout", 60.0)),
+        roles=roles,
         lines=lines,
     )
+
+
+def _roles(p: Path, lines: Mapping[str, int], raw: Any) -> dict[str, str]:
+    """The ``roles`` field checked: short role names, each a non-empty command."""
+    if raw is None:
+        return {}
+    if not isinstance(raw, dict) or not raw:
+        raise _err(p, lines, "roles", "a mapping of role name: command (exit 0 = holds it)")
+    out: dict[str, str] = {}
+    for name, cmd in raw.items():
+        fld = f"roles.{name}"
+        if not isinstance(name, str) or not _ROLE.fullmatch(name):
+            raise _err(p, lines, fld, "a role's name is a short lower-case word (a-z, 0-9, -)")
+        if not isinstance(cmd, str) or not cmd.strip():
+            raise _err(p, lines, fld, "a command is a non-empty string")
+        out[name] = cmd
+    return out
 
 
 class _YamlBase:
@@ -259,9 +288,29 @@ class _YamlBase:
         return _VAR.sub(lambda m: values.get(m.group(1), m.group(0)), template)
 
     def _run(self, ctx: RunContext, node: str, name: str, *, check: bool = True) -> int:
-        cmd = self._fill(self.system.commands[name], ctx, node)
+        return self._run_template(ctx, node, self.system.commands[name], check=check)
+
+    def _run_template(
+        self, ctx: RunContext, node: str, template: str, *, check: bool = True
+    ) -> int:
+        cmd = self._fill(template, ctx, node)
         res = ctx.remotes[node].run(cmd, timeout=self.system.timeout, check=check)
         return res.exit_status
+
+    def _nodes_where(self, ctx: RunContext, template: str) -> list[str]:
+        """The nodes on which ``template`` exits 0, asked in parallel, in the run's order.
+
+        An unreachable node is not one we can name: it answers no."""
+
+        def ask(node: str) -> bool:
+            try:
+                return self._run_template(ctx, node, template, check=False) == 0
+            except Exception:  # noqa: BLE001 - a node that cannot answer holds nothing now
+                return False
+
+        with ThreadPoolExecutor(max_workers=max(1, len(ctx.nodes))) as pool:
+            answers = list(pool.map(ask, ctx.nodes))
+        return [n for n, yes in zip(ctx.nodes, answers, strict=True) if yes]
 
     def _pidfile(self, ctx: RunContext, node: str) -> str:
         return f"{self.data_dir(ctx, node)}/.splitbrain-daemon.pid"
@@ -349,16 +398,14 @@ class _Pausable:
 class _HasPrimaries:
     def primaries(self: Any, ctx: RunContext) -> list[str]:
         """Nodes whose ``primaries`` command exits 0 (asked in parallel)."""
+        nodes: list[str] = self._nodes_where(ctx, self.system.commands["primaries"])
+        return nodes
 
-        def ask(node: str) -> bool:
-            try:
-                return bool(self._run(ctx, node, "primaries", check=False) == 0)
-            except Exception:  # an unreachable node is not a primary we can name
-                return False
 
-        with ThreadPoolExecutor(max_workers=max(1, len(ctx.nodes))) as pool:
-            answers = list(pool.map(ask, ctx.nodes))
-        return [n for n, yes in zip(ctx.nodes, answers, strict=False) if yes]
+class _HasRoles:
+    def roles(self: Any, ctx: RunContext) -> dict[str, list[str]]:
+        """Each role of ``roles`` with the nodes whose command for it exits 0 now."""
+        return {role: self._nodes_where(ctx, cmd) for role, cmd in self.system.roles.items()}
 
 
 class _HasLogFiles:
@@ -462,6 +509,8 @@ def yaml_db(system: System) -> DB:
         bases.append(_Pausable)
     if "primaries" in c:
         bases.append(_HasPrimaries)
+    if system.roles:
+        bases.append(_HasRoles)
     if system.log_files or daemon:
         bases.append(_HasLogFiles)
     if "ready" in c:

@@ -47,6 +47,10 @@ def _write(tmp_path: Path, text: str) -> Path:
         ("start: x\nlog_files: /var/log/x\n", 2, "log_files", "a list"),
         ("start: [x\n", 2, None, "not valid YAML"),
         ("install: x\n", None, "start", "give `daemon`"),
+        ("start: x\nroles: [master]\n", 2, "roles", "a mapping of role name"),
+        ("start: x\nroles:\n  a: 'true'\n  Master: 'true'\n", 4, "roles.Master", "lower-case"),
+        ("start: x\nroles:\n  master: ''\n", 3, "roles.master", "non-empty string"),
+        ("start: x\nroles:\n  master: 'is {leadr}'\n", 3, "roles.master", "unknown variable"),
     ],
 )
 def test_a_bad_file_is_one_config_error_with_file_line_and_field(tmp_path, text, line, field, says):
@@ -83,6 +87,43 @@ def _ctx(db, tmp_path, remotes):
         rng=random.Random(0),
         store_dir=str(tmp_path),
     )
+
+
+def test_roles_are_declared_only_when_given_and_asked_of_every_node(tmp_path):
+    """``roles`` makes the DB HasRoles (so the deck adds its role scripts); each role holds
+    the nodes whose command exits 0 now, an unreachable node holding none."""
+    from harness.core.roles import HasRoles, roles_now
+    from nemesis.deck import deck_for
+    from nemesis.role_motifs import ROLE_MOTIFS
+
+    assert not isinstance(yaml_db(load_system(_write(tmp_path, "start: s\n"))), HasRoles)
+    p = _write(
+        tmp_path,
+        "daemon: srv\nroles:\n  master: 'test {node} = n1'\n  slave: 'test {node} != n1'\n",
+    )
+    db = yaml_db(load_system(p))
+    assert isinstance(db, HasRoles)
+
+    def answer(c):
+        if c.cmd.startswith("test "):
+            _, left, op, right = c.cmd.split()
+            return (0 if (left == right) == (op == "=") else 1, "", "")
+        return None
+
+    remotes = {n: MemoryRemote(Host(name=n, address="x"), handler=answer) for n in ("n1", "n2")}
+    ctx = _ctx(db, tmp_path, remotes)
+    assert db.roles(ctx) == {"master": ["n1"], "slave": ["n2"]}
+    assert roles_now(db, ctx) == {"master": ["n1"], "slave": ["n2"]}
+
+    def down(c):
+        raise OSError("no route to host")
+
+    remotes["n2"] = MemoryRemote(Host(name="n2", address="x"), handler=down)
+    ctx = _ctx(db, tmp_path, remotes)
+    assert db.roles(ctx) == {"master": ["n1"], "slave": []}
+    deck = deck_for(db, [ctx.hosts[n] for n in ctx.nodes])
+    assert set(ROLE_MOTIFS) <= set(deck.scripts) | set(deck.left_out)
+    assert not set(ROLE_MOTIFS) & set(deck.left_out), deck.left_out
 
 
 def test_commands_are_substituted_and_run_on_the_node(tmp_path):
