@@ -41,7 +41,14 @@ import click
 from harness.cli import options
 from harness.core.remote import Host
 
-__all__ = ["DbCpuSampler", "TimedClient", "campaign_figures", "measure_campaign", "bench_campaign"]
+__all__ = [
+    "DbCpuSampler",
+    "TimedClient",
+    "bench_campaign",
+    "campaign_figures",
+    "is_daemon",
+    "measure_campaign",
+]
 
 CLK_TCK = os.sysconf("SC_CLK_TCK")
 LAZY_SUFFIX = "+lazyfs"
@@ -73,6 +80,25 @@ _MAY_EXEC = (b"sshd", b"sh\0", b"bash\0", b"-bash\0", b"env\0", b"nohup\0", b"se
 
 RECHECK_EVERY = 5
 """Samples between two full passes over every pid's command line."""
+
+DAEMON_FLAGS = (b"--data-dir", b"--data", b"--store-base-dir")
+"""Flags that name a daemon's store: etcd's and our node's, the JRaft server's, DLedger's."""
+
+
+def is_daemon(cmd: bytes) -> bool:
+    """Whether a command line (NUL-separated, already known to name the test's directory)
+    is a database process rather than one of the harness's short commands on its files.
+
+    The daemon takes its store as a flag (``DAEMON_FLAGS``, alone or as ``flag=value``),
+    or it is a JVM (``java`` as the program): the Java DBs' servers name the test's
+    directory in their own flags, which the harness's ``rm``, ``tail`` and ``python3 -c``
+    never run as. Matching whole arguments, not substrings, keeps a path holding ``--data``
+    from counting.
+    """
+    args = cmd.split(b"\0")
+    if os.path.basename(args[0]) == b"java":
+        return True
+    return any(a.split(b"=", 1)[0] in DAEMON_FLAGS for a in args[1:])
 
 
 class DbCpuSampler:
@@ -127,9 +153,10 @@ class DbCpuSampler:
                 pass
             elif self.marker not in cmd:
                 self._not_ours.add(pid)
-            elif b"--data-dir" in cmd:
-                # The daemon itself: its arguments name the directory *and* --data-dir,
-                # which the harness's short commands (rm, tail, cat) never do.
+            elif is_daemon(cmd):
+                # The daemon itself: its arguments name the directory *and* its store's
+                # flag (or it is a JVM), which the harness's short commands never do. Only
+                # --data-dir counted once, so the Java DBs' servers showed 0 CPU s.
                 self._pids.add(pid)
             else:
                 self._not_ours.add(pid)
@@ -304,7 +331,8 @@ def measure_campaign(
     figs = campaign_figures(read_jsonl(res.store_dir / "history.jsonl"), time_limit=seconds)
     start, end = figs.pop("window_ns")
     cpu = None
-    if clock.offset_ns is not None and end > start:
+    # No process found is no reading: a 0.0 would pass for a DB that costs nothing.
+    if clock.offset_ns is not None and end > start and sampler.pids_seen:
         cpu = sampler.cpu_at(clock.offset_ns + end) - sampler.cpu_at(clock.offset_ns + start)
     ok = figs.get("ok", 0)
     return {

@@ -90,9 +90,11 @@ def test_soak_growth_per_million_is_the_least_squares_slope():
     from harness.bench.soak import growth_per_million
 
     flat = [(x / 10, 50.0 + (0.5 if x % 2 else -0.5)) for x in range(20)]
-    assert abs(growth_per_million(flat)) < 0.2
+    slope = growth_per_million(flat)
+    assert slope is not None and abs(slope) < 0.2
     leaking = [(x / 10, 50.0 + 30 * x / 10) for x in range(20)]
-    assert abs(growth_per_million(leaking) - 30.0) < 1e-9
+    slope = growth_per_million(leaking)
+    assert slope is not None and abs(slope - 30.0) < 1e-9
     assert growth_per_million([(1.0, 5.0)]) is None
     assert growth_per_million([(1.0, 5.0), (1.0, 9.0)]) is None
 
@@ -156,3 +158,36 @@ def test_other_dbs_take_their_default_workload_or_the_one_named() -> None:
     assert other_db("etcd:etcd-register") == ("etcd", "etcd-register", {})
     with pytest.raises(click.BadParameter, match="no-such-db"):
         other_db("no-such-db")
+
+
+def test_is_daemon_takes_the_java_servers_and_leaves_the_short_commands() -> None:
+    """The JRaft server (``--data``) and DLedger's (``--store-base-dir``, and a JVM) count;
+    the harness's commands on the same directory do not, nor a path that holds a flag."""
+    from harness.bench.campaign import is_daemon
+
+    d = b"/var/lib/splitbrain/jraft/h4/t/n1"
+    assert is_daemon(b"\0".join([b"etcd", b"--data-dir=" + d + b"/data"]))
+    assert is_daemon(b"\0".join([b"/usr/bin/python3", b"-m", b"node_impl", b"--data-dir", d]))
+    assert is_daemon(b"\0".join([b"/opt/jdk/bin/java", b"-Xmx256m", b"-cp", d + b"/lib/*"]))
+    assert is_daemon(b"\0".join([b"srv", b"--id", b"n1", b"--data", d + b"/data"]))
+    assert is_daemon(b"\0".join([b"srv", b"--store-base-dir", d + b"/data"]))
+    assert not is_daemon(b"\0".join([b"tail", b"-c", b"65536", d + b"/node.log"]))
+    assert not is_daemon(b"\0".join([b"python3", b"-c", b"import os", d + b"/--data"]))
+    assert not is_daemon(b"\0".join([b"rm", b"-rf", d + b"/--data-dir"]))
+
+
+def test_sampler_counts_a_jvm_naming_the_run(tmp_path: Path) -> None:
+    """A process whose program is ``java`` and whose arguments name the test's directory
+    (as the Java DBs' servers do, with no --data-dir) is counted, with its CPU."""
+    burn = "import time\nt = time.process_time()\nwhile time.process_time() - t < 0.4: pass\n"
+    marker = f"/lab/{tmp_path.name}/"
+    jvm = subprocess.Popen(
+        ["java", "-c", burn, f"-Dstore=/x{marker}n1/data"], executable=sys.executable
+    )
+    sampler = DbCpuSampler(marker, interval=0.05).start()
+    try:
+        jvm.wait(10)
+    finally:
+        sampler.stop()
+    assert sampler.pids_seen == 1
+    assert sampler.samples[-1][1] >= 0.3
