@@ -18,6 +18,13 @@ whose ``target`` is ``leader`` and that names no nodes is left to the nemesis, w
 resolves it when it applies the fault. With no leader known now (an election under way)
 the step waits up to ``leader_wait_s`` for one, then lands under the current renaming.
 
+A fault of the role scripts (:mod:`nemesis.role_motifs`, a DB that declares ``HasRoles``)
+names in ``held`` the role each node was hit for; the replay asks the DB's roles as it
+lands and moves each such node onto one holding that role now (the node the renaming
+already gives, if it still holds the role), by the same transpositions. So a kill of
+"the master and a controller" hits today's master and a controller, wherever the roles
+moved; a role nobody holds now keeps the renaming.
+
 Pure apart from asking the DB who leads (``nemesis.base.leader_now`` through
 :func:`nemesis.schedules.leader_within`); the events are plain data, so a unit test steps it
 with a stand-in context.
@@ -31,6 +38,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from harness.core.op import Op
+from harness.core.roles import roles_now
 from nemesis.schedules import Retry, fault_op, leader_within, now_s
 
 if TYPE_CHECKING:
@@ -44,13 +52,15 @@ __all__ = [
     "rename_nodes",
     "swap_nodes",
     "aim_leader",
+    "aim_roles",
     "RecordedSchedule",
 ]
 
 
-REPLAY_VERSION = 2
+REPLAY_VERSION = 3
 """How faults are aimed in a replay; a shrink ledger judged under another version is not
-reused (1: each fault's leader swapped alone; 2: one renaming kept across the run)."""
+reused (1: each fault's leader swapped alone; 2: one renaming kept across the run; 3: and
+role-script faults moved onto their roles' holders now)."""
 
 
 @dataclass(frozen=True)
@@ -120,6 +130,25 @@ def aim_leader(mapping: dict[str, str], recorded: str, now: str) -> None:
     mapping[other], mapping[recorded] = mapping.get(recorded, recorded), now
 
 
+def aim_roles(
+    mapping: dict[str, str], held: Mapping[str, str], now: Mapping[str, Sequence[str]]
+) -> None:
+    """Update the renaming in place so each recorded node of ``held`` (node -> the role it
+    was hit for) maps to a node holding that role in ``now`` (role -> nodes), two recorded
+    nodes never onto one. A node whose image still holds its role stays; one whose role
+    nobody holds now keeps its image. Deterministic: the first free holder in ``now``'s
+    order."""
+    used: set[str] = set()
+    for recorded, role in held.items():
+        holders = [n for n in now.get(role, ()) if n not in used]
+        image = mapping.get(recorded, recorded)
+        if image in holders or not holders:
+            used.add(image)
+            continue
+        aim_leader(mapping, recorded, holders[0])
+        used.add(holders[0])
+
+
 class RecordedSchedule:
     """Plays :class:`Event` s at their offsets from the first ``next`` call (the load start)."""
 
@@ -179,6 +208,9 @@ class RecordedSchedule:
                 return now
             if now is not None:
                 aim_leader(self.mapping, ev.leader, now)
+        held = value.get("held") if isinstance(value, dict) else None
+        if isinstance(held, dict) and held and not ev.f.startswith("stop-"):
+            aim_roles(self.mapping, held, roles_now(ctx.db, ctx))
         if isinstance(value, dict) and value.get("target") == "leader" and not value.get("nodes"):
             return value  # the nemesis resolves "leader" when it applies the fault
         return rename_nodes(value, self.mapping)

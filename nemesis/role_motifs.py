@@ -20,7 +20,8 @@ the steps) and again when each fault lands (which node holds the role now: maste
 move); a role with nobody in it when a fault lands falls back to the nodes it had when
 the script was drawn, and the value says so. Roles that name exactly the same nodes are
 one aim (:func:`nemesis.targets.role_aims`). Every value names its role(s), so the
-history tells which role each fault hit.
+history tells which role each fault hit, and ``held`` maps each node hit to the role it was
+hit for, so a replay (:mod:`nemesis.recorded`) aims at whoever holds that role then.
 
 Pure like every script: plain :class:`~nemesis.schedules.Step` data whose builders ask
 the DB only for its roles.
@@ -102,6 +103,7 @@ class _Aim:
                 }
             else:
                 value = {"nodes": [n], "role": role, "why": "role-each"}
+            value["held"] = {n: role}  # whom a replay aims at: the role's holder then
             return self.note(value, stale)
 
         return build
@@ -126,6 +128,7 @@ class _Aim:
                 grudge = {x: frozenset({y}), y: frozenset({x})} if x != y else {}
                 value = {"shape": "roles-apart", "roles": roles, "with": pair,
                          "grudge": g.grudge_to_json(grudge)}  # fmt: skip
+            value["held"] = {x: a} if x == y else {x: a, y: b}
             return self.note(value, stale_a or stale_b)
 
         return build

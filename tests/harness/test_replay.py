@@ -16,7 +16,14 @@ from harness.run.schedule_file import (
     partition_role,
     role_of,
 )
-from nemesis.recorded import Event, RecordedSchedule, aim_leader, events_of, swap_nodes
+from nemesis.recorded import (
+    Event,
+    RecordedSchedule,
+    aim_leader,
+    aim_roles,
+    events_of,
+    swap_nodes,
+)
 from nemesis.schedules import Retry
 
 NODES = ["n1", "n2", "n3", "n4", "n5"]
@@ -248,6 +255,58 @@ def test_recorded_schedule_waits_for_a_leader_then_uses_the_recorded_nodes():
     assert wait > 0
     op = planned(ctx)
     assert op is not None and op.value["nodes"] == ["n1"]
+
+
+def test_aim_roles_moves_each_node_hit_onto_a_holder_of_its_role_now():
+    mapping: dict[str, str] = {}
+    # recorded: n1 hit as controller-leader, n4 as master; now n2 leads the controllers and
+    # n5 is the master
+    aim_roles(mapping, {"n1": "controller-leader", "n4": "master"},
+              {"controller-leader": ["n2"], "master": ["n5"], "slave": ["n4"]})  # fmt: skip
+    assert mapping.get("n1", "n1") == "n2" and mapping.get("n4", "n4") == "n5"
+    assert sorted(mapping.get(n, n) for n in NODES) == sorted(NODES)  # still a permutation
+    # an image that still holds its role stays; a role nobody holds keeps the image
+    before = dict(mapping)
+    aim_roles(mapping, {"n1": "controller-leader", "n3": "master"},
+              {"controller-leader": ["n2", "n3"], "master": []})  # fmt: skip
+    assert mapping == before
+    # two nodes hit for one role never land on one holder
+    mapping = {}
+    aim_roles(mapping, {"n1": "controller", "n2": "controller"},
+              {"controller": ["n3", "n4", "n5"]})  # fmt: skip
+    assert {mapping["n1"], mapping["n2"]} <= {"n3", "n4", "n5"}
+    assert mapping["n1"] != mapping["n2"]
+
+
+@dataclass
+class RolesFakeDB(FakeDB):
+    now_roles: dict[str, list[str]] = field(default_factory=dict)
+
+    def roles(self, ctx: Any) -> dict[str, list[str]]:
+        return self.now_roles
+
+
+def test_a_role_script_fault_is_replayed_on_whoever_holds_the_roles_now():
+    """A recorded role-pairs kill of (controller-leader n1, master n4) replays onto today's
+    holders, and a later recorded fault on n4 alone follows the renaming."""
+    kill = {"nodes": ["n1", "n4"], "roles": ["controller-leader", "master"],
+            "why": "role-pairs", "held": {"n1": "controller-leader", "n4": "master"}}  # fmt: skip
+    events = [
+        Event(1.0, "start-kill", kill),
+        Event(2.0, "stop-kill", None),
+        Event(3.0, "start-pause", {"target": "one", "nodes": ["n4"]}),
+    ]
+    db = RolesFakeDB(now_roles={"controller-leader": ["n3"], "master": ["n2"]})
+    ctx = Ctx(history=Clock(0.0), db=db)  # type: ignore[arg-type]
+    sched = RecordedSchedule(events, rng=random.Random(0))
+    ops = []
+    while (step := sched.next(ctx)) is not None:
+        wait, planned = step
+        ctx.history.t += wait
+        ops.append(planned(ctx))
+    assert ops[0].value["nodes"] == ["n3", "n2"]
+    assert ops[0].value["held"] == {"n3": "controller-leader", "n2": "master"}
+    assert ops[2].value["nodes"] == ["n2"]  # n4 was the master: the master now is n2
 
 
 def test_replay_spec_applies_bug_none_and_db_options():

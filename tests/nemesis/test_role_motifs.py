@@ -120,7 +120,12 @@ def test_role_each_aims_every_fault_at_every_role_asked_when_it_lands() -> None:
     master_kill = starts[6]  # the third role, master: kill
     assert master_kill.f == "start-kill"
     value = _land(master_kill, ctx)
-    assert value == {"nodes": ["n5"], "role": "master", "why": "role-each"}
+    assert value == {
+        "nodes": ["n5"],
+        "role": "master",
+        "why": "role-each",
+        "held": {"n5": "master"},  # what a replay aims at
+    }
     cut = _land(starts[8], ctx)
     assert cut["isolated"] == "n5" and set(cut["grudge"]["n5"]) == {"n1", "n2", "n3", "n4"}
     # nobody holds the role when it lands: the node it had at the draw, said so
@@ -143,6 +148,7 @@ def test_role_pairs_hit_two_nodes_together_or_cut_them_apart() -> None:
     ctx = _ctx(RolesDB(dict(ROCKET)))
     first = _land(starts[0], ctx)
     assert first["roles"] == ["controller-leader", "master"] and first["nodes"] == ["n1", "n4"]
+    assert first["held"] == {"n1": "controller-leader", "n4": "master"}
     cuts = [_land(s, ctx) for s in starts[1::2]]
     shapes = {c["shape"] for c in cuts}
     assert shapes <= {"roles-together", "roles-apart"} and shapes
