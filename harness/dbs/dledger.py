@@ -33,7 +33,7 @@ from harness.core.db import DataFiles, Members, WorkloadChoice
 from harness.core.errors import ConfigError, NemesisError, RemoteError
 from harness.core.fanout import map_values
 from harness.core.remote import UploadsTrees
-from harness.dbs.daemon import PidfileDaemonDB
+from harness.dbs.daemon import PidfileDaemonDB, absolute_root, await_status
 from harness.dbs.nodelog_events import NodeLogEvents
 
 if TYPE_CHECKING:
@@ -670,9 +670,7 @@ class DLedgerDB(NodeLogEvents, DLedgerMembership, PidfileDaemonDB):
         primaries_wait: float = 3.0,
         node_src: str | None = None,
     ) -> None:
-        if not root.startswith("/"):
-            raise ConfigError(f"db root must be an absolute path, got {root!r}", field="root")
-        self.root = root.rstrip("/")
+        self.root = absolute_root(root)
         self.peer_port, self.client_port = peer_port, client_port
         self.remote_python = remote_python
         self.heartbeat_ms, self.election_timeout_ms = heartbeat_ms, election_timeout_ms
@@ -857,32 +855,29 @@ class DLedgerDB(NodeLogEvents, DLedgerMembership, PidfileDaemonDB):
         """Block until ``node`` knows a leader, so the test does not open with an election."""
         host, port = self.client_addrs(ctx)[node]
         remote = ctx.remotes[node]
-        pid = self._paths(ctx, node)["pid"]
+        p = self._paths(ctx, node)
         wait = self.leader_wait(ctx)
-        deadline = time.monotonic() + wait
-        last: dict[str, Any] | None = None
-        while time.monotonic() < deadline:
-            st = _fetch_status(host, port, 1.0)
-            if st is not None:
-                last = st
-                if st.get("leader") is not None and st.get("role") in ("leader", "follower"):
-                    log.info(
-                        "%s: up, role %s, leader %s, term %s",
-                        node,
-                        st.get("role"),
-                        st.get("leader"),
-                        st.get("term"),
-                    )
-                    return
-            elif not remote.daemon_running(pid):
-                tail = remote.run(
-                    f"tail -n 5 {shlex.quote(self._paths(ctx, node)['stdout'])}", check=False
-                ).stdout.strip()
-                raise RemoteError(
-                    f"node process exited during startup: {tail or 'no output'}",
-                    host=remote.host.name,
-                )
-            time.sleep(0.2)
+        known, last = await_status(
+            remote,
+            p["pid"],
+            p["stdout"],
+            what="node process",
+            ask=lambda: _fetch_status(host, port, 1.0),
+            done=lambda st: (
+                st.get("leader") is not None and st.get("role") in ("leader", "follower")
+            ),
+            within=wait,
+            lines=5,
+        )
+        if known and last is not None:
+            log.info(
+                "%s: up, role %s, leader %s, term %s",
+                node,
+                last.get("role"),
+                last.get("leader"),
+                last.get("term"),
+            )
+            return
         raise RemoteError(
             f"no leader known after {wait:g} s (last status: {last})",
             host=remote.host.name,
@@ -931,16 +926,10 @@ class DLedgerDB(NodeLogEvents, DLedgerMembership, PidfileDaemonDB):
 
     # lifecycle ----------------------------------------------------------------
     def start(self, ctx: RunContext, node: str) -> None:
+        if not self.should_start(ctx, node, self._removed):
+            return
         remote = ctx.remotes[node]
         p = self._paths(ctx, node)
-        if node in self._removed:
-            # A kill's heal must not bring back a member the cluster removed (with its old
-            # identity and log it would be a stale node serving reads); the membership
-            # heal adds it back wiped.
-            log.info("%s: removed from the cluster; not restarted", node)
-            return
-        if remote.daemon_running(p["pid"]):
-            return
         cmd = self._cmd.get(node)
         if cmd is None:
             self._python[node] = self._choose_python(remote)
@@ -984,13 +973,4 @@ class DLedgerDB(NodeLogEvents, DLedgerMembership, PidfileDaemonDB):
         remote.stop_daemon(p["pid"], timeout=5)
         if remote.daemon_running(p["pid"]):
             raise RemoteError(f"node process in {p['dir']} survived stop", host=remote.host.name)
-        # The test's (and lab's) directory goes too once its last node is gone;
-        # rmdir only removes empty directories, so racing nodes are harmless.
-        parents = []
-        d = p["dir"]
-        while True:
-            d = d.rsplit("/", 1)[0]
-            if len(d) <= len(self.root):
-                break
-            parents.append(f"rmdir {shlex.quote(d)} 2>/dev/null")
-        remote.run(f"rm -rf {shlex.quote(p['dir'])}; " + "; ".join(parents + ["true"]))
+        self.remove_node_dir(ctx, node)

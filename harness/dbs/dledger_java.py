@@ -45,7 +45,7 @@ from harness.core.db import (
 from harness.core.errors import ConfigError, NemesisError, RemoteError
 from harness.core.fanout import map_values
 from harness.core.options import as_options, declares_options, option
-from harness.dbs.daemon import PidfileDaemonDB
+from harness.dbs.daemon import PidfileDaemonDB, absolute_root, await_status
 from harness.dbs.dledger import _admin, _fetch_status
 from harness.dbs.nodelog_events import NodeLogEvents
 
@@ -165,8 +165,7 @@ class DLedgerJavaOptions:
 
     def __post_init__(self) -> None:
         parse_version(self.version)
-        if not self.root.startswith("/"):
-            raise ConfigError(f"db root must be an absolute path, got {self.root!r}", field="root")
+        absolute_root(self.root)
         if self.min_vote_ms > self.max_vote_ms:
             raise ConfigError("min_vote_ms must not exceed max_vote_ms", field="min_vote_ms")
 
@@ -400,7 +399,6 @@ class DLedgerJavaDB(NodeLogEvents, PidfileDaemonDB):
 
     # lifecycle ----------------------------------------------------------------
     def setup(self, ctx: RunContext, node: str) -> None:
-        from harness.dbs.etcd import stop_process
         from harness.dbs.maven import require_java
 
         remote = ctx.remotes[node]
@@ -408,9 +406,7 @@ class DLedgerJavaDB(NodeLogEvents, PidfileDaemonDB):
         require_java(remote, self.options.java)
         program = self.program()
         lib = program.install(remote, f"{self.root}/java")
-        if remote.daemon_running(p["pid"]):
-            log.info("%s: stopping a DLedger node left running by an earlier run", node)
-            stop_process(remote, p["pid"], "dledger-java")
+        self.stop_leftover(ctx, node, "a DLedger node", "dledger-java")
         remote.run(
             f"mkdir -p {shlex.quote(p['dir'])} && "
             f"find {shlex.quote(p['dir'])} -mindepth 1 -delete && "
@@ -421,10 +417,10 @@ class DLedgerJavaDB(NodeLogEvents, PidfileDaemonDB):
         self._await_leader(ctx, node)
 
     def start(self, ctx: RunContext, node: str) -> None:
+        if not self.should_start(ctx, node):
+            return
         remote = ctx.remotes[node]
         p = self._paths(ctx, node)
-        if remote.daemon_running(p["pid"]):
-            return
         cmd = self._cmd.get(node)
         if cmd is None:
             lib = self.program().install(remote, f"{self.root}/java")
@@ -435,24 +431,19 @@ class DLedgerJavaDB(NodeLogEvents, PidfileDaemonDB):
         """Until ``node`` knows a leader (the group formed), or its JVM died."""
         host, port = self.client_addrs(ctx)[node]
         remote = ctx.remotes[node]
-        pid = self._paths(ctx, node)["pid"]
-        deadline = time.monotonic() + self.options.ready_timeout
-        last: dict[str, Any] | None = None
-        while time.monotonic() < deadline:
-            st = _status(host, port, 1.0)
-            if st is not None:
-                last = st
-                if st.get("leader") and st.get("role") in ("leader", "follower"):
-                    return
-            elif not remote.daemon_running(pid):
-                tail = remote.run(
-                    f"tail -n 5 {shlex.quote(self._paths(ctx, node)['stdout'])}", check=False
-                ).stdout.strip()
-                raise RemoteError(
-                    f"DLedger JVM exited during startup: {tail or 'no output'}",
-                    host=remote.host.name,
-                )
-            time.sleep(0.2)
+        p = self._paths(ctx, node)
+        known, last = await_status(
+            remote,
+            p["pid"],
+            p["stdout"],
+            what="DLedger JVM",
+            ask=lambda: _status(host, port, 1.0),
+            done=lambda st: bool(st.get("leader")) and st.get("role") in ("leader", "follower"),
+            within=self.options.ready_timeout,
+            lines=5,
+        )
+        if known:
+            return
         raise RemoteError(
             f"no DLedger leader known after {self.options.ready_timeout:g} s (last: {last})",
             host=remote.host.name,
@@ -505,15 +496,9 @@ class DLedgerJavaDB(NodeLogEvents, PidfileDaemonDB):
         return [p["log"], p["stdout"]]
 
     def teardown(self, ctx: RunContext, node: str) -> None:
-        from harness.dbs.etcd import stop_process
-
-        remote = ctx.remotes[node]
-        p = self._paths(ctx, node)
-        if self.options.leave_running:
-            log.info("%s: leaving DLedger running in %s", node, p["dir"])
-            return
-        stop_process(remote, p["pid"], "dledger-java")
-        self.remove_node_dir(ctx, node)
+        self.stop_and_remove(
+            ctx, node, "DLedger", {"pid": "dledger-java"}, leave=self.options.leave_running
+        )
 
     # leadership transfer --------------------------------------------------------
     @property

@@ -36,7 +36,13 @@ from typing import TYPE_CHECKING, Any
 from harness.core.db import DataFiles, Members, WorkloadChoice
 from harness.core.errors import ConfigError, LabError, NemesisError, RemoteError
 from harness.core.fanout import map_values
-from harness.dbs.daemon import PidfileDaemonDB
+from harness.dbs.daemon import (
+    PidfileDaemonDB,
+    absolute_root,
+    await_status,
+    ensure_package,
+    stop_process,
+)
 from harness.dbs.gobuild import GoProgram, module_version
 
 if TYPE_CHECKING:
@@ -48,55 +54,11 @@ __all__ = [
     "NEWEST",
     "EtcdDB",
     "build_etcd",
-    "ensure_package",
     "hosts_release",
     "member_urls",
-    "stop_process",
 ]
 
 log = logging.getLogger(__name__)
-
-
-def ensure_package(remote: Remote, binary: str, packages: str) -> None:
-    """Make ``binary`` present on the host, installing ``packages`` with apt if we may."""
-    if remote.run(f"command -v {shlex.quote(binary)}", check=False, timeout=30).ok:
-        return
-    if remote.run('test "$(id -u)" = 0', check=False, timeout=30).ok:
-        log.info("%s: installing %s", remote.host.name, packages)
-        res = remote.run(
-            f"DEBIAN_FRONTEND=noninteractive apt-get install -y -q "
-            f"--no-install-recommends {packages}",
-            check=False,
-            timeout=600,
-        )
-        if res.ok and remote.run(f"command -v {shlex.quote(binary)}", check=False).ok:
-            return
-        raise RemoteError(
-            f"`apt-get install {packages}` did not provide {binary}: {res.stderr.strip()[-300:]}",
-            host=remote.host.name,
-        )
-    raise RemoteError(
-        f"{binary} is not installed and we are not root to install {packages}",
-        host=remote.host.name,
-    )
-
-
-def stop_process(remote: Remote, pidfile: str, what: str, *, grace: float = 20.0) -> None:
-    """TERM then KILL by pid file, tolerating a slow death (a big fsync or unmap on
-    a loaded machine can keep a killed process around for seconds)."""
-    remote.signal_daemon(pidfile, "CONT")  # a stopped process never handles TERM
-    try:
-        remote.stop_daemon(pidfile, timeout=5)
-    except RemoteError as e:
-        log.info("%s: %s slow to stop (%s); waiting", remote.host.name, what, e)
-    deadline = time.monotonic() + grace
-    while remote.daemon_running(pidfile):
-        if time.monotonic() > deadline:
-            raise RemoteError(
-                f"{what} ({pidfile}) survived SIGKILL for {grace:g} s", host=remote.host.name
-            )
-        time.sleep(0.2)
-    remote.run(f"rm -f {shlex.quote(pidfile)}", check=False)
 
 
 SERVER_MODULE = "go.etcd.io/etcd/server/v3"
@@ -203,9 +165,7 @@ class EtcdDB(PidfileDaemonDB):
         extra_args: str = "",
         version: str | None = None,
     ) -> None:
-        if not root.startswith("/"):
-            raise ConfigError(f"db root must be an absolute path, got {root!r}", field="root")
-        self.root = root.rstrip("/")
+        self.root = absolute_root(root)
         self.peer_port, self.client_port = peer_port, client_port
         self.binary = binary
         self.heartbeat_ms, self.election_timeout_ms = heartbeat_ms, election_timeout_ms
@@ -339,9 +299,7 @@ class EtcdDB(PidfileDaemonDB):
             ensure_package(remote, self.binary, "etcd-server etcd-client")
             if self.version not in (None, HOSTS_PACKAGE):
                 self._check_hosts_release(remote, self.version or "")
-        if remote.daemon_running(p["pid"]):
-            log.info("%s: stopping an etcd left running by an earlier run", node)
-            stop_process(remote, p["pid"], "etcd")
+        self.stop_leftover(ctx, node, "an etcd", "etcd")
         remote.run(
             f"mkdir -p {shlex.quote(p['dir'])} && find {shlex.quote(p['dir'])} -mindepth 1 -delete"
         )
@@ -366,22 +324,21 @@ class EtcdDB(PidfileDaemonDB):
         host, port = self.client_addrs(ctx)[node]
         remote = ctx.remotes[node]
         p = self._paths(ctx, node)
-        deadline = time.monotonic() + self.ready_timeout
-        while time.monotonic() < deadline:
-            st = _status(host, port, 1.0)
-            if st and str(st.get("leader", "0")) not in ("0", ""):
-                return
-            if st is None and not remote.daemon_running(p["pid"]):
-                tail = remote.run(f"tail -n 5 {shlex.quote(p['log'])}", check=False).stdout
-                raise RemoteError(
-                    f"etcd exited during startup: {tail.strip() or 'no output'}",
-                    host=remote.host.name,
-                )
-            time.sleep(0.2)
-        raise RemoteError(
-            f"etcd member {node} knew no leader after {self.ready_timeout:g} s",
-            host=remote.host.name,
+        known, _ = await_status(
+            remote,
+            p["pid"],
+            p["log"],
+            what="etcd",
+            ask=lambda: _status(host, port, 1.0),
+            done=lambda st: str(st.get("leader", "0")) not in ("0", ""),
+            within=self.ready_timeout,
+            lines=5,
         )
+        if not known:
+            raise RemoteError(
+                f"etcd member {node} knew no leader after {self.ready_timeout:g} s",
+                host=remote.host.name,
+            )
 
     def wait_ready(self, ctx: RunContext, *, settle: float = 0.5) -> None:
         """Until every member names the same leader for ``settle`` s (a log line if never)."""
@@ -402,14 +359,11 @@ class EtcdDB(PidfileDaemonDB):
         log.warning("etcd members did not agree on a leader within %gs", self.ready_timeout)
 
     def start(self, ctx: RunContext, node: str) -> None:
+        # etcd refuses a removed member anyway; not starting it keeps its log quiet
+        if not self.should_start(ctx, node, self._removed):
+            return
         remote = ctx.remotes[node]
         p = self._paths(ctx, node)
-        if node in self._removed:
-            # etcd refuses a removed member anyway; not starting it keeps its log quiet
-            log.info("%s: removed from the cluster; not restarted", node)
-            return
-        if remote.daemon_running(p["pid"]):
-            return
         cmd = self._commands.get(node) or self.command(ctx, node)
         remote.start_daemon(cmd, pidfile=p["pid"], logfile=p["log"], chdir=p["dir"])
 
@@ -618,10 +572,4 @@ class EtcdDB(PidfileDaemonDB):
         return [self._paths(ctx, node)["log"]]
 
     def teardown(self, ctx: RunContext, node: str) -> None:
-        remote = ctx.remotes[node]
-        p = self._paths(ctx, node)
-        if self.leave_running:
-            log.info("%s: leaving etcd running in %s", node, p["dir"])
-            return
-        stop_process(remote, p["pid"], "etcd")
-        self.remove_node_dir(ctx, node)
+        self.stop_and_remove(ctx, node, "etcd", {"pid": "etcd"}, leave=self.leave_running)

@@ -36,7 +36,13 @@ from harness.core.db import DataFiles, Members, WorkloadChoice
 from harness.core.errors import ConfigError, NemesisError, RemoteError
 from harness.core.fanout import map_values
 from harness.core.options import as_options, declares_options, option
-from harness.dbs.daemon import PidfileDaemonDB
+from harness.dbs.daemon import (
+    PidfileDaemonDB,
+    absolute_root,
+    await_status,
+    durable_mkdir,
+    stop_process,
+)
 from harness.dbs.dledger import _admin, _fetch_status, node_ports
 from harness.dbs.nodelog_events import NodeLogEvents
 
@@ -232,28 +238,6 @@ def durable_wipe_tree(path: str) -> str:
     return f"python3 -c {shlex.quote(_WIPE_TREE_PY)} {shlex.quote(path)}"
 
 
-_MKDIR_PY = (
-    "import os, sys\n"
-    "d = sys.argv[1]\n"
-    "os.makedirs(d, exist_ok=True)\n"
-    "for p in (d, os.path.dirname(d)):\n"
-    "    fd = os.open(p, os.O_RDONLY | os.O_DIRECTORY)\n"
-    "    os.fsync(fd)\n"
-    "    os.close(fd)\n"
-)
-
-
-def durable_mkdir(path: str) -> str:
-    """A shell command creating ``path`` and fsyncing it and its parent.
-
-    The data directory is the operator's to create, and an operator's mkdir must survive a
-    power cut: under the lazy fs of the disk faults a directory entry never fsynced is lost
-    with the power, and the node would come back with no log at all. What JRaft creates
-    inside it (``log/``, ``meta/``) is left to JRaft.
-    """
-    return f"python3 -c {shlex.quote(_MKDIR_PY)} {shlex.quote(path)}"
-
-
 def _call(msg: dict[str, Any], client: Any) -> dict:
     """One admin request on a NodeClient (a module function: no loop variable captured)."""
     reply: dict = client.call(msg, 10.0)
@@ -300,11 +284,7 @@ class JRaftDB(NodeLogEvents, PidfileDaemonDB):
     def __init__(self, options: JRaftOptions | None = None) -> None:
         self.opts = options or JRaftOptions()
         check_version(self.opts.version)
-        if not self.opts.root.startswith("/"):
-            raise ConfigError(
-                f"db root must be an absolute path, got {self.opts.root!r}", field="root"
-            )
-        self.root = self.opts.root.rstrip("/")
+        self.root = absolute_root(self.opts.root)
         self._program: JavaProgram | None = None
         self._lib: dict[str, str] = {}
         self._lock = threading.Lock()
@@ -417,9 +397,7 @@ class JRaftDB(NodeLogEvents, PidfileDaemonDB):
         remote = ctx.remotes[node]
         p = self._paths(ctx, node)
         require_java(remote, self.opts.java)
-        if remote.daemon_running(p["pid"]):
-            log.info("%s: stopping a jraft server left running by an earlier run", node)
-            self._stop(ctx, node)
+        self.stop_leftover(ctx, node, "a jraft server", "jraft server")
         remote.run(
             durable_wipe_tree(p["dir"])
             + f" && mkdir -p {shlex.quote(p['tmp'])} && "
@@ -443,21 +421,17 @@ class JRaftDB(NodeLogEvents, PidfileDaemonDB):
         host, port = self.client_addrs(ctx)[node]
         remote = ctx.remotes[node]
         p = self._paths(ctx, node)
-        deadline = time.monotonic() + within
-        last: dict[str, Any] | None = None
-        while time.monotonic() < deadline:
-            st = _fetch_status(host, port, 1.0)
-            if st is not None:
-                last = st
-                if not leader or st.get("leader"):
-                    return
-            elif not remote.daemon_running(p["pid"]):
-                tail = remote.run(f"tail -n 8 {shlex.quote(p['stdout'])}", check=False).stdout
-                raise RemoteError(
-                    f"jraft server exited during startup: {tail.strip() or 'no output'}",
-                    host=remote.host.name,
-                )
-            time.sleep(0.2)
+        answered, last = await_status(
+            remote,
+            p["pid"],
+            p["stdout"],
+            what="jraft server",
+            ask=lambda: _fetch_status(host, port, 1.0),
+            done=lambda st: not leader or bool(st.get("leader")),
+            within=within,
+        )
+        if answered:
+            return
         raise RemoteError(
             f"jraft server on {node} knew no leader after {within:g} s (last status: {last})",
             host=remote.host.name,
@@ -488,13 +462,10 @@ class JRaftDB(NodeLogEvents, PidfileDaemonDB):
         )
 
     def start(self, ctx: RunContext, node: str) -> None:
+        if not self.should_start(ctx, node, self._removed):
+            return
         remote = ctx.remotes[node]
         p = self._paths(ctx, node)
-        if node in self._removed:
-            log.info("%s: removed from the cluster; not restarted", node)
-            return
-        if remote.daemon_running(p["pid"]):
-            return
         lib = self._lib.get(node)
         if lib is None:
             lib = self._lib[node] = self.program().install(remote, f"{p['dir']}/app")
@@ -504,8 +475,6 @@ class JRaftDB(NodeLogEvents, PidfileDaemonDB):
         )
 
     def _stop(self, ctx: RunContext, node: str) -> None:
-        from harness.dbs.etcd import stop_process
-
         stop_process(ctx.remotes[node], self._paths(ctx, node)["pid"], "jraft server")
 
     def primaries(self, ctx: RunContext) -> list[str]:
@@ -519,20 +488,9 @@ class JRaftDB(NodeLogEvents, PidfileDaemonDB):
         return [p["log"], p["stdout"], *self._old_logs.get(node, [])]
 
     def teardown(self, ctx: RunContext, node: str) -> None:
-        remote = ctx.remotes[node]
-        p = self._paths(ctx, node)
-        if self.opts.leave_running:
-            log.info("%s: leaving the jraft server running in %s", node, p["dir"])
-            return
-        self._stop(ctx, node)
-        parents = []
-        d = p["dir"]
-        while True:
-            d = d.rsplit("/", 1)[0]
-            if len(d) <= len(self.root):
-                break
-            parents.append(f"rmdir {shlex.quote(d)} 2>/dev/null")
-        remote.run(f"rm -rf {shlex.quote(p['dir'])}; " + "; ".join([*parents, "true"]))
+        self.stop_and_remove(
+            ctx, node, "the jraft server", {"pid": "jraft server"}, leave=self.opts.leave_running
+        )
 
     # membership (Reconfigurable, TransfersLeadership) -------------------------------
     def _node_of(self, ctx: RunContext, ident: str) -> str | None:

@@ -47,12 +47,10 @@ import logging
 import re
 import shlex
 import socket
-import threading
 import time
 import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass
-from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
 from harness.core.db import (
@@ -65,8 +63,9 @@ from harness.core.db import (
 )
 from harness.core.errors import ConfigError, RemoteError
 from harness.core.options import as_options, declares_options, option
-from harness.dbs.daemon import PidfileDaemonDB
-from harness.dbs.gateway import Gateway, free_ports, gateway_status
+from harness.dbs.daemon import absolute_root
+from harness.dbs.gateway import GatewayDB, gateway_status
+from harness.dbs.maven import SOURCES
 
 if TYPE_CHECKING:
     from harness.core.spec import RunContext
@@ -87,7 +86,7 @@ __all__ = [
 
 log = logging.getLogger(__name__)
 
-PROJECT_DIR = Path(__file__).resolve().parent / "java" / "kafka"
+PROJECT_DIR = SOURCES / "kafka"
 """The Maven project: Kafka's server and client jars and our gateway."""
 ARTIFACT = "org.apache.kafka:kafka_2.13"
 NEWEST = "4.4.0"
@@ -270,8 +269,7 @@ class KafkaOptions:
 
     def __post_init__(self) -> None:
         check_version(self.version)
-        if not self.root.startswith("/"):
-            raise ConfigError(f"db root must be an absolute path, got {self.root!r}", field="root")
+        absolute_root(self.root)
         if self.min_insync > self.replication:
             raise ConfigError(
                 f"min_insync={self.min_insync} exceeds replication={self.replication}: no "
@@ -297,8 +295,11 @@ _MEMBERSHIP = (
 )
 
 
-class KafkaDB(PidfileDaemonDB):
+class KafkaDB(GatewayDB):
     """A KRaft cluster, one Kafka process per node, and our client gateway."""
+
+    system = "kafka"
+    title = "Kafka"
 
     # Not measured under the lab's libfaketime preload (ZooKeeper's JVM never served under
     # it): the nodes run on the real clock, and the clock fault refuses hosts whose only
@@ -313,13 +314,10 @@ class KafkaDB(PidfileDaemonDB):
         "replica by design (KIP-392), up to the high watermark the leader sent it"
     }
 
+    options: KafkaOptions
+
     def __init__(self, options: KafkaOptions) -> None:
-        self.options = options
-        self.root = options.root.rstrip("/")
-        self._program: JavaProgram | None = None
-        self._lock = threading.Lock()
-        self._gw_ports: list[int] | None = None
-        self.gateway = Gateway("kafka")
+        super().__init__(options)
         raw = uuid.uuid4().bytes
         self.cluster_id = base64.urlsafe_b64encode(raw).decode().rstrip("=")
         """One cluster id for every node's ``StorageTool format`` of this run."""
@@ -353,21 +351,18 @@ class KafkaDB(PidfileDaemonDB):
         window = loss_window(self.options.acks, self.options.unclean)
         return {"queue": {"loss_window": window}} if window else {}
 
-    def program(self) -> JavaProgram:
-        with self._lock:
-            if self._program is None:
-                from harness.dbs import maven
+    def build(self) -> JavaProgram:
+        from harness.dbs import maven
 
-                self._program = maven.build_release(
-                    PROJECT_DIR,
-                    name="kafka",
-                    system="Kafka",
-                    prop="kafka.version",
-                    version=self.options.version,
-                    artifact=ARTIFACT,
-                    java=self.options.java,
-                )
-            return self._program
+        return maven.build_release(
+            PROJECT_DIR,
+            name="kafka",
+            system="Kafka",
+            prop="kafka.version",
+            version=self.options.version,
+            artifact=ARTIFACT,
+            java=self.options.java,
+        )
 
     def resolve_artifacts(self) -> dict[str, Any]:
         """The build's manifest, the Kafka version that resolved and the promise judged."""
@@ -415,18 +410,8 @@ class KafkaDB(PidfileDaemonDB):
 
     def addresses(self, ctx: RunContext) -> dict[str, dict[str, tuple[str, int]]]:
         """``client``: the gateway's loopback port for each node; ``kafka``: the brokers."""
-        with self._lock:
-            if self._gw_ports is None:
-                addrs = [ctx.hosts[n].address for n in ctx.nodes]
-                if len(set(addrs)) != len(addrs):
-                    raise ConfigError(
-                        "kafka needs one address per node (nodes share fixed ports)",
-                        field="nodes",
-                    )
-                self._gw_ports = free_ports(len(ctx.nodes))
-            ports = self._gw_ports
         return {
-            "client": {n: ("127.0.0.1", ports[i]) for i, n in enumerate(ctx.nodes)},
+            "client": self.gateway_addresses(ctx),
             "kafka": {
                 n: (ctx.hosts[n].address, self.options.broker_port) for n in self.brokers(ctx)
             },
@@ -507,23 +492,11 @@ class KafkaDB(PidfileDaemonDB):
     def setup(self, ctx: RunContext, node: str) -> None:
         """Stop and empty a leftover, write server.properties, format the log dir with
         Kafka's StorageTool (fsynced with the directories naming it), start the node."""
-        from harness.dbs.etcd import stop_process
-        from harness.dbs.jraft import durable_mkdir
-        from harness.dbs.maven import require_java
-
         self._check_layout(ctx)
         remote = ctx.remotes[node]
         p = self._paths(ctx, node)
         q = shlex.quote
-        require_java(remote, self.options.java)
-        if remote.daemon_running(p["pid"]):
-            log.info("%s: stopping a Kafka node left running by an earlier run", node)
-            stop_process(remote, p["pid"], "kafka")
-        remote.run(
-            f"mkdir -p {q(p['dir'])} && find {q(p['dir'])} -mindepth 1 -delete; "
-            f"{durable_mkdir(p['data'])}"
-        )
-        remote.run(f"cat > {q(p['conf'])}", stdin=self._conf(ctx, node))
+        self.prepare(ctx, node)
         lib = self.program().install(remote, f"{self.root}/java")
         res = remote.run(self.format_command(ctx, node, lib), check=False, timeout=300)
         if not res.ok:
@@ -534,42 +507,15 @@ class KafkaDB(PidfileDaemonDB):
         remote.run(f"sync {q(p['conf'])} {q(p['data'])}/* {q(p['data'])} {q(p['dir'])}")
         self.start(ctx, node)
 
-    def start(self, ctx: RunContext, node: str) -> None:
-        remote = ctx.remotes[node]
-        p = self._paths(ctx, node)
-        if remote.daemon_running(p["pid"]):
-            return
-        lib = self.program().install(remote, f"{self.root}/java")
-        remote.start_daemon(
-            self.command(ctx, node, lib), pidfile=p["pid"], logfile=p["stdout"], chdir=p["dir"]
-        )
-
-    def _alive(self, ctx: RunContext) -> None:
-        for n in ctx.nodes:
-            p = self._paths(ctx, n)
-            if not ctx.remotes[n].daemon_running(p["pid"]):
-                tail = ctx.remotes[n].run(f"tail -n 8 {shlex.quote(p['stdout'])}", check=False)
-                raise RemoteError(
-                    f"kafka exited during startup: {tail.stdout.strip() or 'no output'}",
-                    host=ctx.hosts[n].name,
-                )
-
     def gateway_command(self, ctx: RunContext) -> list[str]:
         o = self.options
-        program = self.program()
         ports = self.addresses(ctx)["client"]
         brokers = self.addresses(ctx)["kafka"]
         d = self._gateway_dir(ctx)
         args = [
-            o.java,
-            f"-Xmx{o.gateway_heap_mb}m",
-            "-XX:+UseSerialGC",
-            "-XX:TieredStopAtLevel=1",
-            "-XX:+ExitOnOutOfMemoryError",
-            "-Dorg.slf4j.simpleLogger.defaultLogLevel=warn",
-            "-cp",
-            f"{program.lib}/*",
-            "splitbrain.kafka.Gateway",
+            *self.gateway_jvm(
+                "-Dorg.slf4j.simpleLogger.defaultLogLevel=warn", main="splitbrain.kafka.Gateway"
+            ),
             "--bootstrap", ",".join(f"{h}:{p}" for h, p in brokers.values()),
             "--topic", TOPIC,
             "--partitions", str(o.partitions),
@@ -586,9 +532,6 @@ class KafkaDB(PidfileDaemonDB):
         for n in ctx.nodes:
             args += ["--endpoint", f"{n}={ports[n][1]}={self.node_id(ctx, n)}"]
         return args
-
-    def _gateway_dir(self, ctx: RunContext) -> str:
-        return f"{ctx.store_dir}/kafka-gateway"
 
     def _status(self, ctx: RunContext) -> dict[str, Any] | None:
         """The gateway's status (any endpoint: its admin client asks the cluster)."""
@@ -649,9 +592,7 @@ class KafkaDB(PidfileDaemonDB):
                             host=ctx.hosts[n].name,
                         ) from None
                     time.sleep(0.3)
-        self.gateway.start(self.gateway_command(ctx), Path(self._gateway_dir(ctx)))
-        ports = [a[1] for a in self.addresses(ctx)["client"].values()]
-        self.gateway.wait_listening(ports, max(10.0, deadline - time.monotonic()))
+        self.start_gateway(ctx, deadline)
         while True:
             self._alive(ctx)
             report = poll_converged(lambda: self.look(ctx), time.monotonic(), stable=1)
@@ -676,26 +617,6 @@ class KafkaDB(PidfileDaemonDB):
         st = self._status(ctx)
         leaders = {p.get("leader") for p in (st or {}).get("partitions") or []}
         return sorted(n for n in leaders if isinstance(n, str) and n in ctx.nodes)
-
-    def log_files(self, ctx: RunContext, node: str) -> list[str]:
-        p = self._paths(ctx, node)
-        return [p["stdout"], p["conf"]]
-
-    def teardown(self, ctx: RunContext, node: str) -> None:
-        from harness.dbs.etcd import stop_process
-
-        self.gateway.stop()
-        remote = ctx.remotes[node]
-        p = self._paths(ctx, node)
-        if self.options.leave_running:
-            log.info("%s: leaving Kafka running in %s", node, p["dir"])
-            return
-        stop_process(remote, p["pid"], "kafka")
-        remote.run(
-            f"mkdir -p {shlex.quote(p['dir'])} && find {shlex.quote(p['dir'])} -mindepth 1 "
-            "-delete; true"
-        )
-        self.remove_node_dir(ctx, node)
 
 
 @declares_options(KafkaOptions)

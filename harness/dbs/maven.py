@@ -41,6 +41,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "JAVA_ROOT",
+    "SOURCES",
     "Artifact",
     "JavaProgram",
     "build",
@@ -51,6 +52,9 @@ __all__ = [
 ]
 
 log = logging.getLogger(__name__)
+
+SOURCES = Path(__file__).resolve().parent / "java"
+"""The Java DBs' Maven projects (``harness/dbs/java/<name>/``: a ``pom.xml`` and sources)."""
 
 JAVA_ROOT = Path(os.environ.get("SPLITBRAIN_JAVA_ROOT", str(CACHE_ROOT / "java")))
 """Builds and Maven's local repository; ``SPLITBRAIN_JAVA_ROOT`` moves it."""

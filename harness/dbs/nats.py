@@ -39,7 +39,7 @@ from harness.core.errors import ConfigError, LabError, RemoteError
 from harness.core.fanout import map_values
 from harness.core.layout import safe_name
 from harness.core.options import as_options, declares_options, option
-from harness.dbs.daemon import PidfileDaemonDB
+from harness.dbs.daemon import PidfileDaemonDB, stop_process
 from harness.dbs.gobuild import GoProgram, module_version
 
 if TYPE_CHECKING:
@@ -407,8 +407,6 @@ class NatsDB(PidfileDaemonDB):
         )
 
     def _stop_and_wipe(self, ctx: RunContext, node: str) -> None:
-        from harness.dbs.etcd import stop_process
-
         remote, p = ctx.remotes[node], self._paths(ctx, node)
         stop_process(remote, p["pid"], "nats-server")
         remote.run(f"rm -rf {shlex.quote(p['dir'])}")

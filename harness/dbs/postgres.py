@@ -38,10 +38,14 @@ from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
 from harness.core.db import WorkloadChoice
-from harness.core.errors import ConfigError, RemoteError
+from harness.core.errors import RemoteError
 from harness.core.options import as_options, declares_options, option
-from harness.dbs.daemon import PidfileDaemonDB
-from harness.dbs.etcd import ensure_package, stop_process
+from harness.dbs.daemon import (
+    PidfileDaemonDB,
+    absolute_root,
+    ensure_package,
+    raise_if_exited,
+)
 from workloads.txn import TxnAborted
 
 if TYPE_CHECKING:
@@ -216,12 +220,8 @@ class PostgresDB(PidfileDaemonDB):
     refused for it."""
 
     def __init__(self, options: PostgresOptions) -> None:
-        if not options.root.startswith("/"):
-            raise ConfigError(
-                f"db root must be an absolute path, got {options.root!r}", field="root"
-            )
+        self.root = absolute_root(options.root)
         self.o = options
-        self.root = options.root.rstrip("/")
         self.bin = _bin_dir(options.bin_dir)
 
     # what the harness asks --------------------------------------------------
@@ -274,9 +274,7 @@ class PostgresDB(PidfileDaemonDB):
         remote = ctx.remotes[node]
         p = self._paths(ctx, node)
         ensure_package(remote, f"{self.bin}/postgres", "postgresql")
-        if remote.daemon_running(p["pid"]):
-            log.info("%s: stopping a postgres left running by an earlier run", node)
-            stop_process(remote, p["pid"], "postgres")
+        self.stop_leftover(ctx, node, "a postgres", "postgres")
         q = shlex.quote
         remote.run(
             f"rm -rf {q(p['dir'])} && mkdir -p {q(p['data'])} && chown -R {USER}: {q(p['dir'])}"
@@ -357,12 +355,7 @@ class PostgresDB(PidfileDaemonDB):
                 return
             except Exception as e:  # noqa: BLE001 - not up yet
                 last = str(e).strip()
-            if not remote.daemon_running(p["pid"]):
-                tail = remote.run(f"tail -n 5 {shlex.quote(p['log'])}", check=False).stdout
-                raise RemoteError(
-                    f"postgres exited during startup: {tail.strip() or 'no output'}",
-                    host=remote.host.name,
-                )
+            raise_if_exited(remote, p["pid"], p["log"], "postgres", lines=5)
             time.sleep(0.3)
         raise RemoteError(
             f"postgres on {node} did not accept connections in {self.o.ready_timeout:g} s: {last}",
@@ -386,13 +379,7 @@ class PostgresDB(PidfileDaemonDB):
     def teardown(self, ctx: RunContext, node: str) -> None:
         if node != self.server(ctx):
             return
-        remote = ctx.remotes[node]
-        p = self._paths(ctx, node)
-        if self.o.leave_running:
-            log.info("%s: leaving postgres running in %s", node, p["dir"])
-            return
-        stop_process(remote, p["pid"], "postgres")
-        self.remove_node_dir(ctx, node)
+        self.stop_and_remove(ctx, node, "postgres", {"pid": "postgres"}, leave=self.o.leave_running)
 
 
 @declares_options(PostgresOptions)

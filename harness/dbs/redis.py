@@ -33,8 +33,13 @@ from typing import TYPE_CHECKING, Any
 from harness.core.db import WorkloadChoice
 from harness.core.errors import ConfigError, RemoteError
 from harness.core.fanout import map_values
-from harness.dbs.daemon import PidfileDaemonDB
-from harness.dbs.etcd import ensure_package, stop_process
+from harness.dbs.daemon import (
+    PidfileDaemonDB,
+    absolute_root,
+    ensure_package,
+    raise_if_exited,
+    stop_process,
+)
 
 if TYPE_CHECKING:
     from harness.core.spec import RunContext
@@ -134,14 +139,12 @@ class RedisDB(PidfileDaemonDB):
         ready_timeout: float = 30.0,
         leave_running: bool = False,
     ) -> None:
-        if not root.startswith("/"):
-            raise ConfigError(f"db root must be an absolute path, got {root!r}", field="root")
+        self.root = absolute_root(root)
         if down_after_ms < 100 or failover_timeout_ms < 1000:
             raise ConfigError(
                 "down_after_ms must be >= 100 and failover_timeout_ms >= 1000",
                 field="down_after_ms",
             )
-        self.root = root.rstrip("/")
         self.port, self.sentinel_port = port, sentinel_port
         self.binary = binary
         self.down_after_ms, self.failover_timeout_ms = down_after_ms, failover_timeout_ms
@@ -239,12 +242,7 @@ class RedisDB(PidfileDaemonDB):
             ):
                 return
             for pid, logf in ((p["pid"], p["log"]), (p["spid"], p["slog"])):
-                if not remote.daemon_running(pid):
-                    tail = remote.run(f"tail -n 5 {shlex.quote(logf)}", check=False).stdout
-                    raise RemoteError(
-                        f"{logf} process exited during startup: {tail.strip() or 'no output'}",
-                        host=remote.host.name,
-                    )
+                raise_if_exited(remote, pid, logf, f"{logf} process", lines=5)
             time.sleep(0.2)
         raise RemoteError(
             f"redis or sentinel on {node} did not answer PING in {self.ready_timeout:g} s",
@@ -334,11 +332,10 @@ class RedisDB(PidfileDaemonDB):
         return [p["log"], p["slog"]]
 
     def teardown(self, ctx: RunContext, node: str) -> None:
-        remote = ctx.remotes[node]
-        p = self._paths(ctx, node)
-        if self.leave_running:
-            log.info("%s: leaving redis and sentinel running in %s", node, p["dir"])
-            return
-        stop_process(remote, p["spid"], "sentinel")
-        stop_process(remote, p["pid"], "redis-server")
-        self.remove_node_dir(ctx, node)
+        self.stop_and_remove(
+            ctx,
+            node,
+            "redis and sentinel",
+            {"spid": "sentinel", "pid": "redis-server"},
+            leave=self.leave_running,
+        )

@@ -43,20 +43,20 @@ import re
 import shlex
 import shutil
 import socket
-import subprocess
 import tempfile
-import threading
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO, TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from harness.core.db import DB, Convergence, ConvergenceReport, WorkloadChoice, poll_converged
 from harness.core.errors import ConfigError, RemoteError
 from harness.core.fanout import map_values
 from harness.core.options import as_options, declares_options, option
-from harness.dbs.daemon import PidfileDaemonDB
+from harness.dbs.daemon import absolute_root, raise_if_exited
+from harness.dbs.gateway import GatewayDB, gateway_status
+from harness.dbs.maven import SOURCES
 
 if TYPE_CHECKING:
     from harness.core.spec import RunContext
@@ -82,7 +82,7 @@ __all__ = [
 
 log = logging.getLogger(__name__)
 
-PROJECT_DIR = Path(__file__).resolve().parent / "java" / "rocketmq"
+PROJECT_DIR = SOURCES / "rocketmq"
 """The Maven project: RocketMQ's jars and our gateway (pom.xml, src/main/java)."""
 BROKER_ARTIFACT = "org.apache.rocketmq:rocketmq-broker"
 NEWEST = "5.3.3"
@@ -472,8 +472,7 @@ class RocketMQOptions:
             raise ConfigError(
                 f"rocketmq version {self.version}: controller mode needs 5.x", field="mode"
             )
-        if not self.root.startswith("/"):
-            raise ConfigError(f"db root must be an absolute path, got {self.root!r}", field="root")
+        absolute_root(self.root)
 
 
 DEFAULT_WORKLOAD = WorkloadChoice(
@@ -508,34 +507,6 @@ _REFUSED = {
 """Faults the deck leaves out, with the reason it prints (``Fault.why_not`` reads it)."""
 
 
-def _free_ports(n: int) -> list[int]:
-    """``n`` loopback ports free now (the gateway binds them a moment later)."""
-    socks = []
-    try:
-        for _ in range(n):
-            s = socket.socket()
-            s.bind(("127.0.0.1", 0))
-            socks.append(s)
-        return [s.getsockname()[1] for s in socks]
-    finally:
-        for s in socks:
-            s.close()
-
-
-def _status(addr: tuple[str, int], timeout: float) -> dict[str, Any] | None:
-    from node_impl.client import NodeClient
-
-    client = NodeClient(addr[0], addr[1], timeout=timeout)
-    try:
-        st = client.status()
-    except Exception as e:  # noqa: BLE001 - any failure means "not answering"
-        log.debug("gateway status %s failed: %s", addr, e)
-        return None
-    finally:
-        client.close()
-    return st if isinstance(st, dict) and st.get("code") == "SUCCESS" else None
-
-
 def _int(v: Any) -> int | None:
     try:
         return int(v)
@@ -543,21 +514,17 @@ def _int(v: Any) -> int | None:
         return None
 
 
-class RocketMQDB(PidfileDaemonDB):
+class RocketMQDB(GatewayDB):
     """RocketMQ's name server and one master/slave broker group, and our client gateway."""
 
+    system = "rocketmq"
+    title = "RocketMQ"
+    member = "process"
+    shared = "brokers"
     runs_under_faketime = True
     reconfigurable = False
     refused_faults = _REFUSED
-
-    def __init__(self, options: RocketMQOptions) -> None:
-        self.options = options
-        self.root = options.root.rstrip("/")
-        self._program: JavaProgram | None = None
-        self._lock = threading.Lock()
-        self._gw_ports: list[int] | None = None
-        self._gateway: subprocess.Popen[bytes] | None = None
-        self._gw_log: IO[bytes] | None = None
+    options: RocketMQOptions
 
     # capabilities ---------------------------------------------------------------------
     def default_workload(self) -> WorkloadChoice:
@@ -584,36 +551,31 @@ class RocketMQDB(PidfileDaemonDB):
             o.in_sync_replicas, o.all_ack_in_sync_state_set, o.unclean_election
         )
 
-    def program(self) -> JavaProgram:
-        with self._lock:
-            if self._program is None:
-                from harness.dbs import maven
+    def build(self) -> JavaProgram:
+        from harness.dbs import maven
 
-                four = check_version(self.options.version)[0] == 4
-                project = PROJECT_DIR
-                tmp = tempfile.mkdtemp(prefix="sb-rocketmq4-") if four else None
-                try:
-                    if tmp is not None:
-                        # the same project, its gateway rewritten for 4.x's package names
-                        project = Path(tmp) / "rocketmq"
-                        shutil.copytree(
-                            PROJECT_DIR, project, ignore=shutil.ignore_patterns("target")
-                        )
-                        src = project / GATEWAY_JAVA
-                        src.write_text(gateway_source_4x(src.read_text()))
-                    self._program = maven.build_release(
-                        project,
-                        name="rocketmq4" if four else "rocketmq",
-                        system="RocketMQ",
-                        prop="rocketmq.version",
-                        version=self.options.version,
-                        artifact=BROKER_ARTIFACT,
-                        java=self.options.java,
-                    )
-                finally:
-                    if tmp is not None:
-                        shutil.rmtree(tmp, ignore_errors=True)
-            return self._program
+        four = check_version(self.options.version)[0] == 4
+        project = PROJECT_DIR
+        tmp = tempfile.mkdtemp(prefix="sb-rocketmq4-") if four else None
+        try:
+            if tmp is not None:
+                # the same project, its gateway rewritten for 4.x's package names
+                project = Path(tmp) / "rocketmq"
+                shutil.copytree(PROJECT_DIR, project, ignore=shutil.ignore_patterns("target"))
+                src = project / GATEWAY_JAVA
+                src.write_text(gateway_source_4x(src.read_text()))
+            return maven.build_release(
+                project,
+                name="rocketmq4" if four else "rocketmq",
+                system="RocketMQ",
+                prop="rocketmq.version",
+                version=self.options.version,
+                artifact=BROKER_ARTIFACT,
+                java=self.options.java,
+            )
+        finally:
+            if tmp is not None:
+                shutil.rmtree(tmp, ignore_errors=True)
 
     def resolve_artifacts(self) -> dict[str, Any]:
         """The build's manifest and the RocketMQ version that resolved (test.json)."""
@@ -689,7 +651,7 @@ class RocketMQDB(PidfileDaemonDB):
         addrs = self.addresses(ctx)["client"]
         by_addr = {self._broker_addr(ctx, n): n for n in self.brokers(ctx)}
         for n in self.brokers(ctx):
-            st = _status(addrs[n], 2.0)
+            st = gateway_status(addrs[n], 2.0)
             if st is not None:
                 return by_addr.get(str((st.get("route") or {}).get("broker-a:0")))
         return None
@@ -753,17 +715,7 @@ class RocketMQDB(PidfileDaemonDB):
 
     def addresses(self, ctx: RunContext) -> dict[str, dict[str, tuple[str, int]]]:
         """``client``: the gateway's loopback port for each node (chosen once, free now)."""
-        with self._lock:
-            if self._gw_ports is None:
-                addrs = [ctx.hosts[n].address for n in ctx.nodes]
-                if len(set(addrs)) != len(addrs):
-                    raise ConfigError(
-                        "rocketmq needs one address per node (brokers share fixed ports)",
-                        field="nodes",
-                    )
-                self._gw_ports = _free_ports(len(ctx.nodes))
-            ports = self._gw_ports
-        return {"client": {n: ("127.0.0.1", ports[i]) for i, n in enumerate(ctx.nodes)}}
+        return {"client": self.gateway_addresses(ctx)}
 
     # commands -------------------------------------------------------------------------
     def _jvm(self, heap_mb: int, home: str) -> list[str]:
@@ -868,22 +820,10 @@ class RocketMQDB(PidfileDaemonDB):
 
     # lifecycle ------------------------------------------------------------------------
     def setup(self, ctx: RunContext, node: str) -> None:
-        from harness.dbs.etcd import stop_process
-        from harness.dbs.jraft import durable_mkdir
-        from harness.dbs.maven import require_java
-
         remote = ctx.remotes[node]
         p = self._paths(ctx, node)
-        require_java(remote, self.options.java)
-        if remote.daemon_running(p["pid"]):
-            log.info("%s: stopping a RocketMQ process left running by an earlier run", node)
-            stop_process(remote, p["pid"], "rocketmq")
         q = shlex.quote
-        remote.run(
-            f"mkdir -p {q(p['dir'])} && find {q(p['dir'])} -mindepth 1 -delete; "
-            f"mkdir -p {q(p['logs'])} && {durable_mkdir(p['data'])}"
-        )
-        remote.run(f"cat > {q(p['conf'])}", stdin=self._conf(ctx, node))
+        self.prepare(ctx, node, also=[p["logs"]])
         if check_version(self.options.version)[0] == 4:
             # 4.x's startup classes read $ROCKETMQ_HOME/conf/logback_*.xml and exit without
             # one (5.x carries its logging configuration in its jars)
@@ -896,16 +836,6 @@ class RocketMQDB(PidfileDaemonDB):
         self.program().install(remote, f"{self.root}/java")
         self.start(ctx, node)
         self._await_port(ctx, node)
-
-    def start(self, ctx: RunContext, node: str) -> None:
-        remote = ctx.remotes[node]
-        p = self._paths(ctx, node)
-        if remote.daemon_running(p["pid"]):
-            return
-        lib = self.program().install(remote, f"{self.root}/java")
-        remote.start_daemon(
-            self.command(ctx, node, lib), pidfile=p["pid"], logfile=p["stdout"], chdir=p["dir"]
-        )
 
     def _await_port(self, ctx: RunContext, node: str) -> None:
         """Until the node's first port accepts connections, or its JVM died."""
@@ -920,13 +850,7 @@ class RocketMQDB(PidfileDaemonDB):
                 return
             except OSError:
                 pass
-            if not remote.daemon_running(p["pid"]):
-                tail = remote.run(f"tail -n 8 {shlex.quote(p['stdout'])}", check=False).stdout
-                raise RemoteError(
-                    f"RocketMQ {self.layout(ctx)[node]} exited during startup: "
-                    f"{tail.strip() or 'no output'}",
-                    host=remote.host.name,
-                )
+            raise_if_exited(remote, p["pid"], p["stdout"], f"RocketMQ {self.layout(ctx)[node]}")
             time.sleep(0.3)
         raise RemoteError(
             f"RocketMQ {self.layout(ctx)[node]} on {node} did not listen on {port} within "
@@ -938,18 +862,11 @@ class RocketMQDB(PidfileDaemonDB):
     def gateway_command(self, ctx: RunContext) -> list[str]:
         """Our gateway's JVM on this machine: one endpoint per node (``route`` for a name
         server: it pulls from the master the name server's route names)."""
-        program = self.program()
         ports = self.addresses(ctx)["client"]
         args = [
-            self.options.java,
-            f"-Xmx{self.options.gateway_heap_mb}m",
-            "-XX:+UseSerialGC",
-            "-XX:TieredStopAtLevel=1",
-            "-XX:+ExitOnOutOfMemoryError",
-            f"-Duser.home={self._gateway_dir(ctx)}",
-            "-cp",
-            f"{program.lib}/*",
-            "splitbrain.rocketmq.Gateway",
+            *self.gateway_jvm(
+                f"-Duser.home={self._gateway_dir(ctx)}", main="splitbrain.rocketmq.Gateway"
+            ),
             "--namesrv", self._namesrv_addr(ctx),
             "--broker-name", "broker-a",
             "--topic", TOPIC,
@@ -966,39 +883,6 @@ class RocketMQDB(PidfileDaemonDB):
             args += ["--endpoint", f"{n}={ports[n][1]}={target}"]
         return args
 
-    def _gateway_dir(self, ctx: RunContext) -> str:
-        return f"{ctx.store_dir}/rocketmq-gateway"
-
-    def _start_gateway(self, ctx: RunContext) -> None:
-        """Start the gateway once; it exits by itself when our end of its stdin closes."""
-        with self._lock:
-            if self._gateway is not None and self._gateway.poll() is None:
-                return
-        d = Path(self._gateway_dir(ctx))
-        d.mkdir(parents=True, exist_ok=True)
-        cmd = self.gateway_command(ctx)
-        self._gw_log = (d / "stdout.log").open("ab")
-        self._gateway = subprocess.Popen(  # noqa: S603 - our own java command line
-            cmd, stdin=subprocess.PIPE, stdout=self._gw_log, stderr=subprocess.STDOUT
-        )
-        log.info("rocketmq gateway started (pid %d)", self._gateway.pid)
-
-    def stop_gateway(self) -> None:
-        with self._lock:
-            gw, self._gateway = self._gateway, None
-        if gw is None:
-            return
-        if gw.stdin is not None:
-            gw.stdin.close()
-        try:
-            gw.wait(timeout=5)
-        except subprocess.TimeoutExpired:
-            gw.kill()
-            gw.wait(timeout=10)
-        if self._gw_log is not None:
-            self._gw_log.close()
-            self._gw_log = None
-
     def look(self, ctx: RunContext) -> Convergence:
         """One look through the gateway: the name server routes the topic to the master and
         every slave, every broker serves the topic, and every slave's commitlog ends where the
@@ -1006,7 +890,9 @@ class RocketMQDB(PidfileDaemonDB):
         addrs = self.addresses(ctx)["client"]
         brokers = [n for n, r in self.layout(ctx).items() if r != "namesrv"]
         sts = map_values(
-            {n: addrs[n] for n in brokers}, lambda a: _status(a, 3.0), what="rocketmq status"
+            {n: addrs[n] for n in brokers},
+            lambda a: gateway_status(a, 3.0),
+            what="rocketmq status",
         )
         seen: dict[str, Any] = {}
         for n, st in sts.items():
@@ -1060,32 +946,17 @@ class RocketMQDB(PidfileDaemonDB):
     def controller_status(self, ctx: RunContext) -> dict[str, Any] | None:
         """The gateway's ``controller-status``: each controller's view of the controllers'
         leader, the leader's address and the SyncStateSet of broker-a; None if unanswered."""
-        from node_impl.client import NodeClient
-
         addr = next(iter(self.addresses(ctx)["client"].values()))
-        client = NodeClient(addr[0], addr[1], timeout=8.0)
-        try:
-            st = client.call({"type": "controller-status"})
-        except Exception as e:  # noqa: BLE001 - any failure means "not answering"
-            log.debug("controller status failed: %s", e)
-            return None
-        finally:
-            client.close()
-        return st if isinstance(st, dict) and st.get("code") == "SUCCESS" else None
+        return gateway_status(addr, 8.0, "controller-status")
 
     def wait_ready(self, ctx: RunContext) -> None:
         """Start the gateway, then wait for :meth:`look` to agree twice (every broker
         registered, serving the topic, caught up)."""
-        self._start_gateway(ctx)
+        self.start_gateway(ctx)
         deadline = time.monotonic() + self.options.ready_timeout
 
         def look() -> Convergence:
-            if self._gateway is not None and self._gateway.poll() is not None:
-                raise RemoteError(
-                    f"the rocketmq gateway exited ({self._gateway.returncode}); see "
-                    f"{self._gateway_dir(ctx)}/stdout.log",
-                    host="localhost",
-                )
+            self.gateway.check_alive()
             return self.look(ctx)
 
         report = poll_converged(look, deadline)
@@ -1119,25 +990,6 @@ class RocketMQDB(PidfileDaemonDB):
         # store.log holds the message store's own complaints (consume queue building,
         # recovery, DLedger truncation), which broker.log does not
         return [p["stdout"], f"{p['logs']}/broker.log", f"{p['logs']}/store.log"]
-
-    def teardown(self, ctx: RunContext, node: str) -> None:
-        from harness.dbs.etcd import stop_process
-
-        self.stop_gateway()
-        remote = ctx.remotes[node]
-        p = self._paths(ctx, node)
-        if self.options.leave_running:
-            log.info("%s: leaving RocketMQ running in %s", node, p["dir"])
-            return
-        stop_process(remote, p["pid"], "rocketmq")
-        test_dir = p["dir"].rsplit("/", 1)[0]
-        empties = [test_dir] + (
-            [test_dir.rsplit("/", 1)[0]] if ctx.hosts[node].extras.get("lab") else []
-        )
-        remote.run(
-            f"rm -rf {shlex.quote(p['dir'])}; for d in {' '.join(map(shlex.quote, empties))}; "
-            f'do rmdir "$d" 2>/dev/null; done; true'
-        )
 
 
 @declares_options(RocketMQOptions)

@@ -37,11 +37,9 @@ import logging
 import re
 import shlex
 import socket
-import threading
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from harness.core.db import (
@@ -55,8 +53,9 @@ from harness.core.db import (
 from harness.core.errors import ConfigError, RemoteError
 from harness.core.fanout import map_values
 from harness.core.options import as_options, declares_options, option
-from harness.dbs.daemon import PidfileDaemonDB
-from harness.dbs.gateway import Gateway, free_ports
+from harness.dbs.daemon import absolute_root
+from harness.dbs.gateway import GatewayDB
+from harness.dbs.maven import SOURCES
 
 if TYPE_CHECKING:
     from harness.core.spec import RunContext
@@ -77,7 +76,7 @@ __all__ = [
 
 log = logging.getLogger(__name__)
 
-PROJECT_DIR = Path(__file__).resolve().parent / "java" / "zookeeper"
+PROJECT_DIR = SOURCES / "zookeeper"
 """The Maven project: ZooKeeper's jar and our gateway (pom.xml, src/main/java)."""
 ARTIFACT = "org.apache.zookeeper:zookeeper"
 NEWEST = "3.9.5"
@@ -183,8 +182,7 @@ class ZooKeeperOptions:
 
     def __post_init__(self) -> None:
         check_version(self.version)
-        if not self.root.startswith("/"):
-            raise ConfigError(f"db root must be an absolute path, got {self.root!r}", field="root")
+        absolute_root(self.root)
 
 
 DEFAULT_WORKLOAD = WorkloadChoice(
@@ -205,8 +203,13 @@ _MEMBERSHIP = (
 )
 
 
-class ZooKeeperDB(PidfileDaemonDB):
+class ZooKeeperDB(GatewayDB):
     """A ZooKeeper ensemble, one server per node, and our client gateway."""
+
+    system = "zookeeper"
+    title = "ZooKeeper"
+    member = "server"
+    shared = "servers"
 
     # Measured with the Debian-jar plugin (docs/thirdparty.md): under the lab's libfaketime
     # preload a ZooKeeper leader never leaves discovery, so the ensemble never serves. The
@@ -223,13 +226,7 @@ class ZooKeeperDB(PidfileDaemonDB):
         "gateway syncs first, so this is not a situation ZooKeeper's reads avoid"
     }
 
-    def __init__(self, options: ZooKeeperOptions) -> None:
-        self.options = options
-        self.root = options.root.rstrip("/")
-        self._program: JavaProgram | None = None
-        self._lock = threading.Lock()
-        self._gw_ports: list[int] | None = None
-        self.gateway = Gateway("zookeeper")
+    options: ZooKeeperOptions
 
     # capabilities ---------------------------------------------------------------------
     def default_workload(self) -> WorkloadChoice:
@@ -244,21 +241,18 @@ class ZooKeeperDB(PidfileDaemonDB):
             "before the sync reached the leader"
         )
 
-    def program(self) -> JavaProgram:
-        with self._lock:
-            if self._program is None:
-                from harness.dbs import maven
+    def build(self) -> JavaProgram:
+        from harness.dbs import maven
 
-                self._program = maven.build_release(
-                    PROJECT_DIR,
-                    name="zookeeper",
-                    system="ZooKeeper",
-                    prop="zookeeper.version",
-                    version=self.options.version,
-                    artifact=ARTIFACT,
-                    java=self.options.java,
-                )
-            return self._program
+        return maven.build_release(
+            PROJECT_DIR,
+            name="zookeeper",
+            system="ZooKeeper",
+            prop="zookeeper.version",
+            version=self.options.version,
+            artifact=ARTIFACT,
+            java=self.options.java,
+        )
 
     def resolve_artifacts(self) -> dict[str, Any]:
         """The build's manifest and the ZooKeeper version that resolved (test.json)."""
@@ -285,18 +279,8 @@ class ZooKeeperDB(PidfileDaemonDB):
 
     def addresses(self, ctx: RunContext) -> dict[str, dict[str, tuple[str, int]]]:
         """``client``: the gateway's loopback port for each node; ``zookeeper``: the servers."""
-        with self._lock:
-            if self._gw_ports is None:
-                addrs = [ctx.hosts[n].address for n in ctx.nodes]
-                if len(set(addrs)) != len(addrs):
-                    raise ConfigError(
-                        "zookeeper needs one address per node (servers share fixed ports)",
-                        field="nodes",
-                    )
-                self._gw_ports = free_ports(len(ctx.nodes))
-            ports = self._gw_ports
         return {
-            "client": {n: ("127.0.0.1", ports[i]) for i, n in enumerate(ctx.nodes)},
+            "client": self.gateway_addresses(ctx),
             "zookeeper": {n: (ctx.hosts[n].address, self.options.client_port) for n in ctx.nodes},
         }
 
@@ -350,52 +334,24 @@ class ZooKeeperDB(PidfileDaemonDB):
         point), and the files the operator writes are fsynced with the directories naming
         them: measured with the plugin, a power cut otherwise took ``myid`` and the member
         could never start again (docs/thirdparty.md)."""
-        from harness.dbs.etcd import stop_process
-        from harness.dbs.jraft import durable_mkdir
-        from harness.dbs.maven import require_java
-
         remote = ctx.remotes[node]
         p = self._paths(ctx, node)
         q = shlex.quote
-        require_java(remote, self.options.java)
-        if remote.daemon_running(p["pid"]):
-            log.info("%s: stopping a ZooKeeper server left running by an earlier run", node)
-            stop_process(remote, p["pid"], "zookeeper")
-        remote.run(
-            f"mkdir -p {q(p['dir'])} && find {q(p['dir'])} -mindepth 1 -delete; "
-            f"{durable_mkdir(p['data'])}"
-        )
-        remote.run(f"cat > {q(p['conf'])}", stdin=self._conf(ctx, node))
+        self.prepare(ctx, node)
         remote.run(f"cat > {q(p['data'])}/myid", stdin=f"{self.myid(ctx, node)}\n")
         remote.run(f"sync {q(p['conf'])} {q(p['data'])}/myid {q(p['data'])} {q(p['dir'])}")
         self.program().install(remote, f"{self.root}/java")
         self.start(ctx, node)
 
-    def start(self, ctx: RunContext, node: str) -> None:
-        remote = ctx.remotes[node]
-        p = self._paths(ctx, node)
-        if remote.daemon_running(p["pid"]):
-            return
-        lib = self.program().install(remote, f"{self.root}/java")
-        remote.start_daemon(
-            self.command(ctx, node, lib), pidfile=p["pid"], logfile=p["stdout"], chdir=p["dir"]
-        )
-
     def gateway_command(self, ctx: RunContext) -> list[str]:
-        program = self.program()
         ports = self.addresses(ctx)["client"]
         servers = self.addresses(ctx)["zookeeper"]
         d = self._gateway_dir(ctx)
         args = [
-            self.options.java,
-            f"-Xmx{self.options.gateway_heap_mb}m",
-            "-XX:+UseSerialGC",
-            "-XX:TieredStopAtLevel=1",
-            "-XX:+ExitOnOutOfMemoryError",
-            "-Dorg.slf4j.simpleLogger.defaultLogLevel=warn",
-            "-cp",
-            f"{program.lib}/*",
-            "splitbrain.zookeeper.Gateway",
+            *self.gateway_jvm(
+                "-Dorg.slf4j.simpleLogger.defaultLogLevel=warn",
+                main="splitbrain.zookeeper.Gateway",
+            ),
             "--session-ms", str(self.options.session_ms),
             "--read", "sync",
             "--log", f"{d}/gateway.log",
@@ -404,9 +360,6 @@ class ZooKeeperDB(PidfileDaemonDB):
             host, port = servers[n]
             args += ["--endpoint", f"{n}={ports[n][1]}={host}:{port}"]
         return args
-
-    def _gateway_dir(self, ctx: RunContext) -> str:
-        return f"{ctx.store_dir}/zookeeper-gateway"
 
     def look(self, ctx: RunContext) -> Convergence:
         """One look: every server serves, exactly one leads, all at the same zxid (the
@@ -442,20 +395,8 @@ class ZooKeeperDB(PidfileDaemonDB):
                 f"{report.why} (see nodes/<node>/zookeeper.log)",
                 host="localhost",
             )
-        self.gateway.start(self.gateway_command(ctx), Path(self._gateway_dir(ctx)))
-        ports = [a[1] for a in self.addresses(ctx)["client"].values()]
-        self.gateway.wait_listening(ports, max(10.0, deadline - time.monotonic()))
+        self.start_gateway(ctx, deadline)
         log.info("zookeeper ready: %s", dict(report.last))
-
-    def _alive(self, ctx: RunContext) -> None:
-        for n in ctx.nodes:
-            p = self._paths(ctx, n)
-            if not ctx.remotes[n].daemon_running(p["pid"]):
-                tail = ctx.remotes[n].run(f"tail -n 8 {shlex.quote(p['stdout'])}", check=False)
-                raise RemoteError(
-                    f"zookeeper exited during startup: {tail.stdout.strip() or 'no output'}",
-                    host=ctx.hosts[n].name,
-                )
 
     def _formed(self, ctx: RunContext) -> Convergence:
         c = self.look(ctx)
@@ -476,27 +417,6 @@ class ZooKeeperDB(PidfileDaemonDB):
             servers, lambda a: parse_srvr(four_letter(a[0], a[1], "srvr", 1.0)), what="srvr"
         )
         return [n for n, v in views.items() if v and v["mode"] == "leader"]
-
-    def log_files(self, ctx: RunContext, node: str) -> list[str]:
-        p = self._paths(ctx, node)
-        return [p["stdout"], p["conf"]]
-
-    def teardown(self, ctx: RunContext, node: str) -> None:
-        from harness.dbs.etcd import stop_process
-
-        self.gateway.stop()
-        remote = ctx.remotes[node]
-        p = self._paths(ctx, node)
-        if self.options.leave_running:
-            log.info("%s: leaving ZooKeeper running in %s", node, p["dir"])
-            return
-        stop_process(remote, p["pid"], "zookeeper")
-        # emptied in place: a lazy fs may still be mounted on it (the disk faults)
-        remote.run(
-            f"mkdir -p {shlex.quote(p['dir'])} && find {shlex.quote(p['dir'])} -mindepth 1 "
-            "-delete; true"
-        )
-        self.remove_node_dir(ctx, node)
 
 
 @declares_options(ZooKeeperOptions)
