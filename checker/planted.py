@@ -58,11 +58,13 @@ def linearizable() -> dict[str, Example]:
 
 
 def log_safety() -> dict[str, Example]:
-    """The append workload with every log anomaly planted, a history whose lost acks
-    mode ha with an async master measures as its loss window (notes, not anomalies),
-    the membership checks' histories, and committed entries that some client proposed or
-    that nobody did (unproposed-committed)."""
-    lost = list(generate(400, workload="append", anomaly="lost-ack", seed=24))
+    """The append workload with every log anomaly planted, a history whose lost acks and
+    the append-order they cause mode ha with an async master measures as its loss window
+    (notes, not anomalies), a restart's committed index starting lower (a note), the
+    membership checks' histories, committed entries that some client proposed or that
+    nobody did (unproposed-committed), and values JSON keeps apart though Python equates
+    them. Together they hold every kind of :data:`checker.log_anomalies.KINDS`."""
+    lost = list(generate(400, workload="append", anomaly=("lost-ack", "append-order"), seed=24))
     return {
         "every-anomaly": (
             list(generate(500, workload="append", anomaly=LOG_ANOMALIES, seed=23)),
@@ -70,6 +72,7 @@ def log_safety() -> dict[str, Example]:
             LOG_ANOMALIES,
         ),
         "ha-async-loss-window": (lost, {"options": {"log-safety": {"ha": {"sync": False}}}}, ()),
+        "restart": (_restart(), {}, ()),
         "membership-stale": (_membership(stale=True), {}, ()),
         "membership-violations": (
             _membership(stale=False),
@@ -82,7 +85,37 @@ def log_safety() -> dict[str, Example]:
             {},
             ("failed-append-present", "unproposed-committed"),
         ),
+        "json-types": (_json_types(), {}, ("lost-ack", "unproposed-committed")),
     }
+
+
+def _restart() -> list[Op]:
+    """A valid history with the note committed-regress-restart: n1 restarted (incarnation
+    2) reports committed 2 after 5, and climbs back; its term holds."""
+    b = _Builder()
+    b.op(0, "append", {"payload": "a"}, "ok", {"payload": "a", "index": 1, "term": 1}, node="n1")
+    for inc, committed in ((1, 5), (2, 2), (2, 5)):
+        out = {"role": "follower", "term": 1, "leader": "n2", "begin": 0, "end": 5}
+        out |= {"committed": committed, "incarnation": inc}
+        b.op(9, "sample", None, "ok", out, node="n1")
+    b.op(1, "read", {"from": 0, "to": 5, "final": True}, "ok", {"entries": [[1, 1, "a"]]})
+    return b.ops
+
+
+def _json_types() -> list[Op]:
+    """Values Python equates and JSON does not (checker.log_anomalies: Equality): an append
+    acked with the payload ``true`` and term 1 whose index the log holds as ``1`` (so the
+    ack is lost and ``1`` is unproposed), one acked in term 1 held in term ``1.0`` (lost),
+    a failed append of ``1.0`` (not present: the log holds ``1``), and ``1`` at one index
+    beside ``true`` at another (no duplicate)."""
+    b = _Builder()
+    b.op(0, "append", {"payload": True}, "ok", {"payload": True, "index": 1, "term": 1})
+    b.op(1, "append", {"payload": "a"}, "ok", {"payload": "a", "index": 2, "term": 1})
+    b.op(2, "append", {"payload": 1.0}, "fail", None)
+    b.op(3, "append", {"payload": True}, "ok", {"payload": True, "index": 3, "term": 1})
+    log = [[1, 1, 1], [2, 1.0, "a"], [3, 1, True]]
+    b.op(4, "read", {"from": 0, "to": 3, "final": True}, "ok", {"entries": log, "committed": 3})
+    return b.ops
 
 
 def _unproposed(*, bad: bool) -> list[Op]:

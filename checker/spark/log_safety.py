@@ -1,5 +1,6 @@
-"""Log safety as DataFrame jobs: :mod:`checker.log_safety`'s semantics, restated as joins,
-windows and aggregations so that no step needs a whole history in one process.
+"""Log safety as DataFrame jobs: the anomalies :mod:`checker.log_anomalies` defines (as the
+local engine, :mod:`checker.log_safety`, computes them), restated as joins, windows and
+aggregations so that no step needs a whole history in one process.
 
 The driver only ever receives anomaly examples (at most ``cap`` per kind, with
 their total count) and a handful of counters. How a big history is checked
@@ -24,24 +25,24 @@ import json
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from checker.log_safety import ANOMALIES, LOSS_WINDOW, NOTES, ha_of, volatile_of
+from checker.log_anomalies import (
+    ANOMALIES,
+    NOTES,
+    SETTLED_ROLES,
+    canon,
+    first_examples,
+    ha_of,
+    judgeable,
+    result,
+    value_key,
+    volatile_of,
+)
 from checker.spark.input import as_int, loads
 from checker.spark.kept import keep, release
 from checker.spark.pairing import APP, READ
 from harness.core.checker import CheckConfig
 
 __all__ = ["LogSafety", "check_log_safety_spark"]
-
-
-def _canon(x: Any) -> str:
-    return json.dumps(x, sort_keys=True, separators=(",", ":"), default=str)
-
-
-def _value_key(tp: Sequence[Any]) -> tuple[Any, str]:
-    """The order :mod:`checker.log_safety` lists (term, payload) values in."""
-    term, payload = tp
-    is_int = isinstance(term, int) and not isinstance(term, bool)
-    return (term if is_int else -1, _canon(payload))
 
 
 def _ex(F: Any, kind: str, idx: Any, weight: Any = None, **fields: Any) -> Any:
@@ -117,7 +118,7 @@ class LogSafety:
         # Samples, partitioned once by member and kept (narrow, a sixth of the records):
         # every sample check is a window over a member. Without the cache each check's
         # filter would be pushed below the exchange, and each would scan and shuffle again.
-        # ``node`` is the member key (checker.log_safety._member_config), ``host`` the node
+        # ``node`` is the member key (checker.log_anomalies: Samples), ``host`` the node
         # sampled; ``voters``/``learners``/``ci`` the configuration in force, if any.
         cfg = F.from_json(
             col("v_config"), "voters array<string>, learners array<string>, index long"
@@ -140,7 +141,8 @@ class LogSafety:
                 as_int(col("v_term")).alias("t"),
                 (col("v_role") == '"leader"').alias("is_leader"),
                 F.coalesce(
-                    ~col("v_role").isin('"leader"', '"follower"') & col("v_role").startswith('"'),
+                    ~col("v_role").isin(*map(json.dumps, SETTLED_ROLES))
+                    & col("v_role").startswith('"'),
                     F.lit(False),
                 ).alias("unsettled"),
                 F.when(has_cfg, F.array_sort(F.array_distinct(cfg.getField("voters")))).alias(
@@ -202,7 +204,7 @@ class LogSafety:
         (shuffled rows stay narrow: there are two or three of them per history record)."""
         c = col("v_committed")
         ents, end = col("v_entries"), as_int(col("v_end"))
-        # checker.log_safety._reached_end: the chunk holding the node's end, or past it,
+        # the final reach (checker.log_anomalies): the chunk holding the node's end, or past it,
         # with a committed index (null: all) that covers the end
         covered = c.isNull() | (c == "null") | (as_int(c) >= end)
         reached = end.isNull() | (
@@ -335,7 +337,7 @@ class LogSafety:
         )
 
     def term_regress(self) -> Any:
-        """checker.log_safety.term_regress (an unsettled sample's term sets no floor when the
+        """term-regress (an unsettled sample's term sets no floor when the
         DB declared ``settled_terms_only``)."""
         F, W = self.F, self.W
         s = self.samples.where(F.col("t").isNotNull())
@@ -362,7 +364,7 @@ class LogSafety:
             ).alias("x")
         )
 
-    # ----- membership (checker.log_safety: _removals and the three checks after it)
+    # ----- membership (checker.log_anomalies: leader-after-removal defines a removal)
 
     def _removals(self) -> Any:
         """Rows (``m``, ``r``: struct(t, index, ci)) for each removed member: the lowest-term
@@ -512,7 +514,7 @@ class LogSafety:
 
     def _unseen(self) -> Any:
         """Acked triples no final read shows, with the final reads' reach beside them
-        (checker.log_safety._final_reach): ``judged`` when some final read got to its
+        (checker.log_anomalies: Final reach): ``judged`` when some final read got to its
         node's end or the ack is at or below the highest committed final observation."""
         F, col = self.F, self.F.col
         reach = self.D.agg(
@@ -614,7 +616,7 @@ class LogSafety:
 
     def unproposed_committed(self) -> Any:
         """Candidates: log indexes where a committed payload is one no append proposed
-        (:func:`checker.log_safety.unproposed_committed`), by their first reader, with
+        (checker.log_anomalies: unproposed-committed), by their first reader, with
         those payloads' texts (``payloads``) for the second pass.
 
         A row of ``D`` that an ack shares (``n_ack``) holds that ack's payload, proposed;
@@ -819,23 +821,14 @@ class LogSafety:
         anomalies = {k: [_decode(k, r) for r in by[k]] for k in ANOMALIES if k in by}
         notes = {k: [_decode(k, r) for r in by[k]] for k in NOTES if k in by}
         self._finish(anomalies, multi_lost=bool(lost_multi), multi_failed="_failed_multi" in by)
-        unknown = [] if ((n_final and not unjudged) or not ok) else ["lost-ack"]
-        ha = self.ha
-        if ha is not None and not ha.get("sync"):  # async master: a loss window by design
-            for kind, note in LOSS_WINDOW:
-                if kind in anomalies:
-                    notes[note] = anomalies.pop(kind)
-        if ha is not None:
-            stats["loss_window"] = totals.get("lost-ack", 0) if "lost-ack" in by else 0
-        stats["anomaly_counts"] = {k: totals[k] for k in anomalies}
-        valid: bool | str = False if anomalies else ("unknown" if unknown else True)
-        return {
-            "valid": valid,
-            "anomalies": anomalies,
-            "notes": notes,
-            "unknown": unknown,
-            "stats": stats,
-        }
+        return result(
+            anomalies,
+            notes,
+            stats,
+            judgeable=judgeable(n_final, ok, unjudged),
+            ha=self.ha,
+            totals=totals,
+        )
 
     # ----- second pass: what the first pass left to finish
 
@@ -893,14 +886,14 @@ class LogSafety:
             ex = [
                 {
                     "index": e["index"],
-                    "payload": min(map(loads, e["_raw"]), key=_canon),
+                    "payload": min(map(loads, e["_raw"]), key=canon),
                     "indexes": sorted(
                         {r for p in e["_raw"] for r in readers[("pair", _pair_key(e["index"], p))]}
                     ),
                 }
                 for e in unprop
             ]
-            anomalies["unproposed-committed"] = sorted(ex, key=lambda e: e["indexes"])[: self.cap]
+            anomalies["unproposed-committed"] = first_examples(ex, self.cap)
         if div:
             vals: dict[int, list[list[Any]]] = {}
             for row in rows:
@@ -911,12 +904,12 @@ class LogSafety:
             ex = [
                 {
                     "index": li,
-                    "values": sorted(vals[li], key=_value_key),
+                    "values": sorted(vals[li], key=value_key),
                     "indexes": readers[("li", str(li))],
                 }
                 for li in lis
             ]
-            anomalies["divergent-committed"] = sorted(ex, key=lambda e: e["indexes"])[: self.cap]
+            anomalies["divergent-committed"] = first_examples(ex, self.cap)
         if dup:
             at: dict[str, set[int]] = {}
             for row in rows:
@@ -930,7 +923,7 @@ class LogSafety:
                 }
                 for p in pays
             ]
-            anomalies["duplicate-payload"] = sorted(ex, key=lambda e: e["indexes"])[: self.cap]
+            anomalies["duplicate-payload"] = first_examples(ex, self.cap)
         for e in failed:
             key = (e["_raw"], e.pop("_r0"))
             e["index"] = min(
@@ -943,7 +936,7 @@ class LogSafety:
                 found.setdefault(row["li"], []).append([loads(row["term"]), loads(row["payload"])])
         for e in lost:
             vals_at = found.get(e["index"])
-            e["found"] = min(vals_at, key=_value_key) if vals_at else None
+            e["found"] = min(vals_at, key=value_key) if vals_at else None
             e["indexes"] = e.pop("indexes")
         for ex in anomalies.values():
             for e in ex:

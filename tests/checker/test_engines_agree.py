@@ -29,13 +29,24 @@ pytestmark = [pytest.mark.spark]
 slow = pytest.mark.slow
 
 
+EVERY_KIND = frozenset({"log-safety"})
+"""Checkers whose examples hold every anomaly and note kind they declare: the test fails
+when one is missing (a kind added without a planted example), on either engine."""
+
+SAME_EVIDENCE = frozenset({"log-safety"})
+"""Checkers whose examples must be identical across engines, not only their kinds."""
+
+
 @pytest.mark.parametrize("name", sorted(checkers()))
 def test_every_registered_checker_agrees_across_engines(name: str) -> None:
     """Both engines, on each example of each registered checker: the same verdict and the
-    same anomaly kinds, per checker and overall, and the planted kinds found."""
+    same anomaly kinds, per checker and overall, and the planted kinds found; for the
+    checkers of :data:`SAME_EVIDENCE` the same examples and stats, and for those of
+    :data:`EVERY_KIND` every declared kind found by some example."""
     spec = checkers()[name]
     found = examples(spec)
     assert found, f"checker {name!r} registers no examples (CheckerSpec.examples)"
+    seen: dict[str, set[str]] = {"local": set(), "spark": set()}
     for label, (ops, options, kinds) in found.items():
         assert set(kinds) <= set(spec.anomalies), (label, "undeclared anomaly kinds")
         opts = {**options, "checks": [name]}
@@ -52,6 +63,30 @@ def test_every_registered_checker_agrees_across_engines(name: str) -> None:
             assert sp["valid"] == lo["valid"], (label, run, sp)
             assert set(sp.get("anomalies") or {}) == set(lo.get("anomalies") or {}), (label, run)
             assert set(sp.get("notes") or {}) == set(lo.get("notes") or {}), (label, run)
+            if name in SAME_EVIDENCE:
+                for key in ("anomalies", "notes", "stats", "unknown"):
+                    assert sp.get(key) == lo.get(key), (label, run, key)
+            for engine, res in (("local", lo), ("spark", sp)):
+                seen[engine] |= set(res.get("anomalies") or {}) | set(res.get("notes") or {})
+    if name in EVERY_KIND:
+        declared = set(spec.anomalies) | set(spec.notes)
+        for engine, kinds_seen in seen.items():
+            assert kinds_seen == declared, (engine, "kinds no example shows", declared - kinds_seen)
+
+
+def test_log_safety_examples_have_the_fields_their_kind_declares() -> None:
+    """Each log-safety example has the fields checker.log_anomalies.KINDS gives its kind, in
+    that order (both engines give the same examples: see above)."""
+    from checker.log_anomalies import KINDS
+
+    fields = {k.name: k.example for k in KINDS}
+    found = examples(checkers()["log-safety"])
+    assert found
+    for label, (ops, options, _) in found.items():
+        res = check_history(ops, engine="local", opts={**options, "checks": ["log-safety"]})
+        ls = res["checkers"]["log-safety"]
+        for kind, shown in (*ls["anomalies"].items(), *ls["notes"].items()):
+            assert all(tuple(e) == fields[kind] for e in shown), (label, kind, shown[0])
 
 
 def test_a_checker_without_spark_code_gets_the_op_times_and_errors_the_local_engine_gives(
@@ -461,7 +496,7 @@ def test_entries_past_the_committed_index_are_not_judged_lost_on_the_local_paths
     tmp_path: Path,
 ) -> None:
     """A final read that shows the node's whole log but calls only a prefix committed
-    leaves the acks past that prefix unjudged (unknown), on the Op and columnar paths."""
+    leaves the acks past that prefix unjudged (unknown), from ops and from Parquet alike."""
     from checker.local import check_local_columns
     from harness.core.parquet import write_parquet
 

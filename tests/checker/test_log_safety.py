@@ -1,11 +1,20 @@
-"""Each log-safety anomaly: a small history that has it and a near twin that does not."""
+"""Each log-safety anomaly: a small history that has it and a near twin that does not,
+read out of the checker's result (:func:`checker.log_safety.check_log_safety`)."""
 
 from __future__ import annotations
 
 from typing import Any
 
 from checker import log_safety as ls
+from checker.log_anomalies import NOTES
 from harness.core.history import Op
+
+
+def found(ops: list[Op], kind: str, **kw: Any) -> list[dict[str, Any]]:
+    """The examples of one anomaly (or note) kind in the result over ``ops``; ``[]`` when
+    the kind was not found."""
+    res = ls.check_log_safety(ops, **kw)
+    return list(res["notes" if kind in NOTES else "anomalies"].get(kind, []))
 
 
 class H:
@@ -81,15 +90,15 @@ def test_committed_regress_positive_and_negative() -> None:
     b = h.sample("n1", committed=3)
     h.sample("n1", committed=2)  # same (node, inc): reported once
     h.sample("n2", committed=1)  # another node, lower: fine
-    assert ls.committed_regress(h.ops) == [
+    assert found(h.ops, "committed-regress") == [
         {"node": "n1", "incarnation": 1, "from": 5, "to": 3, "indexes": [a, b]}
     ]
     ok = H()
     ok.sample("n1", committed=1)
     ok.sample("n1", committed=4)
     ok.sample("n1", committed=2, inc=2)  # restart: a note, not a violation
-    assert ls.committed_regress(ok.ops) == []
-    notes = ls.committed_regress_restart(ok.ops)
+    assert found(ok.ops, "committed-regress") == []
+    notes = found(ok.ops, "committed-regress-restart")
     assert [n["indexes"] for n in notes] == [[3, 5]] and notes[0]["previous_incarnation"] == 1
     res = ls.check_log_safety(ok.ops)
     assert res["valid"] is True and "committed-regress-restart" in res["notes"]
@@ -99,10 +108,10 @@ def test_committed_beyond_end() -> None:
     h = H()
     h.sample("n1", committed=4, end=4)
     bad = h.sample("n2", committed=6, end=5)
-    assert ls.committed_beyond_end(h.ops) == [
+    assert found(h.ops, "committed-beyond-end") == [
         {"node": "n2", "incarnation": 1, "committed": 6, "end": 5, "indexes": [bad]}
     ]
-    assert ls.committed_beyond_end(h.ops[:2]) == []
+    assert found(h.ops[:2], "committed-beyond-end") == []
 
 
 def test_two_leaders_in_term() -> None:
@@ -112,8 +121,10 @@ def test_two_leaders_in_term() -> None:
     b = h.sample("n2", role="leader", term=3)
     h.sample("n3", role="leader", term=4)
     h.sample("n3", role="candidate", term=3)
-    assert ls.two_leaders_in_term(h.ops) == [{"term": 3, "nodes": ["n1", "n2"], "indexes": [a, b]}]
-    assert ls.two_leaders_in_term(h.ops[:4]) == []
+    assert found(h.ops, "two-leaders-in-term") == [
+        {"term": 3, "nodes": ["n1", "n2"], "indexes": [a, b]}
+    ]
+    assert found(h.ops[:4], "two-leaders-in-term") == []
 
 
 def test_term_regress_across_incarnations() -> None:
@@ -121,22 +132,22 @@ def test_term_regress_across_incarnations() -> None:
     a = h.sample("n1", term=4, inc=1)
     b = h.sample("n1", term=2, inc=2)
     h.sample("n2", term=1)
-    assert ls.term_regress(h.ops) == [
+    assert found(h.ops, "term-regress") == [
         {"node": "n1", "incarnation": 2, "from": 4, "to": 2, "indexes": [a, b]}
     ]
-    assert ls.term_regress(h.ops[:2]) == []
+    assert found(h.ops[:2], "term-regress") == []
 
 
 def test_divergent_committed_respects_committed_bound() -> None:
     h = H()
     r1 = h.read(1, [[1, 1, "a"], [2, 1, "b"]], committed=2)
     r2 = h.read(2, [[1, 1, "a"], [2, 2, "c"]], committed=1)  # index 2 not committed: fine
-    assert ls.divergent_committed(h.ops) == []
+    assert found(h.ops, "divergent-committed") == []
     r3 = h.read(3, [[1, 1, "a"], [2, 2, None]])  # NOOP counts here
-    assert ls.divergent_committed(h.ops) == [
+    assert found(h.ops, "divergent-committed") == [
         {"index": 2, "values": [[1, "b"], [2, None]], "indexes": [r1, r3]}
     ]
-    assert r2 not in ls.divergent_committed(h.ops)[0]["indexes"]
+    assert r2 not in found(h.ops, "divergent-committed")[0]["indexes"]
 
 
 def test_lost_ack_unknown_without_final_reads() -> None:
@@ -146,22 +157,22 @@ def test_lost_ack_unknown_without_final_reads() -> None:
     res = ls.check_log_safety(h.ops)
     assert res["valid"] == "unknown" and res["unknown"] == ["lost-ack"]
     h.read(3, [[1, 1, "p1"], [2, 1, "x"]], final=True)
-    assert ls.lost_ack(h.ops) == [
+    assert found(h.ops, "lost-ack") == [
         {"payload": "p2", "index": 2, "term": 1, "found": [1, "x"], "indexes": [c2]}
     ]
     good = H()
     good.append(1, "p1", index=1)
     good.read(3, [[1, 1, "p1"]], final=True)
     good.read(4, [], final=False)
-    assert ls.lost_ack(good.ops) == [] and ls.check_log_safety(good.ops)["valid"] is True
+    assert found(good.ops, "lost-ack") == [] and ls.check_log_safety(good.ops)["valid"] is True
 
 
 def test_lost_ack_missing_index_and_uncommitted() -> None:
     h = H()
     _, c = h.append(1, "p1", index=2)
     h.read(3, [[1, 1, "q"], [2, 1, "p1"]], committed=1, final=True)  # p1 present but not committed
-    assert ls.lost_ack(h.ops)[0]["found"] is None
-    assert ls.lost_ack(h.ops)[0]["indexes"] == [c]
+    assert found(h.ops, "lost-ack")[0]["found"] is None
+    assert found(h.ops, "lost-ack")[0]["indexes"] == [c]
 
 
 def test_final_reads_cut_short_judge_only_what_they_reached() -> None:
@@ -173,10 +184,10 @@ def test_final_reads_cut_short_judge_only_what_they_reached() -> None:
     h.append(3, "p3", index=5)
     h.append(4, "p4", index=6)
     h.read(5, [[1, 1, "p1"], [2, 1, "x"], [3, 1, "q"]], final=True, end=9)  # chunk 1-3 of 9
-    assert ls.lost_ack(h.ops) == [
+    assert found(h.ops, "lost-ack") == [
         {"payload": "p2", "index": 2, "term": 1, "found": [1, "x"], "indexes": [c2]}
     ]
-    assert ls.lost_ack_unjudged(h.ops) == 2
+    assert ls.check_log_safety(h.ops)["stats"]["lost_ack_unjudged"] == 2
     res = ls.check_log_safety(h.ops)
     assert res["valid"] is False and res["stats"]["lost_ack_unjudged"] == 2
     short = H()
@@ -187,8 +198,8 @@ def test_final_reads_cut_short_judge_only_what_they_reached() -> None:
     assert res["valid"] == "unknown" and res["unknown"] == ["lost-ack"], res
     # another node's read got to its end (a shorter log): p2 is judged, and lost
     short.read(4, [[1, 1, "p1"], [2, 1, "y"]], final=True, end=2)
-    assert ls.lost_ack_unjudged(short.ops) == 0
-    assert [x["payload"] for x in ls.lost_ack(short.ops)] == ["p2"]
+    assert ls.check_log_safety(short.ops)["stats"]["lost_ack_unjudged"] == 0
+    assert [x["payload"] for x in found(short.ops, "lost-ack")] == ["p2"]
 
 
 def test_failed_append_present() -> None:
@@ -196,21 +207,23 @@ def test_failed_append_present() -> None:
     _, fc = h.append(1, "p1", result="fail")
     h.append(2, "p2", result="info")
     r = h.read(3, [[1, 1, "p2"], [2, 1, "p1"]])
-    assert ls.failed_append_present(h.ops) == [{"payload": "p1", "index": 2, "indexes": [fc, r]}]
+    assert found(h.ops, "failed-append-present") == [
+        {"payload": "p1", "index": 2, "indexes": [fc, r]}
+    ]
     h2 = H()
     h2.append(1, "p1", result="fail")
     h2.read(3, [[1, 1, "p2"], [2, 1, "p1"]], committed=1)
-    assert ls.failed_append_present(h2.ops) == []
+    assert found(h2.ops, "failed-append-present") == []
 
 
 def test_duplicate_payload() -> None:
     h = H()
     r1 = h.read(1, [[1, 1, "a"], [2, 1, None], [3, 1, None]])
     r2 = h.read(2, [[5, 2, "a"]])
-    assert ls.duplicate_payload(h.ops) == [
+    assert found(h.ops, "duplicate-payload") == [
         {"payload": "a", "log_indexes": [1, 5], "indexes": [r1, r2]}
     ]
-    assert ls.duplicate_payload(h.ops[:2]) == []  # NOOPs at 2 and 3 are no duplicate
+    assert found(h.ops[:2], "duplicate-payload") == []  # NOOPs at 2 and 3 are no duplicate
 
 
 def test_append_order() -> None:
@@ -218,7 +231,7 @@ def test_append_order() -> None:
     _, ca = h.append(1, "a", index=5)
     _, cx = h.append(3, "x", index=7)
     _, cb = h.append(2, "b", index=6)  # invoked after a (5) and x (7) were acked: 6 <= 7
-    assert ls.append_order(h.ops) == [{"a_index": 7, "b_index": 6, "indexes": [cx, cb]}]
+    assert found(h.ops, "append-order") == [{"a_index": 7, "b_index": 6, "indexes": [cx, cb]}]
     assert ca < cx
     # concurrent appends may land in any order
     c = H()
@@ -226,7 +239,7 @@ def test_append_order() -> None:
     c.add("invoke", 2, "append", {"payload": "b"})
     c.add("ok", 1, "append", {"payload": "a", "index": 9, "term": 1})
     c.add("ok", 2, "append", {"payload": "b", "index": 8, "term": 1})
-    assert ls.append_order(c.ops) == []
+    assert found(c.ops, "append-order") == []
 
 
 def test_check_log_safety_collects_kinds() -> None:
@@ -248,7 +261,7 @@ def test_unproposed_committed_catches_a_torn_record_and_an_unknown_payload() -> 
     h.append(2, "p2", index=2)
     r1 = h.read(3, [[1, 1, "p1"], [2, 1, "p2"], [3, 1, TORN], [4, 1, "nobody"]], final=True)
     r2 = h.read(4, [[3, 1, TORN]], committed=3)
-    assert ls.unproposed_committed(h.ops) == [  # in the order of their indexes
+    assert found(h.ops, "unproposed-committed") == [  # in the order of their indexes
         {"index": 4, "payload": "nobody", "indexes": [r1]},
         {"index": 3, "payload": TORN, "indexes": [r1, r2]},
     ]
@@ -256,7 +269,7 @@ def test_unproposed_committed_catches_a_torn_record_and_an_unknown_payload() -> 
     assert res["valid"] is False and set(res["anomalies"]) == {"unproposed-committed"}
     # two unproposed payloads at one index (divergent too): one example, the smaller payload
     r3 = h.read(5, [[3, 2, "zz"]])
-    assert ls.unproposed_committed(h.ops)[1] == {
+    assert found(h.ops, "unproposed-committed")[1] == {
         "index": 3,
         "payload": "zz",  # '"zz"' sorts before '{"undecodable":...}'
         "indexes": [r1, r2, r3],
@@ -286,24 +299,24 @@ def test_unproposed_committed_lets_proposed_and_system_entries_pass() -> None:
         [10, 1, "uncommitted"],
     ]
     h.read(5, entries, committed=9, final=True)
-    assert ls.unproposed_committed(h.ops) == []
+    assert found(h.ops, "unproposed-committed") == []
     assert set(ls.check_log_safety(h.ops)["anomalies"]) == {"failed-append-present"}
     # "kind" only in a nested object is no system entry
     h.read(6, [[9, 1, {"op": {"kind": "kv-write"}}]])
-    assert [e["index"] for e in ls.unproposed_committed(h.ops)] == [9]
+    assert [e["index"] for e in found(h.ops, "unproposed-committed")] == [9]
 
 
 def test_unproposed_committed_judges_nothing_without_an_ok_append() -> None:
     h = H()
     h.append(1, "p1", result="info")
     h.read(2, [[1, 1, TORN]], final=True)
-    assert ls.unproposed_committed(h.ops) == []
+    assert found(h.ops, "unproposed-committed") == []
     h.append(3, "p3", index=1, term=9)  # an ack at index 1 (its term aside) opens index 1
-    assert [e["index"] for e in ls.unproposed_committed(h.ops)] == [1]
+    assert [e["index"] for e in found(h.ops, "unproposed-committed")] == [1]
 
 
 def test_a_candidates_lost_term_sets_no_floor_only_where_the_db_declares_it() -> None:
-    from checker.log_safety import check_log_safety, term_regress
+    from checker.log_safety import check_log_safety
     from harness.core.op import Op
 
     def sample(i: int, term: int, role: str, inc: int) -> list[Op]:
@@ -319,17 +332,16 @@ def test_a_candidates_lost_term_sets_no_floor_only_where_the_db_declares_it() ->
         *sample(1, 4, "candidate", 1),
         *sample(2, 3, "follower", 2),
     ]
-    assert [a["from"] for a in term_regress(ops)] == [4]
-    assert term_regress(ops, settled_terms_only=True) == []
+    assert [a["from"] for a in found(ops, "term-regress")] == [4]
+    assert found(ops, "term-regress", settled_terms_only=True) == []
     below = [*ops, *sample(3, 2, "follower", 3)]  # below a term it followed in: still judged
-    assert [a["to"] for a in term_regress(below, settled_terms_only=True)] == [2]
+    assert [a["to"] for a in found(below, "term-regress", settled_terms_only=True)] == [2]
     res = check_log_safety(ops, settled_terms_only=True)
     assert "term-regress" not in res["anomalies"]
     assert "term-regress" in check_log_safety(ops)["anomalies"]
 
 
 def test_an_error_states_unsaved_term_sets_no_floor_either() -> None:
-    from checker.log_safety import term_regress
     from harness.core.op import Op
 
     ops = []
@@ -340,4 +352,45 @@ def test_an_error_states_unsaved_term_sets_no_floor_either() -> None:
             Op(type="ok", process=9, f="sample", value=v, index=2 * i + 1, time=2 * i + 1,
                node="n1"),
         ]  # fmt: skip
-    assert term_regress(ops) and not term_regress(ops, settled_terms_only=True)
+    assert found(ops, "term-regress") and not found(ops, "term-regress", settled_terms_only=True)
+
+
+def test_values_python_equates_are_told_apart_as_json() -> None:
+    """Terms and payloads compare as canonical JSON text (checker.log_anomalies: Equality),
+    on both engines. The Op path removed in issue 45 compared Python values here, so it
+    found no lost ack for ``true`` held as ``1`` (while calling that ``1`` unproposed), a
+    failed ``1.0`` present as ``1``, and ``1`` beside ``true`` a duplicate."""
+    from checker.planted import _json_types
+
+    res = ls.check_log_safety(_json_types())
+    assert res["anomalies"] == {
+        "lost-ack": [
+            {"payload": True, "index": 1, "term": 1, "found": [1, 1], "indexes": [1]},
+            {"payload": "a", "index": 2, "term": 1, "found": [1.0, "a"], "indexes": [3]},
+        ],
+        "unproposed-committed": [{"index": 1, "payload": 1, "indexes": [9]}],
+    }
+    assert res["anomalies"]["lost-ack"][1]["found"][0].__class__ is float
+
+
+def test_records_sharing_an_index_are_a_malformed_history() -> None:
+    import pytest
+
+    from harness.core.errors import HistoryError
+
+    h = H()
+    h.append(1, "p1", index=1)
+    h.ops.append(h.ops[0].replace(process=2))  # a second invocation at index 0
+    with pytest.raises(HistoryError, match="share this history index"):
+        ls.check_log_safety(h.ops)
+
+
+def test_an_ack_beyond_int64_is_not_judged_rather_than_called_lost() -> None:
+    """The columns hold log indexes as 64-bit integers: such an ack cannot be looked up."""
+    h = H()
+    h.append(1, "p1", index=1)
+    h.append(2, "big", index=2**64)
+    h.read(3, [[1, 1, "p1"]], final=True)
+    res = ls.check_log_safety(h.ops)
+    assert res["valid"] == "unknown" and res["unknown"] == ["lost-ack"]
+    assert res["stats"]["lost_ack_unjudged"] == 1 and res["stats"]["appends"]["ok"] == 2

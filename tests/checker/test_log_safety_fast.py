@@ -1,9 +1,9 @@
-"""The local engine's columnar log-safety path (Parquet columns, no Op per record) against
-the Op path it replaces on log histories: the same results.json, byte for byte, on
-generated histories with planted anomalies, hand-made edge cases and mode ha.
-
-The Op path (:func:`checker.log_safety.check_log_safety` through
-:func:`checker.local.check_local`) is the reference: its functions are the specification.
+"""The local engine's log safety from each way a history reaches it: ops in memory
+(:func:`checker.local.check_local`, which :func:`checker.log_safety.check_log_safety`
+writes as Parquet), the Parquet a run writes and the live JSONL (read in parallel parts):
+the same results.json, byte for byte, on generated histories with planted anomalies,
+hand-made edge cases and mode ha. What each anomaly means is checker.log_anomalies'; the
+examples are pinned in tests/checker/test_log_safety.py.
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ pytest.importorskip("pyarrow")
 
 
 def _same(ops: list[Op], tmp_path: Path, opts: dict[str, Any] | None = None) -> dict[str, Any]:
-    """The Op path's result over ``ops``, asserted equal to the columnar path's from the
+    """The local engine's result over ``ops``, asserted equal to its result from the
     Parquet a run writes and from the live JSONL."""
     old = check_local(ops, opts=opts)
     old.pop("elapsed_s")
@@ -143,7 +143,7 @@ def test_unproposed_committed_edges_same_result(tmp_path: Path) -> None:
 
 
 def test_function_level_agreement(tmp_path: Path) -> None:
-    """Without the engine in between: the two functions on the same history."""
+    """Without the engine in between: ops, and the columns of their Parquet file."""
     ops = list(generate(1200, workload="append", anomaly=("lost-ack", "append-order"), seed=2))
     path = tmp_path / "h.parquet"
     write_parquet(ops, path)
@@ -194,7 +194,8 @@ def test_pair_arrays_pairs_as_pair_positions() -> None:
 
 
 def test_malformed_history_falls_back(tmp_path: Path) -> None:
-    """A double invoke: the columnar path declines, so the Op path raises its exact error."""
+    """A double invoke: the columnar path declines, so pairing the ops raises its exact
+    error."""
     from checker.dispatch import check_history
     from harness.core.errors import HistoryError
 
