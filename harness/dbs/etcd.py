@@ -287,6 +287,24 @@ class EtcdDB(PidfileDaemonDB):
     def addresses(self, ctx: RunContext) -> dict[str, dict[str, tuple[str, int]]]:
         return {"client": self.client_addrs(ctx)}
 
+    # transactions (TransactionalDB: -w list-append, -w rw-register) ---------------------
+    def txn_session(self, ctx: RunContext, node: str, kind: str) -> Any:
+        """A session running each transaction as a read round and a compare-and-put round
+        on ``node``'s member (workloads/etcd_txn.py)."""
+        from harness.core.workload import client_timeout
+        from workloads.etcd_txn import EtcdTxnSession
+
+        host, port = self.client_addrs(ctx)[node]
+        return EtcdTxnSession(host, port, kind, client_timeout(ctx))
+
+    def checker_options(self) -> dict[str, dict[str, Any]]:
+        """What etcd promises of a transaction: strict serializability (its API guarantees);
+        the txn checker holds it to that unless the workload option ``isolation`` names
+        another level."""
+        from workloads.etcd_txn import CLAIM
+
+        return {"txn": {"isolation": CLAIM}}
+
     # lifecycle ----------------------------------------------------------------
     def setup(self, ctx: RunContext, node: str) -> None:
         remote = ctx.remotes[node]
