@@ -16,9 +16,11 @@ judges those, and only those, so no DB is held to another's promises:
   a leader committed in an earlier term. Seen two ways, neither needing clocks: a node
   ``elected`` leader of T with a log ending before the entry, or ending in a term older
   than the entry's; or a follower cutting away (``truncate``, in term T) an entry of the
-  same index and term as one committed in a term at or before T, which only a leader of
-  T lacking it can have asked. Only leaders' commits count as committed here: a
-  follower's commit beyond its match is the next anomaly, not this one.
+  same index and term as one committed in a term at or before T, and not known to be
+  in the leader of T's log (a leader may have a follower cut entries it holds and
+  re-send them, after a stale APPEND of its own; see :func:`_cut_not_held`). Only
+  leaders' commits count as committed here: a follower's commit beyond its match is the
+  next anomaly, not this one.
 - ``event-commit-beyond-match`` (``follower-commit-bound``): a follower raised its commit
   index beyond the last index its log was known to share with its leader's (``match``),
   so it may call committed an entry of its own that the leader never had.
@@ -157,8 +159,46 @@ class _Committed:
         return best[i - 1] if i else None
 
 
+def _held_by_leaders(events: Iterable[NodeEvent]) -> dict[int, dict[int, set[int]]]:
+    """Entries the leader of each term is known to hold, ``{term: {entry term: {index}}}``:
+    the last entry of its log when ``elected`` and every entry it committed as leader of
+    that term (a commit event names the entry at the index it reached)."""
+    held: dict[int, dict[int, set[int]]] = defaultdict(lambda: defaultdict(set))
+    for ev in events:
+        leads = ev.kind == "elected" or (ev.kind == "commit" and ev.role == "leader")
+        known = ev.term is not None and ev.entry_term is not None and ev.index is not None
+        if leads and known and ev.index is not None and ev.index >= 0:
+            assert ev.term is not None and ev.entry_term is not None
+            held[ev.term][ev.entry_term].add(ev.index)
+    return held
+
+
+def _cut_not_held(
+    term: int, runs: Sequence[tuple[int, int, int]], held: Mapping[int, Mapping[int, set[int]]]
+) -> list[tuple[int, int, int]]:
+    """The part of a cut, in ``term``, that the leader of ``term`` may lack.
+
+    A follower's cut is evidence against its leader only for entries that leader does not
+    hold, and a leader may ask to cut entries it holds: a stale APPEND of its own,
+    delivered after a later COMPARE on another connection, lengthens the follower's log,
+    and the COMPARE table then truncates after the matched entry (the leader re-sends
+    them). Two things rule entries out: an entry of the leader's own term is always in its
+    log while it leads; and an entry the leader is known to hold, found among the cut
+    ones at index j, means both logs were equal up to j (log matching), so every cut
+    entry up to j is the leader's too.
+    """
+    mine = held.get(term, {})
+    upto = -1
+    for t, first, last in runs:
+        for j in mine.get(t, ()):
+            if first <= j <= last:
+                upto = max(upto, j)
+    return [(t, max(first, upto + 1), last) for t, first, last in runs if t != term and last > upto]
+
+
 def _leader_incomplete(events: Sequence[NodeEvent]) -> list[dict[str, Any]]:
     committed = _Committed(_leader_commits(events))
+    held = _held_by_leaders(events)
     found: list[dict[str, Any]] = []
     for ev in events:
         if ev.kind == "elected" and ev.term is not None and ev.index is not None:
@@ -187,7 +227,7 @@ def _leader_incomplete(events: Sequence[NodeEvent]) -> list[dict[str, Any]]:
                 )
         elif ev.kind == "truncate" and ev.term is not None and ev.removed:
             hit: tuple[tuple[int, int, int], NodeEvent] | None = None
-            for term, first, last in ev.removed:
+            for term, first, last in _cut_not_held(ev.term, ev.removed, held):
                 c = committed.of_term_by(term, ev.term)
                 if c is not None and c.index is not None and c.index >= first:
                     hit = hit or ((term, first, min(last, c.index)), c)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -99,7 +100,9 @@ def test_a_db_declaring_an_unknown_invariant_is_refused() -> None:
 
 def test_merged_into_a_runs_results_only_when_something_was_judged() -> None:
     bad = check_node_events([leader("n1", 2), leader("n2", 2)], KINDS, BOTH)
-    results = {"valid": True, "checkers": {"linearizable": {"valid": True}}, "anomalies": {}}
+    results: dict[str, Any] = {
+        "valid": True, "checkers": {"linearizable": {"valid": True}}, "anomalies": {},
+    }  # fmt: skip
     merge_node_events(results, bad)
     assert results["valid"] is False and "event-two-leaders" in results["anomalies"]
     assert results["checkers"]["node-events"]["valid"] is False
@@ -167,6 +170,31 @@ def test_a_follower_cutting_a_committed_entry_away_is_an_anomaly() -> None:
     # cut in term 4, and committed only later, in term 5 (a leader of 5 that held it): fine
     late = [commit("n1", 5, 10, 3), truncated("n4", 4, (3, 8, 12))]
     assert check_node_events(late, RAFT_KINDS, ALL)["valid"] is True
+
+
+def test_a_cut_of_entries_the_leader_holds_is_not_incompleteness() -> None:
+    """A stale APPEND of the leader of term 4, delivered after its later COMPARE, makes
+    the follower longer than the compare point and the leader has it cut back (and
+    re-sends): the entries were the leader's own, committed by it, so nothing is lacking.
+    The check before this fix called it leader incompleteness."""
+    own = [elected("n1", 4, 7, 3), commit("n1", 4, 10, 4), truncated("n4", 4, (4, 8, 12))]
+    assert check_node_events(own, RAFT_KINDS, ALL)["valid"] is True
+    # older-term entries re-sent by the leader of 5: its log ended at (20, 3) when elected,
+    # and that entry is among the cut ones, so every cut entry up to 20 is its own too
+    old = [commit("n1", 3, 15, 3), elected("n2", 5, 20, 3), truncated("n4", 5, (3, 12, 20))]
+    assert check_node_events(old, RAFT_KINDS, ALL)["valid"] is True
+    # the same cut when nothing says the leader of 5 holds those entries (its log, long
+    # and new enough, may differ there): the committed 15 may be what it lacks
+    part = [commit("n1", 3, 15, 3), elected("n2", 5, 25, 4), truncated("n4", 5, (3, 12, 20))]
+    (a,) = check_node_events(part, RAFT_KINDS, ALL)["anomalies"]["event-leader-incomplete"]
+    assert a["how"] == "truncated" and a["cut"] == [12, 15]
+    # known to hold up to 13 (a commit of its own there): the cut from 14 on still counts
+    held = [*part, commit("n2", 5, 13, 3)]
+    (a,) = check_node_events(held, RAFT_KINDS, ALL)["anomalies"]["event-leader-incomplete"]
+    assert a["cut"] == [14, 15]
+    # what the leader of another term holds proves nothing about the leader of 5
+    other = [commit("n1", 3, 15, 3), elected("n3", 6, 20, 3), truncated("n4", 5, (3, 12, 20))]
+    assert check_node_events(other, RAFT_KINDS, ALL)["valid"] is False
 
 
 def test_only_leaders_commits_count_as_committed_for_completeness() -> None:
