@@ -13,6 +13,7 @@ from __future__ import annotations
 import logging
 from typing import TYPE_CHECKING, Any
 
+from harness.core.db import FailsOver
 from harness.core.errors import NemesisError
 from harness.core.fault import Effects, Fault, Periods
 from nemesis.base import completion
@@ -38,14 +39,6 @@ def choose_new_master(statuses: dict[str, dict | None], dead: str) -> str | None
     return min(live, key=lambda x: (-x[1]["offset"], x[0]))[0]
 
 
-def _call(ctx: RunContext, node: str, msg: dict, timeout: float = 5.0) -> dict:
-    from node_impl.client import NodeClient
-
-    host, port = ctx.addresses["client"][node]
-    with NodeClient(host, port, timeout=timeout) as c:
-        return c.call(msg, timeout)
-
-
 class FailoverNemesis:
     def __init__(self) -> None:
         self.rejoin: set[str] = set()
@@ -53,14 +46,14 @@ class FailoverNemesis:
     def fs(self) -> set[str]:
         return {"start-failover", "stop-failover"}
 
-    def _db(self, ctx: RunContext) -> Any:
+    def _db(self, ctx: RunContext) -> FailsOver:
         db = ctx.db
-        for need in ("statuses", "reset_as_slave", "kill", "start", "client_addrs"):
-            if not hasattr(db, need):
-                raise NemesisError(
-                    f"failover needs a master/slave DB (--db dledger --db-option "
-                    f"mode=ha); {type(db).__name__} has no {need}()"
-                )
+        if not isinstance(db, FailsOver):
+            raise NemesisError(
+                f"failover needs a master/slave DB an operator can fail over (FailsOver: "
+                f"statuses, promote, follow, reset_as_slave, kill, start; e.g. --db dledger "
+                f"--db-option mode=ha); {type(db).__name__} is not"
+            )
         return db
 
     def setup(self, ctx: RunContext) -> None:
@@ -76,7 +69,7 @@ class FailoverNemesis:
             return completion(op, {"rejoined": done}, errors)
         raise NemesisError(f"failover nemesis cannot handle {op.f!r}")
 
-    def _start(self, ctx: RunContext, db: Any, op: Op) -> Op:
+    def _start(self, ctx: RunContext, db: FailsOver, op: Op) -> Op:
         value: dict[str, Any] = dict(op.value or {})
         before = db.statuses(ctx)
         masters = [n for n, st in before.items() if st and st.get("role") == "master"]
@@ -84,7 +77,7 @@ class FailoverNemesis:
             return completion(
                 op, {**value, "nodes": []}, {"cluster": "no master answers; nothing done"}
             )
-        old = max(masters, key=lambda n: before[n].get("term") or 0)
+        old = max(masters, key=lambda n: (before[n] or {}).get("term") or 0)
         db.kill(ctx, old)
         self.rejoin.add(old)
         after = db.statuses(ctx)
@@ -101,9 +94,10 @@ class FailoverNemesis:
         if new is None:
             return completion(op, value, {"cluster": "no live slave to promote"})
         errors: dict[str, str] = {}
-        r = _call(ctx, new, {"type": "ha-promote", "epoch": epoch})
-        if r.get("code") != "SUCCESS":
-            errors[new] = f"ha-promote: {r.get('code')} {r.get('error') or ''}".strip()
+        try:
+            db.promote(ctx, new, epoch)
+        except Exception as e:  # noqa: BLE001 - a refused promotion is the op's error
+            errors[new] = f"promote: {e}"
             return completion(op, {**value, "promoted": None}, errors)
         followed: list[str] = []
         refused: list[str] = []
@@ -111,11 +105,11 @@ class FailoverNemesis:
             if n in (new, old) or st is None:
                 continue
             try:
-                r = _call(ctx, n, {"type": "ha-follow", "master": new, "epoch": epoch})
+                ok = db.follow(ctx, n, new, epoch)
             except Exception as e:  # one unreachable slave must not stop the others
-                errors[n] = f"ha-follow: {e}"
+                errors[n] = f"follow: {e}"
                 continue
-            (followed if r.get("code") == "SUCCESS" else refused).append(n)
+            (followed if ok else refused).append(n)
         value.update({"promoted": new, "epoch": epoch, "followed": followed, "refused": refused})
         log.info(
             "failover: killed %s, promoted %s (epoch %d), followed %s, refused %s",
@@ -127,7 +121,7 @@ class FailoverNemesis:
         )
         return completion(op, value, errors)
 
-    def _rejoin(self, ctx: RunContext, db: Any) -> tuple[list[str], dict[str, str]]:
+    def _rejoin(self, ctx: RunContext, db: FailsOver) -> tuple[list[str], dict[str, str]]:
         done: list[str] = []
         errors: dict[str, str] = {}
         if not self.rejoin:
@@ -136,8 +130,8 @@ class FailoverNemesis:
         masters = [n for n, st in sts.items() if st and st.get("role") == "master"]
         if not masters:
             return done, {n: "no master to rejoin" for n in self.rejoin}
-        m = max(masters, key=lambda n: sts[n].get("term") or 0)
-        epoch = sts[m].get("term") or 1
+        m = max(masters, key=lambda n: (sts[n] or {}).get("term") or 0)
+        epoch = (sts[m] or {}).get("term") or 1
         for n in sorted(self.rejoin):
             try:
                 db.reset_as_slave(ctx, n, m, epoch)
@@ -151,7 +145,7 @@ class FailoverNemesis:
 
     def teardown(self, ctx: RunContext) -> None:
         if self.rejoin:
-            for n, err in sorted(self._rejoin(ctx, ctx.db)[1].items()):
+            for n, err in sorted(self._rejoin(ctx, self._db(ctx))[1].items()):
                 log.error("rejoining old master %s failed: %s", n, err)
 
 

@@ -28,6 +28,7 @@ __all__ = [
     "Address",
     "HasFootprint",
     "Upgradable",
+    "FailsOver",
     "InformsChecker",
     "ResolvesArtifacts",
     "WorkloadChoice",
@@ -156,6 +157,34 @@ class Upgradable(Protocol):
     def seal(self, ctx: RunContext, node: str) -> None: ...
 
     def switch(self, ctx: RunContext, node: str) -> int: ...
+
+
+@runtime_checkable
+class FailsOver(Protocol):
+    """A master/slave DB an operator fails over by hand: the ``failover`` fault
+    (nemesis/failover.py) kills the master, promotes the slave holding the most data and
+    points the others at it; these are the operator's hands.
+
+    ``statuses`` maps each node to its status (None: not answering), each with ``role``
+    (``master`` or ``slave``), ``offset`` (an int: how much of the log it holds, comparable
+    across nodes) and ``term`` (the epoch it serves in). ``promote`` makes ``node`` the
+    master of ``epoch`` (raises when refused); ``follow`` points a slave at ``master``
+    (False when the slave refused); ``reset_as_slave`` empties ``node``'s data and makes it
+    a slave of ``master``, to be started next: classic replication cannot cut a divergent
+    tail, so an old master rejoins empty.
+    """
+
+    def statuses(self, ctx: RunContext) -> dict[str, dict | None]: ...
+
+    def promote(self, ctx: RunContext, node: str, epoch: int) -> None: ...
+
+    def follow(self, ctx: RunContext, node: str, master: str, epoch: int) -> bool: ...
+
+    def reset_as_slave(self, ctx: RunContext, node: str, master: str, epoch: int) -> None: ...
+
+    def kill(self, ctx: RunContext, node: str) -> None: ...
+
+    def start(self, ctx: RunContext, node: str) -> None: ...
 
 
 @runtime_checkable

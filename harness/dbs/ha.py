@@ -141,6 +141,28 @@ class HADB(DLedgerDB):
     def primaries(self, ctx: RunContext) -> list[str]:
         return [n for n, st in self.statuses(ctx).items() if st and st.get("role") == "master"]
 
+    # FailsOver: the operator's hands for the failover fault -----------------------------
+    def _call(self, ctx: RunContext, node: str, msg: dict[str, Any], timeout: float = 5.0) -> dict:
+        from node_impl.client import NodeClient
+
+        host, port = self.client_addrs(ctx)[node]
+        with NodeClient(host, port, timeout=timeout) as c:
+            answer: dict = c.call(msg, timeout)
+        return answer
+
+    def promote(self, ctx: RunContext, node: str, epoch: int) -> None:
+        """``ha-promote``: ``node`` becomes the master of ``epoch``."""
+        r = self._call(ctx, node, {"type": "ha-promote", "epoch": epoch})
+        if r.get("code") != "SUCCESS":
+            raise RemoteError(
+                f"ha-promote: {r.get('code')} {r.get('error') or ''}".strip(), host=node
+            )
+
+    def follow(self, ctx: RunContext, node: str, master: str, epoch: int) -> bool:
+        """``ha-follow``: ``node`` replicates from ``master`` (False: it refused)."""
+        r = self._call(ctx, node, {"type": "ha-follow", "master": master, "epoch": epoch})
+        return r.get("code") == "SUCCESS"
+
     def reset_as_slave(self, ctx: RunContext, node: str, master: str, epoch: int) -> None:
         """Empty ``node``'s data dir and point it at ``master`` (the operator's rejoin)."""
         remote = ctx.remotes[node]
