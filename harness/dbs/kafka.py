@@ -362,6 +362,7 @@ class KafkaDB(GatewayDB):
             version=self.options.version,
             artifact=ARTIFACT,
             java=self.options.java,
+            shared=(maven.SHARED,),
         )
 
     def resolve_artifacts(self) -> dict[str, Any]:

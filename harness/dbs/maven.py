@@ -8,6 +8,10 @@ the program's jar and every runtime dependency in one build of the cache
 SHA-256. Maven's own repository lives under the same root and Maven runs offline first,
 so a rebuild for a new key asks the network only for what it lacks, and a run that finds
 its build calls no Maven at all.
+
+Java sources several projects share (the gateways' framing, :data:`SHARED`) are not an
+artifact of their own: a project that names them (``shared=``) gets them copied into its
+sources at build, and their files are part of its key.
 """
 
 from __future__ import annotations
@@ -19,7 +23,7 @@ import shlex
 import shutil
 import subprocess
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -41,6 +45,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "JAVA_ROOT",
+    "SHARED",
     "SOURCES",
     "Artifact",
     "JavaProgram",
@@ -55,6 +60,10 @@ log = logging.getLogger(__name__)
 
 SOURCES = Path(__file__).resolve().parent / "java"
 """The Java DBs' Maven projects (``harness/dbs/java/<name>/``: a ``pom.xml`` and sources)."""
+
+SHARED = SOURCES / "shared"
+"""Sources the client gateways share (``splitbrain.shared.Frames``: the reference node's
+framing, their ports and their stdin lifeline), compiled into each gateway's project."""
 
 JAVA_ROOT = Path(os.environ.get("SPLITBRAIN_JAVA_ROOT", str(CACHE_ROOT / "java")))
 """Builds and Maven's local repository; ``SPLITBRAIN_JAVA_ROOT`` moves it."""
@@ -100,8 +109,12 @@ def java_major(java: str = "java") -> int:
     return int(m.group(2) or 0) if major == 1 else major
 
 
-def _key(project: Path, properties: Mapping[str, str], major: int) -> str:
-    return build_key(tree_digest(project), dict(properties), f"java {major}")
+def _key(
+    project: Path, properties: Mapping[str, str], major: int, shared: Sequence[Path] = ()
+) -> str:
+    return build_key(
+        tree_digest(project), dict(properties), f"java {major}", *(tree_digest(d) for d in shared)
+    )
 
 
 def mvn_command(root: Path = JAVA_ROOT, repository: Path | None = None) -> list[str]:
@@ -139,6 +152,7 @@ def build(
     repository: Path | None = None,
     java: str = "java",
     timeout: float = BUILD_TIMEOUT_S,
+    shared: Sequence[Path] = (),
 ) -> JavaProgram:
     """The program of the Maven ``project``, built for ``properties`` (cached by key).
 
@@ -147,7 +161,9 @@ def build(
     call for a key runs ``mvn package`` and copies the runtime class path; the jars'
     coordinates come from Maven's own dependency list. Errors are ConfigErrors naming
     the properties and Maven's first error lines (a version that is not served, a
-    compile error against an older API).
+    compile error against an older API). Each of ``shared`` is a tree of sources
+    (``src/main/java/...``) copied into the project for the build; a file the project has
+    too is a ConfigError rather than a silent overwrite.
     """
     props = {k: str(v) for k, v in (properties or {}).items()}
     if not (project / "pom.xml").is_file():
@@ -157,14 +173,14 @@ def build(
 
     def make(tmp: Path, lib: Path) -> tuple[Artifact, ...]:
         started = time.monotonic()
-        artifacts = _maven_package(project, name, props, mvn, tmp, lib, timeout)
+        artifacts = _maven_package(project, name, props, mvn, tmp, lib, timeout, shared)
         log.info("built %s (%s) in %.1f s", name, props, time.monotonic() - started)
         return artifacts
 
     return cached_build(
         JavaProgram,
         name=name,
-        key=_key(project, props, major),
+        key=_key(project, props, major, shared),
         properties=props,
         toolchain=f"java {major}",
         root=root,
@@ -181,6 +197,7 @@ def build_release(
     version: str,
     artifact: str | None = None,
     java: str = "java",
+    shared: Sequence[Path] = (),
 ) -> JavaProgram:
     """:func:`build` of one release of a system: the one place a Java DB's ``version``
     option becomes a build, so every such DB names the option alike when it fails.
@@ -192,7 +209,7 @@ def build_release(
     """
     started = time.monotonic()
     try:
-        program = build(project, name=name, properties={prop: version}, java=java)
+        program = build(project, name=name, properties={prop: version}, java=java, shared=shared)
     except ConfigError as e:
         raise ConfigError(f"{system} version {version}: {e}", field="version") from None
     if artifact is not None:
@@ -213,11 +230,24 @@ def _maven_package(
     tmp: Path,
     lib: Path,
     timeout: float,
+    shared: Sequence[Path] = (),
 ) -> tuple[Artifact, ...]:
-    """``mvn package`` in a copy of ``project``; the jars of the runtime class path to ``lib``."""
+    """``mvn package`` in a copy of ``project`` (with the ``shared`` sources copied in); the
+    jars of the runtime class path to ``lib``."""
     defines = [f"-D{k}={v}" for k, v in sorted(props.items())]
     work = tmp / "src"
     shutil.copytree(project, work, ignore=shutil.ignore_patterns("target"))
+    for tree in shared:
+        for f in sorted(tree.rglob("*")):
+            if not f.is_file():
+                continue
+            to = work / f.relative_to(tree)
+            if to.exists():
+                raise ConfigError(
+                    f"{name}: {f.relative_to(tree)} is in both {project} and {tree}", field="build"
+                )
+            to.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(f, to)
     deps = tmp / "deps.txt"
     goals = [
         "package",

@@ -572,6 +572,7 @@ class RocketMQDB(GatewayDB):
                 version=self.options.version,
                 artifact=BROKER_ARTIFACT,
                 java=self.options.java,
+                shared=(maven.SHARED,),
             )
         finally:
             if tmp is not None:

@@ -252,6 +252,7 @@ class ZooKeeperDB(GatewayDB):
             version=self.options.version,
             artifact=ARTIFACT,
             java=self.options.java,
+            shared=(maven.SHARED,),
         )
 
     def resolve_artifacts(self) -> dict[str, Any]:

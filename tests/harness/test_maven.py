@@ -61,6 +61,37 @@ def test_the_key_follows_sources_and_properties_but_not_mavens_output(tmp_path: 
     assert maven._key(p, {"v": "1"}, 17) != k
 
 
+def _shared(root: Path, body: str = "public static int one() { return 1; }") -> Path:
+    src = root / "src/main/java/s"
+    src.mkdir(parents=True)
+    (src / "Shared.java").write_text(f"package s; public final class Shared {{ {body} }}\n")
+    return root
+
+
+def test_shared_sources_are_part_of_the_key(tmp_path: Path) -> None:
+    p = _project(tmp_path / "p")
+    shared = _shared(tmp_path / "shared")
+    alone = maven._key(p, {"v": "1"}, 17)
+    k = maven._key(p, {"v": "1"}, 17, [shared])
+    assert k != alone
+    (shared / "src/main/java/s/Shared.java").write_text(
+        "package s; public final class Shared { }\n"
+    )
+    assert maven._key(p, {"v": "1"}, 17, [shared]) != k
+
+
+def test_the_gateways_share_one_framing_source() -> None:
+    """The three gateway projects compile splitbrain.shared.Frames from harness/dbs/java/shared
+    and keep no copy of their own (a copy would be refused at build)."""
+    frames = maven.SHARED / "src/main/java/splitbrain/shared/Frames.java"
+    assert frames.is_file()
+    for name in ("kafka", "rocketmq", "zookeeper"):
+        project = maven.SOURCES / name
+        assert not list(project.rglob("Frames.java")), name
+        gateway = (project / f"src/main/java/splitbrain/{name}/Gateway.java").read_text()
+        assert "import splitbrain.shared.Frames;" in gateway and "readInt()" not in gateway
+
+
 def test_a_cache_missing_a_jar_is_not_used(tmp_path: Path) -> None:
     home = tmp_path / "h"
     (home / "lib").mkdir(parents=True)
@@ -126,3 +157,23 @@ def test_a_version_that_is_not_served_names_the_option(tmp_path: Path) -> None:
         )
     assert e.value.field == "version"
     assert "dep.version=0.0.0-none" in str(e.value) and "junit" in str(e.value)
+
+
+@pytest.mark.integration
+@pytest.mark.skipif(shutil.which("mvn") is None, reason="Maven is not installed")
+def test_shared_sources_are_compiled_in_and_a_clash_is_refused(tmp_path: Path) -> None:
+    import zipfile
+
+    project = _project(tmp_path / "p")
+    (project / "src/main/java/t/Tiny.java").write_text(
+        "package t; public class Tiny { int x = s.Shared.one(); }\n"
+    )
+    shared = _shared(tmp_path / "shared")
+    root, repo = tmp_path / "root", JAVA_ROOT / "m2"
+    built = build(project, name="tiny", root=root, repository=repo, shared=[shared])
+    jar = built.lib / built.artifacts[0].file
+    assert "s/Shared.class" in zipfile.ZipFile(jar).namelist()
+    assert not (project / "src/main/java/s").exists()  # the project itself is left alone
+    _shared(project)  # the project holds the same file: refused, not overwritten
+    with pytest.raises(ConfigError, match="is in both"):
+        build(project, name="tiny", root=root, repository=repo, shared=[shared])

@@ -1,16 +1,7 @@
 package splitbrain.kafka;
 
-import java.io.BufferedInputStream;
-import java.io.BufferedOutputStream;
-import java.io.DataInputStream;
-import java.io.DataOutputStream;
-import java.io.EOFException;
 import java.io.IOException;
-import java.io.InputStream;
 import java.io.PrintStream;
-import java.net.InetAddress;
-import java.net.InetSocketAddress;
-import java.net.ServerSocket;
 import java.net.Socket;
 import java.time.Duration;
 import java.time.Instant;
@@ -46,12 +37,8 @@ import org.apache.kafka.common.errors.NotEnoughReplicasException;
 import org.apache.kafka.common.errors.TopicExistsException;
 import org.apache.kafka.common.serialization.StringDeserializer;
 import org.apache.kafka.common.serialization.StringSerializer;
-import org.msgpack.core.MessageBufferPacker;
-import org.msgpack.core.MessagePack;
-import org.msgpack.core.MessagePacker;
-import org.msgpack.core.MessageUnpacker;
-import org.msgpack.value.Value;
-import org.msgpack.value.ValueType;
+
+import splitbrain.shared.Frames;
 
 /**
  * splitbrain's client gateway for real Kafka (KRaft): one JVM on the harness's side, one loopback
@@ -90,19 +77,11 @@ public final class Gateway {
     }
 
     private void run(String[] args) throws Exception {
-        for (int i = 0; i + 1 < args.length; i += 2) {
-            String k = args[i].replaceFirst("^--", "");
-            if (k.equals("endpoint")) {
-                String[] p = args[i + 1].split("=", 3);
-                endpoints.put(p[0], new Object[] {Integer.parseInt(p[1]), Integer.parseInt(p[2])});
-                nodeOf.put(Integer.parseInt(p[2]), p[0]);
-            } else {
-                opts.put(k, args[i + 1]);
-            }
+        for (String[] p : Frames.parseArgs(args, opts)) {
+            endpoints.put(p[0], new Object[] {Integer.parseInt(p[1]), Integer.parseInt(p[2])});
+            nodeOf.put(Integer.parseInt(p[2]), p[0]);
         }
-        if (opts.containsKey("log")) {
-            log = new PrintStream(new java.io.FileOutputStream(opts.get("log"), true), true);
-        }
+        log = Frames.log(opts, log);
         Properties ap = new Properties();
         ap.put(AdminClientConfig.BOOTSTRAP_SERVERS_CONFIG, opts.get("bootstrap"));
         ap.put(AdminClientConfig.REQUEST_TIMEOUT_MS_CONFIG, "3000");
@@ -111,23 +90,15 @@ public final class Gateway {
         admin = Admin.create(ap);
         String host = opts.getOrDefault("listen", "127.0.0.1");
         for (Map.Entry<String, Object[]> e : endpoints.entrySet()) {
-            ServerSocket ss = new ServerSocket();
-            ss.setReuseAddress(true);
-            ss.bind(new InetSocketAddress(InetAddress.getByName(host), (Integer) e.getValue()[0]));
             String node = e.getKey();
-            Thread t = new Thread(() -> accept(ss, node), "accept-" + node);
-            t.setDaemon(true);
-            t.start();
+            Frames.listen(host, (Integer) e.getValue()[0], node, s -> serve(s, node), this::note);
         }
         note("gateway up: " + endpoints.keySet() + " acks=" + opts.get("acks") + " idempotent="
                 + opts.get("idempotent"));
         Thread topic = new Thread(this::ensureTopic, "topic");
         topic.setDaemon(true);
         topic.start();
-        InputStream in = System.in;
-        while (in.read() >= 0) {
-            // stdin is only the harness's lifeline
-        }
+        Frames.untilStdinCloses();
         note("stdin closed: exiting");
         System.exit(0);
     }
@@ -142,14 +113,6 @@ public final class Gateway {
 
     private synchronized void note(String s) {
         log.println(Instant.now() + " " + s);
-    }
-
-    private static void sleep(long ms) {
-        try {
-            Thread.sleep(ms);
-        } catch (InterruptedException ie) {
-            Thread.currentThread().interrupt();
-        }
     }
 
     /** Creates the test's topic (its partitions, replication, min.insync.replicas and unclean
@@ -175,24 +138,9 @@ public final class Gateway {
             } catch (Exception e) {
                 note("create topic: " + e);
             }
-            sleep(500);
+            Frames.sleep(500);
         }
         topicReady = true;
-    }
-
-    private void accept(ServerSocket ss, String node) {
-        while (true) {
-            try {
-                Socket s = ss.accept();
-                s.setTcpNoDelay(true);
-                Thread t = new Thread(() -> serve(s, node), "conn-" + node);
-                t.setDaemon(true);
-                t.start();
-            } catch (IOException e) {
-                note("accept " + node + ": " + e);
-                sleep(100);
-            }
-        }
     }
 
     /** One producer per node's port, shared by its connections (KafkaProducer is thread-safe):
@@ -280,36 +228,8 @@ public final class Gateway {
 
     private void serve(Socket s, String node) {
         Clients clients = new Clients(node);
-        try (s) {
-            DataInputStream in = new DataInputStream(new BufferedInputStream(s.getInputStream()));
-            DataOutputStream out = new DataOutputStream(new BufferedOutputStream(s.getOutputStream()));
-            while (true) {
-                int len;
-                try {
-                    len = in.readInt();
-                } catch (EOFException eof) {
-                    return;
-                }
-                byte[] frame = new byte[len];
-                in.readFully(frame);
-                Map<String, Object> req = decodeMap(frame);
-                Map<String, Object> reply;
-                try {
-                    reply = handle(req, clients);
-                } catch (Exception e) {
-                    reply = new LinkedHashMap<>();
-                    reply.put("code", "GATEWAY_ERROR");
-                    reply.put("error", String.valueOf(e));
-                }
-                reply.put("type", req.get("type") + "-resp");
-                reply.put("rid", req.get("rid"));
-                byte[] b = encode(reply);
-                out.writeInt(b.length);
-                out.write(b);
-                out.flush();
-            }
-        } catch (IOException e) {
-            // the harness closed or dropped the connection
+        try {
+            Frames.serve(s, req -> handle(req, clients));
         } finally {
             clients.close();
         }
@@ -510,73 +430,5 @@ public final class Gateway {
         }
         Collections.sort(out, (a, b) -> String.valueOf(a).compareTo(String.valueOf(b)));
         return out;
-    }
-
-    // msgpack -------------------------------------------------------------------------------
-
-    private static Map<String, Object> decodeMap(byte[] b) throws IOException {
-        try (MessageUnpacker u = MessagePack.newDefaultUnpacker(b)) {
-            Value v = u.unpackValue();
-            Map<String, Object> out = new HashMap<>();
-            if (v.getValueType() != ValueType.MAP) {
-                return out;
-            }
-            for (Map.Entry<Value, Value> e : v.asMapValue().map().entrySet()) {
-                out.put(e.getKey().toString(), plain(e.getValue()));
-            }
-            return out;
-        }
-    }
-
-    private static Object plain(Value v) {
-        switch (v.getValueType()) {
-            case NIL:
-                return null;
-            case BOOLEAN:
-                return v.asBooleanValue().getBoolean();
-            case INTEGER:
-                return v.asIntegerValue().toLong();
-            case FLOAT:
-                return v.asFloatValue().toDouble();
-            case STRING:
-                return v.asStringValue().asString();
-            default:
-                return v.toJson();
-        }
-    }
-
-    private static byte[] encode(Object o) throws IOException {
-        MessageBufferPacker p = MessagePack.newDefaultBufferPacker();
-        pack(p, o);
-        p.close();
-        return p.toByteArray();
-    }
-
-    @SuppressWarnings("unchecked")
-    private static void pack(MessagePacker p, Object o) throws IOException {
-        if (o == null) {
-            p.packNil();
-        } else if (o instanceof Boolean) {
-            p.packBoolean((Boolean) o);
-        } else if (o instanceof Integer || o instanceof Long || o instanceof Short) {
-            p.packLong(((Number) o).longValue());
-        } else if (o instanceof Number) {
-            p.packDouble(((Number) o).doubleValue());
-        } else if (o instanceof Map) {
-            Map<Object, Object> m = (Map<Object, Object>) o;
-            p.packMapHeader(m.size());
-            for (Map.Entry<Object, Object> e : m.entrySet()) {
-                p.packString(String.valueOf(e.getKey()));
-                pack(p, e.getValue());
-            }
-        } else if (o instanceof List) {
-            List<Object> l = (List<Object>) o;
-            p.packArrayHeader(l.size());
-            for (Object x : l) {
-                pack(p, x);
-            }
-        } else {
-            p.packString(String.valueOf(o));
-        }
     }
 }

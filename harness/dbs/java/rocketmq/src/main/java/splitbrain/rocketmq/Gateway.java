@@ -1,16 +1,7 @@
 package splitbrain.rocketmq;
 
-import java.io.BufferedInputStream;
-import java.io.BufferedOutputStream;
-import java.io.DataInputStream;
-import java.io.DataOutputStream;
-import java.io.EOFException;
 import java.io.IOException;
-import java.io.InputStream;
 import java.io.PrintStream;
-import java.net.InetAddress;
-import java.net.InetSocketAddress;
-import java.net.ServerSocket;
 import java.net.Socket;
 import java.nio.ByteBuffer;
 import java.nio.charset.StandardCharsets;
@@ -51,11 +42,8 @@ import org.apache.rocketmq.remoting.protocol.header.UpdateConsumerOffsetRequestH
 import org.apache.rocketmq.remoting.protocol.route.BrokerData;
 import org.apache.rocketmq.remoting.protocol.route.TopicRouteData;
 import org.apache.rocketmq.remoting.protocol.subscription.SubscriptionGroupConfig;
-import org.msgpack.core.MessagePack;
-import org.msgpack.core.MessagePacker;
-import org.msgpack.core.MessageUnpacker;
-import org.msgpack.value.Value;
-import org.msgpack.value.ValueType;
+
+import splitbrain.shared.Frames;
 
 /**
  * splitbrain's client gateway for real RocketMQ: one JVM on the harness's side, one loopback
@@ -86,18 +74,10 @@ public final class Gateway {
     }
 
     private void run(String[] args) throws Exception {
-        for (int i = 0; i + 1 < args.length; i += 2) {
-            String k = args[i].replaceFirst("^--", "");
-            if (k.equals("endpoint")) {
-                String[] p = args[i + 1].split("=", 3);
-                endpoints.put(p[0], new Object[] {Integer.parseInt(p[1]), p[2]});
-            } else {
-                opts.put(k, args[i + 1]);
-            }
+        for (String[] p : Frames.parseArgs(args, opts)) {
+            endpoints.put(p[0], new Object[] {Integer.parseInt(p[1]), p[2]});
         }
-        if (opts.containsKey("log")) {
-            log = new PrintStream(new java.io.FileOutputStream(opts.get("log"), true), true);
-        }
+        log = Frames.log(opts, log);
         producer = new DefaultMQProducer("sb_gateway_producer");
         producer.setNamesrvAddr(opts.get("namesrv"));
         producer.setRetryTimesWhenSendFailed(0); // one attempt per op: a retry would duplicate
@@ -112,23 +92,16 @@ public final class Gateway {
 
         String host = opts.getOrDefault("listen", "127.0.0.1");
         for (Map.Entry<String, Object[]> e : endpoints.entrySet()) {
-            ServerSocket ss = new ServerSocket();
-            ss.setReuseAddress(true);
-            ss.bind(new InetSocketAddress(InetAddress.getByName(host), (Integer) e.getValue()[0]));
             String node = e.getKey();
             String target = (String) e.getValue()[1];
-            Thread t = new Thread(() -> accept(ss, node, target), "accept-" + node);
-            t.setDaemon(true);
-            t.start();
+            Frames.listen(host, (Integer) e.getValue()[0], node,
+                    s -> Frames.serve(s, req -> handle(req, node, target)), this::note);
         }
         note("gateway up: " + endpoints.keySet() + " rocketmq " + opts.get("version"));
         Thread topic = new Thread(this::ensureTopic, "topic");
         topic.setDaemon(true);
         topic.start();
-        InputStream in = System.in;
-        while (in.read() >= 0) {
-            // nothing: stdin is only the harness's lifeline
-        }
+        Frames.untilStdinCloses();
         note("stdin closed: exiting");
         System.exit(0);
     }
@@ -172,72 +145,15 @@ public final class Gateway {
                 } else {
                     note("create topic on " + addr + ": " + e);
                     todo.add(todo.remove(0));
-                    sleep(500);
+                    Frames.sleep(500);
                 }
             } catch (Exception e) {
                 note("create topic on " + addr + ": " + e);
                 todo.add(todo.remove(0));
-                sleep(500);
+                Frames.sleep(500);
             }
         }
         topicReady = true;
-    }
-
-    private static void sleep(long ms) {
-        try {
-            Thread.sleep(ms);
-        } catch (InterruptedException ie) {
-            Thread.currentThread().interrupt();
-        }
-    }
-
-    private void accept(ServerSocket ss, String node, String target) {
-        while (true) {
-            try {
-                Socket s = ss.accept();
-                s.setTcpNoDelay(true);
-                Thread t = new Thread(() -> serve(s, node, target), "conn-" + node);
-                t.setDaemon(true);
-                t.start();
-            } catch (IOException e) {
-                note("accept " + node + ": " + e);
-                sleep(100);
-            }
-        }
-    }
-
-    private void serve(Socket s, String node, String target) {
-        try (s) {
-            DataInputStream in = new DataInputStream(new BufferedInputStream(s.getInputStream()));
-            DataOutputStream out = new DataOutputStream(new BufferedOutputStream(s.getOutputStream()));
-            while (true) {
-                int len;
-                try {
-                    len = in.readInt();
-                } catch (EOFException eof) {
-                    return;
-                }
-                byte[] frame = new byte[len];
-                in.readFully(frame);
-                Map<String, Object> req = decodeMap(frame);
-                Map<String, Object> reply;
-                try {
-                    reply = handle(req, node, target);
-                } catch (Exception e) {
-                    reply = new LinkedHashMap<>();
-                    reply.put("code", "GATEWAY_ERROR");
-                    reply.put("error", String.valueOf(e));
-                }
-                reply.put("type", req.get("type") + "-resp");
-                reply.put("rid", req.get("rid"));
-                byte[] b = encode(reply);
-                out.writeInt(b.length);
-                out.write(b);
-                out.flush();
-            }
-        } catch (IOException e) {
-            // the harness closed or dropped the connection
-        }
     }
 
     // requests ----------------------------------------------------------------------------
@@ -519,74 +435,4 @@ public final class Gateway {
         return r;
     }
     // 5.x only: end
-
-    // msgpack -------------------------------------------------------------------------------
-
-    private static Map<String, Object> decodeMap(byte[] b) throws IOException {
-        try (MessageUnpacker u = MessagePack.newDefaultUnpacker(b)) {
-            Value v = u.unpackValue();
-            Map<String, Object> out = new HashMap<>();
-            if (v.getValueType() != ValueType.MAP) {
-                return out;
-            }
-            for (Map.Entry<Value, Value> e : v.asMapValue().map().entrySet()) {
-                out.put(e.getKey().toString(), plain(e.getValue()));
-            }
-            return out;
-        }
-    }
-
-    private static Object plain(Value v) {
-        switch (v.getValueType()) {
-            case NIL:
-                return null;
-            case BOOLEAN:
-                return v.asBooleanValue().getBoolean();
-            case INTEGER:
-                return v.asIntegerValue().toLong();
-            case FLOAT:
-                return v.asFloatValue().toDouble();
-            case STRING:
-                return v.asStringValue().asString();
-            case BINARY:
-                return new String(v.asBinaryValue().asByteArray(), StandardCharsets.UTF_8);
-            default:
-                return v.toJson();
-        }
-    }
-
-    private static byte[] encode(Object o) throws IOException {
-        MessagePacker p = MessagePack.newDefaultBufferPacker();
-        pack(p, o);
-        p.close();
-        return ((org.msgpack.core.MessageBufferPacker) p).toByteArray();
-    }
-
-    @SuppressWarnings("unchecked")
-    private static void pack(MessagePacker p, Object o) throws IOException {
-        if (o == null) {
-            p.packNil();
-        } else if (o instanceof Boolean) {
-            p.packBoolean((Boolean) o);
-        } else if (o instanceof Integer || o instanceof Long) {
-            p.packLong(((Number) o).longValue());
-        } else if (o instanceof Number) {
-            p.packDouble(((Number) o).doubleValue());
-        } else if (o instanceof Map) {
-            Map<Object, Object> m = (Map<Object, Object>) o;
-            p.packMapHeader(m.size());
-            for (Map.Entry<Object, Object> e : m.entrySet()) {
-                p.packString(String.valueOf(e.getKey()));
-                pack(p, e.getValue());
-            }
-        } else if (o instanceof List) {
-            List<Object> l = (List<Object>) o;
-            p.packArrayHeader(l.size());
-            for (Object x : l) {
-                pack(p, x);
-            }
-        } else {
-            p.packString(String.valueOf(o));
-        }
-    }
 }

@@ -1,16 +1,7 @@
 package splitbrain.zookeeper;
 
-import java.io.BufferedInputStream;
-import java.io.BufferedOutputStream;
-import java.io.DataInputStream;
-import java.io.DataOutputStream;
-import java.io.EOFException;
 import java.io.IOException;
-import java.io.InputStream;
 import java.io.PrintStream;
-import java.net.InetAddress;
-import java.net.InetSocketAddress;
-import java.net.ServerSocket;
 import java.net.Socket;
 import java.nio.charset.StandardCharsets;
 import java.time.Instant;
@@ -31,7 +22,8 @@ import org.msgpack.core.MessagePack;
 import org.msgpack.core.MessagePacker;
 import org.msgpack.core.MessageUnpacker;
 import org.msgpack.value.Value;
-import org.msgpack.value.ValueType;
+
+import splitbrain.shared.Frames;
 
 /**
  * splitbrain's client gateway for real ZooKeeper: one JVM on the harness's side, one loopback port
@@ -66,34 +58,19 @@ public final class Gateway {
     }
 
     private void run(String[] args) throws Exception {
-        for (int i = 0; i + 1 < args.length; i += 2) {
-            String k = args[i].replaceFirst("^--", "");
-            if (k.equals("endpoint")) {
-                String[] p = args[i + 1].split("=", 3);
-                endpoints.put(p[0], new Object[] {Integer.parseInt(p[1]), p[2]});
-            } else {
-                opts.put(k, args[i + 1]);
-            }
+        for (String[] p : Frames.parseArgs(args, opts)) {
+            endpoints.put(p[0], new Object[] {Integer.parseInt(p[1]), p[2]});
         }
-        if (opts.containsKey("log")) {
-            log = new PrintStream(new java.io.FileOutputStream(opts.get("log"), true), true);
-        }
+        log = Frames.log(opts, log);
         String host = opts.getOrDefault("listen", "127.0.0.1");
         for (Map.Entry<String, Object[]> e : endpoints.entrySet()) {
-            ServerSocket ss = new ServerSocket();
-            ss.setReuseAddress(true);
-            ss.bind(new InetSocketAddress(InetAddress.getByName(host), (Integer) e.getValue()[0]));
             String node = e.getKey();
             String server = (String) e.getValue()[1];
-            Thread t = new Thread(() -> accept(ss, node, server), "accept-" + node);
-            t.setDaemon(true);
-            t.start();
+            Frames.listen(host, (Integer) e.getValue()[0], node, s -> serve(s, node, server),
+                    this::note);
         }
         note("gateway up: " + endpoints.keySet() + " read=" + readMode());
-        InputStream in = System.in;
-        while (in.read() >= 0) {
-            // stdin is only the harness's lifeline
-        }
+        Frames.untilStdinCloses();
         note("stdin closed: exiting");
         System.exit(0);
     }
@@ -110,63 +87,11 @@ public final class Gateway {
         log.println(Instant.now() + " " + s);
     }
 
-    private void accept(ServerSocket ss, String node, String server) {
-        while (true) {
-            try {
-                Socket s = ss.accept();
-                s.setTcpNoDelay(true);
-                Thread t = new Thread(() -> serve(s, node, server), "conn-" + node);
-                t.setDaemon(true);
-                t.start();
-            } catch (IOException e) {
-                note("accept " + node + ": " + e);
-                sleep(100);
-            }
-        }
-    }
-
-    private static void sleep(long ms) {
-        try {
-            Thread.sleep(ms);
-        } catch (InterruptedException ie) {
-            Thread.currentThread().interrupt();
-        }
-    }
-
     /** One harness connection: its own session to {@code server}, closed with the connection. */
     private void serve(Socket s, String node, String server) {
         Session session = new Session(node, server);
-        try (s) {
-            DataInputStream in = new DataInputStream(new BufferedInputStream(s.getInputStream()));
-            DataOutputStream out = new DataOutputStream(new BufferedOutputStream(s.getOutputStream()));
-            while (true) {
-                int len;
-                try {
-                    len = in.readInt();
-                } catch (EOFException eof) {
-                    return;
-                }
-                byte[] frame = new byte[len];
-                in.readFully(frame);
-                Map<String, Value> req = decodeMap(frame);
-                Map<String, Object> reply;
-                try {
-                    reply = handle(req, session, node);
-                } catch (Exception e) {
-                    reply = new LinkedHashMap<>();
-                    reply.put("code", "GATEWAY_ERROR");
-                    reply.put("error", String.valueOf(e));
-                }
-                reply.put("type", str(req.get("type")) + "-resp");
-                Value rid = req.get("rid");
-                reply.put("rid", rid == null ? null : rid.asIntegerValue().toLong());
-                byte[] b = encode(reply);
-                out.writeInt(b.length);
-                out.write(b);
-                out.flush();
-            }
-        } catch (IOException e) {
-            // the harness closed or dropped the connection
+        try {
+            Frames.serveValues(s, req -> handle(req, session, node));
         } finally {
             session.close();
         }
@@ -362,43 +287,6 @@ public final class Gateway {
         try (MessageUnpacker u = MessagePack.newDefaultUnpacker(data)) {
             return u.unpackValue();
         }
-    }
-
-    private static Map<String, Value> decodeMap(byte[] b) throws IOException {
-        try (MessageUnpacker u = MessagePack.newDefaultUnpacker(b)) {
-            Value v = u.unpackValue();
-            Map<String, Value> out = new HashMap<>();
-            if (v.getValueType() != ValueType.MAP) {
-                return out;
-            }
-            for (Map.Entry<Value, Value> e : v.asMapValue().map().entrySet()) {
-                out.put(e.getKey().isStringValue() ? e.getKey().asStringValue().asString()
-                        : e.getKey().toJson(), e.getValue());
-            }
-            return out;
-        }
-    }
-
-    private static byte[] encode(Map<String, Object> m) throws IOException {
-        MessageBufferPacker p = MessagePack.newDefaultBufferPacker();
-        p.packMapHeader(m.size());
-        for (Map.Entry<String, Object> e : m.entrySet()) {
-            p.packString(e.getKey());
-            Object o = e.getValue();
-            if (o == null) {
-                p.packNil();
-            } else if (o instanceof Value) {
-                p.packValue((Value) o);
-            } else if (o instanceof Boolean) {
-                p.packBoolean((Boolean) o);
-            } else if (o instanceof Number) {
-                p.packLong(((Number) o).longValue());
-            } else {
-                p.packString(String.valueOf(o));
-            }
-        }
-        p.close();
-        return p.toByteArray();
     }
 
     static byte[] utf8(String s) {
