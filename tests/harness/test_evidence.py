@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from harness.core.op import Op
 from harness.core.periods import Span
 from harness.run.evidence import Floor, apply_floor, evidence, fault_windows
@@ -42,7 +44,7 @@ def test_ok_client_ops_are_counted_per_window_and_samplers_and_faults_are_not() 
 
 def test_below_the_floor_a_valid_verdict_is_unknown_and_an_invalid_one_stands() -> None:
     ev = evidence([ok(1)], [span("kill", 5, 10)], workload="w", floors=FLOORS)
-    results = {"valid": True}
+    results: dict[str, Any] = {"valid": True}
     apply_floor(results, ev)
     assert results["valid"] == "unknown" and "too little evidence" in results["reason"]
     bad = {"valid": False}
@@ -64,6 +66,24 @@ def test_enough_evidence_or_no_floor_leaves_the_verdict() -> None:
 def test_a_run_without_faults_is_held_to_before_only() -> None:
     ev = evidence([ok(1), ok(2)], [], workload="w", floors=FLOORS)
     assert ev["ok"]["before"] == 2 and ev["short"] == {} and ev["windows"] == []
+
+
+def test_the_before_floor_needs_clients_running_before_the_first_fault() -> None:
+    """The deck may open its first fault a fraction of a second after the first client
+    op; at load 28 a correct run's first ok came after it (seed 7301): that part is then
+    not floored, and the windows and the final reads still are."""
+    late = [Op(type="invoke", process=0, f="read", time=int(4.7 * S))]
+    late += [ok(t) for t in (5.2, *range(6, 11), 11, 12, 13)]
+    ev = evidence(late, [span("kill", 5, 10)], workload="w", floors=FLOORS)
+    assert ev["ok"]["before"] == 0 and ev["clients_before_s"] == 0.3
+    assert ev["short"] == {} and ev["floor"]["need"]["before"] == 0
+    # two seconds of clients before it and still nothing: the cluster did not serve
+    early = [Op(type="invoke", process=0, f="read", time=int(2.5 * S)), *late]
+    ev = evidence(early, [span("kill", 5, 10)], workload="w", floors=FLOORS)
+    assert ev["short"] == {"before": {"ok": 0, "floor": 2}}
+    # and too little in the windows is still too little, however late the clients began
+    thin = evidence(late[:3], [span("kill", 5, 10)], workload="w", floors=FLOORS)
+    assert set(thin["short"]) == {"during", "after"}
 
 
 def test_the_verdict_line_names_configuration_evidence_and_why_unreached() -> None:
