@@ -31,7 +31,6 @@ import shlex
 import time
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from harness.core.db import (
@@ -47,6 +46,7 @@ from harness.core.fanout import map_values
 from harness.core.options import as_options, declares_options, option
 from harness.dbs.daemon import PidfileDaemonDB, absolute_root, await_status
 from harness.dbs.dledger import _admin, _fetch_status
+from harness.dbs.maven import SOURCES
 from harness.dbs.nodelog_events import NodeLogEvents
 
 if TYPE_CHECKING:
@@ -66,7 +66,7 @@ __all__ = [
 
 log = logging.getLogger(__name__)
 
-PROJECT_DIR = Path(__file__).resolve().parent / "java" / "dledger"
+PROJECT_DIR = SOURCES / "dledger"
 """The Maven project of the launcher and endpoint (pom.xml, src/main/java)."""
 DLEDGER_ARTIFACT = "io.openmessaging.storage:dledger"
 MAIN_CLASS = "splitbrain.dledger.Launcher"

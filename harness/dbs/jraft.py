@@ -29,7 +29,6 @@ import threading
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass
-from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
 from harness.core.db import DataFiles, Members, WorkloadChoice
@@ -44,6 +43,7 @@ from harness.dbs.daemon import (
     stop_process,
 )
 from harness.dbs.dledger import _admin, _fetch_status, node_ports
+from harness.dbs.maven import SOURCES
 from harness.dbs.nodelog_events import NodeLogEvents
 
 if TYPE_CHECKING:
@@ -65,7 +65,7 @@ __all__ = [
 
 log = logging.getLogger(__name__)
 
-JRAFT_PROJECT = Path(__file__).resolve().parent / "java" / "jraft"
+JRAFT_PROJECT = SOURCES / "jraft"
 """The Maven project of the server (pom.xml, src/main/java)."""
 
 NEWEST = "1.4.1"
