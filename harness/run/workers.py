@@ -117,14 +117,16 @@ class Worker(threading.Thread):
         return self._open is not None and now - self._open_since > timeout
 
     def _gen_ctx(self) -> GenContext:
+        # Built twice per op (for ``op`` and ``update``): positional, one lookup of the run.
+        run = self.run_
         return GenContext(
-            time_ns=self.run_.history.now(),
-            process=self.process,
-            worker=self.worker,
-            node=self.node,
-            rng=self.rng,
-            nodes=self.run_.node_list,
-            lull=self.run_.ctx.writes.lull,
+            run.history.now(),
+            self.process,
+            self.worker,
+            self.node,
+            self.rng,
+            run.node_list,
+            run.ctx.writes.lull,
         )
 
     def _open_client(self) -> bool:
@@ -248,6 +250,8 @@ class Worker(threading.Thread):
         during a lull, so only the others' writes wait here.
         """
         gate = self.run_.ctx.writes
+        if not gate.lull:  # no lull: an attribute read, not the event's condition lock
+            return True
         while not gate.wait_open(0.05):
             if self.stop.is_set() or self.abandoned:
                 return False
