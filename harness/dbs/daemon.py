@@ -23,6 +23,7 @@ if TYPE_CHECKING:
     from harness.core.spec import RunContext
 
 __all__ = [
+    "NO_COND_FIX",
     "PidfileDaemonDB",
     "absolute_root",
     "await_status",
@@ -33,6 +34,18 @@ __all__ = [
 ]
 
 log = logging.getLogger(__name__)
+
+NO_COND_FIX = "FAKETIME_FORCE_MONOTONIC_FIX=0"
+"""Set in a node's environment so libfaketime (0.9.10; the lab preloads it for clock faults)
+leaves its default "monotonic fix" of ``pthread_cond_timedwait`` off. Off, wall-clock reads
+are still faked (the clock faults unchanged; ``CLOCK_MONOTONIC`` is not, the lab sets
+FAKETIME_DONT_FAKE_MONOTONIC=1); without the preload the variable is ignored. Measured on
+the lab with it on: CPython's GIL hand-offs between the reference node's loop and its fsync
+thread cost 5-15 ms instead of 0.2 ms (the node capped at ~25 ops/s); DLedger's JVM hung at
+start before logging a line (15 s; under 0.1 s to a leader with the variable); a JRaft
+server took 11.6 s to start on an idle host instead of 0.9 s, and five starting at once
+over 40 s, their first elections timing out (docs/dledger-java.md, docs/jraft.md). RocketMQ's
+JVMs are started with it for the same reason."""
 
 
 def absolute_root(root: str) -> str:

@@ -33,7 +33,7 @@ from harness.core.db import DataFiles, Members, WorkloadChoice
 from harness.core.errors import ConfigError, NemesisError, RemoteError
 from harness.core.fanout import map_values
 from harness.core.remote import UploadsTrees
-from harness.dbs.daemon import PidfileDaemonDB, absolute_root, await_status
+from harness.dbs.daemon import NO_COND_FIX, PidfileDaemonDB, absolute_root, await_status
 from harness.dbs.nodelog_events import NodeLogEvents
 
 if TYPE_CHECKING:
@@ -52,14 +52,6 @@ __all__ = [
 log = logging.getLogger(__name__)
 
 NODE_IMPL_DIR = Path(__file__).resolve().parents[2] / "node_impl"
-
-_NO_COND_FIX = "FAKETIME_FORCE_MONOTONIC_FIX=0"
-"""Under libfaketime 0.9.10 (the lab preloads it for clock faults) the default
-"monotonic fix" of ``pthread_cond_timedwait`` mangles CPython's GIL waits: every
-hand-off between the node's loop and its fsync thread cost 5-15 ms (a thread-pool
-round trip 15 ms instead of 0.2 ms), which capped the node at ~25 ops/s on the
-lab. Off, time.time() is still faked (clock faults unchanged) and hand-offs take
-their normal ~0.2 ms. Without the preload the variable is ignored."""
 
 
 EMULATED_TIMING = {"leader_timeout": 300.0, "heartbeat_ms": 300, "election_timeout_ms": 3000}
@@ -821,7 +813,7 @@ class DLedgerDB(NodeLogEvents, DLedgerMembership, PidfileDaemonDB):
         if self.extra_args:
             cmd += " " + self.extra_args
         # PYTHONPATH set inline: an sshd may refuse environment variables from the client.
-        return f"env PYTHONPATH={shlex.quote(p['app'])} {_NO_COND_FIX} {cmd}"
+        return f"env PYTHONPATH={shlex.quote(p['app'])} {NO_COND_FIX} {cmd}"
 
     def _bug_for(self, ctx: RunContext, node: str) -> str | None:
         """The ``--bug`` ``node`` starts with (a rolling upgrade runs two modes, each its own)."""

@@ -44,7 +44,7 @@ from harness.core.db import (
 from harness.core.errors import ConfigError, NemesisError, RemoteError
 from harness.core.fanout import map_values
 from harness.core.options import as_options, declares_options, option
-from harness.dbs.daemon import PidfileDaemonDB, absolute_root, await_status
+from harness.dbs.daemon import NO_COND_FIX, PidfileDaemonDB, absolute_root, await_status
 from harness.dbs.dledger import _admin, _fetch_status
 from harness.dbs.maven import SOURCES
 from harness.dbs.nodelog_events import NodeLogEvents
@@ -71,13 +71,6 @@ PROJECT_DIR = SOURCES / "dledger"
 DLEDGER_ARTIFACT = "io.openmessaging.storage:dledger"
 MAIN_CLASS = "splitbrain.dledger.Launcher"
 NEWEST = "0.4.3"
-
-NO_COND_FIX = "FAKETIME_FORCE_MONOTONIC_FIX=0"
-"""Measured on the lab: under the lab's libfaketime (0.9.10, preloaded for clock faults)
-with its default monotonic fix of ``pthread_cond_timedwait``, the JVM hangs at start,
-before DLedger logs a line (15 s, nothing; the same command without the preload or with
-this variable elects a leader in under 0.1 s). Off, wall-clock reads are still faked;
-``CLOCK_MONOTONIC`` is not (the lab sets FAKETIME_DONT_FAKE_MONOTONIC=1)."""
 
 OPENS = (
     "--add-opens=java.base/java.nio=ALL-UNNAMED",

@@ -36,6 +36,7 @@ from harness.core.errors import ConfigError, NemesisError, RemoteError
 from harness.core.fanout import map_values
 from harness.core.options import as_options, declares_options, option
 from harness.dbs.daemon import (
+    NO_COND_FIX,
     PidfileDaemonDB,
     absolute_root,
     await_status,
@@ -73,12 +74,6 @@ NEWEST = "1.4.1"
 
 OLDEST = "1.2.4"
 """The oldest jraft-core Maven Central serves; measured to build and start (docs/jraft.md)."""
-
-NO_COND_FIX = "FAKETIME_FORCE_MONOTONIC_FIX=0"
-"""Measured on the lab (libfaketime 0.9.10 preloaded): with its default monotonic fix of
-``pthread_cond_timedwait`` a JRaft server takes 11.6 s to start on an idle host, 0.9 s
-without it (0.5 s with no preload at all); five starting at once took over 40 s and their
-first elections timed out. Off, the wall clock is still faked (clock faults unchanged)."""
 
 _TRANSFER_OUTCOMES = {
     "SUCCESS": "handed-over",

@@ -44,7 +44,6 @@ from __future__ import annotations
 
 import base64
 import logging
-import re
 import shlex
 import socket
 import time
@@ -65,7 +64,7 @@ from harness.core.errors import ConfigError, RemoteError
 from harness.core.options import as_options, declares_options, option
 from harness.dbs.daemon import absolute_root
 from harness.dbs.gateway import GatewayDB, gateway_status
-from harness.dbs.maven import SOURCES
+from harness.dbs.maven import SOURCES, release_version
 
 if TYPE_CHECKING:
     from harness.core.spec import RunContext
@@ -94,17 +93,11 @@ NEWEST = "4.4.0"
 TOPIC = "t0"
 """The queue workload's topic (workloads/queue.py: ``t0``; one topic)."""
 
-_VERSION = re.compile(r"^\d+\.\d+\.\d+$")
-
 
 def check_version(version: str) -> tuple[int, ...]:
     """``"4.4.0"`` -> ``(4, 4, 0)``. Only 4.x: KRaft only, the configuration written here and
     the admin calls of the gateway (describeMetadataQuorum) are 4.x's; 3.x is not yet."""
-    if not _VERSION.match(version):
-        raise ConfigError(
-            f"kafka version {version!r}: x.y.z expected (e.g. {NEWEST})", field="version"
-        )
-    v = tuple(int(x) for x in version.split("."))
+    v = release_version("kafka", version, NEWEST)
     if v[0] != 4:
         raise ConfigError(
             f"kafka version {version}: only 4.x releases (KRaft only) are built and measured "

@@ -53,6 +53,7 @@ __all__ = [
     "build_release",
     "java_major",
     "mvn_command",
+    "release_version",
     "require_java",
 ]
 
@@ -186,6 +187,19 @@ def build(
         root=root,
         make=make,
     )
+
+
+_RELEASE = re.compile(r"^\d+\.\d+\.\d+$")
+
+
+def release_version(system: str, version: str, example: str) -> tuple[int, ...]:
+    """``"4.4.0"`` -> ``(4, 4, 0)``: a release's ``x.y.z`` (it becomes a Maven property, so
+    nothing else is let through); a ConfigError on ``version`` naming ``system`` otherwise."""
+    if not _RELEASE.match(version):
+        raise ConfigError(
+            f"{system} version {version!r}: x.y.z expected (e.g. {example})", field="version"
+        )
+    return tuple(int(x) for x in version.split("."))
 
 
 def build_release(

@@ -54,9 +54,9 @@ from harness.core.db import DB, Convergence, ConvergenceReport, WorkloadChoice, 
 from harness.core.errors import ConfigError, RemoteError
 from harness.core.fanout import map_values
 from harness.core.options import as_options, declares_options, option
-from harness.dbs.daemon import absolute_root, raise_if_exited
+from harness.dbs.daemon import NO_COND_FIX, absolute_root, raise_if_exited
 from harness.dbs.gateway import GatewayDB, gateway_status
-from harness.dbs.maven import SOURCES
+from harness.dbs.maven import SOURCES, release_version
 
 if TYPE_CHECKING:
     from harness.core.spec import RunContext
@@ -95,26 +95,15 @@ NOT_YET: dict[str, str] = {}
 CONTROLLER_GROUP = "sb-controllers"
 """The controllers' DLedger group (``controllerDLegerGroup``)."""
 
-NO_COND_FIX = "FAKETIME_FORCE_MONOTONIC_FIX=0"
-"""As for the other Java DBs (docs/dledger-java.md, docs/jraft.md): libfaketime's monotonic
-fix of ``pthread_cond_timedwait`` stalls JVMs at start; off, wall-clock reads are still
-faked, so the clock fault still moves the brokers' clocks."""
-
 TOPIC = "t0"
 GROUPS = ("g0",)
 """The queue workload's topic and consumer group (workloads/queue.py: ``t0``.., ``g0``)."""
-
-_VERSION = re.compile(r"^\d+\.\d+\.\d+$")
 
 
 def check_version(version: str) -> tuple[int, ...]:
     """``"5.3.3"`` -> ``(5, 3, 3)``: a 4.x or 5.x release (Apache's, on Maven Central; the
     gateway's source is rewritten for 4.x's package names, :func:`gateway_source_4x`)."""
-    if not _VERSION.match(version):
-        raise ConfigError(
-            f"rocketmq version {version!r}: x.y.z expected (e.g. {NEWEST})", field="version"
-        )
-    v = tuple(int(x) for x in version.split("."))
+    v = release_version("rocketmq", version, NEWEST)
     if v[0] not in (4, 5):
         raise ConfigError(
             f"rocketmq version {version}: a 4.x or 5.x release expected (org.apache.rocketmq "

@@ -55,7 +55,7 @@ from harness.core.fanout import map_values
 from harness.core.options import as_options, declares_options, option
 from harness.dbs.daemon import absolute_root
 from harness.dbs.gateway import GatewayDB
-from harness.dbs.maven import SOURCES
+from harness.dbs.maven import SOURCES, release_version
 
 if TYPE_CHECKING:
     from harness.core.spec import RunContext
@@ -85,16 +85,10 @@ OLDEST = (3, 8)
 """The oldest line built and measured here: 3.8 and 3.9 share the configuration keys and
 the client API the gateway uses (3.8.3 is the oldest 3.8 Maven Central serves here)."""
 
-_VERSION = re.compile(r"^\d+\.\d+\.\d+$")
-
 
 def check_version(version: str) -> tuple[int, ...]:
     """``"3.9.5"`` -> ``(3, 9, 5)``; ConfigError naming ``version`` for anything else."""
-    if not _VERSION.match(version):
-        raise ConfigError(
-            f"zookeeper version {version!r}: x.y.z expected (e.g. {NEWEST})", field="version"
-        )
-    v = tuple(int(x) for x in version.split("."))
+    v = release_version("zookeeper", version, NEWEST)
     if v[:2] < OLDEST or v[0] != 3:
         raise ConfigError(
             f"zookeeper version {version}: only 3.8.x and 3.9.x are built and measured here",
