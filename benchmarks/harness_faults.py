@@ -340,6 +340,8 @@ def classify(plan: Plan, out: Outcome, rec: dict[str, Any]) -> tuple[str, str]:
         verdict = rec.get("check_verdict") or rec.get("results") or "NONE"
     if verdict == "DIRTY":
         return verdict, "refused"
+    if plan.kind == "interrupt" and rec.get("readable") == "no run directory":
+        return "NONE", "no-run"  # signalled before the run began: nothing on a host, no record
     if verdict == "INVALID" or False in (rec.get("checked_valid"), rec.get("check_checked_valid")):
         return verdict, "false-alarm"  # the checker alone calling a correct node wrong counts
     store_failed = plan.kind.startswith("store") and out.fired_s is not None
@@ -462,8 +464,12 @@ def _heal(lab: str, env: Any, cwd: Any) -> int:
 
 
 def summarize(rows: list[dict[str, Any]], heals: list[dict[str, Any]]) -> dict[str, Any]:
+    """The soak's figures; also for a saved document (``--summarize FILE``)."""
+    for r in rows:  # documents written before the "no-run" class existed
+        if r["kind"] == "interrupt" and r["record"].get("readable") == "no run directory":
+            r["verdict"], r["class"] = "NONE", "no-run"
     kinds = Counter(r["kind"] for r in rows)
-    fired = [r for r in rows if "fired_s" in r["drive"]]
+    fired = [r for r in rows if "fired_s" in r["drive"] and r["kind"] != "none"]
     sig = Counter(r["plan"]["signal"] for r in fired if r["kind"] == "interrupt")
     verdicts: dict[str, dict[str, int]] = {}
     for r in rows:
@@ -495,7 +501,10 @@ def summarize(rows: list[dict[str, Any]], heals: list[dict[str, Any]]) -> dict[s
         "false_alarms": sum(1 for r in rows if r["class"] == "false-alarm"),
         "wrong_valid": sum(1 for r in rows if r["class"] == "wrong-valid"),
         "refused_dirty": sum(1 for r in rows if r["class"] == "refused"),
-        "unreadable_records": sum(1 for r in rows if r["record"].get("readable") is not True),
+        "unreadable_records": sum(
+            1 for r in rows if r["record"].get("readable") is not True and r["class"] != "no-run"
+        ),
+        "interrupted_before_the_run_began": sum(1 for r in rows if r["class"] == "no-run"),
         "unconfirmed_heal_runs": sum(1 for r in rows if r["record"].get("unconfirmed_heals")),
         "leftovers_after_campaign": dict(left_by),
         "campaigns_with_leftovers": dict(runs_left_by),
@@ -528,7 +537,12 @@ def main(argv: list[str] | None = None) -> int:
         "export of HEAD, so that edits in the tree do not land mid-soak)",
     )
     ap.add_argument("--deadline", default=None, help="start no campaign after this UTC HH:MM")
+    ap.add_argument("--summarize", default=None, help="only print the figures of a saved document")
     args = ap.parse_args(argv)
+    if args.summarize:
+        saved = json.loads(Path(args.summarize).read_text())
+        print(json.dumps(summarize(saved["runs"], saved["clearing"]), indent=1))
+        return 0
     if os.geteuid() != 0:
         ap.error("needs root (mounts, the lab's namespaces)")
     store = Path(args.store or tempfile.mkdtemp(prefix="sb-hf-soak-")).resolve()
