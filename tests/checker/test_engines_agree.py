@@ -37,16 +37,25 @@ SAME_EVIDENCE = frozenset({"log-safety"})
 """Checkers whose examples must be identical across engines, not only their kinds."""
 
 
+def _fields() -> dict[str, dict[str, tuple[str, ...]]]:
+    """Per checker that declares them, each kind's example fields, in order."""
+    from checker.log_anomalies import KINDS
+
+    return {"log-safety": {k.name: k.example for k in KINDS}}
+
+
 @pytest.mark.parametrize("name", sorted(checkers()))
 def test_every_registered_checker_agrees_across_engines(name: str) -> None:
     """Both engines, on each example of each registered checker: the same verdict and the
     same anomaly kinds, per checker and overall, and the planted kinds found; for the
-    checkers of :data:`SAME_EVIDENCE` the same examples and stats, and for those of
-    :data:`EVERY_KIND` every declared kind found by some example."""
+    checkers of :data:`SAME_EVIDENCE` the same examples and stats, for those of
+    :data:`EVERY_KIND` every declared kind found by some example, and examples with the
+    fields their kind declares (:func:`_fields`) on both engines."""
     spec = checkers()[name]
     found = examples(spec)
     assert found, f"checker {name!r} registers no examples (CheckerSpec.examples)"
     seen: dict[str, set[str]] = {"local": set(), "spark": set()}
+    fields = _fields().get(name)
     for label, (ops, options, kinds) in found.items():
         assert set(kinds) <= set(spec.anomalies), (label, "undeclared anomaly kinds")
         opts = {**options, "checks": [name]}
@@ -67,26 +76,19 @@ def test_every_registered_checker_agrees_across_engines(name: str) -> None:
                 for key in ("anomalies", "notes", "stats", "unknown"):
                     assert sp.get(key) == lo.get(key), (label, run, key)
             for engine, res in (("local", lo), ("spark", sp)):
-                seen[engine] |= set(res.get("anomalies") or {}) | set(res.get("notes") or {})
+                shown = {**(res.get("anomalies") or {}), **(res.get("notes") or {})}
+                seen[engine] |= set(shown)
+                for kind, exs in shown.items():
+                    assert fields is None or all(tuple(e) == fields[kind] for e in exs), (
+                        label,
+                        engine,
+                        kind,
+                        exs[0],
+                    )
     if name in EVERY_KIND:
         declared = set(spec.anomalies) | set(spec.notes)
         for engine, kinds_seen in seen.items():
             assert kinds_seen == declared, (engine, "kinds no example shows", declared - kinds_seen)
-
-
-def test_log_safety_examples_have_the_fields_their_kind_declares() -> None:
-    """Each log-safety example has the fields checker.log_anomalies.KINDS gives its kind, in
-    that order (both engines give the same examples: see above)."""
-    from checker.log_anomalies import KINDS
-
-    fields = {k.name: k.example for k in KINDS}
-    found = examples(checkers()["log-safety"])
-    assert found
-    for label, (ops, options, _) in found.items():
-        res = check_history(ops, engine="local", opts={**options, "checks": ["log-safety"]})
-        ls = res["checkers"]["log-safety"]
-        for kind, shown in (*ls["anomalies"].items(), *ls["notes"].items()):
-            assert all(tuple(e) == fields[kind] for e in shown), (label, kind, shown[0])
 
 
 def test_a_checker_without_spark_code_gets_the_op_times_and_errors_the_local_engine_gives(
