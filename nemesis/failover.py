@@ -71,6 +71,10 @@ class FailoverNemesis:
 
     def _start(self, ctx: RunContext, db: FailsOver, op: Op) -> Op:
         value: dict[str, Any] = dict(op.value or {})
+        declined = getattr(db, "refused_faults", None)
+        why = declined.get("failover") if isinstance(declined, dict) else None
+        if why:  # named by hand (the deck leaves it out): nothing is killed
+            return completion(op, {**value, "nodes": []}, {"cluster": f"refused by the DB: {why}"})
         before = db.statuses(ctx)
         masters = [n for n, st in before.items() if st and st.get("role") == "master"]
         if not masters:
@@ -153,6 +157,7 @@ FAILOVER = Fault(
     name="failover",
     nemesis=lambda chosen: FailoverNemesis(),
     heal_rank=80,
+    db_needs=(FailsOver,),
     draw=lambda d: {"target": "master"},
     targets="cluster",
     # The old master is killed (db.kill) and comes back as a slave on stop-failover.

@@ -5,8 +5,19 @@ One server runs on the test's first node; every node's client address names it, 
 workers bound to any node talk to the one database. The faults that reach it are the
 process ones (``kill``: SIGKILL to the postmaster and every backend, then a restart that
 replays the WAL; ``pause``), which test that a committed transaction survives a crash and
-that a client cut off mid-transaction leaves nothing half-done. (A primary with a
-streaming replica, failed over, is not built yet: docs/transactions.md.)
+that a client cut off mid-transaction leaves nothing half-done.
+
+With ``replicas=N`` the nodes after the first run streaming standbys of it
+(``pg_basebackup -R``), asynchronous by default, synchronous with ``sync=true`` (a commit
+waits until one standby has flushed it: ``synchronous_standby_names = 'ANY 1 (*)'``, set
+once the standbys run).
+The DB then declares ``FailsOver``: the ``failover`` fault kills the primary, promotes
+(``pg_promote``) the standby that received the most WAL, points the others at it
+(``primary_conninfo``, reloaded), and brings the old primary back as a fresh standby. Clients
+always connect to the current primary. A failover of asynchronous replication loses the
+commits the promoted standby had not received, which PostgreSQL's manual says it may; the
+txn checker has no loss window for that yet, so the fault is refused there (the reason
+says so) rather than judged as a violation PostgreSQL never promised against.
 
 Each transaction runs in one ``BEGIN ISOLATION LEVEL ...`` / ``COMMIT`` over psycopg
 (libpq from Debian). The isolation level is the DB option ``isolation``, and the checker
@@ -33,12 +44,13 @@ import glob
 import logging
 import shlex
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
 from harness.core.db import WorkloadChoice
-from harness.core.errors import RemoteError
+from harness.core.errors import ConfigError, RemoteError
+from harness.core.fanout import map_values
 from harness.core.options import as_options, declares_options, option
 from harness.dbs.daemon import (
     PidfileDaemonDB,
@@ -87,6 +99,12 @@ class PostgresOptions:
         ]
         | None
     ) = option(None, "the level the checker holds it to (default: what the manual promises)")
+    replicas: int = option(
+        0, "streaming standbys, on the nodes after the first (0: one server)", minimum=0
+    )
+    sync: bool = option(
+        False, "synchronous replication: a commit waits for one standby to flush it"
+    )
     root: str = option("/var/lib/splitbrain/postgres", "absolute directory of the node dirs")
     port: int = option(5432, "the server's port", minimum=1, maximum=65535)
     bin_dir: str | None = option(None, "PostgreSQL's bin directory (default: Debian's newest)")
@@ -97,15 +115,29 @@ class PostgresOptions:
         return {"txn": {"isolation": self.claim or CLAIMS[self.isolation]}}
 
 
+def node_conf(*, addr: str, port: int, socket_dir: str) -> list[str]:
+    """The settings that differ per node (a standby's copy of the primary's files has the
+    primary's): where it listens."""
+    return [
+        f"listen_addresses = '{addr}'",
+        f"port = {port}",
+        f"unix_socket_directories = '{socket_dir}'",
+    ]
+
+
+SYNC_STANDBYS = "ANY 1 (*)"
+"""``synchronous_standby_names`` with ``sync``: a commit waits until one standby flushed it."""
+
+
 def postgresql_conf(*, addr: str, port: int, socket_dir: str) -> str:
     """The server's settings: durable commits (fsync on, synchronous_commit on), as a
     user who trusts acknowledged commits runs it."""
     return (
         "\n".join(
             [
-                f"listen_addresses = '{addr}'",
-                f"port = {port}",
-                f"unix_socket_directories = '{socket_dir}'",
+                *node_conf(addr=addr, port=port, socket_dir=socket_dir),
+                "max_wal_senders = 16",
+                "wal_keep_size = 256MB",
                 "max_connections = 200",
                 "fsync = on",
                 "synchronous_commit = on",
@@ -133,24 +165,37 @@ def _bin_dir(given: str | None) -> str:
 class PgSession:
     """One client connection; each transaction is BEGIN ... COMMIT (module docstring)."""
 
-    def __init__(self, host: str, port: int, kind: str, level: str, timeout: float) -> None:
-        import psycopg
-
+    def __init__(
+        self, server: Callable[[], tuple[str, int]], kind: str, level: str, timeout: float
+    ) -> None:
+        self.server, self.timeout = server, timeout
         self.kind = kind
         self.level = SQL_LEVEL[level]
-        self.conn = psycopg.connect(
+        self.conn = self._open()
+
+    def _open(self) -> Any:
+        """A connection to the server that is primary now (it moves on a failover)."""
+        import psycopg
+
+        host, port = self.server()
+        return psycopg.connect(
             host=host,
             port=port,
             user=USER,
             dbname=DBNAME,
             autocommit=True,
-            connect_timeout=max(1, int(timeout)),
-            options=f"-c statement_timeout={int(timeout * 1000)}",
+            connect_timeout=max(1, int(self.timeout)),
+            options=f"-c statement_timeout={int(self.timeout * 1000)}",
         )
 
     def transact(self, mops: list[list[Any]]) -> list[list[Any]]:
         import psycopg
 
+        if self.conn.closed or self.conn.broken:  # the server went: connect again first
+            try:
+                self.conn = self._open()
+            except psycopg.Error as e:
+                raise TxnAborted(f"connect: {_pg_error(e)}") from e  # nothing was sent
         cur = self.conn.cursor()
         out: list[list[Any]] = []
         try:
@@ -206,6 +251,14 @@ class PgSession:
             self.conn.close()
 
 
+def lsn_int(lsn: Any) -> int:
+    """A WAL position ``X/Y`` (hex halves) as one comparable integer; 0 when unknown."""
+    if not lsn:
+        return 0
+    hi, _, lo = str(lsn).partition("/")
+    return (int(hi, 16) << 32) | int(lo or "0", 16)
+
+
 def _pg_error(e: Exception) -> str:
     state = getattr(e, "sqlstate", None)
     text = (str(e).strip().splitlines() or [type(e).__name__])[0]
@@ -223,6 +276,22 @@ class PostgresDB(PidfileDaemonDB):
         self.root = absolute_root(options.root)
         self.o = options
         self.bin = _bin_dir(options.bin_dir)
+        self._primary: str | None = None
+        """The server that is primary now (None: the first node); moved by ``promote``."""
+        self._epoch = 1
+
+    @property
+    def refused_faults(self) -> dict[str, str]:
+        """The failover fault needs standbys, and synchronous ones (module docstring)."""
+        if self.o.replicas == 0:
+            return {"failover": "one server and no standby to promote (--db-option replicas=2)"}
+        if not self.o.sync:
+            return {
+                "failover": "a failover of asynchronous replication loses commits the standby "
+                "had not received, which PostgreSQL allows, and the txn checker has no loss "
+                "window for it yet (--db-option sync=true)"
+            }
+        return {}
 
     # what the harness asks --------------------------------------------------
     def default_workload(self) -> WorkloadChoice:
@@ -232,20 +301,25 @@ class PostgresDB(PidfileDaemonDB):
         return self.o.checker_options()
 
     def server(self, ctx: RunContext) -> str:
-        return ctx.nodes[0]
+        """The primary now."""
+        return self._primary or ctx.nodes[0]
+
+    def servers(self, ctx: RunContext) -> list[str]:
+        """Every node that runs a server: the first and its ``replicas`` standbys."""
+        return list(ctx.nodes[: 1 + self.o.replicas])
 
     def primaries(self, ctx: RunContext) -> list[str]:
         return [self.server(ctx)]
 
-    def _addr(self, ctx: RunContext) -> tuple[str, int]:
-        return ctx.hosts[self.server(ctx)].address, self.o.port
+    def _addr(self, ctx: RunContext, node: str | None = None) -> tuple[str, int]:
+        return ctx.hosts[node or self.server(ctx)].address, self.o.port
 
     def addresses(self, ctx: RunContext) -> dict[str, dict[str, tuple[str, int]]]:
         a = self._addr(ctx)
         return {"client": {n: a for n in ctx.nodes}}
 
     def ports(self, ctx: RunContext, node: str) -> list[int]:
-        return [self.o.port] if node == self.server(ctx) else []
+        return [self.o.port] if node in self.servers(ctx) else []
 
     def _paths(self, ctx: RunContext, node: str) -> dict[str, str]:
         d = self.node_dir(ctx, node)
@@ -259,8 +333,7 @@ class PostgresDB(PidfileDaemonDB):
     def txn_session(self, ctx: RunContext, node: str, kind: str) -> PgSession:
         from harness.core.workload import client_timeout
 
-        host, port = self._addr(ctx)
-        return PgSession(host, port, kind, self.o.isolation, client_timeout(ctx))
+        return PgSession(lambda: self._addr(ctx), kind, self.o.isolation, client_timeout(ctx))
 
     # lifecycle ----------------------------------------------------------------
     def _as_pg(self, cmd: str) -> str:
@@ -269,12 +342,25 @@ class PostgresDB(PidfileDaemonDB):
         return f"env -u LD_PRELOAD setpriv --reuid={USER} --regid={USER} --init-groups -- {cmd}"
 
     def setup(self, ctx: RunContext, node: str) -> None:
-        if node != self.server(ctx):
+        if self.o.replicas >= len(ctx.nodes):
+            raise ConfigError(
+                f"replicas={self.o.replicas} needs {self.o.replicas + 1} nodes; the test has "
+                f"{len(ctx.nodes)}",
+                field="replicas",
+            )
+        if node not in self.servers(ctx):
             return
         remote = ctx.remotes[node]
         p = self._paths(ctx, node)
         ensure_package(remote, f"{self.bin}/postgres", "postgresql")
         self.stop_leftover(ctx, node, "a postgres", "postgres")
+        if node != ctx.nodes[0]:
+            self._await_primary(ctx, node)  # the primary first: a standby copies it
+            self.reset_as_slave(ctx, node, ctx.nodes[0], 1)
+            self.start(ctx, node)
+            self._await_up(ctx, node)
+            return
+        self._primary, self._epoch = None, 1
         q = shlex.quote
         remote.run(
             f"rm -rf {q(p['dir'])} && mkdir -p {q(p['data'])} && chown -R {USER}: {q(p['dir'])}"
@@ -287,19 +373,22 @@ class PostgresDB(PidfileDaemonDB):
             ),
             timeout=300,
         )
-        addr, port = self._addr(ctx)
+        addr, port = self._addr(ctx, node)
+        # Synchronous replication is switched on in wait_ready, once the standbys run: the
+        # schema's commit must not wait for a standby that copies it afterwards.
         conf = postgresql_conf(addr=addr, port=port, socket_dir=p["dir"])
         remote.run(f"cat >> {q(p['data'] + '/postgresql.conf')}", stdin=conf)
         remote.run(
             f"cat > {q(p['data'] + '/pg_hba.conf')}",
-            stdin="local all all trust\nhost all all 0.0.0.0/0 trust\n",
+            stdin="local all all trust\nhost all all 0.0.0.0/0 trust\n"
+            "host replication all 0.0.0.0/0 trust\n",
         )
         self.start(ctx, node)
         self._await_up(ctx, node)
         self._schema(ctx)
 
     def start(self, ctx: RunContext, node: str) -> None:
-        if node != self.server(ctx):
+        if node not in self.servers(ctx):
             return
         remote = ctx.remotes[node]
         p = self._paths(ctx, node)
@@ -319,21 +408,91 @@ class PostgresDB(PidfileDaemonDB):
         )
 
     def kill(self, ctx: RunContext, node: str) -> None:
-        if node == self.server(ctx):
+        if node in self.servers(ctx):
             super().kill(ctx, node)
 
     def pause(self, ctx: RunContext, node: str) -> None:
-        if node == self.server(ctx):
+        if node in self.servers(ctx):
             super().pause(ctx, node)
 
     def resume(self, ctx: RunContext, node: str) -> None:
-        if node == self.server(ctx):
+        if node in self.servers(ctx):
             super().resume(ctx, node)
 
-    def _connect(self, ctx: RunContext, timeout: float = 2.0) -> Any:
+    # FailsOver (replicas > 0): the operator's hands for the failover fault ------------
+    def statuses(self, ctx: RunContext) -> dict[str, dict | None]:
+        """Each server's role (in recovery: ``slave``), the WAL position it holds (the
+        primary's written end, a standby's received end) and the epoch; None when it does
+        not answer."""
+        return map_values(
+            {n: n for n in self.servers(ctx)}, lambda n: self._status(ctx, n), what="status"
+        )
+
+    def _status(self, ctx: RunContext, node: str) -> dict | None:
+        try:
+            with self._connect(ctx, node=node, timeout=2.0) as c:
+                row = c.execute(
+                    "SELECT pg_is_in_recovery(), CASE WHEN pg_is_in_recovery() THEN "
+                    "COALESCE(pg_last_wal_receive_lsn(), pg_last_wal_replay_lsn()) "
+                    "ELSE pg_current_wal_lsn() END"
+                ).fetchone()
+        except Exception:  # noqa: BLE001 - a server that does not answer has no status
+            return None
+        if row is None:
+            return None
+        standby, lsn = row
+        return {
+            "role": "slave" if standby else "master",
+            "offset": lsn_int(lsn),
+            "term": self._epoch,
+        }
+
+    def promote(self, ctx: RunContext, node: str, epoch: int) -> None:
+        """``pg_promote``: ``node`` leaves recovery and takes writes; clients move to it."""
+        with self._connect(ctx, node=node, timeout=5.0) as c:
+            row = c.execute("SELECT pg_promote(true, 60)").fetchone()
+        if not row or not row[0]:
+            raise RemoteError(f"pg_promote on {node} did not finish in 60 s", host=node)
+        self._primary, self._epoch = node, epoch
+
+    def follow(self, ctx: RunContext, node: str, master: str, epoch: int) -> bool:
+        """Point a standby at ``master`` (``primary_conninfo``, reloaded; it follows the new
+        timeline, ``recovery_target_timeline`` being ``latest``)."""
+        with self._connect(ctx, node=node, timeout=5.0) as c:
+            c.execute(f"ALTER SYSTEM SET primary_conninfo = '{self._conninfo(ctx, master, node)}'")
+            c.execute("SELECT pg_reload_conf()")
+        return True
+
+    def _conninfo(self, ctx: RunContext, master: str, node: str) -> str:
+        host, port = self._addr(ctx, master)
+        return f"host={host} port={port} user={USER} application_name={node}"
+
+    def reset_as_slave(self, ctx: RunContext, node: str, master: str, epoch: int) -> None:
+        """An empty data directory filled by ``pg_basebackup`` from ``master``, made a
+        standby of it (``-R``), with this node's own listen settings; started next."""
+        remote = ctx.remotes[node]
+        p = self._paths(ctx, node)
+        q = shlex.quote
+        host, port = self._addr(ctx, master)
+        remote.run(
+            f"rm -rf {q(p['data'])} && mkdir -p {q(p['data'])} && chown -R {USER}: {q(p['dir'])}"
+            f" && chmod 700 {q(p['data'])}"
+        )
+        remote.run(
+            self._as_pg(
+                f"{q(self.bin + '/pg_basebackup')} -h {q(host)} -p {port} -U {USER} "
+                f"-D {q(p['data'])} -R -X stream -d {q(self._conninfo(ctx, master, node))}"
+            ),
+            timeout=300,
+        )
+        addr, own_port = self._addr(ctx, node)
+        own = "\n".join(node_conf(addr=addr, port=own_port, socket_dir=p["dir"])) + "\n"
+        remote.run(f"cat >> {q(p['data'] + '/postgresql.auto.conf')}", stdin=own)
+
+    def _connect(self, ctx: RunContext, timeout: float = 2.0, node: str | None = None) -> Any:
         import psycopg
 
-        host, port = self._addr(ctx)
+        host, port = self._addr(ctx, node)
         return psycopg.connect(
             host=host,
             port=port,
@@ -350,7 +509,7 @@ class PostgresDB(PidfileDaemonDB):
         last = ""
         while time.monotonic() < deadline:
             try:
-                with self._connect(ctx) as c:
+                with self._connect(ctx, node=node) as c:
                     c.execute("SELECT 1")
                 return
             except Exception as e:  # noqa: BLE001 - not up yet
@@ -362,6 +521,28 @@ class PostgresDB(PidfileDaemonDB):
             host=remote.host.name,
         )
 
+    def _await_primary(self, ctx: RunContext, standby: str) -> None:
+        """Until the first node's server takes connections and holds the schema (set up in
+        parallel with its standbys: initdb and the first start come first)."""
+        first = ctx.nodes[0]
+        deadline = time.monotonic() + self.o.ready_timeout + 300  # initdb's own timeout
+        last = ""
+        while time.monotonic() < deadline:
+            try:
+                with self._connect(ctx, node=first) as c:
+                    if c.execute("SELECT to_regclass('registers')").fetchone() not in (
+                        None,
+                        (None,),
+                    ):
+                        return
+                    last = "no schema yet"
+            except Exception as e:  # noqa: BLE001 - not up yet
+                last = str(e).strip()
+            time.sleep(0.5)
+        raise RemoteError(
+            f"standby {standby}: the primary {first} was not ready to copy: {last}", host=standby
+        )
+
     def _schema(self, ctx: RunContext) -> None:
         with self._connect(ctx) as c:
             c.execute(
@@ -370,14 +551,20 @@ class PostgresDB(PidfileDaemonDB):
             c.execute("CREATE TABLE IF NOT EXISTS registers (k bigint PRIMARY KEY, v bigint)")
 
     def wait_ready(self, ctx: RunContext) -> None:
-        """After a restart (a kill healed), until the server answers again."""
+        """Until the primary answers (after setup, and after a kill healed); with ``sync``,
+        then makes its commits wait for a standby (ALTER SYSTEM, so a standby copied from it
+        later, and promoted, keeps the setting)."""
         self._await_up(ctx, self.server(ctx))
+        if self.o.sync and self.o.replicas:
+            with self._connect(ctx, timeout=5.0) as c:
+                c.execute(f"ALTER SYSTEM SET synchronous_standby_names = '{SYNC_STANDBYS}'")
+                c.execute("SELECT pg_reload_conf()")
 
     def log_files(self, ctx: RunContext, node: str) -> list[str]:
-        return [self._paths(ctx, node)["log"]] if node == self.server(ctx) else []
+        return [self._paths(ctx, node)["log"]] if node in self.servers(ctx) else []
 
     def teardown(self, ctx: RunContext, node: str) -> None:
-        if node != self.server(ctx):
+        if node not in self.servers(ctx):
             return
         self.stop_and_remove(ctx, node, "postgres", {"pid": "postgres"}, leave=self.o.leave_running)
 

@@ -18,7 +18,15 @@ from harness.core.op import Op
 from harness.core.options import parse_options
 from harness.core.spec import RunContext
 from harness.core.spec import TestSpec as Spec
-from harness.dbs.postgres import CLAIMS, PostgresDB, PostgresOptions, _bin_dir, postgresql_conf
+from harness.core.db import FailsOver
+from harness.dbs.postgres import (
+    CLAIMS,
+    PostgresDB,
+    PostgresOptions,
+    _bin_dir,
+    lsn_int,
+    postgresql_conf,
+)
 from harness.run.roles import checker_options
 from workloads.txn import TxnAborted, TxnClient
 
@@ -42,6 +50,39 @@ def test_the_config_keeps_commits_durable() -> None:
     conf = postgresql_conf(addr="127.0.0.1", port=5433, socket_dir="/d")
     assert "fsync = on" in conf and "synchronous_commit = on" in conf
     assert "port = 5433" in conf and "listen_addresses = '127.0.0.1'" in conf
+
+
+def test_wal_positions_compare_as_integers() -> None:
+    assert lsn_int("0/3000148") == 0x3000148
+    assert lsn_int("1/0") > lsn_int("0/FFFFFFFF")
+    assert lsn_int(None) == 0
+
+
+def test_failover_needs_standbys_and_synchronous_replication() -> None:
+    """The deck's fault check and the failover nemesis both read ``refused_faults``: no
+    standby, nothing to promote; asynchronous, a loss PostgreSQL allows and the checker
+    cannot yet tell from a violation. A by-hand failover then kills nothing."""
+    from nemesis.failover import FAILOVER, FailoverNemesis
+
+    def db(**o: Any) -> PostgresDB:
+        return PostgresDB(parse_options(PostgresOptions, o, role="db postgres"))
+
+    assert isinstance(db(), FailsOver)
+    assert "no standby" in (FAILOVER.why_not(db(), []) or "")
+    assert "asynchronous" in (FAILOVER.why_not(db(replicas=2), []) or "")
+    assert FAILOVER.why_not(db(replicas=2, sync=True), []) is None
+
+    class NoTouch(PostgresDB):
+        def statuses(self, ctx: Any) -> dict:
+            raise AssertionError("a refused failover must not look at the cluster")
+
+        def kill(self, ctx: Any, node: str) -> None:
+            raise AssertionError("a refused failover must not kill")
+
+    ctx: Any = type("Ctx", (), {"db": NoTouch(PostgresOptions(replicas=2))})()
+    op = Op(index=0, time=0, type="invoke", process="nemesis", f="start-failover", value={})
+    done = FailoverNemesis().invoke(ctx, op)
+    assert "asynchronous" in str(done.error) and done.value["nodes"] == []
 
 
 # --- a real server on the lab --------------------------------------------------------
