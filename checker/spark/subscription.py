@@ -19,6 +19,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from checker.spark.completions import with_completions
 from checker.subscription import (
     ANOMALY_KINDS,
     MISSING_SHOWN,
@@ -31,7 +32,6 @@ from checker.subscription import (
 )
 from harness.core.checker import CheckConfig
 from harness.core.errors import HistoryError
-from harness.core.op import NEMESIS
 
 __all__ = ["check_subscription_spark", "spark_check"]
 
@@ -62,53 +62,6 @@ def _on_driver(records: Any, o: SubscriptionOptions, cap: int) -> dict[str, Any]
 
     rows = records.select(*op_columns(F, records)).orderBy("index").toLocalIterator()
     return check_subscription([op_of(tuple(r)) for r in rows], o, cap=cap)
-
-
-def _paired(F: Any, W: Any, records: Any) -> Any:
-    """Invocations with their completion's type, index and value (null: never completed);
-    a malformed pairing raises the local engine's error (first offender by index)."""
-    q = records.where(F.col("f").isin(*sorted(SUBSCRIPTION_FS)) & (F.col("process") != NEMESIS))
-    w = W.partitionBy("process").orderBy("index")
-    q = q.select(
-        "index",
-        "type",
-        "process",
-        "f",
-        "value",
-        F.lag("type").over(w).alias("prev_type"),
-        F.lag("f").over(w).alias("prev_f"),
-        F.lead("type").over(w).alias("next_type"),
-        F.lead("index").over(w).alias("next_index"),
-        F.lead("value").over(w).alias("next_value"),
-    )
-    bad = q.where(
-        (F.col("type") != "invoke")
-        & (
-            F.col("prev_type").isNull()
-            | (F.col("prev_type") != "invoke")
-            | (F.col("prev_f") != F.col("f"))
-        )
-    )
-    first_bad = bad.orderBy("index").select("index", "type", "process", "prev_type").first()
-    if first_bad is not None:
-        if first_bad["prev_type"] == "invoke":
-            raise HistoryError(
-                "completion f differs from its invocation's", index=first_bad["index"], field="f"
-            )
-        raise HistoryError(
-            f"{first_bad['type']} completion of process {first_bad['process']} has no invocation",
-            index=first_bad["index"],
-            field="process",
-        )
-    done = F.col("next_type").isNotNull() & (F.col("next_type") != "invoke")
-    return q.where(F.col("type") == "invoke").select(
-        "index",
-        "f",
-        "value",
-        F.when(done, F.col("next_index")).alias("comp"),
-        F.when(done, F.col("next_value")).alias("comp_value"),
-        F.coalesce(F.when(done, F.col("next_type")), F.lit("info")).alias("outcome"),
-    )
 
 
 class _Malformed:
@@ -160,7 +113,7 @@ def check_subscription_spark(
     claimed = records.where(F.col("f").isin(*sorted(SUBSCRIPTION_FS)))
     if driver_records > 0 and claimed.limit(driver_records + 1).count() <= driver_records:
         return _on_driver(claimed, o, cap)
-    ops = _paired(F, W, records).cache()
+    ops = with_completions(F, W, records, SUBSCRIPTION_FS).cache()
     try:
         return _check(F, W, ops, o, cap)
     finally:
@@ -177,7 +130,7 @@ def _check(F: Any, W: Any, ops: Any, o: SubscriptionOptions, cap: int) -> dict[s
     # publishes ---------------------------------------------------------------------------
     pubs = ops.where(F.col("f") == "publish").select(
         F.col("index").alias("pinv"),
-        F.col("comp").alias("pcomp"),
+        F.col("comp_index").alias("pcomp"),
         "outcome",
         F.from_json("value", _PUB_SCHEMA).alias("inv"),
         F.when(F.col("outcome") == "ok", F.from_json("comp_value", _PUB_SCHEMA)).alias("ack"),
@@ -221,7 +174,7 @@ def _check(F: Any, W: Any, ops: Any, o: SubscriptionOptions, cap: int) -> dict[s
     # subscriptions -----------------------------------------------------------------------
     raw = ops.where(F.col("f") == "subscribe").select(
         F.col("index").alias("sinv"),
-        F.col("comp").alias("scomp"),
+        F.col("comp_index").alias("scomp"),
         "outcome",
         F.from_json("value", _SUB_INV_SCHEMA).alias("inv"),
         F.from_json("comp_value", _SUB_SCHEMA).alias("out"),
@@ -280,7 +233,7 @@ def _check(F: Any, W: Any, ops: Any, o: SubscriptionOptions, cap: int) -> dict[s
 
     # snapshots ---------------------------------------------------------------------------
     snaps = ops.where((F.col("f") == "snapshot") & (F.col("outcome") == "ok")).select(
-        F.col("comp").alias("snap"), F.from_json("comp_value", _SNAP_SCHEMA).alias("s")
+        F.col("comp_index").alias("snap"), F.from_json("comp_value", _SNAP_SCHEMA).alias("s")
     )
     bad.add(
         snaps.where(F.col("s.streams").isNull()),

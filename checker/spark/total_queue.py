@@ -21,10 +21,10 @@ import math
 from collections.abc import Mapping
 from typing import Any
 
+from checker.spark.completions import with_completions
 from checker.total_queue import TotalQueueOptions, shaped, verdict_of
 from harness.core.checker import CheckConfig
 from harness.core.errors import HistoryError
-from harness.core.op import NEMESIS
 from harness.core.options import parse_options
 
 __all__ = ["check_total_queue_spark", "spark_check"]
@@ -37,58 +37,6 @@ _MSG_SCHEMA = "messages array<struct<body:string,acked:boolean>>"
 def spark_check(session: Any, records: Any, config: CheckConfig) -> dict[str, Any]:
     """The registered checker's Spark implementation (``CheckerSpec.spark``)."""
     return check_total_queue_spark(session, records, config.options, cap=config.cap)
-
-
-def _paired(F: Any, W: Any, records: Any) -> Any:
-    """Queue invocations with their completion's type, index and value (null: never completed).
-
-    A process's records alternate invocation, completion; the record after an
-    invocation in its process is its completion unless it is another invocation.
-    Malformed pairings raise the local engine's errors (first offender by index).
-    """
-    q = records.where(F.col("f").isin("enqueue", "dequeue") & (F.col("process") != NEMESIS))
-    w = W.partitionBy("process").orderBy("index")
-    q = q.select(
-        "index",
-        "type",
-        "process",
-        "f",
-        "value",
-        F.lag("type").over(w).alias("prev_type"),
-        F.lag("f").over(w).alias("prev_f"),
-        F.lead("type").over(w).alias("next_type"),
-        F.lead("index").over(w).alias("next_index"),
-        F.lead("value").over(w).alias("next_value"),
-    )
-    bad = q.where(
-        (F.col("type") != "invoke")
-        & (
-            F.col("prev_type").isNull()
-            | (F.col("prev_type") != "invoke")
-            | (F.col("prev_f") != F.col("f"))
-        )
-    )
-    first_bad = bad.orderBy("index").select("index", "type", "process", "prev_type").first()
-    if first_bad is not None:
-        if first_bad["prev_type"] == "invoke":
-            raise HistoryError(
-                "completion f differs from its invocation's", index=first_bad["index"], field="f"
-            )
-        raise HistoryError(
-            f"{first_bad['type']} completion of process {first_bad['process']} has no invocation",
-            index=first_bad["index"],
-            field="process",
-        )
-    done = F.col("next_type").isNotNull() & (F.col("next_type") != "invoke")
-    return q.where(F.col("type") == "invoke").select(
-        "index",
-        "f",
-        "value",
-        F.when(done, F.col("next_type")).alias("comp_type"),
-        F.when(done, F.col("next_index")).alias("comp_index"),
-        F.when(done, F.col("next_value")).alias("comp_value"),
-        F.coalesce(F.when(done, F.col("next_type")), F.lit("info")).alias("outcome"),
-    )
 
 
 def _raise_first(df: Any, field: Any, what: str, index_col: str = "index") -> None:
@@ -113,7 +61,7 @@ def check_total_queue_spark(
         if isinstance(opts, TotalQueueOptions)
         else parse_options(TotalQueueOptions, opts, role="checker total-queue")
     )
-    ops = _paired(F, W, records).cache()
+    ops = with_completions(F, W, records, ("enqueue", "dequeue")).cache()
     try:
         return _check(F, W, ops, o, cap)
     finally:
