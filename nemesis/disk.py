@@ -624,37 +624,38 @@ def _disk_nemesis(chosen: Mapping[str, Selected]) -> LazyFsNemesis:
     return LazyFsNemesis(chosen)
 
 
-LOSE_UNFSYNCED = Fault(
-    name="lose-unfsynced",
-    nemesis=_disk_nemesis,
-    group="disk",
-    heal_rank=72,
-    draw=lambda d: _draw(d, "lose-unfsynced"),
-    options=DiskFaultOptions,
-    db_needs=_DISK_DB_NEEDS,
-    needs=frozenset({"fuse"}),
-    journal=(LAZYFS_MOUNTED,),
-    residue=_MOUNT_RESIDUE,
-    effects=Effects(kills=True, loses_writes=True),
-    periods=_CRASHED,
-    colour="#7f5539",
-    doc="the node killed and every write it did not fsync lost (a lazy fs; any FUSE host)",
+def _lazy_fs_fault(name: str, heal_rank: int, colour: str, doc: str) -> Fault:
+    """A fault of the lazy fs's nemesis (group ``disk``): a power cut of some kind under a
+    killed node. ``lose-unfsynced`` and ``torn-write`` differ in what the cut does only."""
+    return Fault(
+        name=name,
+        nemesis=_disk_nemesis,
+        group="disk",
+        heal_rank=heal_rank,
+        draw=lambda d: _draw(d, name),
+        options=DiskFaultOptions,
+        db_needs=_DISK_DB_NEEDS,
+        needs=frozenset({"fuse"}),
+        journal=(LAZYFS_MOUNTED,),
+        residue=_MOUNT_RESIDUE,
+        effects=Effects(kills=True, loses_writes=True),
+        periods=_CRASHED,
+        colour=colour,
+        doc=doc,
+    )
+
+
+LOSE_UNFSYNCED = _lazy_fs_fault(
+    "lose-unfsynced",
+    72,
+    "#7f5539",
+    "the node killed and every write it did not fsync lost (a lazy fs; any FUSE host)",
 )
-TORN_WRITE = Fault(
-    name="torn-write",
-    nemesis=_disk_nemesis,
-    group="disk",
-    heal_rank=74,
-    draw=lambda d: _draw(d, "torn-write"),
-    options=DiskFaultOptions,
-    db_needs=_DISK_DB_NEEDS,
-    needs=frozenset({"fuse"}),
-    journal=(LAZYFS_MOUNTED,),
-    residue=_MOUNT_RESIDUE,
-    effects=Effects(kills=True, loses_writes=True),
-    periods=_CRASHED,
-    colour="#b08968",
-    doc="the node killed and its last un-fsynced write to data.log torn (a lazy fs; any FUSE host)",
+TORN_WRITE = _lazy_fs_fault(
+    "torn-write",
+    74,
+    "#b08968",
+    "the node killed and its last un-fsynced write to data.log torn (a lazy fs; any FUSE host)",
 )
 CORRUPT = Fault(
     name="corrupt",

@@ -69,7 +69,7 @@ import logging
 import shlex
 import time
 from collections.abc import Callable, Mapping
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 import nemesis.grudge as g
 from harness.core.db import Reconfigurable
@@ -139,6 +139,19 @@ def draw_membership(d: Draw) -> dict[str, Any]:
     if variant == "partitioned":
         value["leader_side"] = d.rng.choice(("majority", "minority"))
     return value
+
+
+class _Play(NamedTuple):
+    """What a staged variant (partitioned, transfer, race, linger) plays from: the run, the
+    op's value (the variant records in it what it did), the changes made so far, the nodes
+    in the drawn order, the leader when the op landed, and the hold in seconds."""
+
+    ctx: RunContext
+    value: dict[str, Any]
+    changes: list[dict[str, Any]]
+    order: list[str]
+    lead: str | None
+    hold: float
 
 
 class MembershipNemesis:
@@ -390,19 +403,15 @@ class MembershipNemesis:
             self._remove(ctx, changes, victims[1])
             self._remove(ctx, changes, victims[0])
             return
-        if variant == "partitioned":
-            self._partitioned(ctx, value, changes, order, lead, hold)
-            return
-        if variant == "transfer":
-            self._transfer(ctx, value, changes, order, lead, hold)
-            return
-        if variant == "race":
-            self._race(ctx, value, changes, order, lead, hold)
-            return
-        if variant == "linger":
-            self._linger(ctx, value, changes, order, lead, hold)
-            return
-        raise NemesisError(f"unknown membership variant {variant!r}")
+        staged = {
+            "partitioned": self._partitioned,
+            "transfer": self._transfer,
+            "race": self._race,
+            "linger": self._linger,
+        }.get(variant)
+        if staged is None:
+            raise NemesisError(f"unknown membership variant {variant!r}")
+        staged(_Play(ctx, value, changes, order, lead, hold))
 
     def _cut_members(
         self, ctx: RunContext, variant: str, lead: str | None
@@ -415,15 +424,8 @@ class MembershipNemesis:
             raise NemesisError("no leader known; nothing done")
         return lead, [n for n in ctx.nodes if n not in self.out]
 
-    def _partitioned(
-        self,
-        ctx: RunContext,
-        value: dict[str, Any],
-        changes: list[dict[str, Any]],
-        order: list[str],
-        lead: str | None,
-        hold: float,
-    ) -> None:
+    def _partitioned(self, p: _Play) -> None:
+        ctx, value, changes, order, lead, hold = p
         lead, members = self._cut_members(ctx, "partitioned", lead)
         k = max(1, (len(members) - 1) // 2)
         others = [n for n in order if n in members and n != lead]
@@ -444,15 +446,8 @@ class MembershipNemesis:
         finally:
             self._heal_cut(ctx)
 
-    def _transfer(
-        self,
-        ctx: RunContext,
-        value: dict[str, Any],
-        changes: list[dict[str, Any]],
-        order: list[str],
-        lead: str | None,
-        hold: float,
-    ) -> None:
+    def _transfer(self, p: _Play) -> None:
+        ctx, value, changes, order, lead, hold = p
         from harness.core.db import Killable, TransfersLeadership
 
         db = ctx.db
@@ -495,15 +490,7 @@ class MembershipNemesis:
             self._ident(ctx, target),
         )
 
-    def _linger(
-        self,
-        ctx: RunContext,
-        value: dict[str, Any],
-        changes: list[dict[str, Any]],
-        order: list[str],
-        lead: str | None,
-        hold: float,
-    ) -> None:
+    def _linger(self, p: _Play) -> None:
         """A removed follower left running in a quiet cluster (see the module's docstring).
 
         The writes are held first, so that the removed node's log is, and stays, as long
@@ -512,6 +499,7 @@ class MembershipNemesis:
         The leader stops telling it 2E after the removal commits; the hold is waited out
         past that, or until it leads.
         """
+        ctx, value, changes, order, lead, hold = p
         victims = self._followers(order, lead)
         if lead is None or not victims:
             raise NemesisError("no leader and follower known; nothing done")
@@ -567,16 +555,9 @@ class MembershipNemesis:
         finally:
             self._heal_cut(ctx)
 
-    def _race(
-        self,
-        ctx: RunContext,
-        value: dict[str, Any],
-        changes: list[dict[str, Any]],
-        order: list[str],
-        lead: str | None,
-        hold: float,
-    ) -> None:
+    def _race(self, p: _Play) -> None:
         """The 2015 counterexample, staged (see the module's docstring)."""
+        ctx, value, changes, order, lead, hold = p
         lead, members = self._cut_members(ctx, "race", lead)
         # an even voter set: single-server changes from one base can then have
         # disjoint majorities (with an odd one they always intersect)
