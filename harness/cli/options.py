@@ -24,6 +24,8 @@ __all__ = [
     "engine",
     "spark_master",
     "mutant_options",
+    "count",
+    "non_negative",
     "stack",
 ]
 
@@ -145,6 +147,22 @@ def mutant_options(*, hidden: bool = False) -> Decorator:
     ]
 
     return stack(*opts)
+
+
+def count(flag: str, dest: str | None = None, *, default: int, help: str) -> Decorator:
+    """``flag N``: how many (runs, times), at least 1, its default shown in ``--help``."""
+    names = (flag, dest) if dest else (flag,)
+    return click.option(
+        *names, type=click.IntRange(min=1), default=default, show_default=True, help=help
+    )
+
+
+def non_negative(flag: str, dest: str | None = None, *, default: float, help: str) -> Decorator:
+    """``flag X``: an amount (seconds, minutes) of 0 or more, its default shown in ``--help``."""
+    names = (flag, dest) if dest else (flag,)
+    return click.option(
+        *names, type=click.FloatRange(min=0), default=default, show_default=True, help=help
+    )
 
 
 def stack(*decorators: Callable[[Any], Any]) -> Decorator:

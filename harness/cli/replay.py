@@ -23,13 +23,7 @@ __all__ = ["replay"]
 
 @click.command(name="replay")
 @click.argument("source", type=click.Path(exists=True))
-@click.option(
-    "--times",
-    type=click.IntRange(min=1),
-    default=1,
-    show_default=True,
-    help="How many runs of the schedule.",
-)
+@options.count("--times", default=1, help="How many runs of the schedule.")
 @options.bug(help="Seeded bug for the replay ('none': the fixed node); default: the recorded one.")
 @options.db_options(help="DB option over the recorded ones, e.g. node_src=DIR (repeatable).")
 @options.store(help="Results store for the replay runs.")

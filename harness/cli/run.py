@@ -107,12 +107,8 @@ def parse_nemesis(text: str) -> tuple[str, ...]:
     help="Total client ops/s, 0 as fast as possible [default: the DB's default workload's, "
     "else 50].",
 )
-@click.option(
-    "--test-count",
-    type=click.IntRange(min=1),
-    default=1,
-    show_default=True,
-    help="Run the test N times; the exit code is the worst verdict.",
+@options.count(
+    "--test-count", default=1, help="Run the test N times; the exit code is the worst verdict."
 )
 @click.option(
     "--versions",
@@ -128,11 +124,9 @@ def parse_nemesis(text: str) -> tuple[str, ...]:
     help="Seconds a client op may take before it is recorded info "
     "[default: 5; every workload's clients use it, the watchdog allows twice that].",
 )
-@click.option(
+@options.non_negative(
     "--converge-timeout",
-    type=click.FloatRange(min=0),
     default=60.0,
-    show_default=True,
     help="Seconds to wait after the heal for a DB that declares Converges to say its replicas "
     "agree (0: a fixed short sleep instead); not converged makes a valid verdict unknown.",
 )

@@ -23,34 +23,23 @@ __all__ = ["shrink"]
 
 @click.command(name="shrink")
 @click.argument("run_dir", type=click.Path(exists=True, file_okay=False))
-@click.option(
+@options.count(
     "--runs-per-candidate",
-    type=click.IntRange(min=1),
     default=1,
-    show_default=True,
     help="Runs per candidate schedule; it fails when at least half reproduce.",
 )
-@click.option(
-    "--budget",
-    "budget_min",
-    type=click.FloatRange(min=0),
-    default=60.0,
-    show_default=True,
-    help="Minutes of candidate runs (resumed runs count).",
+@options.non_negative(
+    "--budget", "budget_min", default=60.0, help="Minutes of candidate runs (resumed runs count)."
 )
-@click.option(
+@options.count(
     "--fresh-runs",
-    type=click.IntRange(min=1),
     default=5,
-    show_default=True,
     help="Runs of the shrunk schedule that measure its reproduction rate.",
 )
-@click.option(
+@options.non_negative(
     "--recovery",
     "recovery_s",
-    type=click.FloatRange(min=0),
     default=5.0,
-    show_default=True,
     help="Seconds of load kept after a candidate's last fault ends.",
 )
 @options.bug(help="Seeded bug over the recorded one.")
