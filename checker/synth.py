@@ -29,11 +29,14 @@ import random
 from array import array
 from collections.abc import Iterable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypedDict
 
 import click
 
 from harness.core.history import Op
+
+if TYPE_CHECKING:
+    from typing_extensions import Unpack
 
 __all__ = ["ANOMALIES", "WORKLOADS", "generate", "records", "write_history", "check_args"]
 
@@ -147,6 +150,19 @@ def check_args(
             raise click.BadParameter(f"anomaly {kind} needs the register or mixed workload")
     if nodes < 2 or concurrency < 1:
         raise click.BadParameter("need at least 2 nodes and 1 client")
+
+
+class SynthOptions(TypedDict, total=False):
+    """What shapes a synthetic history besides its length: :func:`records`'s keywords,
+    which :func:`generate` and :func:`write_history` pass on as they are."""
+
+    workload: str
+    anomaly: str | Iterable[str] | None
+    seed: int
+    nodes: int
+    concurrency: int
+    keys: int | None
+    key_window: int | None
 
 
 def records(
@@ -513,30 +529,9 @@ def _simulate(
                 )
 
 
-def generate(
-    n_ops: int,
-    *,
-    workload: str = "append",
-    anomaly: str | Iterable[str] | None = None,
-    seed: int = 0,
-    nodes: int = 5,
-    concurrency: int = 10,
-    keys: int | None = None,
-    key_window: int | None = None,
-) -> Iterator[Op]:
+def generate(n_ops: int, **kw: Unpack[SynthOptions]) -> Iterator[Op]:
     """The same stream as :func:`records`, as :class:`Op` objects with index and time set."""
-    for i, (typ, proc, f, key, val, node, err) in enumerate(
-        records(
-            n_ops,
-            workload=workload,
-            anomaly=anomaly,
-            seed=seed,
-            nodes=nodes,
-            concurrency=concurrency,
-            keys=keys,
-            key_window=key_window,
-        )
-    ):
+    for i, (typ, proc, f, key, val, node, err) in enumerate(records(n_ops, **kw)):
         yield Op(
             type=typ,
             process=proc,
@@ -550,7 +545,9 @@ def generate(
         )
 
 
-def write_history(path: str | Path, n_ops: int, *, batch: int = 200_000, **kw: Any) -> int:
+def write_history(
+    path: str | Path, n_ops: int, *, batch: int = 200_000, **kw: Unpack[SynthOptions]
+) -> int:
     """Stream a synthetic history to ``.parquet`` (columnar batches, typed columns) or ``.jsonl``."""
     path = Path(path)
     suffix = path.suffix.lower()

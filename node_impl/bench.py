@@ -21,6 +21,7 @@ import tempfile
 import threading
 import time
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -254,6 +255,18 @@ def run_node_bench(
     }
 
 
+def _bounded(
+    flag: str, lo: float, hi: float, default: float, help: str | None = None
+) -> Callable[[Any], Any]:
+    """``flag`` taking a number from ``lo`` to ``hi``, its default shown: whole when the
+    default is an int (counts, sizes), else seconds or rates."""
+    if isinstance(default, int):
+        span: click.ParamType = click.IntRange(int(lo), int(hi))
+    else:
+        span = click.FloatRange(lo, hi)
+    return click.option(flag, type=span, default=default, show_default=True, help=help)
+
+
 @click.command("node")
 @click.option(
     "--mode",
@@ -261,50 +274,28 @@ def run_node_bench(
     default="both",
     show_default=True,
 )
-@click.option(
-    "--entry-size",
-    type=click.IntRange(0, 1 << 20),
-    default=100,
-    show_default=True,
-    help="Payload bytes per appended entry.",
-)
-@click.option(
+@_bounded("--entry-size", 0, 1 << 20, 100, "Payload bytes per appended entry.")
+@_bounded(
     "--clients",
-    type=click.IntRange(1, 1000),
-    default=16,
-    show_default=True,
-    help="Concurrent connections in throughput mode (each one request in flight).",
+    1,
+    1000,
+    16,
+    "Concurrent connections in throughput mode (each one request in flight).",
 )
-@click.option(
-    "--batch",
-    type=click.IntRange(1, 10000),
-    default=256,
-    show_default=True,
-    help="Entries per append request in throughput mode.",
-)
-@click.option(
-    "--duration",
-    type=click.FloatRange(0.5, 3600),
-    default=10.0,
-    show_default=True,
-    help="Measured seconds per mode.",
-)
-@click.option("--warmup", type=click.FloatRange(0, 60), default=1.0, show_default=True)
-@click.option(
+@_bounded("--batch", 1, 10000, 256, "Entries per append request in throughput mode.")
+@_bounded("--duration", 0.5, 3600, 10.0, "Measured seconds per mode.")
+@_bounded("--warmup", 0, 60, 1.0)
+@_bounded(
     "--rate",
-    type=click.FloatRange(0, 1e7),
-    default=0.0,
-    show_default=True,
-    help="Throughput mode: entries/s on a fixed schedule (0 = as fast as acks come).",
+    0,
+    1e7,
+    0.0,
+    "Throughput mode: entries/s on a fixed schedule (0 = as fast as acks come).",
 )
-@click.option(
-    "--latency-rate",
-    type=click.FloatRange(1, 1e6),
-    default=1000.0,
-    show_default=True,
-    help="Latency mode: single appends per second on a fixed schedule.",
+@_bounded(
+    "--latency-rate", 1, 1e6, 1000.0, "Latency mode: single appends per second on a fixed schedule."
 )
-@click.option("--nodes", type=click.IntRange(1, 9), default=3, show_default=True)
+@_bounded("--nodes", 1, 9, 3)
 @click.option(
     "--base-dir",
     type=click.Path(file_okay=False, path_type=Path),
@@ -569,29 +560,11 @@ def run_crash(
 
 
 @click.command("crash")
-@click.option("--cycles", type=click.IntRange(1, 100000), default=20, show_default=True)
+@_bounded("--cycles", 1, 100000, 20)
 @click.option("--nodes", type=click.Choice(["3", "5"]), default="3", show_default=True)
-@click.option(
-    "--workers",
-    type=click.IntRange(1, 64),
-    default=3,
-    show_default=True,
-    help="Client threads appending (each retries on redirect or failure).",
-)
-@click.option(
-    "--down",
-    type=click.FloatRange(0, 60),
-    default=0.3,
-    show_default=True,
-    help="Mean seconds a killed node stays down.",
-)
-@click.option(
-    "--interval",
-    type=click.FloatRange(0, 60),
-    default=0.5,
-    show_default=True,
-    help="Seconds of load between kills.",
-)
+@_bounded("--workers", 1, 64, 3, "Client threads appending (each retries on redirect or failure).")
+@_bounded("--down", 0, 60, 0.3, "Mean seconds a killed node stays down.")
+@_bounded("--interval", 0, 60, 0.5, "Seconds of load between kills.")
 @click.option("--seed", type=int, default=1, show_default=True)
 @click.option("--bug", default=None, help="Run the nodes with a seeded bug (expect losses).")
 @click.option("--base-dir", type=click.Path(file_okay=False, path_type=Path), default=None)

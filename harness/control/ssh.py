@@ -57,6 +57,30 @@ a VM lab guest under TCG): its key exchange alone can take several
 seconds on a loaded machine, where 5 s fits every other host."""
 
 
+def _connect_failure(h: Host, e: BaseException) -> str:
+    """What went wrong when SSH to ``h`` failed with ``e``, for the operator to act on: a
+    host key that does not match or is not known, a key refused, or a host unreachable."""
+    if isinstance(e, paramiko.BadHostKeyException):
+        return (
+            f"host key verification failed: the server's key "
+            f"({e.key.get_name()}) does not match {h.known_hosts or 'known_hosts'}"
+        )
+    if isinstance(e, paramiko.AuthenticationException):
+        return f"authentication failed for {h.user}@{h.address}:{h.port} with key {h.key_path}: {e}"
+    if isinstance(e, paramiko.SSHException):
+        msg = str(e)
+        if "not found in known_hosts" in msg:
+            msg = (
+                f"host key verification failed: {h.address}:{h.port} is not in "
+                f"{h.known_hosts or 'the system known_hosts'}"
+            )
+        return f"SSH to {h.address}:{h.port} failed: {msg}"
+    why = (
+        "timed out" if isinstance(e, (socket.timeout, TimeoutError)) else str(e) or type(e).__name__
+    )
+    return f"cannot connect to {h.address}:{h.port}: {why}"
+
+
 class SSHRemote:
     """Control channel to one host over SSH (see module docstring for the rules)."""
 
@@ -119,39 +143,9 @@ class SSHRemote:
                 # on a link that went silent would hold the cleanup that long.
                 channel_timeout=t,
             )
-        except paramiko.BadHostKeyException as e:
+        except (paramiko.SSHException, OSError, EOFError) as e:
             client.close()
-            raise RemoteError(
-                f"host key verification failed: the server's key "
-                f"({e.key.get_name()}) does not match {h.known_hosts or 'known_hosts'}",
-                host=h.name,
-            ) from None
-        except paramiko.AuthenticationException as e:
-            client.close()
-            raise RemoteError(
-                f"authentication failed for {h.user}@{h.address}:{h.port} "
-                f"with key {h.key_path}: {e}",
-                host=h.name,
-            ) from None
-        except paramiko.SSHException as e:
-            client.close()
-            msg = str(e)
-            if "not found in known_hosts" in msg:
-                msg = (
-                    f"host key verification failed: {h.address}:{h.port} is not in "
-                    f"{h.known_hosts or 'the system known_hosts'}"
-                )
-            raise RemoteError(f"SSH to {h.address}:{h.port} failed: {msg}", host=h.name) from None
-        except (OSError, EOFError) as e:
-            client.close()
-            why = (
-                "timed out"
-                if isinstance(e, (socket.timeout, TimeoutError))
-                else str(e) or type(e).__name__
-            )
-            raise RemoteError(
-                f"cannot connect to {h.address}:{h.port}: {why}", host=h.name
-            ) from None
+            raise RemoteError(_connect_failure(h, e), host=h.name) from None
         transport = client.get_transport()
         if transport is not None:
             transport.set_keepalive(15)
