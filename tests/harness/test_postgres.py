@@ -132,8 +132,8 @@ def server(lab: Any) -> Iterator[RunContext]:
 def _session(ctx: RunContext, level: str) -> Any:
     from harness.dbs.postgres import PgSession
 
-    host, port = ctx.addresses["client"][ctx.nodes[1]]
-    return PgSession(host, port, "list-append", level, 5.0)
+    addr = ctx.addresses["client"][ctx.nodes[1]]
+    return PgSession(lambda: addr, "list-append", level, 5.0)
 
 
 def test_write_skew_commits_at_repeatable_read_and_not_at_serializable(
