@@ -95,6 +95,13 @@ def _umount_all() -> None:
         _umount(p)
 
 
+def _drop_scratch(scratch: Path) -> None:
+    """At exit, however the soak ends: unmount first, so nothing is removed through a mount."""
+    _umount_all()
+    if not any(str(m).startswith(str(scratch)) for m in _MOUNTS):
+        shutil.rmtree(scratch, ignore_errors=True)
+
+
 @contextlib.contextmanager
 def _tmpfs(path: Path, size: str) -> Iterator[Path]:
     path.mkdir(parents=True, exist_ok=True)
@@ -547,13 +554,14 @@ def main(argv: list[str] | None = None) -> int:
         ap.error("needs root (mounts, the lab's namespaces)")
     store = Path(args.store or tempfile.mkdtemp(prefix="sb-hf-soak-")).resolve()
     store.mkdir(parents=True, exist_ok=True)
-    scratch = Path(tempfile.mkdtemp(prefix="sb-hf-mnt-"))
     kinds = tuple(k.strip() for k in args.kinds.split(",") if k.strip())
     if bad := [k for k in kinds if k not in KINDS]:
         ap.error(f"unknown kinds {bad}; known: {', '.join(KINDS)}")
     from harness.inventory.resolve import lab_hosts
 
     hosts = [h.name for h in lab_hosts(args.lab)]
+    scratch = Path(tempfile.mkdtemp(prefix="sb-hf-mnt-"))
+    atexit.register(_drop_scratch, scratch)
     rng = random.Random(args.seed)
     env = {**os.environ, "PYTHONPATH": args.harness_path} if args.harness_path else None
     rows: list[dict[str, Any]] = []
@@ -642,7 +650,6 @@ def main(argv: list[str] | None = None) -> int:
     }
     if args.output:
         Path(args.output).write_text(json.dumps(doc, indent=1) + "\n")
-    shutil.rmtree(scratch, ignore_errors=True)
     print(json.dumps({"summary": summary}, indent=1))
     bad = (
         summary["false_alarms"]
