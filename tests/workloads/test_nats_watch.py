@@ -343,11 +343,13 @@ def test_planted_gap_duplicate_and_reordering_are_found(
 
 @pytest.mark.integration
 @pytest.mark.spark
+@pytest.mark.slow
 def test_spark_agrees_on_the_planted_real_history(
     real_ops: tuple[list[Op], NatsWatchClient],
 ) -> None:
     """Result for result, on the real history with each kind planted (local[1], the
-    DataFrame jobs forced with ``driver_records=0``)."""
+    DataFrame jobs forced with ``driver_records=0``: about forty stages, 10 minutes under
+    a load average of 30, hence slow)."""
     pytest.importorskip("pyspark")
     from pyspark.sql.types import LongType, StringType, StructField, StructType
 
