@@ -14,11 +14,11 @@ from typing import Any
 import pytest
 
 from checker.txn import check_txn
+from harness.core.db import FailsOver
 from harness.core.op import Op
 from harness.core.options import parse_options
 from harness.core.spec import RunContext
 from harness.core.spec import TestSpec as Spec
-from harness.core.db import FailsOver
 from harness.dbs.postgres import (
     CLAIMS,
     PostgresDB,
