@@ -1,7 +1,7 @@
 """The set workload: adds that were acknowledged must survive, nothing else may appear.
 
-Same shape as :mod:`checker.log_safety`: one pure function per anomaly, each
-returning examples that carry sorted history ``indexes``.
+One pure function per anomaly, each returning examples that carry sorted history
+``indexes``.
 
 * An add is a pair with ``f == "add"``; its element is the invocation's value.
 * A read is an ``ok`` completion with ``f == "read"``, ``key`` null and a list

@@ -9,6 +9,8 @@ The seams follow the passes a check makes:
   functions, so the engines cannot disagree on who takes which op);
 - :mod:`checker.spark.pairing`: one window over every client record pairs
   completions with invocations, labels the ops and rejects malformed histories;
+- :mod:`checker.spark.completions`: each op's completion beside its invocation, for the
+  queue and subscription checks that read both;
 - each checker's Spark implementation (``CheckerSpec.spark``: log safety over the
   paired frame, :mod:`checker.spark.log_safety`; linearizability a key per task,
   :mod:`checker.spark.linearizable`); a checker without one gets its records collected

@@ -64,8 +64,9 @@ judged after the run by ``checker/node_events.py``:
 - ``leader-completeness``: a leader of term T holds every entry a leader committed in a
   term before T (Raft's leader completeness), from the ``commit``, ``elected`` and
   ``truncate`` events: a new leader's log too short or too old for an entry committed
-  earlier, or a follower cutting a committed entry away in a term at or after the one
-  it was committed in;
+  earlier, or a follower cutting away, in a term at or after the one it was committed
+  in, a committed entry its leader is not known to hold (a leader may have a follower
+  cut entries it holds and re-send them: checker/node_events.py);
 - ``follower-commit-bound``: a follower never takes a commit index beyond the prefix of
   its log it knows to match its leader's (``commit`` events with ``match``).
 
