@@ -243,13 +243,14 @@ class Pairing:
         else:
             first = last = F.lit(False)
         self.seen = Observation("summary")
-        x = x.observe(
-            self.seen,
+        self._big = [
             *_metrics(F, labels, ~last, ~first),
             F.count_if((col("t") == 0) & (col("f") == "append") & ~col("keyed")).alias(
                 "append_invokes"
             ),
-        )
+        ]
+        self._judged = x
+        x = x.observe(self.seen, *self._big)
         self._to_keep = x.where((col("pair") & ~first) | first | last).select(
             *_RAW,
             "pt",
@@ -264,6 +265,8 @@ class Pairing:
         self.kept: Any = None
         self.edges: Any = None
         self.paired: Any = None
+        self.recounted = False
+        """Whether the summary's sums were counted again after a change of executors."""
 
     def summary(self) -> dict[str, Any]:
         """Runs both windows (once; the kept frames stay until :meth:`close`); the
@@ -273,8 +276,18 @@ class Pairing:
 
         col = F.col
         # Eager: the metrics are observed by the job that fills the checkpoint.
+        sc = self._judged.sparkSession.sparkContext
+        before = executor_ids(sc)
         self.kept = keep(self._to_keep, self.level, eager=True)
         big = self.seen.get
+        if not str(sc.master).startswith("local") and (
+            before is None or executor_ids(sc) != before
+        ):
+            # An executor came or went while the window ran: the observed sums may count
+            # some records twice (see :func:`executor_ids`), so they are counted again, by
+            # an aggregate whose result Spark takes once per partition.
+            self.recounted = True
+            big = self._judged.agg(*self._big).collect()[0].asDict()
         self.paired = _paired_rows(self.kept)
         names = [m for _, _, m in _counted(self.labels)] + ["records"]
         small: dict[str, Any] = {m: 0 for m in names} | {"bad": None}
@@ -308,6 +321,25 @@ class Pairing:
         for df in (self.kept, self.edges):
             if df is not None:
                 release(df)
+
+
+def executor_ids(sc: Any) -> frozenset[str] | None:
+    """The ids of the executors ``sc``'s driver knows now (None when it will not say).
+
+    The pairing window's counts are observed metrics, that is accumulators updated by
+    the tasks that fill the kept frame, and those tasks end a shuffle-map stage (the
+    count's partial aggregate). Spark applies a map task's updates every time the task
+    succeeds: when an executor dies mid-stage, the tasks it had finished lose their
+    output and run again, and their records are counted twice (Spark's own rule for
+    accumulators in transformations; tests/checker/test_spark_executor_loss.py kills an
+    executor there). An executor id is never reused, so a loss, or a replacement,
+    changes this set.
+    """
+    try:
+        seq = sc._jsc.sc().getExecutorIds()
+        return frozenset(str(seq.apply(i)) for i in range(seq.size()))
+    except Exception:  # an older or other Spark: the caller counts again to be safe
+        return None
 
 
 def check_malformed(summary: Mapping[str, Any]) -> None:
