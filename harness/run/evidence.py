@@ -167,9 +167,7 @@ def evidence(
         need = {"before": before, "during": floor.during(window_s), "after": floor.after}
         out["floor"] = {"workload": workload, **floor.to_json(), "need": need}
         parts = ("before", "during", "after") if wins else ("before",)
-        out["short"] = {
-            p: {"ok": total[p], "floor": need[p]} for p in parts if total[p] < need[p]
-        }
+        out["short"] = {p: {"ok": total[p], "floor": need[p]} for p in parts if total[p] < need[p]}
     return out
 
 

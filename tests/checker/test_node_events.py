@@ -234,7 +234,13 @@ def test_the_reference_nodes_commit_elected_and_truncated_lines(tmp_path: Path) 
     evs = list(read_node_logs("n2", [log]))
     el, c1, c2, tr = evs[1:]
     assert (el.kind, el.term, el.index, el.entry_term) == ("elected", 4, 17, 3)
-    assert (c1.kind, c1.index, c1.entry_term, c1.role, c1.match) == ("commit", 18, 4, "leader", None)
+    assert (c1.kind, c1.index, c1.entry_term, c1.role, c1.match) == (
+        "commit",
+        18,
+        4,
+        "leader",
+        None,
+    )
     assert (c2.role, c2.match) == ("follower", 12)
     assert tr.removed == ((3, 10, 12), (4, 13, 14)) and tr.term == 5
 
@@ -272,8 +278,10 @@ def test_a_real_cluster_logs_what_the_commit_invariants_need(
                 assert cl.kv_write(f"j{i}", i)["code"] == "SUCCESS"
         c.start(old)
         c.wait_until(
-            lambda: (c.status(old) or {}).get("committedIndex", -1)
-            >= (c.status(new) or {}).get("committedIndex", 0),
+            lambda: (
+                (c.status(old) or {}).get("committedIndex", -1)
+                >= (c.status(new) or {}).get("committedIndex", 0)
+            ),
             30,
             "the old leader catching up",
         )
