@@ -242,7 +242,7 @@ def campaign_figures(
     Load ops are the client ops (not the nemesis, not ``ignore_fs``) invoked
     within ``time_limit`` of the first invoke; final reads start later.
     """
-    from harness.report.data import completed_ops
+    from harness.core.completed import completed_ops
 
     client = [c for c in completed_ops(ops) if c.invoke.f not in ignore_fs]
     if not client:
