@@ -530,12 +530,10 @@ class PostgresDB(PidfileDaemonDB):
         while time.monotonic() < deadline:
             try:
                 with self._connect(ctx, node=first) as c:
-                    if c.execute("SELECT to_regclass('registers')").fetchone() not in (
-                        None,
-                        (None,),
-                    ):
-                        return
-                    last = "no schema yet"
+                    row = c.execute("SELECT to_regclass('registers')").fetchone()
+                if row and row[0]:
+                    return
+                last = "no schema yet"
             except Exception as e:  # noqa: BLE001 - not up yet
                 last = str(e).strip()
             time.sleep(0.5)

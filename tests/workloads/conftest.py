@@ -1,9 +1,17 @@
-"""Plumbing for workload tests: a RunContext whose client addresses are given."""
+"""Plumbing for workload tests: a RunContext whose client addresses are given, and one
+real single-member etcd (``etcd``) for the clients that speak its gateway."""
 
 from __future__ import annotations
 
 import random
+import shutil
+import socket
+import subprocess
+import time
+from collections.abc import Iterator
 from pathlib import Path
+
+import pytest
 
 from harness.core.history import HistoryWriter
 from harness.core.remote import Host
@@ -32,3 +40,56 @@ def make_ctx(tmp_path: Path, addrs: dict[str, tuple[str, int]], **options) -> Ru
         store_dir=str(tmp_path),
         addresses={"client": dict(addrs)},
     )
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@pytest.fixture
+def etcd(tmp_path: Path) -> Iterator[tuple[str, int]]:
+    binary = shutil.which("etcd")
+    if binary is None:
+        pytest.skip("etcd is not installed (Debian's etcd-server)")
+    client, peer = _free_port(), _free_port()
+    log = (tmp_path / "etcd.log").open("wb")
+    proc = subprocess.Popen(
+        [
+            binary,
+            "--data-dir",
+            str(tmp_path / "data"),
+            "--listen-client-urls",
+            f"http://127.0.0.1:{client}",
+            "--advertise-client-urls",
+            f"http://127.0.0.1:{client}",
+            "--listen-peer-urls",
+            f"http://127.0.0.1:{peer}",
+            "--initial-advertise-peer-urls",
+            f"http://127.0.0.1:{peer}",
+            "--initial-cluster",
+            f"default=http://127.0.0.1:{peer}",
+        ],
+        stdout=log,
+        stderr=subprocess.STDOUT,
+    )
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                with socket.create_connection(("127.0.0.1", client), timeout=1):
+                    break
+            except OSError:
+                if proc.poll() is not None or time.monotonic() > deadline:
+                    pytest.fail(f"etcd did not start: {(tmp_path / 'etcd.log').read_text()[-500:]}")
+                time.sleep(0.2)
+        yield "127.0.0.1", client
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+        log.close()

@@ -4,13 +4,7 @@ real etcd (the hosts' own, started here on free ports), judged by the subscripti
 from __future__ import annotations
 
 import random
-import shutil
-import socket
-import subprocess
 import threading
-import time
-from collections.abc import Iterator
-from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
@@ -88,59 +82,6 @@ def test_prefix_end_covers_the_prefix() -> None:
 
 
 # a real etcd ------------------------------------------------------------------------------
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-@pytest.fixture
-def etcd(tmp_path: Path) -> Iterator[tuple[str, int]]:
-    binary = shutil.which("etcd")
-    if binary is None:
-        pytest.skip("etcd is not installed (Debian's etcd-server)")
-    client, peer = _free_port(), _free_port()
-    log = (tmp_path / "etcd.log").open("wb")
-    proc = subprocess.Popen(
-        [
-            binary,
-            "--data-dir",
-            str(tmp_path / "data"),
-            "--listen-client-urls",
-            f"http://127.0.0.1:{client}",
-            "--advertise-client-urls",
-            f"http://127.0.0.1:{client}",
-            "--listen-peer-urls",
-            f"http://127.0.0.1:{peer}",
-            "--initial-advertise-peer-urls",
-            f"http://127.0.0.1:{peer}",
-            "--initial-cluster",
-            f"default=http://127.0.0.1:{peer}",
-        ],
-        stdout=log,
-        stderr=subprocess.STDOUT,
-    )
-    try:
-        deadline = time.monotonic() + 60
-        while True:
-            try:
-                with socket.create_connection(("127.0.0.1", client), timeout=1):
-                    break
-            except OSError:
-                if proc.poll() is not None or time.monotonic() > deadline:
-                    pytest.fail(f"etcd did not start: {(tmp_path / 'etcd.log').read_text()[-500:]}")
-                time.sleep(0.2)
-        yield "127.0.0.1", client
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
-        log.close()
 
 
 @pytest.mark.integration
