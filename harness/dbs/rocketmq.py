@@ -739,6 +739,12 @@ class RocketMQDB(GatewayDB):
             "--add-opens=java.base/java.util=ALL-UNNAMED",
             "--add-opens=java.base/java.nio=ALL-UNNAMED",
             "--add-opens=java.base/sun.nio.ch=ALL-UNNAMED",
+            # 4.x's MappedFile.clean reflects into jdk.internal.ref.Cleaner to unmap a
+            # file; without this a broker restarted after a kill dies in its store's load
+            # (IndexService.load destroys the index files past the checkpoint: "load
+            # exception ... InaccessibleObjectException ... jdk.internal.ref", measured on
+            # 4.9.7, Java 17), so no killed 4.x broker ever came back
+            "--add-opens=java.base/jdk.internal.ref=ALL-UNNAMED",
         ]
 
     def command(self, ctx: RunContext, node: str, lib: str) -> str:
