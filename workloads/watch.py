@@ -52,6 +52,7 @@ __all__ = [
 BUILTIN_CLIENTS = {
     "etcd": "workloads.etcd_watch:EtcdWatchClient",
     "nats": "workloads.nats_watch:NatsWatchClient",
+    "kafka": "workloads.kafka_watch:KafkaWatchClient",
 }
 """The clients ``client=`` names without a module."""
 

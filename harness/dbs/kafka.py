@@ -81,6 +81,7 @@ __all__ = [
     "loss_window",
     "roles",
     "server_properties",
+    "subscription_promises",
 ]
 
 log = logging.getLogger(__name__)
@@ -144,6 +145,28 @@ def loss_window(acks: str, unclean: bool) -> str | None:
     return "; ".join(why) or None
 
 
+def subscription_promises(acks: str, unclean: bool, idempotent: bool) -> dict[str, bool]:
+    """What these settings take away from the watch client's promises
+    (:data:`workloads.kafka_watch.PROMISES`), for the ``subscription`` checker.
+
+    The queue checker turns the losses of a declared :func:`loss_window` into notes; the
+    subscription checker has no notes, so the guarantees a lost acknowledged record breaks
+    are not declared under a window: ``no_gap`` (an acked position nobody delivers),
+    ``resumable`` (another record at an acked position, or replicas that disagree after an
+    unclean election), ``final_state`` (a final read older than an ack) and ``atomic`` (a
+    truncated part of a transaction). Order, duplicates within one consumer and its
+    positions are a consumer's own and stay judged. Without ``acks=all`` and idempotence
+    there is no transactional producer: every multi-event publish is refused unsent, so
+    ``atomic`` has nothing to judge and is not declared either.
+    """
+    out: dict[str, bool] = {}
+    if loss_window(acks, unclean):
+        out.update(no_gap=False, resumable=False, final_state=False, atomic=False)
+    if acks != "all" or not idempotent:
+        out["atomic"] = False
+    return out
+
+
 def server_properties(
     *,
     node_id: int,
@@ -205,6 +228,12 @@ def server_properties(
                 "offsets.topic.num.partitions": "4",
                 "transaction.state.log.replication.factor": str(min(3, brokers)),
                 "transaction.state.log.min.isr": str(min(2, brokers)),
+                # made at the first transaction (the watch workload's): 50 partitions by
+                # default, which a loaded lab takes longer to create than a producer waits
+                "transaction.state.log.num.partitions": "4",
+                # a transaction whose producer vanished is aborted within its timeout (the
+                # watch client's: 10 s) plus this, rather than 10 s more
+                "transaction.abort.timed.out.transaction.cleanup.interval.ms": "1000",
                 "group.initial.rebalance.delay.ms": "0",
                 "broker.heartbeat.interval.ms": "1000",
                 "broker.session.timeout.ms": "6000",
@@ -340,9 +369,17 @@ class KafkaDB(GatewayDB):
         )
 
     def checker_options(self) -> dict[str, Any]:
-        """The loss window of these settings (:func:`loss_window`), when there is one."""
-        window = loss_window(self.options.acks, self.options.unclean)
-        return {"queue": {"loss_window": window}} if window else {}
+        """The loss window of these settings (:func:`loss_window`), when there is one, and
+        the watch guarantees these settings do not give (:func:`subscription_promises`)."""
+        o = self.options
+        out: dict[str, Any] = {}
+        window = loss_window(o.acks, o.unclean)
+        if window:
+            out["queue"] = {"loss_window": window}
+        narrowed = subscription_promises(o.acks, o.unclean, o.idempotent)
+        if narrowed:
+            out["subscription"] = narrowed
+        return out
 
     def build(self) -> JavaProgram:
         from harness.dbs import maven

@@ -15,10 +15,12 @@ import java.util.Properties;
 import java.util.concurrent.ExecutionException;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.TimeoutException;
+import java.util.concurrent.atomic.AtomicInteger;
 
 import org.apache.kafka.clients.admin.Admin;
 import org.apache.kafka.clients.admin.AdminClientConfig;
 import org.apache.kafka.clients.admin.NewTopic;
+import org.apache.kafka.clients.admin.ListOffsetsOptions;
 import org.apache.kafka.clients.admin.OffsetSpec;
 import org.apache.kafka.clients.admin.QuorumInfo;
 import org.apache.kafka.clients.admin.TopicDescription;
@@ -33,6 +35,7 @@ import org.apache.kafka.clients.producer.RecordMetadata;
 import org.apache.kafka.common.Node;
 import org.apache.kafka.common.TopicPartition;
 import org.apache.kafka.common.TopicPartitionInfo;
+import org.apache.kafka.common.IsolationLevel;
 import org.apache.kafka.common.errors.NotEnoughReplicasException;
 import org.apache.kafka.common.errors.TopicExistsException;
 import org.apache.kafka.common.serialization.StringDeserializer;
@@ -55,6 +58,14 @@ import splitbrain.shared.Frames;
  * partitions, so {@code offset} is null. A pull seeks to the offset asked and polls until records
  * of that partition come, or the partition's end (the leader's high watermark) is reached (an
  * empty, final answer), or the pull times out ({@code TIMEOUT}: not an answer about the end).
+ *
+ * <p>The {@code watch} workload's requests (workloads/kafka_watch.py), flat fields because the
+ * framing decodes nested values as JSON: {@code wpublish} ({@code n} events {@code p<i>} partition,
+ * {@code v<i>} value; one event through the node's producer, several as one transaction of the
+ * connection's transactional producer), {@code wsubscribe} ({@code partitions} "0,2" or absent
+ * for all, {@code from} an offset, {@code listen_ms}, {@code final}: a read_committed consumer
+ * assigned and seeked, its records and its positions after each poll) and {@code wsnapshot}
+ * (each partition's last committed record, once no transaction holds the stable offset back).
  *
  * <p>Codes: {@code SUCCESS}; {@code NOT_LEADER} when the producer refused the record before it
  * was handed to the network (no metadata, a full buffer) or the leader answered
@@ -149,7 +160,13 @@ public final class Gateway {
     private final Map<String, KafkaProducer<String, String>> producers = new HashMap<>();
 
     private synchronized KafkaProducer<String, String> producerFor(String node) {
-        return producers.computeIfAbsent(node, n -> {
+        return producers.computeIfAbsent(node, n -> new KafkaProducer<>(producerProps(n)));
+    }
+
+    /** A producer's settings for node {@code n}'s port: acks and idempotence as asked (one
+     * attempt when not idempotent), the timeouts as asked. */
+    private Properties producerProps(String n) {
+        {
             Properties p = new Properties();
             p.put(ProducerConfig.BOOTSTRAP_SERVERS_CONFIG, opts.get("bootstrap"));
             p.put(ProducerConfig.ACKS_CONFIG, opts.getOrDefault("acks", "all"));
@@ -166,18 +183,75 @@ public final class Gateway {
             p.put(ProducerConfig.CLIENT_ID_CONFIG, "sb-" + n);
             p.put(ProducerConfig.KEY_SERIALIZER_CLASS_CONFIG, StringSerializer.class.getName());
             p.put(ProducerConfig.VALUE_SERIALIZER_CLASS_CONFIG, StringSerializer.class.getName());
-            return new KafkaProducer<>(p);
-        });
+            return p;
+        }
     }
+
+    private static final AtomicInteger TXN_IDS = new AtomicInteger();
+    /** Short, so a transaction a lost connection left open stops holding the partitions'
+     * stable offset (what read_committed consumers may read up to) within seconds. */
+    private static final int TXN_TIMEOUT_MS = 10000;
 
     /** One harness connection's consumers, made on first use and closed with the connection. */
     private final class Clients {
         final String node;
         KafkaConsumer<String, String> consumer;
+        KafkaConsumer<String, String> watcher;
+        KafkaProducer<String, String> txn;
+        final String txnId;
         final Map<String, KafkaConsumer<String, String>> groups = new HashMap<>();
 
         Clients(String node) {
             this.node = node;
+            this.txnId = "sbw-" + node + "-" + TXN_IDS.incrementAndGet();
+        }
+
+        /** The watch workload's consumer: read_committed, so an aborted transaction's records
+         * are never delivered and a committed one's are delivered whole. */
+        KafkaConsumer<String, String> watcher() {
+            if (watcher == null) {
+                Properties p = consumerProps(null);
+                p.put(ConsumerConfig.ISOLATION_LEVEL_CONFIG, "read_committed");
+                p.put(ConsumerConfig.MAX_POLL_RECORDS_CONFIG, "500");
+                watcher = new KafkaConsumer<>(p);
+            }
+            return watcher;
+        }
+
+        /** The connection's transactional producer (acks=all and idempotence, as Kafka requires
+         * of one), made and initialised on first use; dropped after any error, so the next one
+         * (same transactional.id) fences what the old one left open. */
+        KafkaProducer<String, String> txn() {
+            if (txn == null) {
+                Properties p = producerProps(node);
+                p.put(ProducerConfig.ACKS_CONFIG, "all");
+                p.put(ProducerConfig.ENABLE_IDEMPOTENCE_CONFIG, "true");
+                p.remove(ProducerConfig.RETRIES_CONFIG);
+                p.remove(ProducerConfig.MAX_IN_FLIGHT_REQUESTS_PER_CONNECTION);
+                p.put(ProducerConfig.TRANSACTIONAL_ID_CONFIG, txnId);
+                p.put(ProducerConfig.TRANSACTION_TIMEOUT_CONFIG, String.valueOf(TXN_TIMEOUT_MS));
+                p.put(ProducerConfig.CLIENT_ID_CONFIG, txnId);
+                KafkaProducer<String, String> made = new KafkaProducer<>(p);
+                try {
+                    made.initTransactions();
+                } catch (RuntimeException e) {
+                    made.close(Duration.ZERO);
+                    throw e;
+                }
+                txn = made;
+            }
+            return txn;
+        }
+
+        void dropTxn() {
+            if (txn != null) {
+                try {
+                    txn.close(Duration.ZERO);
+                } catch (Exception e) {
+                    // a producer of unreachable brokers
+                }
+                txn = null;
+            }
         }
 
         KafkaProducer<String, String> producer() {
@@ -217,6 +291,10 @@ public final class Gateway {
                 if (consumer != null) {
                     consumer.close(Duration.ofMillis(500));
                 }
+                if (watcher != null) {
+                    watcher.close(Duration.ofMillis(500));
+                }
+                dropTxn();
                 for (KafkaConsumer<String, String> c : groups.values()) {
                     c.close(Duration.ofMillis(500));
                 }
@@ -245,6 +323,12 @@ public final class Gateway {
                 return commit(req, c);
             case "status":
                 return status(c.node);
+            case "wpublish":
+                return wpublish(req, c);
+            case "wsubscribe":
+                return wsubscribe(req, c);
+            case "wsnapshot":
+                return wsnapshot(req, c);
             default:
                 Map<String, Object> r = new LinkedHashMap<>();
                 r.put("code", "UNSUPPORTED");
@@ -289,6 +373,287 @@ public final class Gateway {
         } catch (TimeoutException e) {
             r.put("code", "TIMEOUT");
             r.put("error", "no answer within the delivery timeout");
+        }
+        return r;
+    }
+
+    // the watch workload ---------------------------------------------------------------------
+
+    private static long longOf(Map<String, Object> req, String k, long d) {
+        Object v = req.get(k);
+        return v instanceof Number ? ((Number) v).longValue() : d;
+    }
+
+    private List<TopicPartition> partitionsOf(Map<String, Object> req) {
+        String topic = opts.get("topic");
+        List<TopicPartition> out = new ArrayList<>();
+        Object asked = req.get("partitions");
+        if (asked == null || String.valueOf(asked).isEmpty()) {
+            for (int p = 0; p < intOpt("partitions", 4); p++) {
+                out.add(new TopicPartition(topic, p));
+            }
+        } else {
+            for (String p : String.valueOf(asked).split(",")) {
+                out.add(new TopicPartition(topic, Integer.parseInt(p.trim())));
+            }
+        }
+        return out;
+    }
+
+    /** One publish of the watch workload: one event through the node's producer (as
+     * {@code send}), several as one transaction. {@code written} says what a failure means:
+     * {@code no} (certainly nothing visible: refused before it was queued, NOT_ENOUGH_REPLICAS,
+     * or a transaction aborted before its commit was ever asked) or {@code unknown}. */
+    private Map<String, Object> wpublish(Map<String, Object> req, Clients c) throws InterruptedException {
+        Map<String, Object> r = new LinkedHashMap<>();
+        String topic = opts.get("topic");
+        int n = (int) longOf(req, "n", 0);
+        long started = System.currentTimeMillis();
+        long wait = Math.min(longOf(req, "timeout_ms", Long.MAX_VALUE),
+                intOpt("delivery-timeout-ms", 4000) + 2000L);
+        List<ProducerRecord<String, String>> recs = new ArrayList<>();
+        for (int i = 0; i < n; i++) {
+            int part = (int) longOf(req, "p" + i, -1);
+            if (part < 0 || part >= intOpt("partitions", 4)) {
+                r.put("code", "UNKNOWN_PARTITION");
+                r.put("written", "no");
+                r.put("error", "the topic has " + intOpt("partitions", 4) + " partitions, asked " + part);
+                return r;
+            }
+            recs.add(new ProducerRecord<>(topic, part, null, String.valueOf(req.get("v" + i))));
+        }
+        if (recs.isEmpty()) {
+            r.put("code", "EMPTY");
+            r.put("written", "no");
+            return r;
+        }
+        if (recs.size() == 1) {
+            java.util.concurrent.Future<RecordMetadata> f;
+            try {
+                f = c.producer().send(recs.get(0));
+            } catch (Exception e) {
+                r.put("code", "NOT_QUEUED");
+                r.put("written", "no");
+                r.put("error", "not queued: " + e);
+                return r;
+            }
+            try {
+                // the time send() blocked on metadata counts: the caller's deadline is whole
+                long left = Math.max(1, started + wait - System.currentTimeMillis());
+                RecordMetadata md = f.get(left, TimeUnit.MILLISECONDS);
+                r.put("code", "SUCCESS");
+                r.put("offsets", List.of(md.offset()));
+            } catch (ExecutionException e) {
+                Throwable cause = e.getCause();
+                r.put("code", name(cause));
+                r.put("written", cause instanceof NotEnoughReplicasException ? "no" : "unknown");
+                r.put("error", String.valueOf(cause));
+            } catch (TimeoutException e) {
+                r.put("code", "TIMEOUT");
+                r.put("written", "unknown");
+                r.put("error", "no answer within " + wait + " ms");
+            }
+            return r;
+        }
+        if (!"all".equals(opts.getOrDefault("acks", "all")) || !idempotent()) {
+            r.put("code", "NO_TRANSACTIONS");
+            r.put("written", "no");
+            r.put("error", "a transactional producer needs acks=all and idempotence; not sent");
+            return r;
+        }
+        KafkaProducer<String, String> p;
+        try {
+            p = c.txn();
+        } catch (Exception e) {
+            r.put("code", name(e));
+            r.put("written", "no");
+            r.put("error", "initTransactions: " + e);
+            return r;
+        }
+        List<java.util.concurrent.Future<RecordMetadata>> fs = new ArrayList<>();
+        try {
+            p.beginTransaction();
+            for (ProducerRecord<String, String> rec : recs) {
+                fs.add(p.send(rec));
+            }
+            p.flush();
+            for (java.util.concurrent.Future<RecordMetadata> f : fs) {
+                f.get(0, TimeUnit.MILLISECONDS);
+            }
+        } catch (Exception e) {
+            // the commit was never asked for: abort, and nothing of it is ever read_committed
+            Throwable cause = e instanceof ExecutionException ? e.getCause() : e;
+            try {
+                p.abortTransaction();
+            } catch (Exception e2) {
+                c.dropTxn();
+            }
+            r.put("code", name(cause));
+            r.put("written", "no");
+            r.put("error", "aborted before the commit: " + cause);
+            return r;
+        }
+        try {
+            p.commitTransaction();
+        } catch (Exception e) {
+            c.dropTxn(); // the next producer of this transactional.id settles it
+            r.put("code", name(e));
+            r.put("written", "unknown");
+            r.put("error", "commit: " + e);
+            return r;
+        }
+        List<Object> offsets = new ArrayList<>();
+        try {
+            for (java.util.concurrent.Future<RecordMetadata> f : fs) {
+                offsets.add(f.get(0, TimeUnit.MILLISECONDS).offset());
+            }
+        } catch (Exception e) {
+            r.put("code", "NO_OFFSETS");
+            r.put("written", "unknown");
+            r.put("error", "committed, but the offsets: " + e);
+            return r;
+        }
+        r.put("code", "SUCCESS");
+        r.put("offsets", offsets);
+        return r;
+    }
+
+    /** A subscription: the connection's read_committed consumer assigned to the partitions,
+     * each seeked to {@code from} (an offset), polled for {@code listen_ms}; a final one stops
+     * once every partition's position reached its end (the last stable offset) taken when it
+     * began. Every record in the order poll returned them, and each partition's position
+     * whenever it moved ({@code [partition, position, records before it]}): every committed
+     * record below a position was returned. An exception ends it ({@code ended}) and keeps
+     * what came before. */
+    private Map<String, Object> wsubscribe(Map<String, Object> req, Clients c) {
+        Map<String, Object> r = new LinkedHashMap<>();
+        long from = longOf(req, "from", 0);
+        long listen = longOf(req, "listen_ms", 1000);
+        boolean fin = Boolean.TRUE.equals(req.get("final"));
+        long deadline = System.currentTimeMillis() + listen;
+        List<Object> events = new ArrayList<>();
+        List<Object> marks = new ArrayList<>();
+        String ended = null;
+        KafkaConsumer<String, String> k = c.watcher();
+        try {
+            List<TopicPartition> tps = partitionsOf(req);
+            k.assign(tps);
+            Map<TopicPartition, Long> pos = new HashMap<>();
+            for (TopicPartition tp : tps) {
+                k.seek(tp, from);
+                pos.put(tp, from);
+            }
+            Map<TopicPartition, Long> ends = null;
+            while (true) {
+                long left = deadline - System.currentTimeMillis();
+                if (left <= 0) {
+                    break;
+                }
+                if (fin && ends == null) {
+                    try {
+                        ends = k.endOffsets(tps, Duration.ofMillis(Math.min(1500, left)));
+                    } catch (Exception e) {
+                        ends = null; // asked again on the next round
+                    }
+                }
+                for (ConsumerRecord<String, String> rec : k.poll(Duration.ofMillis(Math.max(1, Math.min(200, left))))) {
+                    List<Object> one = new ArrayList<>();
+                    one.add(rec.partition());
+                    one.add(rec.offset());
+                    one.add(rec.value());
+                    events.add(one);
+                }
+                boolean caught = ends != null;
+                for (TopicPartition tp : tps) {
+                    long q = k.position(tp, Duration.ofMillis(200));
+                    if (q != pos.get(tp)) {
+                        pos.put(tp, q);
+                        marks.add(List.of(tp.partition(), q, events.size()));
+                    }
+                    if (ends != null && q < ends.getOrDefault(tp, Long.MAX_VALUE)) {
+                        caught = false;
+                    }
+                }
+                if (fin && caught) {
+                    break;
+                }
+            }
+        } catch (Exception e) {
+            ended = name(e) + ": " + e;
+        }
+        r.put("code", "SUCCESS");
+        r.put("events", events);
+        r.put("marks", marks);
+        if (ended != null) {
+            r.put("ended", ended);
+        }
+        return r;
+    }
+
+    /** The final state: for each partition, its last committed record (read from the node's
+     * replica, read_committed) and its offset, once no open transaction holds the stable
+     * offset below the high watermark; {@code TXN_OPEN} when one still did at the deadline. */
+    private Map<String, Object> wsnapshot(Map<String, Object> req, Clients c) {
+        Map<String, Object> r = new LinkedHashMap<>();
+        long deadline = System.currentTimeMillis() + longOf(req, "timeout_ms", 4000);
+        List<TopicPartition> tps = partitionsOf(Map.of());
+        Map<TopicPartition, OffsetSpec> ask = new HashMap<>();
+        for (TopicPartition tp : tps) {
+            ask.put(tp, OffsetSpec.latest());
+        }
+        Map<TopicPartition, Long> stable = new HashMap<>();
+        try {
+            while (true) {
+                Map<TopicPartition, Long> hw = new HashMap<>();
+                admin.listOffsets(ask, new ListOffsetsOptions(IsolationLevel.READ_UNCOMMITTED)).all()
+                        .get(3, TimeUnit.SECONDS).forEach((tp, i) -> hw.put(tp, i.offset()));
+                stable.clear();
+                admin.listOffsets(ask, new ListOffsetsOptions(IsolationLevel.READ_COMMITTED)).all()
+                        .get(3, TimeUnit.SECONDS).forEach((tp, i) -> stable.put(tp, i.offset()));
+                if (hw.equals(stable)) {
+                    break;
+                }
+                if (System.currentTimeMillis() >= deadline) {
+                    r.put("code", "TXN_OPEN");
+                    r.put("error", "a transaction holds the stable offsets " + stable + " below " + hw);
+                    return r;
+                }
+                Frames.sleep(300);
+            }
+            KafkaConsumer<String, String> k = c.watcher();
+            Map<TopicPartition, Long> begins = k.beginningOffsets(tps, Duration.ofMillis(3000));
+            Map<String, Object> last = new LinkedHashMap<>();
+            for (TopicPartition tp : tps) {
+                long end = stable.get(tp);
+                long begin = begins.getOrDefault(tp, 0L);
+                ConsumerRecord<String, String> found = null;
+                while (found == null && end > begin) {
+                    long lo = Math.max(begin, end - 64);
+                    k.assign(List.of(tp));
+                    k.seek(tp, lo);
+                    while (k.position(tp, Duration.ofMillis(1000)) < end) {
+                        if (System.currentTimeMillis() >= deadline) {
+                            r.put("code", "TIMEOUT");
+                            r.put("error", "partition " + tp.partition() + " not read up to " + end);
+                            return r;
+                        }
+                        for (ConsumerRecord<String, String> rec : k.poll(Duration.ofMillis(200)).records(tp)) {
+                            if (rec.offset() < end) {
+                                found = rec;
+                            }
+                        }
+                    }
+                    end = lo;
+                }
+                if (found != null) {
+                    last.put(String.valueOf(tp.partition()), List.of(found.offset(), found.value()));
+                }
+            }
+            r.put("code", "SUCCESS");
+            r.put("partitions", last);
+        } catch (Exception e) {
+            r.put("code", name(e));
+            r.put("error", String.valueOf(e));
         }
         return r;
     }
