@@ -296,7 +296,7 @@ class JRaftDB(NodeLogEvents, PidfileDaemonDB):
         """The built server for this version (Maven once per version, then the cache)."""
         with self._lock:
             if self._program is None:
-                from harness.dbs.maven import build_release
+                from harness.dbs.maven import SHARED, build_release
 
                 self._program = build_release(
                     JRAFT_PROJECT,
@@ -304,6 +304,7 @@ class JRaftDB(NodeLogEvents, PidfileDaemonDB):
                     system="jraft",
                     prop="jraft.version",
                     version=self.opts.version,
+                    shared=(SHARED,),  # splitbrain.shared.Frames packs the replies
                 )
             return self._program
 

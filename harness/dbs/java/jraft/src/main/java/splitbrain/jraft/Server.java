@@ -387,7 +387,7 @@ public final class Server {
                 m.put("term", result.term);
                 if ("kv-cas".equals(r.type)) {
                     m.put("ok", result.ok);
-                    m.put("value", result.value == null ? null : new Wire.Raw(result.value));
+                    m.put("value", result.value == null ? null : Wire.raw(result.value));
                 }
                 r.send(m);
             }
@@ -419,7 +419,7 @@ public final class Server {
                 Map<String, Object> m = new LinkedHashMap<>();
                 m.put("code", "SUCCESS");
                 m.put("found", v != null);
-                m.put("value", v == null ? null : new Wire.Raw(v));
+                m.put("value", v == null ? null : Wire.raw(v));
                 m.put("readIndex", index);
                 r.send(m);
             }

@@ -4,31 +4,37 @@ import java.io.ByteArrayOutputStream;
 import java.io.DataInputStream;
 import java.io.EOFException;
 import java.io.IOException;
+import java.io.UncheckedIOException;
 import java.nio.ByteBuffer;
 import java.util.LinkedHashMap;
-import java.util.List;
 import java.util.Map;
 
-import org.msgpack.core.MessageBufferPacker;
 import org.msgpack.core.MessagePack;
-import org.msgpack.core.MessagePacker;
 import org.msgpack.core.MessageUnpacker;
 import org.msgpack.value.Value;
+
+import splitbrain.shared.Frames;
 
 /**
  * The reference node's client frames (node_impl/wire.py): a u32 big-endian length, then one
  * msgpack map. Requests are decoded to msgpack {@link Value}s; replies are built as plain Java
- * maps and packed here, so the Python clients of the reference node read them unchanged.
+ * maps and packed by the gateways' shared {@link Frames#pack} (harness/dbs/java/shared, compiled
+ * in by harness/dbs/maven.py), so the Python clients of the reference node read them unchanged.
  */
 final class Wire {
     static final int MAX_FRAME = 16 << 20;
 
-    /** A value already msgpack-encoded (a stored register value), written as it is. */
-    static final class Raw {
-        final byte[] bytes;
-
-        Raw(byte[] bytes) {
-            this.bytes = bytes;
+    /**
+     * A value already msgpack-encoded (a stored register value) as the msgpack value it is, so
+     * the reply packs it unchanged: the bytes are msgpack-java's own encoding of the value the
+     * client sent ({@link #encode}), which decode and encode again to the same bytes (so they
+     * cannot fail to decode: the unchecked exception lets the read callbacks use it).
+     */
+    static Value raw(byte[] bytes) {
+        try (MessageUnpacker u = MessagePack.newDefaultUnpacker(bytes)) {
+            return u.unpackValue();
+        } catch (IOException e) {
+            throw new UncheckedIOException(e);
         }
     }
 
@@ -61,12 +67,9 @@ final class Wire {
         }
     }
 
-    /** The frame of one reply map (length prefix included). */
+    /** The frame of one reply map (length prefix included), packed by {@link Frames#pack}. */
     static byte[] frame(Map<String, Object> msg) throws IOException {
-        MessageBufferPacker p = MessagePack.newDefaultBufferPacker();
-        pack(p, msg);
-        p.close();
-        byte[] body = p.toByteArray();
+        byte[] body = Frames.encode(msg);
         ByteBuffer b = ByteBuffer.allocate(4 + body.length);
         b.putInt(body.length).put(body);
         return b.array();
@@ -74,48 +77,7 @@ final class Wire {
 
     /** msgpack bytes of one value as a client sent it (stored, compared and sent back as is). */
     static byte[] encode(Value v) throws IOException {
-        MessageBufferPacker p = MessagePack.newDefaultBufferPacker();
-        if (v == null) {
-            p.packNil();
-        } else {
-            p.packValue(v);
-        }
-        p.close();
-        return p.toByteArray();
-    }
-
-    @SuppressWarnings("unchecked")
-    static void pack(MessagePacker p, Object o) throws IOException {
-        if (o == null) {
-            p.packNil();
-        } else if (o instanceof Raw) {
-            p.writePayload(((Raw) o).bytes);
-        } else if (o instanceof String) {
-            p.packString((String) o);
-        } else if (o instanceof Boolean) {
-            p.packBoolean((Boolean) o);
-        } else if (o instanceof Integer || o instanceof Long) {
-            p.packLong(((Number) o).longValue());
-        } else if (o instanceof Double) {
-            p.packDouble((Double) o);
-        } else if (o instanceof Map) {
-            Map<String, Object> m = (Map<String, Object>) o;
-            p.packMapHeader(m.size());
-            for (Map.Entry<String, Object> e : m.entrySet()) {
-                p.packString(e.getKey());
-                pack(p, e.getValue());
-            }
-        } else if (o instanceof List) {
-            List<Object> l = (List<Object>) o;
-            p.packArrayHeader(l.size());
-            for (Object x : l) {
-                pack(p, x);
-            }
-        } else if (o instanceof Value) {
-            p.packValue((Value) o);
-        } else {
-            p.packString(o.toString());
-        }
+        return Frames.encode(v);
     }
 
     /** Bytes of a log entry: one op byte, the key, then the values' msgpack bytes. */
