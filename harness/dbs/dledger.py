@@ -24,7 +24,7 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Mapping
 from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -34,6 +34,8 @@ from harness.core.errors import ConfigError, NemesisError, RemoteError
 from harness.core.fanout import map_values
 from harness.core.remote import UploadsTrees
 from harness.dbs.daemon import NO_COND_FIX, PidfileDaemonDB, absolute_root, await_status
+from harness.dbs.members import AskedMembers, Change, gone
+from harness.dbs.members import admin as _admin
 from harness.dbs.nodelog_events import NodeLogEvents
 
 if TYPE_CHECKING:
@@ -202,21 +204,12 @@ CHANGE_TIMEOUT_S = 5.0
 """Client timeout of one add/remove: the reply comes once the config entry commits."""
 
 
-def _admin(host: str, port: int, timeout: float, call: Callable[[Any], dict]) -> dict:
-    from node_impl.client import NodeClient
-
-    client = NodeClient(host, port, timeout=timeout)
-    try:
-        return call(client)
-    finally:
-        client.close()
-
-
-class DLedgerMembership:
+class DLedgerMembership(AskedMembers):
     """``Reconfigurable`` for the reference node in modes dledger and broker.
 
-    Mixed into :class:`DLedgerDB` (whose layout and command line it reuses). Mode ``ha``
-    (a subclass) has no membership: every call there is a clear NemesisError.
+    Mixed into :class:`DLedgerDB` (whose layout and command line it reuses); the asking
+    (``members``, the change loop) is :class:`harness.dbs.members.AskedMembers`, shared with
+    jraft. Mode ``ha`` (a subclass) has no membership: every call there is a clear NemesisError.
     """
 
     _idents: dict[str, str]
@@ -228,9 +221,6 @@ class DLedgerMembership:
 
     # what DLedgerDB provides
     def _ports(self, ctx: RunContext) -> dict[str, tuple[int, int]]:
-        raise NotImplementedError
-
-    def client_addrs(self, ctx: RunContext) -> dict[str, tuple[str, int]]:
         raise NotImplementedError
 
     def _paths(self, ctx: RunContext, node: str) -> dict[str, str]:
@@ -245,9 +235,6 @@ class DLedgerMembership:
         raise NotImplementedError
 
     def _choose_python(self, remote: Remote) -> str:
-        raise NotImplementedError
-
-    def primaries(self, ctx: RunContext) -> list[str]:
         raise NotImplementedError
 
     # helpers ------------------------------------------------------------------
@@ -281,7 +268,7 @@ class DLedgerMembership:
                 return n
         return None
 
-    def _view(self, ctx: RunContext, reply: dict, asked: str) -> Members:
+    def _view(self, ctx: RunContext, reply: Mapping[str, Any], asked: str) -> Members:
         voters: dict[str, str] = {}
         learners: dict[str, str] = {}
         unknown: list[str] = []
@@ -307,88 +294,30 @@ class DLedgerMembership:
             unknown=tuple(unknown),
         )
 
-    def _ask(self, ctx: RunContext, node: str, timeout: float = 2.0) -> Members:
-        host, port = self.client_addrs(ctx)[node]
-        reply = _admin(host, port, timeout, lambda c: c.members())
-        if reply.get("code") != "SUCCESS":
-            raise NemesisError(f"{node}: members answered {reply.get('code')}")
-        return self._view(ctx, reply, node)
-
-    def _leader(self, ctx: RunContext, deadline: float) -> str | None:
-        while True:
-            leaders = [n for n in self.primaries(ctx) if n not in self._removed]
-            if leaders:
-                return leaders[0]
-            if time.monotonic() >= deadline:
-                return None
-            time.sleep(0.2)
-
     # Reconfigurable -------------------------------------------------------------
     def members(self, ctx: RunContext, via: str | None = None) -> Members:
         """``via``'s own view, else the leader's (else any member's, marked by ``asked``)."""
         self._refuse_ha(ctx)
-        if via is not None:
-            return self._ask(ctx, via)
-        lead = self._leader(ctx, time.monotonic() + 5.0)
-        order = ([lead] if lead else []) + [
-            n for n in ctx.nodes if n != lead and n not in self._removed
-        ]
-        errors = []
-        for n in order:
-            try:
-                return self._ask(ctx, n)
-            except Exception as e:  # noqa: BLE001 - the next member may answer
-                errors.append(f"{n}: {e}")
-        raise NemesisError("no member answered `members`: " + "; ".join(errors))
+        return super().members(ctx, via)
 
-    def _change(
-        self,
-        ctx: RunContext,
-        what: str,
-        send: Callable[[Any], dict],
-        done: Callable[[Members], bool],
-        *,
-        via: str | None,
-        within: float,
-        under_way: Callable[[Members], bool] | None = None,
-    ) -> Members:
-        """The recipe's loop: ask the leader, retry the retryable answers, check ``members``
-        after a timeout (the change may have committed), until ``done`` or ``within``."""
-        deadline = time.monotonic() + within
-        last = "no attempt"
-        while True:
-            try:
-                view = self.members(ctx, via)
-                if done(view):
-                    return view
-            except Exception as e:  # noqa: BLE001 - a view is only a check here
-                last = f"members: {e}"
-            if time.monotonic() >= deadline:
-                raise NemesisError(f"{what}: not done within {within:g} s (last: {last})")
-            target = via or self._leader(ctx, min(deadline, time.monotonic() + 3.0))
-            if target is None:
-                last = "no leader"
-                continue
-            host, port = self.client_addrs(ctx)[target]
-            try:
-                reply = _admin(host, port, CHANGE_TIMEOUT_S + 1.0, send)
-            except Exception as e:  # noqa: BLE001 - a timeout may hide a commit: re-check
-                last = f"{target}: {e}"
-                continue
-            code = reply.get("code")
-            last = f"{target}: {code}" + (f" ({reply['error']})" if reply.get("error") else "")
-            if code == "SUCCESS" or code in RETRY_CODES:
-                time.sleep(0.2 if code == "SUCCESS" else 0.3)
-                continue
-            # UNSUPPORTED: the change may already be in force (a retry after a commit),
-            # or under way (an add committed as a learner, not yet promoted: M4)
-            view = self.members(ctx, via)
-            if done(view):
-                return view
-            if under_way is not None and under_way(view):
-                time.sleep(0.3)
-                continue
-            raise NemesisError(f"{what}: {last}")
+    def _answered(
+        self, ctx: RunContext, change: Change, reply: Mapping[str, Any], last: str
+    ) -> Members | None:
+        """The recipe's retries: SUCCESS and the retryable answers ask again (``members``
+        first: the change may have committed); UNSUPPORTED may mean done or under way."""
+        code = reply.get("code")
+        if code == "SUCCESS" or code in RETRY_CODES:
+            time.sleep(0.2 if code == "SUCCESS" else 0.3)
+            return None
+        # UNSUPPORTED: the change may already be in force (a retry after a commit),
+        # or under way (an add committed as a learner, not yet promoted: M4)
+        view = self.members(ctx, change.via)
+        if change.done(view):
+            return view
+        if change.under_way is not None and change.under_way(view):
+            time.sleep(0.3)
+            return None
+        raise NemesisError(f"{change.what}: {last}")
 
     def _stop_node(self, ctx: RunContext, node: str) -> None:
         remote = ctx.remotes[node]
@@ -408,33 +337,27 @@ class DLedgerMembership:
         self._refuse_ha(ctx)
         ident = self.ident(node)
         if not wait:
-            target = via or self._leader(ctx, time.monotonic() + 3.0)
-            if target is None:
-                raise NemesisError(f"remove {node} ({ident}): no leader to ask")
-            host, port = self.client_addrs(ctx)[target]
-            try:
-                reply = _admin(host, port, 1.0, lambda c: c.remove_member(ident))
-            except Exception as e:  # noqa: BLE001 - sent, unanswered: it may be appended
-                log.info("remove %s via %s: %s", ident, target, e)
-            else:
-                code = reply.get("code")
-                if code not in ("SUCCESS", "TERM_CHANGED", "WAIT_QUORUM_ACK_TIMEOUT"):
-                    # refused: nothing appended (TERM_CHANGED and WAIT_QUORUM_ACK_TIMEOUT
-                    # mean appended, outcome unknown: M3)
-                    raise NemesisError(f"remove {ident} via {target}: {code}")
-                log.info("remove %s via %s: %s", ident, target, code)
+            what = f"remove {node} ({ident})"
+            target, reply = self._send_once(ctx, what, lambda c: c.remove_member(ident), via=via)
+            code = None if reply is None else reply.get("code")
+            if reply is not None and code not in (
+                "SUCCESS",
+                "TERM_CHANGED",
+                "WAIT_QUORUM_ACK_TIMEOUT",
+            ):
+                # refused: nothing appended (TERM_CHANGED and WAIT_QUORUM_ACK_TIMEOUT
+                # mean appended, outcome unknown: M3)
+                raise NemesisError(f"remove {ident} via {target}: {code}")
             return self._ask(ctx, target)
-
-        def gone(m: Members) -> bool:
-            return ident not in {*m.voters.values(), *m.learners.values()} and not m.pending
 
         view = self._change(
             ctx,
             f"remove {node} ({ident})",
             lambda c: c.remove_member(ident, timeout=CHANGE_TIMEOUT_S),
-            gone,
+            gone(ident),
             via=via,
             within=25.0,
+            timeout=CHANGE_TIMEOUT_S + 1.0,
         )
         # Quiet: the leader keeps telling a removed node for up to 2E after the commit.
         self._removed.add(node)
@@ -493,6 +416,7 @@ class DLedgerMembership:
             lambda m: m.voters.get(node) == ident and not m.pending,
             via=None,
             within=40.0,
+            timeout=CHANGE_TIMEOUT_S + 1.0,
             under_way=lambda m: m.learners.get(node) == ident or m.voters.get(node) == ident,
         )
 
@@ -511,7 +435,7 @@ class DLedgerMembership:
     def transfer_leader(self, ctx: RunContext, node: str) -> dict[str, Any]:
         """M9 on the leader; the reply with ``leader`` named as a node of the run."""
         self._refuse_ha(ctx)
-        lead = self._leader(ctx, time.monotonic() + 5.0)
+        lead = self._leader(ctx, 5.0)
         if lead is None:
             raise NemesisError(f"transfer to {node}: no leader")
         host, port = self.client_addrs(ctx)[lead]

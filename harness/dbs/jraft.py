@@ -27,7 +27,7 @@ import logging
 import shlex
 import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -43,8 +43,10 @@ from harness.dbs.daemon import (
     durable_mkdir,
     stop_process,
 )
-from harness.dbs.dledger import _admin, _fetch_status, node_ports
+from harness.dbs.dledger import _fetch_status, node_ports
 from harness.dbs.maven import SOURCES
+from harness.dbs.members import AskedMembers, gone
+from harness.dbs.members import admin as _admin
 from harness.dbs.nodelog_events import NodeLogEvents
 
 if TYPE_CHECKING:
@@ -246,8 +248,10 @@ def outcome_of(code: Any) -> str | None:
     return _TRANSFER_OUTCOMES.get(str(code), "refused")
 
 
-class JRaftDB(NodeLogEvents, PidfileDaemonDB):
+class JRaftDB(NodeLogEvents, AskedMembers, PidfileDaemonDB):
     """Installs, starts, faults and removes the jraft kv server on every node of a test."""
+
+    members_of = "jraft "
 
     transfer_hands_over = False
     """JRaft's transferLeadershipTo promises nothing (it returns once TimeoutNow is on its
@@ -517,73 +521,10 @@ class JRaftDB(NodeLogEvents, PidfileDaemonDB):
             unknown=tuple(unknown),
         )
 
-    def _ask(self, ctx: RunContext, node: str, timeout: float = 2.0) -> Members:
-        host, port = self.client_addrs(ctx)[node]
-        reply = _admin(host, port, timeout, lambda c: c.members())
-        if reply.get("code") != "SUCCESS":
-            raise NemesisError(f"{node}: members answered {reply.get('code')}")
-        return self._view(ctx, reply, node)
-
-    def _leader(self, ctx: RunContext, within: float) -> str | None:
-        deadline = time.monotonic() + within
-        while True:
-            lead = [n for n in self.primaries(ctx) if n not in self._removed]
-            if lead:
-                return lead[0]
-            if time.monotonic() >= deadline:
-                return None
-            time.sleep(0.2)
-
-    def members(self, ctx: RunContext, via: str | None = None) -> Members:
-        if via is not None:
-            return self._ask(ctx, via)
-        lead = self._leader(ctx, 5.0)
-        order = ([lead] if lead else []) + [
-            n for n in ctx.nodes if n != lead and n not in self._removed
-        ]
-        errors = []
-        for n in order:
-            try:
-                return self._ask(ctx, n)
-            except Exception as e:  # noqa: BLE001 - the next member may answer
-                errors.append(f"{n}: {e}")
-        raise NemesisError("no jraft member answered `members`: " + "; ".join(errors))
-
-    def _change(
-        self, ctx: RunContext, what: str, kind: str, ident: str, done: Any, *, via: str | None,
-        within: float,
-    ) -> Members:  # fmt: skip
-        """Ask the leader (or ``via``) for ``kind`` until ``done(members)``, or ``within`` s.
-
-        JRaft's addPeer/removePeer answer once the new configuration commits (an add first
-        catches the new peer up); a lost answer may hide a commit, so ``members`` decides.
-        """
-        deadline = time.monotonic() + within
-        last = "no attempt"
-        while True:
-            try:
-                view = self.members(ctx, via)
-                if done(view):
-                    return view
-            except Exception as e:  # noqa: BLE001 - only a check
-                last = f"members: {e}"
-            if time.monotonic() >= deadline:
-                raise NemesisError(f"{what}: not done within {within:g} s (last: {last})")
-            target = via or self._leader(ctx, min(3.0, max(0.0, deadline - time.monotonic())))
-            if target is None:
-                last = "no leader"
-                continue
-            host, port = self.client_addrs(ctx)[target]
-            try:
-                reply = _admin(
-                    host, port, 10.0, functools.partial(_call, {"type": kind, "id": ident})
-                )
-            except Exception as e:  # noqa: BLE001 - re-check members
-                last = f"{target}: {e}"
-                continue
-            last = f"{target}: {reply.get('code')} {reply.get('error') or ''}".strip()
-            if reply.get("code") != "SUCCESS":
-                time.sleep(0.3)
+    def _request(self, kind: str, ident: str) -> Callable[[Any], dict]:
+        """One add/remove request (JRaft's addPeer/removePeer answer once the new
+        configuration commits; an add first catches the new peer up)."""
+        return functools.partial(_call, {"type": kind, "id": ident})
 
     def remove_member(
         self, ctx: RunContext, node: str, *, via: str | None = None, wait: bool = True
@@ -591,24 +532,22 @@ class JRaftDB(NodeLogEvents, PidfileDaemonDB):
         """JRaft removePeer through the leader; once gone, the server stopped."""
         ident = self.ident(node)
         if not wait:
-            target = via or self._leader(ctx, 3.0)
-            if target is None:
-                raise NemesisError(f"remove {node} ({ident}): no leader to ask")
-            host, port = self.client_addrs(ctx)[target]
-            try:
-                reply = _admin(
-                    host, port, 1.0, lambda c: c.call({"type": "remove-member", "id": ident}, 1.0)
-                )
-                log.info("remove %s via %s: %s", ident, target, reply.get("code"))
-            except Exception as e:  # noqa: BLE001 - sent, unanswered
-                log.info("remove %s via %s: %s", ident, target, e)
+            target, _ = self._send_once(
+                ctx,
+                f"remove {node} ({ident})",
+                lambda c: c.call({"type": "remove-member", "id": ident}, 1.0),
+                via=via,
+            )
             return self._ask(ctx, target)
 
-        def gone(m: Members) -> bool:
-            return ident not in {*m.voters.values(), *m.learners.values()} and not m.pending
-
         view = self._change(
-            ctx, f"remove {node} ({ident})", "remove-member", ident, gone, via=via, within=25.0
+            ctx,
+            f"remove {node} ({ident})",
+            self._request("remove-member", ident),
+            gone(ident),
+            via=via,
+            within=25.0,
+            timeout=10.0,
         )
         self._removed.add(node)
         self._stop(ctx, node)
@@ -644,11 +583,11 @@ class JRaftDB(NodeLogEvents, PidfileDaemonDB):
         return self._change(
             ctx,
             f"add {node} ({ident})",
-            "add-member",
-            ident,
+            self._request("add-member", ident),
             lambda m: m.voters.get(node) == ident and not m.pending,
             via=None,
             within=40.0,
+            timeout=10.0,
         )
 
     def transfer_leader(self, ctx: RunContext, node: str) -> dict[str, Any]:
