@@ -16,8 +16,9 @@ re-subscribing from a position is exercised all through the faults; it watches o
 stream or every stream. After the heal, each node's final worker reads a ``snapshot``
 and then subscribes from the beginning to every stream.
 
-``-w watch`` takes its client from the option ``client``: ``etcd`` or ``nats`` (the
-built-ins, :mod:`workloads.etcd_watch`, :mod:`workloads.nats_watch`) or
+``-w watch`` takes its client from the option ``client``: ``etcd``, ``nats`` or
+``zookeeper`` (the built-ins, :mod:`workloads.etcd_watch`, :mod:`workloads.nats_watch`,
+:mod:`workloads.zk_watch`) or
 ``module:factory`` for a plugin's (the factory takes no arguments and returns a
 :class:`WatchClient`). A plugin may instead register a workload
 of its own whose factory returns :func:`watch_workload` with its client.
@@ -52,6 +53,7 @@ __all__ = [
 BUILTIN_CLIENTS = {
     "etcd": "workloads.etcd_watch:EtcdWatchClient",
     "nats": "workloads.nats_watch:NatsWatchClient",
+    "zookeeper": "workloads.zk_watch:ZkWatchClient",
     "kafka": "workloads.kafka_watch:KafkaWatchClient",
 }
 """The clients ``client=`` names without a module."""
@@ -79,7 +81,9 @@ class WatchClient(Client, Protocol):
 class WatchOptions:
     """The watch workload's options (``--workload-option``)."""
 
-    client: str = option("etcd", "the watch client: etcd, nats, or module:factory (a plugin's)")
+    client: str = option(
+        "etcd", "the watch client: etcd, nats, zookeeper, kafka, or module:factory (a plugin's)"
+    )
     streams: int = option(4, "streams (keys, subjects, partitions) written and watched", minimum=1)
     publish_percent: int = option(50, "share of ops that publish", minimum=0, maximum=100)
     txn_percent: int = option(

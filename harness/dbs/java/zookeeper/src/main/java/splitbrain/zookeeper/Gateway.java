@@ -43,7 +43,8 @@ import splitbrain.shared.Frames;
  * <p>Codes: {@code SUCCESS}; {@code LEADER_NOT_READY} when the session was not connected and no
  * request was handed to ZooKeeper's client (certainly not applied); {@code CONNECTION_LOSS},
  * {@code SESSION_EXPIRED}, {@code OPERATION_TIMEOUT} and any other keeper code by name when a
- * request was handed over and its outcome is unknown. Arguments: {@code --endpoint NODE=PORT=HOST:PORT
+ * request was handed over and its outcome is unknown. The watch workload's {@code watch-*}
+ * requests are {@link Watches}'. Arguments: {@code --endpoint NODE=PORT=HOST:PORT
  * ... --session-ms N --read sync|plain --log FILE}. Exits when its standard input closes.
  */
 public final class Gateway {
@@ -158,6 +159,9 @@ public final class Gateway {
             r.put("sessions", sessions.get());
             return r;
         }
+        if (type.startsWith("watch-")) {
+            return watch(type, req, session);
+        }
         if (!type.equals("kv-write") && !type.equals("kv-read") && !type.equals("kv-cas")) {
             r.put("code", "UNSUPPORTED");
             return r;
@@ -226,6 +230,51 @@ public final class Gateway {
         } catch (KeeperException e) {
             // handed to the client, outcome unknown (a lost connection may hide a commit)
             r.put("code", e.code().name());
+            r.put("error", String.valueOf(e.getMessage()));
+            return r;
+        }
+    }
+
+    /**
+     * The watch workload's requests ({@link Watches}): a subscription opens a session of its
+     * own to the connection's server (its watch dies with it); the others use the connection's.
+     */
+    private Map<String, Object> watch(String type, Map<String, Value> req, Session session)
+            throws Exception {
+        Watches w = new Watches(intOpt("session-ms", 6000));
+        Map<String, Object> r = new LinkedHashMap<>();
+        try {
+            if (type.equals("watch-subscribe")) {
+                return w.subscribe(session.server, req);
+            }
+            if (!type.equals("watch-setup") && !type.equals("watch-publish")
+                    && !type.equals("watch-snapshot")) {
+                r.put("code", "UNSUPPORTED");
+                return r;
+            }
+            ZooKeeper zk = session.connected(intOpt("connect-wait-ms", 2000));
+            if (zk == null) {
+                // no request reached ZooKeeper's client: certainly not applied
+                r.put("code", "LEADER_NOT_READY");
+                r.put("error", "no connected session to " + session.server);
+                return r;
+            }
+            switch (type) {
+                case "watch-setup":
+                    return w.setup(zk, req);
+                case "watch-publish":
+                    return w.publish(zk, req);
+                default:
+                    return w.snapshot(zk, req);
+            }
+        } catch (KeeperException e) {
+            // handed to the client: a publish's outcome is unknown (a lost connection may
+            // hide a commit), but NONODE and BADARGUMENTS are ZooKeeper's refusal
+            r.put("code", e.code().name());
+            r.put("error", String.valueOf(e.getMessage()));
+            return r;
+        } catch (IllegalArgumentException e) {
+            r.put("code", "UNSUPPORTED");
             r.put("error", String.valueOf(e.getMessage()));
             return r;
         }
