@@ -67,8 +67,18 @@ from checker.txn_infer import (
     txns_of,
     workload_of,
 )
+from checker.txn_lost import (
+    FAILOVER_F,
+    Failover,
+    failovers,
+    in_window,
+    lost_examples,
+    lost_writes,
+    strip,
+    window_stats,
+)
 from harness.core.checker import ALL, CheckConfig, CheckerSpec, OpShape
-from harness.core.op import Op
+from harness.core.op import NEMESIS, Op
 from harness.core.options import option, parse_options
 
 __all__ = [
@@ -84,7 +94,9 @@ __all__ = [
 
 TXN_F = "txn"
 DATA_KINDS = ("internal", "duplicate-elements", "incompatible-order", "garbage-read")
-ANOMALY_KINDS = (*DATA_KINDS, "G1a", "G1b", "lost-update", *CYCLE_KINDS)
+LOST = "lost-commit"
+WINDOW_NOTE = "lost-commit-window"
+ANOMALY_KINDS = (*DATA_KINDS, LOST, "G1a", "G1b", "lost-update", *CYCLE_KINDS)
 _RC = frozenset({"G0", "G1a", "G1b", "G1c"})
 LEVELS: dict[str, frozenset[str]] = {
     "read-uncommitted": frozenset({"G0"}),
@@ -119,6 +131,17 @@ class TxnCheckOptions:
         False, "add process edges: each client's txns in its order (session guarantees)"
     )
     wfr: bool = option(True, "rw-register: a txn's write follows the version it read of that key")
+    durable: bool = option(
+        False,
+        "the database promises an acknowledged commit is never undone (lost-commit is then "
+        "proscribed; it is under strict-serializable or realtime anyway)",
+    )
+    loss_window: str | None = option(
+        None,
+        "the DB's declared loss window, in words (e.g. PostgreSQL's asynchronous standby "
+        "promoted): commits lost by a failover are measured as lost-commit-window notes, "
+        "and the rest judged as the promoted standby kept it",
+    )
 
 
 def proscribed(o: TxnCheckOptions) -> frozenset[str]:
@@ -126,6 +149,8 @@ def proscribed(o: TxnCheckOptions) -> frozenset[str]:
     base = LEVELS[o.isolation]
     out = set(base) | set(DATA_KINDS)
     rt = o.realtime or o.isolation == "strict-serializable"
+    if o.durable or rt:
+        out.add(LOST)
     for b in ("G0", "G1c", "G-single", "G2-item"):
         if b in base:
             if o.process or rt:
@@ -236,9 +261,15 @@ def explanation(name: str, ex: dict[str, Any]) -> str:
 
 
 def judge(
-    pairs: Sequence[tuple[Op, Op | None]], opts: TxnCheckOptions, *, cap: int = 20
+    pairs: Sequence[tuple[Op, Op | None]],
+    opts: TxnCheckOptions,
+    *,
+    cap: int = 20,
+    faults: Sequence[Op] = (),
 ) -> dict[str, Any]:
-    """The result map for the transactions ``pairs`` (invocation order) under ``opts``.
+    """The result map for the transactions ``pairs`` (invocation order) under ``opts``;
+    ``faults``: the history's fault records (a failover's tell which lost commits fall in
+    a declared loss window, :mod:`checker.txn_lost`).
 
     The cyclic garbage collector is paused meanwhile: inference builds millions of small
     lists and tuples, none of them cyclic, and the collector's passes over them took half
@@ -246,18 +277,50 @@ def judge(
     enabled = gc.isenabled()
     gc.disable()
     try:
-        return _judge(pairs, opts, cap=cap)
+        return _judge(pairs, opts, cap=cap, faults=faults)
     finally:
         if enabled:
             gc.enable()
 
 
 def _judge(
-    pairs: Sequence[tuple[Op, Op | None]], opts: TxnCheckOptions, *, cap: int = 20
+    pairs: Sequence[tuple[Op, Op | None]],
+    opts: TxnCheckOptions,
+    *,
+    cap: int = 20,
+    faults: Sequence[Op] = (),
+    rejudge: bool = True,
 ) -> dict[str, Any]:
     kind = workload_of([p[0] for p in pairs], opts.workload)
     t = txns_of(pairs, kind)
     g, found = infer(t, kind, wfr=opts.wfr)
+    lost = lost_writes(t, g, kind)
+    window_notes: list[dict[str, Any]] = []
+    lost_stats: dict[str, Any] | None = None
+    if lost:
+        fos = failovers(faults)
+        window: dict[int, Failover | None] = {}
+        for x in lost:
+            window[x.txn] = window.get(x.txn) or in_window(t, x, fos)
+        ack = {x.txn: _ack_time(pairs, x.txn) for x in lost}
+        inside = [x for x in lost if opts.loss_window and window[x.txn] is not None]
+        outside = [x for x in lost if not (opts.loss_window and window[x.txn] is not None)]
+        lost_stats = window_stats(lost, window, ack, fos)
+        if inside:
+            window_notes = lost_examples(t, inside, window, ack)
+        if inside and rejudge:
+            # the verdict is of what the promoted standby kept; the window is measured
+            kept = _judge(
+                strip(pairs, t, inside, kind), opts, cap=cap, faults=faults, rejudge=False
+            )
+            kept["notes"][WINDOW_NOTE] = window_notes[:cap]
+            kept["stats"]["lost_commits"] = {
+                **lost_stats,
+                "judged_without": len({x.txn for x in inside}),
+            }
+            return kept
+        if outside:
+            found[LOST] = lost_examples(t, outside, window, ack)
     rt = opts.realtime or opts.isolation == "strict-serializable"
     order_edges(t, g, realtime=rt, process=opts.process)
     core = cyclic_core(len(t), g.src, g.dst)
@@ -303,7 +366,10 @@ def _judge(
         "isolation": opts.isolation,
         "workload": kind,
         "anomalies": anomalies,
-        "notes": {"allowed-anomaly": allowed} if allowed else {},
+        "notes": {
+            **({"allowed-anomaly": allowed} if allowed else {}),
+            **({WINDOW_NOTE: window_notes[:cap]} if window_notes else {}),
+        },
         "stats": {
             "txns": st,
             "keys": g.keys(),
@@ -316,6 +382,11 @@ def _judge(
             },
         },
     }
+    out["promise"] = _promise(opts, bad)
+    if opts.loss_window:
+        out["stats"]["loss_window"] = opts.loss_window
+    if lost_stats is not None:
+        out["stats"]["lost_commits"] = lost_stats
     if reason:
         out["reason"] = reason
     texts = [explanation(name, e) for name, exs in anomalies.items() for e in exs[:3]]
@@ -324,10 +395,27 @@ def _judge(
     return out
 
 
+def _ack_time(pairs: Sequence[tuple[Op, Op | None]], i: int) -> int:
+    comp = pairs[i][1]
+    return comp.time if comp is not None else pairs[i][0].time
+
+
+def _promise(opts: TxnCheckOptions, bad: frozenset[str]) -> str:
+    """Which promise the verdict checked, in words: the level, and durability with its
+    declared exception."""
+    out: str = opts.isolation
+    if LOST in bad:
+        out += "; every acknowledged commit kept"
+        if opts.loss_window:
+            out += f", except in the declared loss window ({opts.loss_window})"
+    return out
+
+
 def check_txn(
     ops: Sequence[Op], opts: Mapping[str, Any] | TxnCheckOptions | None = None, *, cap: int = 20
 ) -> dict[str, Any]:
-    """:func:`judge` of a plain op list (its ``txn`` ops paired here)."""
+    """:func:`judge` of a plain op list (its ``txn`` ops paired here, its failovers'
+    fault records read)."""
     from harness.core.paired import PairedHistory
 
     o = (
@@ -336,7 +424,8 @@ def check_txn(
         else parse_options(TxnCheckOptions, opts, role="checker txn")
     )
     h = PairedHistory.of(o_ for o_ in ops if o_.is_client and o_.f == TXN_F)
-    return judge(h.pairs(TXN_F), o, cap=cap)
+    faults = [o_ for o_ in ops if o_.process == NEMESIS]
+    return judge(h.pairs(TXN_F), o, cap=cap, faults=faults)
 
 
 def _claims(shape: OpShape, config: CheckConfig) -> str | None:
@@ -346,16 +435,17 @@ def _claims(shape: OpShape, config: CheckConfig) -> str | None:
 
 def _local(history: Any, config: CheckConfig) -> dict[str, Any]:
     o = config.options if isinstance(config.options, TxnCheckOptions) else TxnCheckOptions()
-    return judge(history.pairs(TXN_F), o, cap=config.cap)
+    return judge(history.pairs(TXN_F), o, cap=config.cap, faults=config.faults)
 
 
 TXN = CheckerSpec(
     name="txn",
     claims=_claims,
     anomalies=ANOMALY_KINDS,
-    notes=("allowed-anomaly",),
+    notes=("allowed-anomaly", WINDOW_NOTE),
     options=TxnCheckOptions,
     local=_local,
+    faults=frozenset({FAILOVER_F}),
     examples="checker.txn_planted:examples",
     doc="transactions over lists (list-append) and registers (rw-register): Adya's "
     "anomalies from inferred dependency graphs, each with a shortest cycle explained, "

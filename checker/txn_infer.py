@@ -103,6 +103,16 @@ class Graph:
     transaction wrote the key."""
     writes: dict[int, dict[Any, Any]] = field(default_factory=dict)
     """rw-register: per transaction, its final write of each key."""
+    last_read: dict[Any, tuple[int, Any]] = field(default_factory=dict)
+    """list-append: per key, the committed read of it invoked last: (txn, the list). The
+    evidence :mod:`checker.txn_lost` judges an acknowledged append's survival by."""
+    follows: dict[tuple[Any, Any], list[int]] = field(default_factory=dict)
+    """rw-register: (key, value) -> the txns that wrote the key after reading it as that
+    value (a state built upon)."""
+    writers_of: dict[Any, list[int]] = field(default_factory=dict)
+    """rw-register: key -> the txns that wrote it (not failed), in invocation order."""
+    readers: dict[tuple[Any, Any], list[int]] = field(default_factory=dict)
+    """rw-register: (key, value) -> the committed txns that read it before writing the key."""
 
     def writer_of(self, k: Any, v: Any) -> int:
         """The txn that wrote ``v`` to ``k`` (-1: none)."""
@@ -348,7 +358,9 @@ def _list_append_fast(t: Txns) -> tuple[Graph, Found]:
     orders, order_from = g.orders, g.order_from
     ww_a, ww_b, wr_a, wr_b = ww_s.append, ww_d.append, wr_s.append, wr_d.append
     rw_a, rw_b = rw_s.append, rw_d.append
+    last_read = g.last_read
     for k, rl in reads.items():
+        last_read[k] = (rl[-1][0], rl[-1][1])
         longest = rl[0]
         for r in rl:
             if len(r[1]) > len(longest[1]):
@@ -502,13 +514,13 @@ def _rw_register_fast(t: Txns, wfr: bool) -> tuple[Graph, Found]:
     failed: dict[tuple[Any, Any], int] = {}
     final = g.writes
     g_reads = g.reads
-    readers: dict[tuple[Any, Any], list[int]] = {}
+    readers = g.readers
     """(key, value) -> the txns that read it before writing the key themselves."""
     first: dict[tuple[Any, Any], list[int]] = {}
     """(key, value) -> the ok txns whose first read of the key it was and that wrote the key."""
-    follows: dict[tuple[Any, Any], list[int]] = {}
+    follows = g.follows
     """(key, value) -> the txns that wrote the key after reading it last as that value."""
-    writers_of: dict[Any, list[int]] = {}
+    writers_of = g.writers_of
     status, mops_l, inv = t.status, t.mops, t.inv
 
     def add(kind_: str, ex: dict[str, Any]) -> None:

@@ -15,9 +15,14 @@ The DB then declares ``FailsOver``: the ``failover`` fault kills the primary, pr
 (``pg_promote``) the standby that received the most WAL, points the others at it
 (``primary_conninfo``, reloaded), and brings the old primary back as a fresh standby. Clients
 always connect to the current primary. A failover of asynchronous replication loses the
-commits the promoted standby had not received, which PostgreSQL's manual says it may; the
-txn checker has no loss window for that yet, so the fault is refused there (the reason
-says so) rather than judged as a violation PostgreSQL never promised against.
+commits the promoted standby had not received, which PostgreSQL's manual says it may
+("Log-Shipping Standby Servers": asynchronous replication can lose the transactions not yet
+shipped when the primary crashes). The DB declares that to the txn checker as its loss
+window (:func:`loss_window`, the concept the queue checkers take from Kafka and
+RocketMQ): commits a failover lost are measured there (how many, acknowledged how long
+before the promotion), not judged; with ``sync`` there is no window and a lost commit is
+INVALID. Every run declares ``durable``: with fsync and ``synchronous_commit`` on, an
+acknowledged commit survives a crash.
 
 Each transaction runs in one ``BEGIN ISOLATION LEVEL ...`` / ``COMMIT`` over psycopg
 (libpq from Debian). The isolation level is the DB option ``isolation``, and the checker
@@ -64,7 +69,15 @@ if TYPE_CHECKING:
     from harness.core.db import DB
     from harness.core.spec import RunContext
 
-__all__ = ["PostgresOptions", "PostgresDB", "PgSession", "CLAIMS", "factory", "postgresql_conf"]
+__all__ = [
+    "PostgresOptions",
+    "PostgresDB",
+    "PgSession",
+    "CLAIMS",
+    "factory",
+    "loss_window",
+    "postgresql_conf",
+]
 
 log = logging.getLogger(__name__)
 
@@ -112,7 +125,28 @@ class PostgresOptions:
     leave_running: bool = option(False, "leave the server running after the test")
 
     def checker_options(self) -> dict[str, dict[str, Any]]:
-        return {"txn": {"isolation": self.claim or CLAIMS[self.isolation]}}
+        txn: dict[str, Any] = {"isolation": self.claim or CLAIMS[self.isolation], "durable": True}
+        window = loss_window(self.replicas, self.sync)
+        if window:
+            txn["loss_window"] = window
+        return {"txn": txn}
+
+
+def loss_window(replicas: int, sync: bool) -> str | None:
+    """What a failover may lose of the acknowledged commits, in words, or None.
+
+    With asynchronous standbys the primary acknowledges a commit once its own WAL is
+    flushed; a standby promoted after the primary's crash holds only the WAL it had
+    received. With ``sync`` (``synchronous_standby_names = 'ANY 1 (*)'``) the commit waits
+    until one standby has flushed it, and the failover promotes the standby that received
+    the most WAL, so it holds every acknowledged commit: no window. One server has no
+    failover."""
+    if replicas == 0 or sync:
+        return None
+    return (
+        "asynchronous streaming replication: a failover loses the commits the promoted "
+        "standby had not received"
+    )
 
 
 def node_conf(*, addr: str, port: int, socket_dir: str) -> list[str]:
@@ -282,15 +316,9 @@ class PostgresDB(PidfileDaemonDB):
 
     @property
     def refused_faults(self) -> dict[str, str]:
-        """The failover fault needs standbys, and synchronous ones (module docstring)."""
+        """The failover fault needs standbys (asynchronous ones declare a loss window)."""
         if self.o.replicas == 0:
             return {"failover": "one server and no standby to promote (--db-option replicas=2)"}
-        if not self.o.sync:
-            return {
-                "failover": "a failover of asynchronous replication loses commits the standby "
-                "had not received, which PostgreSQL allows, and the txn checker has no loss "
-                "window for it yet (--db-option sync=true)"
-            }
         return {}
 
     # what the harness asks --------------------------------------------------

@@ -38,9 +38,9 @@ def test_each_level_is_held_to_what_the_manual_promises() -> None:
         "serializable": "serializable",
     }
     o = parse_options(PostgresOptions, {"isolation": "repeatable-read"}, role="db postgres")
-    assert o.checker_options() == {"txn": {"isolation": "snapshot-isolation"}}
+    assert o.checker_options() == {"txn": {"isolation": "snapshot-isolation", "durable": True}}
     o = parse_options(PostgresOptions, {"claim": "strict-serializable"}, role="db postgres")
-    assert o.checker_options() == {"txn": {"isolation": "strict-serializable"}}
+    assert o.checker_options() == {"txn": {"isolation": "strict-serializable", "durable": True}}
     spec = Spec(name="t", nodes=("n1",), db="postgres", workload="list-append")
     opts = checker_options(spec)
     assert opts["checks"][0] == "txn" and opts["options"]["txn"]["isolation"] == "serializable"
@@ -58,10 +58,11 @@ def test_wal_positions_compare_as_integers() -> None:
     assert lsn_int(None) == 0
 
 
-def test_failover_needs_standbys_and_synchronous_replication() -> None:
-    """The deck's fault check and the failover nemesis both read ``refused_faults``: no
-    standby, nothing to promote; asynchronous, a loss PostgreSQL allows and the checker
-    cannot yet tell from a violation. A by-hand failover then kills nothing."""
+def test_failover_needs_standbys_and_asynchronous_ones_declare_a_loss_window() -> None:
+    """The deck's fault check and the failover nemesis both read ``refused_faults``: with
+    no standby there is nothing to promote, and a by-hand failover then kills nothing.
+    Asynchronous standbys may be failed over: the checker is told the loss window they
+    allow; synchronous ones declare none."""
     from nemesis.failover import FAILOVER, FailoverNemesis
 
     def db(**o: Any) -> PostgresDB:
@@ -69,8 +70,11 @@ def test_failover_needs_standbys_and_synchronous_replication() -> None:
 
     assert isinstance(db(), FailsOver)
     assert "no standby" in (FAILOVER.why_not(db(), []) or "")
-    assert "asynchronous" in (FAILOVER.why_not(db(replicas=2), []) or "")
+    assert FAILOVER.why_not(db(replicas=2), []) is None
     assert FAILOVER.why_not(db(replicas=2, sync=True), []) is None
+    assert "asynchronous" in db(replicas=2).checker_options()["txn"]["loss_window"]
+    assert "loss_window" not in db(replicas=2, sync=True).checker_options()["txn"]
+    assert "loss_window" not in db().checker_options()["txn"]
 
     class NoTouch(PostgresDB):
         def statuses(self, ctx: Any) -> dict:
@@ -79,10 +83,10 @@ def test_failover_needs_standbys_and_synchronous_replication() -> None:
         def kill(self, ctx: Any, node: str) -> None:
             raise AssertionError("a refused failover must not kill")
 
-    ctx: Any = type("Ctx", (), {"db": NoTouch(PostgresOptions(replicas=2))})()
+    ctx: Any = type("Ctx", (), {"db": NoTouch(PostgresOptions())})()
     op = Op(index=0, time=0, type="invoke", process="nemesis", f="start-failover", value={})
     done = FailoverNemesis().invoke(ctx, op)
-    assert "asynchronous" in str(done.error) and done.value["nodes"] == []
+    assert "no standby" in str(done.error) and done.value["nodes"] == []
 
 
 # --- a real server on the lab --------------------------------------------------------
