@@ -37,6 +37,7 @@ from harness.dbs.kafka import (
     loss_window,
     roles,
     server_properties,
+    subscription_promises,
 )
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -101,6 +102,19 @@ def test_loss_window_follows_acks_and_unclean() -> None:
     assert factory({}).checker_options() == {}
     window = factory({"acks": "1"}).checker_options()["queue"]["loss_window"]
     assert window.startswith("acks=1")
+
+
+def test_the_watch_promises_follow_the_loss_window() -> None:
+    """What a lost acknowledged record breaks is not declared under a window (the queue
+    checker's notes, for a checker without notes); no transactions without acks=all and
+    idempotence, so nothing atomic to judge; the defaults take nothing away."""
+    assert subscription_promises("all", False, True) == {}
+    lost = {"no_gap": False, "resumable": False, "final_state": False, "atomic": False}
+    assert subscription_promises("1", False, True) == lost
+    assert subscription_promises("all", True, True) == lost
+    assert subscription_promises("all", False, False) == {"atomic": False}
+    assert factory({"unclean": True}).checker_options()["subscription"] == lost
+    assert "subscription" not in factory({}).checker_options()
 
 
 def test_capabilities_and_what_is_refused() -> None:
