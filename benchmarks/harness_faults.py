@@ -59,25 +59,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from soak_campaigns import NEMESES, SIGNALS, WORKLOADS, cli, harness_env, scan, start_run
+
 KINDS = ("interrupt", "cut-short", "cut-long", "store-full", "store-ro", "none")
-SIGNALS = ("INT", "TERM", "KILL")
-NEMESES = ("partition,clock,pause,kill", "partition,clock,freeze,loss")
-WORKLOADS = ("register", "append")
 VERDICTS = {0: "VALID", 1: "INVALID", 2: "UNKNOWN", 3: "DIRTY"}
 
 _MOUNTS: list[Path] = []
 """Mount points made and not yet unmounted (unmounted at exit whatever happens)."""
-
-
-def _cli(*args: str) -> list[str]:
-    return [sys.executable, "-m", "harness.cli", *args]
-
-
-def _scan(lab: str) -> list[str]:
-    from harness.inventory.resolve import lab_hosts
-    from harness.run.cleanup import format_leftovers, scan_hosts
-
-    return format_leftovers(scan_hosts(lab_hosts(lab)))
 
 
 def _umount(path: Path) -> bool:
@@ -303,7 +291,7 @@ def _record(run_dir: Path | None, out_dir: Path, name: str, env: Any, cwd: Any) 
         rec["history_ops"] = f"unreadable: {type(e).__name__}: {e}"
     recheck = out_dir / f"{name}.recheck.json"
     r = subprocess.run(
-        _cli("check", str(run_dir), "--output", str(recheck)),
+        cli("check", str(run_dir), "--output", str(recheck)),
         capture_output=True,
         text=True,
         env=env,
@@ -387,46 +375,31 @@ def one(
             run_store = scratch / f"ro-{i}"
             trig = stack.enter_context(_ext4_loop(scratch / f"ro-{i}.img", run_store, 64))
         started = time.monotonic()
-        with open(store / f"{name}.log", "wb") as fh:
-            proc = subprocess.Popen(
-                _cli(
-                    "run",
-                    "--lab",
-                    lab,
-                    "-w",
-                    workload,
-                    "--nemesis",
-                    nemesis,
-                    "--time-limit",
-                    str(time_limit),
-                    "--nemesis-interval",
-                    "1",
-                    "--store",
-                    str(run_store),
-                    "--name",
-                    name,
-                    "--no-progress",
-                ),
-                stdout=fh,
-                stderr=subprocess.STDOUT,
-                start_new_session=True,
-                env=run_env,
-                cwd=cwd,
+        proc = start_run(
+            store / f"{name}.log",
+            env=run_env,
+            cwd=cwd,
+            lab=lab,
+            workload=workload,
+            nemesis=nemesis,
+            time_limit=time_limit,
+            store=run_store,
+            name=name,
+        )
+        try:
+            out = _drive(
+                proc,
+                plan,
+                run_store / name / "latest" / "splitbrain.log",
+                run_store,
+                lab,
+                timeout_s=time_limit + 600,
+                trigger=trig,
             )
-            try:
-                out = _drive(
-                    proc,
-                    plan,
-                    run_store / name / "latest" / "splitbrain.log",
-                    run_store,
-                    lab,
-                    timeout_s=time_limit + 600,
-                    trigger=trig,
-                )
-            finally:
-                if proc.poll() is None:
-                    os.killpg(proc.pid, signal.SIGKILL)
-                    proc.wait()
+        finally:
+            if proc.poll() is None:
+                os.killpg(proc.pid, signal.SIGKILL)
+                proc.wait()
         wall = time.monotonic() - started
         latest = run_store / name / "latest"
         run_dir = latest.resolve() if latest.exists() else None
@@ -436,7 +409,7 @@ def one(
             shutil.copytree(run_dir, keep, ignore=shutil.ignore_patterns("ballast"))
             rec["kept_at"] = str(keep)
         clean_start = _clean_start(run_dir)
-    left = _scan(lab)
+    left = scan(lab)
     verdict, klass = classify(plan, out, rec)
     summary_line = ""
     with contextlib.suppress(OSError):
@@ -466,7 +439,7 @@ def one(
 
 def _heal(lab: str, env: Any, cwd: Any) -> int:
     return subprocess.run(
-        _cli("heal", "--lab", lab), capture_output=True, env=env, cwd=cwd, timeout=600
+        cli("heal", "--lab", lab), capture_output=True, env=env, cwd=cwd, timeout=600
     ).returncode
 
 
@@ -563,7 +536,7 @@ def main(argv: list[str] | None = None) -> int:
     scratch = Path(tempfile.mkdtemp(prefix="sb-hf-mnt-"))
     atexit.register(_drop_scratch, scratch)
     rng = random.Random(args.seed)
-    env = {**os.environ, "PYTHONPATH": args.harness_path} if args.harness_path else None
+    env = harness_env(args.harness_path)
     rows: list[dict[str, Any]] = []
     heals: list[dict[str, Any]] = []
     pending_from: int | None = None  # a campaign whose leftovers the next clean start clears
@@ -601,7 +574,7 @@ def main(argv: list[str] | None = None) -> int:
             policy += 1
             if policy % 2:  # every other dirty campaign: `splitbrain heal`, then a scan
                 rc = _heal(args.lab, env, args.harness_path)
-                after = _scan(args.lab)
+                after = scan(args.lab)
                 heals.append(
                     {
                         "of": i,
@@ -626,7 +599,7 @@ def main(argv: list[str] | None = None) -> int:
             Path(args.output).write_text(json.dumps(doc, indent=1) + "\n")
     # The last campaign's leftovers, and a final check that nothing survived the soak.
     rc = _heal(args.lab, env, args.harness_path)
-    final = _scan(args.lab)
+    final = scan(args.lab)
     if pending_from is not None:
         heals.append(
             {

@@ -37,20 +37,7 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
-SIGNALS = ("INT", "TERM", "KILL")
-NEMESES = ("partition,clock,pause,kill", "partition,clock,freeze,loss")
-WORKLOADS = ("register", "append")
-
-
-def _cli(*args: str) -> list[str]:
-    return [sys.executable, "-m", "harness.cli", *args]
-
-
-def _scan(lab: str) -> list[str]:
-    from harness.inventory.resolve import lab_hosts
-    from harness.run.cleanup import format_leftovers, scan_hosts
-
-    return format_leftovers(scan_hosts(lab_hosts(lab)))
+from soak_campaigns import NEMESES, SIGNALS, WORKLOADS, harness_env, run_argv, scan, start_run
 
 
 def _verdict(store: Path, name: str) -> str:
@@ -80,33 +67,17 @@ def one(
     workload = WORKLOADS[i % len(WORKLOADS)]
     name = f"soak-{workload}-{i}"
     wait = rng.uniform(min_wait, max_wait)
-    log = store / f"{name}.log"
-    with open(log, "wb") as fh:
-        proc = subprocess.Popen(
-            _cli(
-                "run",
-                "--lab",
-                lab,
-                "-w",
-                workload,
-                "--nemesis",
-                nemesis,
-                "--time-limit",
-                str(time_limit),
-                "--nemesis-interval",
-                "1",
-                "--store",
-                str(store),
-                "--name",
-                name,
-                "--no-progress",
-            ),
-            stdout=fh,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,
-            env=env,
-            cwd=cwd,
-        )
+    proc = start_run(
+        store / f"{name}.log",
+        env=env,
+        cwd=cwd,
+        lab=lab,
+        workload=workload,
+        nemesis=nemesis,
+        time_limit=time_limit,
+        store=store,
+        name=name,
+    )
     started = time.monotonic()
     try:
         proc.wait(timeout=wait)
@@ -120,25 +91,18 @@ def one(
         proc.kill()
         rc = proc.wait()
     exit_s = time.monotonic() - started - (wait if not exited_early else 0.0)
-    after_signal = _scan(lab)
+    after_signal = scan(lab)
     follow = f"soak-follow-{i}"
     t0 = time.monotonic()
     fr = subprocess.run(
-        _cli(
-            "run",
-            "--lab",
-            lab,
-            "-w",
-            "register",
-            "--nemesis",
-            "none",
-            "--time-limit",
-            str(follow_s),
-            "--store",
-            str(store),
-            "--name",
-            follow,
-            "--no-progress",
+        run_argv(
+            lab=lab,
+            workload="register",
+            nemesis="none",
+            time_limit=follow_s,
+            store=store,
+            name=follow,
+            interval=None,
         ),
         capture_output=True,
         text=True,
@@ -151,7 +115,7 @@ def one(
         clean_start = {"healed": sum(len(v) for v in cs["before"].values()), "clean": cs["clean"]}
     except (OSError, ValueError, KeyError):
         pass
-    after_follow = _scan(lab)
+    after_follow = scan(lab)
     return {
         "i": i,
         "signal": sig,
@@ -223,7 +187,7 @@ def main(argv: list[str] | None = None) -> int:
     rows: list[dict[str, Any]] = []
     started = time.time()
     signals = tuple(x.strip().upper() for x in args.signals.split(",") if x.strip())
-    env = {**os.environ, "PYTHONPATH": args.harness_path} if args.harness_path else None
+    env = harness_env(args.harness_path)
     for i in range(args.interrupts):
         if args.deadline and time.strftime("%H:%M", time.gmtime()) >= args.deadline:
             break
