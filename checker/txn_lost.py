@@ -70,6 +70,8 @@ class Failover:
     """History index of the completion (the standby promoted, the others pointed at it)."""
     kill_time: int
     promoted_time: int
+    """When the promoted node took over: the kill's time plus the completion's
+    ``promote_ms`` (nemesis/failover.py), else the completion's time."""
     killed: Any
     promoted: Any
 
@@ -109,13 +111,15 @@ def failovers(faults: Sequence[Op]) -> list[Failover]:
             continue
         v = op.value if isinstance(op.value, dict) else {}
         if v.get("promoted"):
+            took = v.get("promote_ms")
+            promoted = pending.time + int(took * 1e6) if isinstance(took, (int, float)) else op.time
             out.append(
                 Failover(
                     n=len(out) + 1,
                     inv=pending.index,
                     comp=op.index,
                     kill_time=pending.time,
-                    promoted_time=op.time,
+                    promoted_time=min(promoted, op.time),
                     killed=v.get("killed"),
                     promoted=v.get("promoted"),
                 )

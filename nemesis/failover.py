@@ -5,12 +5,16 @@ most data (``ha-promote`` with a new epoch) and points the other slaves at it
 (``ha-follow``). ``stop-failover`` brings the old master back as a slave of the
 current master, with an emptied data dir: classic HA cannot cut a divergent tail,
 so this is the only safe rejoin. What the promotion loses is not the nemesis's
-business; the checker measures it (async: a loss window; sync: a violation).
+business; the checker measures it (async: a loss window; sync: a violation). For that
+measure the completion says when the promotion took effect: ``promote_ms``, the ms from
+just before the kill until the promoted node answered (the op's own completion comes
+later, after the other slaves were pointed at it).
 """
 
 from __future__ import annotations
 
 import logging
+import time
 from typing import TYPE_CHECKING, Any
 
 from harness.core.db import FailsOver
@@ -82,6 +86,7 @@ class FailoverNemesis:
                 op, {**value, "nodes": []}, {"cluster": "no master answers; nothing done"}
             )
         old = max(masters, key=lambda n: (before[n] or {}).get("term") or 0)
+        t_kill = time.monotonic()
         db.kill(ctx, old)
         self.rejoin.add(old)
         after = db.statuses(ctx)
@@ -103,6 +108,7 @@ class FailoverNemesis:
         except Exception as e:  # noqa: BLE001 - a refused promotion is the op's error
             errors[new] = f"promote: {e}"
             return completion(op, {**value, "promoted": None}, errors)
+        value["promote_ms"] = round((time.monotonic() - t_kill) * 1000, 1)
         followed: list[str] = []
         refused: list[str] = []
         for n, st in after.items():

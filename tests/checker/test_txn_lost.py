@@ -30,9 +30,9 @@ class _History:
         self._add(Op("invoke", process, "txn", inv))
         self._add(Op(typ, process, "txn", done if typ == "ok" else inv))
 
-    def failover(self, promoted: str | None = "n2") -> None:
+    def failover(self, promoted: str | None = "n2", **more: Any) -> None:
         self._add(Op("invoke", NEMESIS, "start-failover", {"target": "master"}))
-        value = {"nodes": ["n1"], "killed": "n1", "promoted": promoted}
+        value = {"nodes": ["n1"], "killed": "n1", "promoted": promoted, **more}
         self._add(Op("info", NEMESIS, "start-failover", value))
 
 
@@ -138,3 +138,21 @@ def test_a_stale_read_at_the_end_is_not_a_lost_commit() -> None:
     res = check_txn(h.ops, {"isolation": "strict-serializable"})
     assert "lost-commit" not in res["anomalies"]
     assert "lost_commits" not in res["stats"]
+
+
+def test_the_window_ends_when_the_promotion_took_effect() -> None:
+    """``promote_ms`` (the nemesis's measure from the kill to the promoted node answering)
+    places the promotion; a failover that promoted nobody has no window."""
+    h = _History()
+    h.txn(0, [["append", 0, 1]])
+    h.txn(0, [["append", 0, 2]])  # acknowledged at op 3 (3 ms)
+    h.failover(promote_ms=0.5)  # killed at 4 ms, promoted at 4.5 ms
+    h.txn(1, [["r", 0, [1]], ["append", 0, 3]])
+    h.txn(1, [["r", 0, [1, 3]]])
+    res = check_txn(h.ops, {"durable": True, "loss_window": WINDOW})
+    assert res["valid"] is True
+    (fo,) = res["stats"]["lost_commits"]["failovers"]
+    assert fo["window_ms"] == 1.5 and fo["ms"] == 0.5
+    ops = [o.replace(value={**o.value, "promoted": None}) if o.type == "info" else o for o in h.ops]
+    res = check_txn(ops, {"durable": True, "loss_window": WINDOW})
+    assert res["valid"] is False and res["stats"]["lost_commits"]["failovers"] == []
