@@ -66,6 +66,8 @@ __all__ = [
     "BROKER_ARTIFACT",
     "NEWEST",
     "PROJECT_DIR",
+    "PUSH_GROUP",
+    "PUSH_WORKLOAD",
     "RocketMQDB",
     "RocketMQOptions",
     "broker_conf",
@@ -98,6 +100,8 @@ CONTROLLER_GROUP = "sb-controllers"
 TOPIC = "t0"
 GROUPS = ("g0",)
 """The queue workload's topic and consumer group (workloads/queue.py: ``t0``.., ``g0``)."""
+PUSH_GROUP = "sb_push"
+"""The push consumer's group (harness/dbs/rocketmq_push.py), created with the others."""
 
 
 def check_version(version: str) -> tuple[int, ...]:
@@ -448,6 +452,12 @@ class RocketMQOptions:
     unclean_election: bool = option(
         False, "controller mode: enableElectUncleanMaster (elect outside the SyncStateSet)"
     )
+    consumer: Literal["pull", "push"] = option(
+        "pull",
+        "the default workload's consumers: pull (the queue workload, pulls by offset, checked "
+        "by queue) or push (RocketMQ's push consumer, consume-and-ack, checked by total-queue: "
+        "harness/dbs/rocketmq_push.py)",
+    )
     power_loss: bool = option(
         False,
         "the run cuts power (the VM lab's power fault): declare ASYNC_FLUSH's loss window to "
@@ -474,6 +484,17 @@ DEFAULT_WORKLOAD = WorkloadChoice(
 """Sends, pulls by queue offset from each node's broker, offset commits, final drains of every
 queue from every node. The client timeout outlasts the gateway's send timeout (4 s) and the
 broker's syncFlushTimeout (3 s), so FLUSH_SLAVE_TIMEOUT is RocketMQ's answer, not ours."""
+
+PUSH_WORKLOAD = WorkloadChoice(
+    name="harness.dbs.rocketmq_push:workload",
+    options={},
+    concurrency=8,
+    rate=40.0,
+    client_timeout=6.0,
+)
+"""``consumer=push``: enqueues and dequeues through the gateway's push consumer. The client
+timeout outlasts a dequeue's longest path (1 s wait, 1 s for the consumer's offset, 2 s for
+the master's confirmation)."""
 
 _LAZYFS = (
     "RocketMQ 5.3.3 fsyncs neither the directories nor the directory entries of the files it "
@@ -517,7 +538,7 @@ class RocketMQDB(GatewayDB):
 
     # capabilities ---------------------------------------------------------------------
     def default_workload(self) -> WorkloadChoice:
-        return DEFAULT_WORKLOAD
+        return PUSH_WORKLOAD if self.options.consumer == "push" else DEFAULT_WORKLOAD
 
     def checker_options(self) -> dict[str, Any]:
         """The loss window of the flush and replication settings (:func:`loss_window`),
@@ -867,7 +888,8 @@ class RocketMQDB(GatewayDB):
             "--broker-name", "broker-a",
             "--topic", TOPIC,
             "--queues", "4",
-            "--groups", ",".join(GROUPS),
+            "--groups", ",".join((*GROUPS, PUSH_GROUP)),
+            "--push-group", PUSH_GROUP,
             "--brokers", ",".join(self._broker_addr(ctx, n) for n in self.brokers(ctx)),
             "--send-timeout-ms", str(self.options.send_timeout_ms),
             "--version", self.options.version,

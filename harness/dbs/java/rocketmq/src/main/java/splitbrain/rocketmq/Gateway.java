@@ -11,13 +11,21 @@ import java.util.HashMap;
 import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
+import java.util.concurrent.SynchronousQueue;
+import java.util.concurrent.TimeUnit;
+import java.util.concurrent.atomic.AtomicLong;
 
+import org.apache.rocketmq.client.consumer.DefaultMQPushConsumer;
+import org.apache.rocketmq.client.consumer.listener.ConsumeConcurrentlyStatus;
+import org.apache.rocketmq.client.consumer.listener.MessageListenerConcurrently;
+import org.apache.rocketmq.client.consumer.store.ReadOffsetType;
 import org.apache.rocketmq.client.exception.MQBrokerException;
 import org.apache.rocketmq.client.exception.MQClientException;
 import org.apache.rocketmq.client.impl.MQClientAPIImpl;
 import org.apache.rocketmq.client.producer.DefaultMQProducer;
 import org.apache.rocketmq.client.producer.SendResult;
 import org.apache.rocketmq.common.TopicConfig;
+import org.apache.rocketmq.common.consumer.ConsumeFromWhere;
 import org.apache.rocketmq.common.message.Message;
 import org.apache.rocketmq.common.message.MessageDecoder;
 import org.apache.rocketmq.common.message.MessageExt;
@@ -36,8 +44,12 @@ import org.apache.rocketmq.remoting.protocol.body.BrokerReplicasInfo;
 import org.apache.rocketmq.remoting.protocol.header.controller.GetMetaDataResponseHeader;
 // 5.x only: end
 import org.apache.rocketmq.remoting.protocol.body.KVTable;
+import org.apache.rocketmq.remoting.protocol.header.GetMaxOffsetRequestHeader;
+import org.apache.rocketmq.remoting.protocol.header.GetMaxOffsetResponseHeader;
 import org.apache.rocketmq.remoting.protocol.header.PullMessageRequestHeader;
 import org.apache.rocketmq.remoting.protocol.header.PullMessageResponseHeader;
+import org.apache.rocketmq.remoting.protocol.header.QueryConsumerOffsetRequestHeader;
+import org.apache.rocketmq.remoting.protocol.header.QueryConsumerOffsetResponseHeader;
 import org.apache.rocketmq.remoting.protocol.header.UpdateConsumerOffsetRequestHeader;
 import org.apache.rocketmq.remoting.protocol.route.BrokerData;
 import org.apache.rocketmq.remoting.protocol.route.TopicRouteData;
@@ -57,7 +69,9 @@ import splitbrain.shared.Frames;
  *
  * <p>Arguments: {@code --namesrv A;B --broker-name broker-a --topic t0 --queues 4 --brokers HOST:PORT,...
  * --endpoint NODE=PORT=HOST:PORT|route ... --send-timeout-ms N --pull-timeout-ms N --log FILE}, and in
- * controller mode {@code --controllers HOST:PORT;...} (asked by {@code controller-status}).
+ * controller mode {@code --controllers HOST:PORT;...} (asked by {@code controller-status}), and
+ * {@code --push-group G}: the consumer group of the push consumer that {@code enqueue} and
+ * {@code dequeue} (the consume-and-ack history, docs/queues.md) start on first use.
  * The gateway exits when its standard input closes, so a harness that dies takes it along.
  */
 public final class Gateway {
@@ -68,6 +82,10 @@ public final class Gateway {
     private MQClientAPIImpl api;
     private volatile boolean topicReady;
     private PrintStream log = System.err;
+    // the push consumer (consume-and-ack mode): started by the first enqueue or dequeue
+    private DefaultMQPushConsumer push;
+    private final SynchronousQueue<MessageExt> handoff = new SynchronousQueue<>();
+    private final AtomicLong enqueued = new AtomicLong();
 
     public static void main(String[] args) throws Exception {
         new Gateway().run(args);
@@ -158,7 +176,30 @@ public final class Gateway {
 
     // requests ----------------------------------------------------------------------------
 
+    private final Map<String, Integer> errorsSeen = new HashMap<>();
+
+    /** {@link #dispatch}, noting in the gateway's log each request type's exceptions (the first
+     * three of each class with the stack): the harness records only GATEWAY_ERROR. */
     private Map<String, Object> handle(Map<String, Object> req, String node, String target)
+            throws Exception {
+        try {
+            return dispatch(req, node, target);
+        } catch (Exception e) {
+            String key = req.get("type") + " " + e.getClass().getName();
+            int n;
+            synchronized (errorsSeen) {
+                n = errorsSeen.merge(key, 1, Integer::sum);
+            }
+            if (n <= 3) {
+                java.io.StringWriter w = new java.io.StringWriter();
+                e.printStackTrace(new java.io.PrintWriter(w));
+                note(req.get("type") + " on " + node + " failed (" + n + "): " + w);
+            }
+            throw e;
+        }
+    }
+
+    private Map<String, Object> dispatch(Map<String, Object> req, String node, String target)
             throws Exception {
         String type = String.valueOf(req.get("type"));
         switch (type) {
@@ -168,6 +209,10 @@ public final class Gateway {
                 return pull(req, target);
             case "commit-offset":
                 return commit(req);
+            case "enqueue":
+                return enqueue(req);
+            case "dequeue":
+                return dequeue(req);
             case "status":
                 return status(node, target);
             // 5.x only: begin
@@ -216,6 +261,14 @@ public final class Gateway {
             r.put("error", String.valueOf(e));
         } catch (RemotingException e) {
             r.put("code", "REMOTING_ERROR");
+            r.put("error", String.valueOf(e));
+        } catch (IllegalStateException e) {
+            // 5.x wraps a failed connection to the name server ("connect to null", asked for
+            // the route before the send) in an IllegalStateException: nothing was sent
+            if (!(e.getCause() instanceof RemotingConnectException)) {
+                throw e;
+            }
+            r.put("code", "MASTER_NOT_READY");
             r.put("error", String.valueOf(e));
         }
         return r;
@@ -329,6 +382,196 @@ public final class Gateway {
         RemotingCommand resp = remoting.invokeSync(addr, cmd, intOpt("pull-timeout-ms", 3000));
         r.put("code", resp.getCode() == ResponseCode.SUCCESS ? "SUCCESS" : "BROKER_" + resp.getCode());
         return r;
+    }
+
+    // the push consumer: consume-and-ack ------------------------------------------------
+
+    /** Starts RocketMQ's own {@link DefaultMQPushConsumer} once: group {@code --push-group}, the
+     * test's topic from its first offset, one consume thread and one message per listener call,
+     * so deliveries reach the dequeue ops one at a time. The listener hands each message to a
+     * dequeue op (a rendezvous: it blocks until an op takes it) and only then returns
+     * CONSUME_SUCCESS, so a message is consumed only once an op holds it for its reply. */
+    private synchronized void ensurePush() throws MQClientException {
+        if (push != null) {
+            return;
+        }
+        DefaultMQPushConsumer c = new DefaultMQPushConsumer(opts.getOrDefault("push-group", "sb_push"));
+        c.setNamesrvAddr(opts.get("namesrv"));
+        c.setInstanceName("sb_gateway_push");
+        c.setVipChannelEnabled(false);
+        c.setPollNameServerInterval(2000);
+        c.setHeartbeatBrokerInterval(5000);
+        c.setPersistConsumerOffsetInterval(1000);
+        c.setConsumeFromWhere(ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET);
+        c.setConsumeThreadMin(1);
+        c.setConsumeThreadMax(1);
+        c.setConsumeMessageBatchMaxSize(1);
+        c.setPullBatchSize(8);
+        c.setPullThresholdForQueue(64);
+        c.subscribe(opts.get("topic"), "*");
+        c.registerMessageListener((MessageListenerConcurrently) (msgs, context) -> {
+            for (MessageExt m : msgs) {
+                try {
+                    handoff.put(m);
+                } catch (InterruptedException e) {
+                    Thread.currentThread().interrupt();
+                    return ConsumeConcurrentlyStatus.RECONSUME_LATER;
+                }
+            }
+            return ConsumeConcurrentlyStatus.CONSUME_SUCCESS;
+        });
+        c.start();
+        push = c;
+        note("push consumer started: group " + c.getConsumerGroup());
+    }
+
+    /** A send to the next queue in turn (the same one-attempt send as {@code send}). */
+    private Map<String, Object> enqueue(Map<String, Object> req) throws Exception {
+        ensurePush();
+        Map<String, Object> s = new HashMap<>();
+        int q = (int) (enqueued.getAndIncrement() % intOpt("queues", 4));
+        s.put("topic", opts.get("topic"));
+        s.put("queue", q);
+        s.put("body", req.get("body"));
+        Map<String, Object> r = send(s);
+        r.put("queue", q);
+        return r;
+    }
+
+    /** One delivery of the push consumer, or none. With {@code ack=master} (the default) the
+     * delivery's ack is the consumer's offset past it, confirmed by the master: after the
+     * listener returned CONSUME_SUCCESS the consumer's own offset store moves past the message,
+     * and that offset is committed to the broker the name server routes as brokerId 0 by a
+     * synchronous UPDATE_CONSUMER_OFFSET; {@code acked} is true only when the master answered
+     * SUCCESS. With {@code ack=none} nothing is committed here ({@code acked} false: the
+     * consumer commits its offsets on its own, asynchronously, and nothing confirms them).
+     *
+     * <p>No delivery within {@code wait_ms}: {@code NO_DELIVERY} (nothing delivered, nothing
+     * removed). A final drain's empty answer is proved, not assumed: for every queue the
+     * master's committed offset of the group must have reached the queue's max offset, else
+     * {@code NOT_DRAINED}. */
+    private Map<String, Object> dequeue(Map<String, Object> req) throws Exception {
+        ensurePush();
+        Map<String, Object> r = new LinkedHashMap<>();
+        long wait = req.get("wait_ms") instanceof Number ? ((Number) req.get("wait_ms")).longValue() : 1000L;
+        MessageExt m = handoff.poll(wait, TimeUnit.MILLISECONDS);
+        if (m == null) {
+            if (Boolean.TRUE.equals(req.get("final"))) {
+                List<Object> behind = undrained();
+                if (!behind.isEmpty()) {
+                    r.put("code", "NOT_DRAINED");
+                    r.put("behind", behind);
+                    return r;
+                }
+                r.put("code", "SUCCESS");
+                r.put("messages", new ArrayList<>());
+                return r;
+            }
+            r.put("code", "NO_DELIVERY");
+            return r;
+        }
+        Map<String, Object> one = new LinkedHashMap<>();
+        one.put("body", new String(m.getBody(), StandardCharsets.UTF_8));
+        one.put("acked", false);
+        one.put("queue", m.getQueueId());
+        one.put("queue_offset", m.getQueueOffset());
+        one.put("offset", m.getCommitLogOffset());
+        one.put("reconsume", m.getReconsumeTimes());
+        one.put("broker", String.valueOf(m.getStoreHost()));
+        List<Object> msgs = new ArrayList<>();
+        msgs.add(one);
+        r.put("code", "SUCCESS");
+        r.put("messages", msgs);
+        if (!"none".equals(String.valueOf(req.getOrDefault("ack", "master")))) {
+            confirm(m, one);
+        }
+        return r;
+    }
+
+    /** Commits the consumer's offset past {@code m} to the master and says so in {@code one}. */
+    private void confirm(MessageExt m, Map<String, Object> one) {
+        MessageQueue mq = new MessageQueue(m.getTopic(), opts.get("broker-name"), m.getQueueId());
+        long need = m.getQueueOffset() + 1;
+        long deadline = System.currentTimeMillis() + 1000;
+        long local = push.getOffsetStore().readOffset(mq, ReadOffsetType.READ_FROM_MEMORY);
+        while (local < need && System.currentTimeMillis() < deadline) {
+            Frames.sleep(5);
+            local = push.getOffsetStore().readOffset(mq, ReadOffsetType.READ_FROM_MEMORY);
+        }
+        one.put("consumer_offset", local);
+        if (local < need) {
+            one.put("ack_error", "the consumer's offset did not pass the message");
+            return;
+        }
+        try {
+            String addr = masterAddr();
+            if (addr == null) {
+                one.put("ack_error", "no master routed");
+                return;
+            }
+            UpdateConsumerOffsetRequestHeader h = new UpdateConsumerOffsetRequestHeader();
+            h.setConsumerGroup(push.getConsumerGroup());
+            h.setTopic(m.getTopic());
+            h.setQueueId(m.getQueueId());
+            h.setCommitOffset(local);
+            RemotingCommand cmd = RemotingCommand.createRequestCommand(RequestCode.UPDATE_CONSUMER_OFFSET, h);
+            RemotingCommand resp = remoting.invokeSync(addr, cmd, 2000);
+            one.put("ack_broker", addr);
+            if (resp.getCode() == ResponseCode.SUCCESS) {
+                one.put("acked", true);
+            } else {
+                one.put("ack_error", "BROKER_" + resp.getCode());
+            }
+        } catch (Exception e) {
+            one.put("ack_error", String.valueOf(e));
+        }
+    }
+
+    /** The queues whose committed offset (group {@code --push-group}, on the master) is below the
+     * queue's max offset: each {@code [queue, committed, max]}; one {@code [-1, error]} when the
+     * master could not be asked (then nothing is proved). */
+    private List<Object> undrained() {
+        List<Object> out = new ArrayList<>();
+        try {
+            String addr = masterAddr();
+            if (addr == null) {
+                out.add(List.of(-1, "no master routed"));
+                return out;
+            }
+            for (int q = 0; q < intOpt("queues", 4); q++) {
+                GetMaxOffsetRequestHeader mh = new GetMaxOffsetRequestHeader();
+                mh.setTopic(opts.get("topic"));
+                mh.setQueueId(q);
+                RemotingCommand mr = remoting.invokeSync(addr,
+                        RemotingCommand.createRequestCommand(RequestCode.GET_MAX_OFFSET, mh), 1000);
+                if (mr.getCode() != ResponseCode.SUCCESS) {
+                    out.add(List.of(q, "GET_MAX_OFFSET " + mr.getCode()));
+                    continue;
+                }
+                long max = ((GetMaxOffsetResponseHeader) mr.decodeCommandCustomHeader(GetMaxOffsetResponseHeader.class)).getOffset();
+                QueryConsumerOffsetRequestHeader qh = new QueryConsumerOffsetRequestHeader();
+                qh.setConsumerGroup(push.getConsumerGroup());
+                qh.setTopic(opts.get("topic"));
+                qh.setQueueId(q);
+                RemotingCommand qr = remoting.invokeSync(addr,
+                        RemotingCommand.createRequestCommand(RequestCode.QUERY_CONSUMER_OFFSET, qh), 1000);
+                long done;
+                if (qr.getCode() == ResponseCode.SUCCESS) {
+                    done = ((QueryConsumerOffsetResponseHeader) qr.decodeCommandCustomHeader(QueryConsumerOffsetResponseHeader.class)).getOffset();
+                } else if (qr.getCode() == ResponseCode.QUERY_NOT_FOUND) {
+                    done = 0;
+                } else {
+                    out.add(List.of(q, "QUERY_CONSUMER_OFFSET " + qr.getCode()));
+                    continue;
+                }
+                if (done < max) {
+                    out.add(List.of(q, done, max));
+                }
+            }
+        } catch (Exception e) {
+            out.add(List.of(-1, String.valueOf(e)));
+        }
+        return out;
     }
 
     /** The gateway's view for the harness: the name server's route (broker id -> address), whether
