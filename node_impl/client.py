@@ -167,6 +167,10 @@ class NodeClient:
     def kv_read(self, key: str, timeout: float | None = None) -> dict:
         return self.call({"type": "kv-read", "key": key}, timeout)
 
+    def kv_read_keys(self, keys: list[str], timeout: float | None = None) -> dict:
+        """One linearizable read of every key in ``keys``: ``values``, one per key in order."""
+        return self.call({"type": "kv-read", "keys": list(keys)}, timeout)
+
     def kv_cas(self, key: str, old: Any, new: Any, timeout: float | None = None) -> dict:
         return self.call({"type": "kv-cas", "key": key, "old": old, "new": new}, timeout)
 
@@ -308,6 +312,9 @@ class AsyncNodeClient:
 
     async def kv_read(self, key: str, timeout: float | None = None) -> dict:
         return await self.call({"type": "kv-read", "key": key}, timeout)
+
+    async def kv_read_keys(self, keys: list[str], timeout: float | None = None) -> dict:
+        return await self.call({"type": "kv-read", "keys": list(keys)}, timeout)
 
     async def kv_cas(self, key: str, old: Any, new: Any, timeout: float | None = None) -> dict:
         return await self.call({"type": "kv-cas", "key": key, "old": old, "new": new}, timeout)

@@ -65,7 +65,7 @@ FIELDS: dict[str, tuple[str, ...]] = {
     "append": ("body", "bodies"),
     "get": ("index", "from", "to", "local"),
     "kv-write": ("key", "value"),
-    "kv-read": ("key",),
+    "kv-read": ("key", "keys"),
     "kv-cas": ("key", "old", "new"),
     "vote": ("from", "term", "candidate", "ledgerEndIndex", "ledgerEndTerm"),
     "heartbeat": ("from", "term", "leader", "client_addr"),

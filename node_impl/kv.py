@@ -1,9 +1,10 @@
 """The key-value state machine and the entry bodies that drive it (spec §8).
 
 Bodies are msgpack maps: ``{"op":"append","p":X}``, ``{"op":"put","k","v"}``,
-``{"op":"cas","k","old","new"}``, ``{"op":"read","k"}``; a NOOP entry has an empty
-body. The map is rebuilt at startup by replaying the committed log (R4), so apply
-must be deterministic: CAS is decided here, at apply time, not when it is proposed.
+``{"op":"cas","k","old","new"}``, ``{"op":"read","k"}`` or ``{"op":"read","ks"}`` (one
+read of many keys at one log position); a NOOP entry has an empty body. The map is
+rebuilt at startup by replaying the committed log (R4), so apply must be deterministic:
+CAS is decided here, at apply time, not when it is proposed.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ __all__ = [
     "body_put",
     "body_cas",
     "body_read",
+    "body_read_keys",
     "entry_view",
     "decode",
 ]
@@ -43,6 +45,11 @@ def body_cas(key: str, old: Any, new: Any) -> bytes:
 
 def body_read(key: str) -> bytes:
     return encode_body({"op": "read", "k": key})
+
+
+def body_read_keys(keys: list[str]) -> bytes:
+    """One read of many keys (read mode ``log``): one entry, so one commit, for all of them."""
+    return encode_body({"op": "read", "ks": list(keys)})
 
 
 def decode(e: Entry) -> Any:
@@ -96,6 +103,11 @@ class KV:
         op = obj.get("op")
         if op == "append":
             return None
+        if op == "read" and "ks" in obj:
+            keys = obj.get("ks")
+            if not isinstance(keys, list) or not all(isinstance(k, str) for k in keys):
+                return None
+            return {"values": self.read_keys(keys)}
         key = obj.get("k")
         if not isinstance(key, str):
             return None
@@ -115,3 +127,7 @@ class KV:
 
     def read(self, key: str) -> dict:
         return {"found": key in self.data, "value": self.data.get(key)}
+
+    def read_keys(self, keys: list[str]) -> list[dict]:
+        """``read`` of each key, in order, all from the same state."""
+        return [self.read(k) for k in keys]

@@ -14,12 +14,22 @@ from typing import Any
 
 from node_impl.api import DLedgerNode, KVNode, LogNode, Proposal
 from node_impl.follower_read import READ_INDEX
-from node_impl.kv import body_append, body_cas, body_put, body_read, entry_view
+from node_impl.kv import (
+    KV,
+    body_append,
+    body_cas,
+    body_put,
+    body_read,
+    body_read_keys,
+    entry_view,
+)
 from node_impl.wire import MAX_FRAME, FrameError, encode_frame, read_frame
 
 __all__ = ["BindError", "ClientAPI", "LogAPI", "Servers", "listen", "send_frame", "serve_requests"]
 
 MAX_GET_BYTES = MAX_FRAME // 2
+MAX_READ_KEYS = 10_000
+"""Most keys one ``kv-read`` may name: its log entry (read mode ``log``) stays far below a frame."""
 
 
 class BindError(OSError):
@@ -453,39 +463,57 @@ class ClientAPI(LogAPI):
         }
 
     async def kv_read(self, msg: dict) -> dict:
+        """A linearizable read of ``key``, or of every key in ``keys`` at one point.
+
+        ``keys`` exists for reads of many keys (the kv set's final read asks for every
+        element): one barrier, or in read mode ``log`` one entry, serves them all,
+        where a key at a time costs a quorum round (a commit in mode ``log``) each and
+        a few hundred of them outlast a client's patience on a loaded machine. The
+        answer is ``values``, one ``{found, value}`` per key in order, all from the
+        state at ``readIndex``.
+        """
         n = self.node
+        keys = msg.get("keys")
+        if keys is not None:
+            if (
+                not isinstance(keys, list)
+                or not keys
+                or len(keys) > MAX_READ_KEYS
+                or not all(isinstance(k, str) for k in keys)
+            ):
+                return self._err(
+                    "kv-read",
+                    "UNSUPPORTED",
+                    f"'keys' must be a list of 1 to {MAX_READ_KEYS} strings",
+                )
         key = msg.get("key")
-        if not isinstance(key, str):
+        if keys is None and not isinstance(key, str):
             return self._err("kv-read", "UNSUPPORTED", "'key' must be a string")
         local = n.bugs.stale_read or (n.bugs.wallclock_lease and n.lease_valid_wallclock())
         if local:  # seeded bugs: answer from local state, no barrier
-            r = n.kv.read(key)
-            return {
-                "type": "kv-read-resp",
-                "code": "SUCCESS",
-                "found": r["found"],
-                "value": r["value"],
-                "readIndex": n.applied,
-            }
+            return _kv_read_reply(n.kv, key, keys, n.applied)
         if n.cfg.read_mode == "log":
-            err, res = await self._propose("kv-read", [body_read(key)], "read")
+            body = body_read_keys(keys) if keys is not None else body_read(str(key))
+            err, res = await self._propose("kv-read", [body], "read")
             if err is not None:
                 return err
-            return {
-                "type": "kv-read-resp",
-                "code": "SUCCESS",
-                "found": bool(res.get("found")),
-                "value": res.get("value"),
-                "readIndex": res["index"],
-            }
+            out = {"type": "kv-read-resp", "code": "SUCCESS", "readIndex": res["index"]}
+            if keys is None:
+                out.update(found=bool(res.get("found")), value=res.get("value"))
+            else:
+                out["values"] = res.get("values")
+            return out
         why, read_index = await n.read_barrier()
         if why is not None:
             return self._err("kv-read", why)
-        r = n.kv.read(key)
-        return {
-            "type": "kv-read-resp",
-            "code": "SUCCESS",
-            "found": r["found"],
-            "value": r["value"],
-            "readIndex": read_index,
-        }
+        return _kv_read_reply(n.kv, key, keys, read_index)
+
+
+def _kv_read_reply(kv: KV, key: Any, keys: list[str] | None, read_index: int) -> dict:
+    """A kv-read answer from ``kv`` as it stands: one key's ``found``/``value``, or ``values``."""
+    out: dict[str, Any] = {"type": "kv-read-resp", "code": "SUCCESS", "readIndex": read_index}
+    if keys is None:
+        out.update(kv.read(key))
+    else:
+        out["values"] = kv.read_keys(keys)
+    return out
