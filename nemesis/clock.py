@@ -450,14 +450,12 @@ def _draw_clock(d: Draw) -> dict[str, Any]:
 
 
 def _undo_faketime(remote: Remote | None, entry: JournalRecord) -> None:
-    if remote is None:
-        raise ValueError(f"undoing {entry.describe()} needs a connection to {entry.host}")
+    remote = journal.connected(remote, entry)
     FaketimeClock(remote, str(entry.undo["file"])).reset()
 
 
 def _undo_real_clock(remote: Remote | None, entry: JournalRecord) -> None:
-    if remote is None:
-        raise ValueError(f"undoing {entry.describe()} needs a connection to {entry.host}")
+    remote = journal.connected(remote, entry)
     clock = RealClock(remote)
     if entry.undo.get("strobe_pidfile"):
         clock.pidfile = str(entry.undo["strobe_pidfile"])

@@ -575,8 +575,7 @@ with ``corrupt``."""
 
 
 def _undo_lazyfs(remote: Remote | None, entry: JournalRecord) -> None:
-    if remote is None:
-        raise ValueError(f"undoing {entry.describe()} needs a connection to {entry.host}")
+    remote = journal.connected(remote, entry)
     remote.run(cleanup_commands(str(entry.undo["mountpoint"])), check=False, timeout=60.0)
 
 

@@ -44,7 +44,8 @@ from typing import TYPE_CHECKING, Any
 from harness.core.db import HasFootprint
 
 if TYPE_CHECKING:
-    from harness.core.remote import Host
+    from harness.core.fault import JournalRecord
+    from harness.core.remote import Host, Remote
     from harness.core.spec import RunContext
 
 __all__ = [
@@ -56,6 +57,7 @@ __all__ = [
     "note",
     "clear",
     "db_pidfiles",
+    "connected",
 ]
 
 log = logging.getLogger(__name__)
@@ -265,3 +267,12 @@ def clear(ctx: RunContext, node: str, kind: str, key: str) -> None:
 def db_pidfiles(ctx: RunContext, node: str) -> list[str]:
     """The pid files of the DB's processes on ``node`` (none for a DB with no footprint)."""
     return ctx.db.pidfiles(ctx, node) if isinstance(ctx.db, HasFootprint) else []
+
+
+def connected(remote: Remote | None, entry: JournalRecord) -> Remote:
+    """The connection an entry's undo runs through; None (its host could not be reached)
+    is a ValueError naming the entry and the host, which the replay reports and keeps the
+    entry for the next one. Every undo but a ``local`` kind's starts with this."""
+    if remote is None:
+        raise ValueError(f"undoing {entry.describe()} needs a connection to {entry.host}")
+    return remote

@@ -688,8 +688,7 @@ class MembershipNemesis:
 
 
 def _undo_membership(remote: Remote | None, entry: JournalRecord) -> None:
-    if remote is None:
-        raise ValueError(f"undoing {entry.describe()} needs a connection to {entry.host}")
+    remote = journal.connected(remote, entry)
     for pf in entry.undo.get("pidfiles", []):
         stop_by_pidfile(remote, str(pf))
     for pf in entry.undo.get("cont", []):  # a slowed node's processes, left stopped

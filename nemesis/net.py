@@ -240,8 +240,7 @@ class PartitionNemesis:
 
 
 def _undo_chain(remote: Remote | None, entry: JournalRecord) -> None:
-    if remote is None:
-        raise ValueError(f"undoing {entry.describe()} needs a connection to {entry.host}")
+    remote = journal.connected(remote, entry)
     u = entry.undo
     remote.run(
         remove_chain_script(str(u.get("iptables", "iptables -w 10")), str(u["chain"])),

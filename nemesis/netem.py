@@ -476,8 +476,7 @@ def _draw_reorder(d: Draw) -> dict[str, Any]:
 
 
 def _undo_netem(remote: Remote | None, entry: JournalRecord) -> None:
-    if remote is None:
-        raise ValueError(f"undoing {entry.describe()} needs a connection to {entry.host}")
+    remote = journal.connected(remote, entry)
     remote.run(
         f"tc qdisc del dev {shlex.quote(str(entry.undo['iface']))} root 2>/dev/null; true",
         sudo=sudo_for(remote),
@@ -486,8 +485,7 @@ def _undo_netem(remote: Remote | None, entry: JournalRecord) -> None:
 
 
 def _undo_daemon(remote: Remote | None, entry: JournalRecord) -> None:
-    if remote is None:
-        raise ValueError(f"undoing {entry.describe()} needs a connection to {entry.host}")
+    remote = journal.connected(remote, entry)
     stop_by_pidfile(remote, str(entry.undo["pidfile"]))
 
 

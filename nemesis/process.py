@@ -273,8 +273,7 @@ def _undo_freeze(remote: Remote | None, entry: JournalRecord) -> None:
 
 
 def _undo_sigstop(remote: Remote | None, entry: JournalRecord) -> None:
-    if remote is None:
-        raise ValueError(f"undoing {entry.describe()} needs a connection to {entry.host}")
+    remote = journal.connected(remote, entry)
     kw = {"sudo": True} if remote.host.user != "root" else {}
     for pf in entry.undo.get("pidfiles", []):
         remote.signal_daemon(str(pf), "CONT", **kw)

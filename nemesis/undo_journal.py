@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 
 from nemesis import registry
 from nemesis.base import on_nodes
-from nemesis.journal import Entry, HostJournal
+from nemesis.journal import Entry, HostJournal, connected
 
 if TYPE_CHECKING:
     from harness.core.remote import Remote
@@ -34,9 +34,7 @@ def undo(remote: Remote | None, entry: Entry) -> None:
     if kind is None:
         known = ", ".join(registry.journal_kinds())
         raise ValueError(f"unknown journal kind {entry.kind!r} in {entry.path}; known: {known}")
-    if remote is None and not kind.local:
-        raise ValueError(f"undoing {entry.describe()} needs a connection to {entry.host}")
-    kind.undo(remote, entry)
+    kind.undo(remote if kind.local else connected(remote, entry), entry)
 
 
 def replay(journals: Iterable[HostJournal], remotes: Mapping[str, Remote]) -> dict[str, list[str]]:

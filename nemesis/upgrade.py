@@ -205,8 +205,7 @@ class UpgradeNemesis:
 def _undo_upgrade(remote: Remote | None, entry: JournalRecord) -> None:
     """A node caught between modes: its process stops here, and the run's db-node entry
     wipes it with the rest of the cluster (a test's cluster never outlives it)."""
-    if remote is None:
-        raise ValueError(f"undoing {entry.describe()} needs a connection to {entry.host}")
+    remote = journal.connected(remote, entry)
     for pf in entry.undo.get("pidfiles", []):
         stop_by_pidfile(remote, str(pf))
 
