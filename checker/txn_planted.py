@@ -20,7 +20,7 @@ from harness.core.checker import Example
 from harness.core.op import Op
 from harness.core.workload import GenContext
 
-__all__ = ["simulate", "plant", "examples", "stale_read"]
+__all__ = ["simulate", "plant", "examples", "stale_read", "failover_loss", "LOSS_WINDOW"]
 
 
 class _Builder:
@@ -318,6 +318,61 @@ def combined(kind: str) -> tuple[list[Op], tuple[str, ...]]:
     return ops, tuple(sorted(kinds))
 
 
+MS = 1_000_000
+LOSS_WINDOW = "asynchronous standby promoted: commits it had not received"
+"""A loss window in words, as a DB declares one (harness/dbs/postgres.py)."""
+
+
+class _Timed(_Builder):
+    """Ops 1 ms apart, with failovers as nemesis/failover.py records them."""
+
+    def txn(self, process: int, mops: list[list[Any]], typ: str = "ok", done: Any = None) -> None:
+        super().txn(process, mops, typ, done)
+        for j in (-2, -1):
+            op = self.ops[j]
+            self.ops[j] = op.replace(time=op.index * MS)
+
+    def failover(self, **more: Any) -> None:
+        n = len(self.ops)
+        self.ops.append(Op("invoke", "nemesis", "start-failover", {"target": "master"}, index=n))
+        value = {"nodes": ["n1"], "killed": "n1", "promoted": "n2", **more}
+        self.ops.append(Op("info", "nemesis", "start-failover", value, index=n + 1))
+        for j in (-2, -1):
+            op = self.ops[j]
+            self.ops[j] = op.replace(time=op.index * MS)
+
+
+def failover_loss(kind: str, *, failover: bool = True, after_promotion: bool = False) -> list[Op]:
+    """A primary failed over to a standby that lacked its last acknowledged commit: the
+    txn invoked at op 4 (list-append: appends 2 to key 0 and 1 to key 1; rw-register:
+    writes 2 to key 0), acknowledged at op 5 and read back, then the failover (ops 8-9,
+    or 6-7), after which the keys go on without it. ``failover=False``: the same loss
+    with no failover; ``after_promotion``: the lost txn acknowledged by the new primary."""
+    b = _Timed()
+    if kind == "rw-register":
+        b.txn(0, [["w", 0, 1]])
+        b.txn(1, [["r", 0, 1], ["w", 0, 2]])
+        b.txn(0, [["r", 0, 2]])
+        if failover:
+            b.failover()
+        b.txn(1, [["r", 0, 1], ["w", 0, 3]])
+        b.txn(0, [["r", 0, 3]])
+        return b.ops
+    b.txn(0, [["append", 0, 1]])
+    b.txn(1, [["r", 0, [1]]])
+    if not after_promotion:
+        b.txn(0, [["append", 0, 2], ["append", 1, 1]])
+        b.txn(1, [["r", 0, [1, 2]], ["r", 1, [1]]])
+    if failover:
+        b.failover()
+    if after_promotion:
+        b.txn(0, [["append", 0, 2], ["append", 1, 1]])
+    b.txn(0, [["r", 0, [1]], ["append", 0, 3]])
+    b.txn(1, [["append", 1, 2]])
+    b.txn(1, [["r", 0, [1, 3]], ["r", 1, [2]]])
+    return b.ops
+
+
 def examples() -> dict[str, Example]:
     """Every planted class of each workload in one history (strict serializability and
     process order claimed, so the -realtime and -process classes count), and a valid
@@ -329,4 +384,18 @@ def examples() -> dict[str, Example]:
         out[f"{kind}-every-anomaly"] = (ops, {"options": {"txn": claim}}, kinds)
         sim = simulate(300, kind, seed=7, concurrency=5, key_count=4)
         out[f"{kind}-valid"] = (sim, {"options": {"txn": claim}}, ())
+        lost = failover_loss(kind)
+        durable = {"workload": kind, "durable": True}
+        shows = (
+            ("incompatible-order", "lost-commit")
+            if kind == "list-append"
+            else (
+                "lost-commit",
+                "lost-update",
+                "G2-item",
+            )
+        )
+        out[f"{kind}-failover-lost-commit"] = (lost, {"options": {"txn": durable}}, shows)
+        window = {**durable, "loss_window": LOSS_WINDOW}
+        out[f"{kind}-failover-in-window"] = (lost, {"options": {"txn": window}}, ())
     return out

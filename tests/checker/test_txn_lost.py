@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 
 from checker.txn import check_txn
+from checker.txn_planted import LOSS_WINDOW, failover_loss
 from harness.core.op import NEMESIS, Op
 
 MS = 1_000_000
@@ -36,42 +37,12 @@ class _History:
         self._add(Op("info", NEMESIS, "start-failover", value))
 
 
-def _async_failover_list(*, failover: bool = True, lost_after_promotion: bool = False) -> list[Op]:
-    """T3's appends (2 to key 0, 1 to key 1) were acknowledged and read by T4, then the
-    failover: after it, key 0 goes on from [1] and key 1 from [], without them."""
-    h = _History()
-    h.txn(0, [["append", 0, 1]])
-    h.txn(1, [["r", 0, [1]]])
-    if not lost_after_promotion:
-        h.txn(0, [["append", 0, 2], ["append", 1, 1]])  # acknowledged, then lost
-        h.txn(1, [["r", 0, [1, 2]], ["r", 1, [1]]])
-    if failover:
-        h.failover()
-    if lost_after_promotion:
-        h.txn(0, [["append", 0, 2], ["append", 1, 1]])  # acknowledged by the new primary
-    h.txn(0, [["r", 0, [1]], ["append", 0, 3]])
-    h.txn(1, [["append", 1, 2]])
-    h.txn(1, [["r", 0, [1, 3]], ["r", 1, [2]]])
-    return h.ops
-
-
-def _async_failover_register() -> list[Op]:
-    h = _History()
-    h.txn(0, [["w", 0, 1]])
-    h.txn(1, [["r", 0, 1], ["w", 0, 2]])  # acknowledged, then lost
-    h.txn(0, [["r", 0, 2]])
-    h.failover()
-    h.txn(1, [["r", 0, 1], ["w", 0, 3]])  # the promoted standby's state: 1
-    h.txn(0, [["r", 0, 3]])
-    return h.ops
-
-
-WINDOW = "asynchronous standby promoted: commits it had not received"
+WINDOW = LOSS_WINDOW
 
 
 @pytest.mark.parametrize("kind", ["list-append", "rw-register"])
 def test_a_loss_inside_the_declared_window_is_measured_not_invalid(kind: str) -> None:
-    ops = _async_failover_list() if kind == "list-append" else _async_failover_register()
+    ops = failover_loss(kind)
     res = check_txn(ops, {"durable": True, "loss_window": WINDOW})
     assert res["valid"] is True, res
     assert "lost-commit" not in res["anomalies"]
@@ -92,7 +63,7 @@ def test_a_loss_inside_the_declared_window_is_measured_not_invalid(kind: str) ->
 def test_with_no_window_a_lost_commit_is_invalid(kind: str) -> None:
     """Synchronous replication declares no window: the same history is INVALID, with the
     lost commit named, its failover and its age at the promotion."""
-    ops = _async_failover_list() if kind == "list-append" else _async_failover_register()
+    ops = failover_loss(kind)
     res = check_txn(ops, {"durable": True})
     assert res["valid"] is False
     (ex,) = res["anomalies"]["lost-commit"]
@@ -105,13 +76,15 @@ def test_with_no_window_a_lost_commit_is_invalid(kind: str) -> None:
 
 
 def test_a_loss_outside_any_failover_is_invalid_even_with_a_window() -> None:
-    res = check_txn(_async_failover_list(failover=False), {"durable": True, "loss_window": WINDOW})
+    res = check_txn(
+        failover_loss("list-append", failover=False), {"durable": True, "loss_window": WINDOW}
+    )
     assert res["valid"] is False and res["anomalies"]["lost-commit"]
     assert "failover" not in res["anomalies"]["lost-commit"][0]
 
 
 def test_a_commit_the_new_primary_acknowledged_is_not_in_the_window() -> None:
-    ops = _async_failover_list(lost_after_promotion=True)
+    ops = failover_loss("list-append", after_promotion=True)
     res = check_txn(ops, {"durable": True, "loss_window": WINDOW})
     assert res["valid"] is False and res["anomalies"]["lost-commit"]
     assert res["stats"]["lost_commits"]["in_window"] == 0
@@ -120,7 +93,7 @@ def test_a_commit_the_new_primary_acknowledged_is_not_in_the_window() -> None:
 def test_a_level_without_durability_reports_it_as_allowed() -> None:
     """Serializable alone does not promise an acknowledged commit stays (a txn nobody saw
     may be ordered last); the loss is reported, the verdict not failed for it."""
-    ops = _async_failover_register()
+    ops = failover_loss("rw-register")
     res = check_txn(ops, {})
     assert "lost-commit" not in res["anomalies"]
     assert any(a["kind"] == "lost-commit" for a in res["notes"]["allowed-anomaly"])
