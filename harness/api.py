@@ -64,7 +64,13 @@ What the harness guarantees
   state. Everything ``Client.open`` does must leave data untouched.
 * **Capabilities.** A nemesis uses a fault only if the DB has the matching
   protocol (``isinstance(db, Killable)`` and so on): implement just the methods
-  your system supports, and a test simply never gets the other faults.
+  your system supports, and a test simply never gets the other faults. A capability
+  you have but cannot honour in some configuration, or a fault's way of acting your
+  system was never meant to survive, is declined by what the fault does or needs, never
+  by its name: ``declines = {"changes_membership": "the ensemble is static"}`` (keys:
+  an ``EFFECTS`` name, a ``NEEDS`` word or a capability's class name; ``declines``).
+  The deck leaves such faults out and a ``--nemesis`` run naming one exits 3 with your
+  reason, a plugin's fault of the same kind included.
 * **Timeouts.** One client timeout per run, ``ctx.spec.client_timeout`` (``run
   --client-timeout``, 5 s by default): use it for your client's calls (``client_timeout(ctx)``
   when the client is opened). A client op that raises is recorded ``info``, and one still
@@ -104,6 +110,7 @@ from harness.core.db import (
     Convergence,
     ConvergenceReport,
     Converges,
+    DataFiles,
     FailsOver,
     HasDefaultWorkload,
     HasFootprint,
@@ -131,6 +138,8 @@ from harness.core.errors import (
 )
 from harness.core.events import NodeEvent, ReportsEvents
 from harness.core.fault import (
+    EFFECTS,
+    NEEDS,
     Draw,
     Effects,
     Fault,
@@ -140,6 +149,7 @@ from harness.core.fault import (
     Periods,
     Residue,
     Selected,
+    declines,
     no_value,
 )
 from harness.core.nemesis import FaultJournal, Nemesis
@@ -211,6 +221,8 @@ __all__ = [
     "ReportsEvents",
     "NodeEvent",
     "runs_under_faketime",
+    "DataFiles",
+    "declines",
     # options
     "option",
     "declares_options",
@@ -256,6 +268,8 @@ __all__ = [
     # faults (docs/your-own-system.md, "A fault of your own")
     "Fault",
     "Effects",
+    "EFFECTS",
+    "NEEDS",
     "Periods",
     "Nemesis",
     "NemesisFactory",

@@ -44,6 +44,7 @@ __all__ = [
     "build_package",
     "parse_faults",
     "check_hosts",
+    "check_faults",
     "option_keys",
 ]
 
@@ -265,6 +266,27 @@ def check_hosts(faults: Sequence[str], hosts: Iterable[Host]) -> None:
                 f"nemesis fault {f.name!r} needs hosts that are virtual machines of a VM lab "
                 f"(`splitbrain lab up --driver vm`); these have no hypervisor to act on: "
                 f"{', '.join(missing)}",
+                field="nemesis",
+            )
+
+
+def check_faults(faults: Sequence[str], db: object, hosts: Iterable[Host]) -> None:
+    """Before a run: ConfigError naming the first ``--nemesis`` fault that cannot act on
+    ``db`` on ``hosts``, and why (:meth:`harness.core.fault.Fault.why_not`: what the DB
+    declares and declines, the inventory's host facts).
+
+    The deck leaves out a script whose fault is refused; a fault named by hand must not
+    fare better: it would run and do nothing (a failover that promotes no one, a lazy fs
+    that takes the whole store), and a run that never applied its fault looks as strong
+    as one that did.
+    """
+    hosts = list(hosts)
+    check_hosts(faults, hosts)
+    for name in dict.fromkeys(n.strip() for n in faults):
+        why = reg.fault(name).why_not(db, hosts)
+        if why is not None:
+            raise ConfigError(
+                f"nemesis fault {name!r} cannot run against {type(db).__name__} here: {why}",
                 field="nemesis",
             )
 

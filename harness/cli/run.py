@@ -301,10 +301,12 @@ def run(
             _with_deck(s, roles.db, hosts, nemesis_interval, one_pass=time_limit is None)
             for s, roles in prepared
         ]
-    from nemesis.package import check_hosts
+    from nemesis.package import check_faults
 
-    for s in variants:  # power on hosts with no hypervisor: exit 3 before anything runs
-        check_hosts(s.nemesis, hosts)
+    # a fault the hosts or the DB cannot take (power with no hypervisor, a fault the DB
+    # declines): exit 3 before anything runs, naming the fault and why
+    for s, (_, roles) in zip(variants, prepared, strict=True):
+        check_faults(s.nemesis, roles.db, hosts)
     from harness.report.html import write_report
 
     opts = RunOptions(

@@ -2,7 +2,10 @@
 
 ``DB`` is required; the others are optional capabilities that nemeses probe with
 ``isinstance`` (all are ``runtime_checkable``), so a DB that cannot be paused
-simply never gets a pause fault. Implementations: :mod:`harness.dbs`.
+simply never gets a pause fault. A capability a DB has but cannot honour in some
+configuration, or a way of faulting it was never meant to survive, it declines by what a
+fault does or needs (its ``declines`` mapping, read by :func:`harness.core.fault.declines`),
+never by a fault's name. Implementations: :mod:`harness.dbs`.
 """
 
 from __future__ import annotations

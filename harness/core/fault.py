@@ -19,7 +19,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal, Protocol
 
-from harness.core.errors import NemesisError
+from harness.core.errors import ConfigError, NemesisError
 
 if TYPE_CHECKING:
     from harness.core.nemesis import Nemesis
@@ -30,6 +30,7 @@ __all__ = [
     "Effects",
     "Periods",
     "EFFECTS",
+    "NEEDS",
     "JournalKind",
     "JournalRecord",
     "Residue",
@@ -37,6 +38,7 @@ __all__ = [
     "Selected",
     "NemesisFactory",
     "no_value",
+    "declines",
 ]
 
 
@@ -138,6 +140,19 @@ EFFECTS: Mapping[str, str] = {
 uses for it."""
 
 
+NEEDS: Mapping[str, str] = {
+    "machine": "hosts that are virtual machines (Host.machine): it acts through the hypervisor",
+    "netem": "tc netem on the hosts: it acts through the kernel's queueing discipline",
+    "primaries": "a DB that reports its leader (HasPrimaries)",
+    "fuse": "hosts that declare FUSE (extras fuse: true): it runs the node's directory over "
+    "a FUSE file system of its own (the lazy fs, which keeps what the node did not fsync in "
+    "a page cache of its own, to drop or tear)",
+}
+"""Every word a fault's ``needs`` may hold, and what it means. A DB may decline a need
+(``harness.core.db.declines``: the lazy fs under files it never fsyncs), so a word here
+says how the fault acts, not only what it asks of the hosts."""
+
+
 @dataclass(frozen=True)
 class Effects:
     """What a fault does to the cluster, for the modules that are not the fault.
@@ -215,6 +230,51 @@ def no_value(d: Draw) -> dict[str, Any]:
     return {}
 
 
+def declines(db: object) -> dict[str, str]:
+    """What ``db`` declines of the faults, each with why, as the DB declares it: keyed by
+    what a fault does or needs, never by a fault's name.
+
+    A DB declares ``declines`` (a mapping, or a property when it depends on the options)
+    when it has a capability a fault uses but a fact of its own rules the fault out: its
+    acks come from page caches, so a lazy fs would judge a promise it never made; its
+    ensemble is static, so nothing can change its membership. A key is one of:
+
+    * an effect (:data:`EFFECTS`: ``changes_membership``, ``loses_writes``,
+      ``kills`` ...): every fault that declares that effect is declined;
+    * a need (:data:`NEEDS`: ``fuse``, ``machine``, ``netem``,
+      ``primaries``): every fault that needs it, i.e. acts through it;
+    * a capability's class name (``FailsOver``, ``TransfersLeadership``): the DB has the
+      protocol's methods (a ``harness.core.db`` protocol), but in this configuration
+      every fault that needs it (``Fault.db_needs``) is declined.
+
+    ``Fault.why_not`` matches these against the fault's own :attr:`Fault.traits`, so the deck leaves
+    out, and a ``--nemesis`` run refuses before it starts, a plugin's fault of the same
+    kind as a built-in one without either being named here. A malformed declaration (not
+    a str-to-str mapping, or a lowercase key that is neither an effect nor a need: a typo
+    would decline nothing) is a ConfigError naming the DB.
+    """
+    got = getattr(db, "declines", None)
+    if got is None:
+        return {}
+    if not isinstance(got, Mapping) or not all(
+        isinstance(k, str) and isinstance(v, str) and v for k, v in got.items()
+    ):
+        raise ConfigError(
+            f"{type(db).__name__}.declines must map what a fault does or needs to the DB's "
+            f"reason (str to non-empty str), got {got!r}",
+            field="declines",
+        )
+    bad = [k for k in got if not (k in EFFECTS or k in NEEDS or k[:1].isupper())]
+    if bad:
+        raise ConfigError(
+            f"{type(db).__name__}.declines: {', '.join(map(repr, bad))} is neither an effect "
+            f"({', '.join(EFFECTS)}), a need ({', '.join(NEEDS)}) nor a capability's class "
+            f"name (FailsOver)",
+            field="declines",
+        )
+    return dict(got)
+
+
 @dataclass(frozen=True, kw_only=True)
 class Fault:
     """One fault: its names, options, targets, nemesis, draw, journal, leftovers, heal rank, colour.
@@ -230,10 +290,12 @@ class Fault:
     * ``targets``: ``node`` (aimed at nodes) or ``cluster`` (the fault picks its own);
       ``needs``: ``machine`` (hosts with ``Host.machine``), ``netem`` (tc netem),
       ``primaries`` (a DB reporting its leader), ``fuse`` (hosts whose inventory declares
-      ``extras["fuse"]``); ``db_needs``: the capabilities (``harness.core.db`` protocols) the
-      DB must declare; ``refuse``: any other reason it cannot act on this DB and these hosts.
-      :meth:`why_not` joins them, so the default campaign leaves out, and names, a fault
-      script it could not play instead of failing mid-run.
+      ``extras["fuse"]``; :data:`NEEDS`); ``db_needs``: the capabilities (``harness.core.db``
+      protocols) the DB must declare; ``refuse``: any other reason it cannot act on this DB
+      and these hosts. What the DB itself declines (``harness.core.db.declines``) is matched
+      against the fault's :attr:`traits`, never its name. :meth:`why_not` joins them, so the
+      default campaign leaves out, and names, a fault script it could not play, and a fault
+      named with ``--nemesis`` stops the run before it starts, instead of failing mid-run.
     * ``nemesis``: a factory given the selected kinds of its ``group`` and their options;
       ``link`` wires it to the other nemeses of the run (a kill that ends a pause).
     * ``draw``: the start value, from a :class:`Draw`; ``usable``: which variants can
@@ -284,11 +346,41 @@ class Fault:
         """Every ``--nemesis`` name that selects this fault."""
         return (self.name, *self.aliases)
 
+    @property
+    def traits(self) -> tuple[str, ...]:
+        """What a DB may decline this fault by (``harness.core.db.declines``): its effects'
+        names (:data:`EFFECTS`), its needs (:data:`NEEDS`) and the names of the capabilities
+        it needs of the DB (``FailsOver``). A fault is declined by what it does and needs,
+        so a plugin's fault that declares the same is declined too, unnamed."""
+        return (
+            *self.effects.names,
+            *sorted(self.needs),
+            *dict.fromkeys(c.__name__ for c in self.db_needs),
+        )
+
+    def declined_by(self, db: object) -> str | None:
+        """The DB's own reason not to take this fault, or None: the first of its
+        :attr:`traits` that ``db`` declines (a ConfigError for a malformed declaration).
+
+        A DB's ``refused_faults`` (keyed by fault name, the older form) is still read
+        after it, until every built-in DB declares ``declines``.
+        """
+        declined = declines(db)
+        for trait in self.traits:
+            why = declined.get(trait)
+            if why:
+                return f"{self.name}: {why} ({type(db).__name__} declines {trait})"
+        legacy = getattr(db, "refused_faults", None)
+        if isinstance(legacy, Mapping) and legacy.get(self.name):
+            return f"{self.name}: {legacy[self.name]}"
+        return None
+
     def why_not(self, db: object, hosts: Sequence[Host]) -> str | None:
         """Why this fault cannot act on ``db`` running on ``hosts``, or None when it can.
 
-        Declared facts only (the DB's capabilities, the inventory's host facts): nothing
-        is asked of a host, so the answer is known before the run starts.
+        Declared facts only (the DB's capabilities and what it declines, the inventory's
+        host facts): nothing is asked of a host, so the answer is known before the run
+        starts.
         """
         from harness.core.db import HasPrimaries
 
@@ -308,9 +400,9 @@ class Fault:
                     f"{self.name} needs hosts that declare FUSE (extras fuse: true); "
                     f"{', '.join(bare)} do not"
                 )
-        declined = getattr(db, "refused_faults", None)
-        if isinstance(declined, Mapping) and declined.get(self.name):
-            return f"{self.name}: {declined[self.name]}"
+        declined = self.declined_by(db)
+        if declined is not None:
+            return declined
         return self.refuse(db, hosts) if self.refuse is not None else None
 
     def selected_variants(self, name: str) -> tuple[str, ...]:

@@ -252,27 +252,30 @@ class DLedgerJavaDB(NodeLogEvents, PidfileDaemonDB):
     ``dledger-<id>/index/<offset>`` and ``dledger-<id>/currterm`` (a properties file:
     currTerm, voteLeader; ``currterm.bak`` beside it)."""
 
-    _refused = {
-        "lose-unfsynced": _POWER,
-        "torn-write": _POWER,
-    }
-    """lose-unfsynced and torn-write only: corrupt damages DLedger's own files at rest,
-    between its kill and its restart, through the page cache its mmap shares (measured,
-    docs/dledger-java.md), so it is not refused; the deck's ``disk`` script still is, by
-    the two above."""
-
     @property
-    def refused_faults(self) -> dict[str, str]:
-        """Faults the deck leaves out for DLedger, with the reason it prints
-        (``Fault.why_not`` reads this mapping). The membership fault, which plays only
-        its ``transfer`` variant here (the DB is ``TransfersLeadership``, not
-        ``Reconfigurable``), is refused for a version without transfer."""
-        out = dict(self._refused)
+    def declines(self) -> dict[str, str]:
+        """What the deck leaves out for DLedger and a ``--nemesis`` run refuses, with the
+        reason it prints (``harness.core.db.declines``; ``Fault.why_not`` matches it).
+
+        ``fuse``: the lazy fs faults (lose-unfsynced, torn-write). Not ``loses_writes``:
+        the VM lab's power cut loses un-fsynced writes too, on real disks, and is what the
+        reason points to; and not corrupt, which damages DLedger's own files at rest,
+        between its kill and its restart, through the page cache its mmap shares (measured,
+        docs/dledger-java.md). The deck's ``disk`` script keeps its corrupt part.
+
+        A version without leadership transfer declines ``TransfersLeadership`` and
+        ``changes_membership``: the membership fault plays only its ``transfer`` variant
+        here (the DB is ``TransfersLeadership``, not ``Reconfigurable``), so there it would
+        do nothing.
+        """
+        out = {"fuse": _POWER}
         if not transfer_supported(self.options.version):
-            out["membership"] = (
+            why = (
                 f"DLedger {self.options.version} has no leadership transfer "
                 "(LeadershipTransferRequest is in DLedger from 0.2.0 on) and no membership change"
             )
+            out["TransfersLeadership"] = why
+            out["changes_membership"] = why
         return out
 
     def __init__(self, options: DLedgerJavaOptions) -> None:
