@@ -29,6 +29,8 @@ judges those, and only those, so no DB is held to another's promises:
 
 Pure: events in, one checker result out (the shape every checker's result has:
 ``valid``, ``anomalies`` with capped examples, ``stats`` with the true counts).
+``stats.checked`` says how much each judged invariant rested on (:func:`checked_counts`):
+an invariant that held over no votes, or no elections, said nothing.
 """
 
 from __future__ import annotations
@@ -40,7 +42,14 @@ from typing import Any
 
 from harness.core.events import NodeEvent
 
-__all__ = ["ANOMALIES", "NAME", "check_node_events", "merge_node_events", "summary_line"]
+__all__ = [
+    "ANOMALIES",
+    "NAME",
+    "check_node_events",
+    "checked_counts",
+    "merge_node_events",
+    "summary_line",
+]
 
 NAME = "node-events"
 """The key of this check in ``results.json``'s ``checkers``."""
@@ -278,6 +287,56 @@ def _safety(events: Iterable[NodeEvent]) -> list[dict[str, Any]]:
     ]
 
 
+def checked_counts(events: Sequence[NodeEvent]) -> dict[str, dict[str, int]]:
+    """What each invariant was judged on, by the events it reads.
+
+    ``one-vote-per-term``: votes granted, the (member, term) pairs and the terms they were
+    in; ``one-leader-per-term``: the terms with a leader and the (member, term)
+    leaderships; ``leader-completeness``: the elections and the truncations held against
+    the leaders' commits, and those commits; ``follower-commit-bound``: the follower
+    commits whose match was known; ``safety-checks``: the node's own failed checks.
+    """
+    votes = [ev for ev in events if ev.kind == "vote" and ev.term is not None and ev.candidate]
+    leaderships = {
+        (ev.member or ev.node, ev.term)
+        for ev in events
+        if ev.kind == "role" and ev.role == "leader" and ev.term is not None
+    }
+    return {
+        "one-vote-per-term": {
+            "votes": len(votes),
+            "member_terms": len({(ev.member or ev.node, ev.term) for ev in votes}),
+            "terms": len({ev.term for ev in votes}),
+        },
+        "one-leader-per-term": {
+            "terms": len({t for _, t in leaderships}),
+            "leaderships": len(leaderships),
+        },
+        "leader-completeness": {
+            "elections": sum(
+                1
+                for ev in events
+                if ev.kind == "elected" and ev.term is not None and ev.index is not None
+            ),
+            "truncations": sum(
+                1 for ev in events if ev.kind == "truncate" and ev.term is not None and ev.removed
+            ),
+            "leader_commits": len(_leader_commits(events)),
+        },
+        "follower-commit-bound": {
+            "follower_commits": sum(
+                1
+                for ev in events
+                if ev.kind == "commit"
+                and ev.role == "follower"
+                and ev.index is not None
+                and ev.match is not None
+            ),
+        },
+        "safety-checks": {"lines": sum(1 for ev in events if ev.kind == "safety")},
+    }
+
+
 def check_node_events(
     events: Iterable[NodeEvent], kinds: frozenset[str], invariants: frozenset[str]
 ) -> dict[str, Any]:
@@ -324,6 +383,7 @@ def check_node_events(
         judged.append("safety-checks")
         found["node-safety-check"] = _safety(evs)
     counts = {k: len(v) for k, v in found.items() if v}
+    checked = checked_counts(evs)
     return {
         "valid": not counts,
         "anomalies": {k: v[:EXAMPLES] for k, v in found.items() if v},
@@ -332,6 +392,7 @@ def check_node_events(
             "judged": judged,
             "not_judged": not_judged,
             "anomaly_counts": counts,
+            "checked": {name: checked[name] for name in judged},
         },
     }
 

@@ -295,3 +295,26 @@ def test_a_real_cluster_logs_what_the_commit_invariants_need(
         return
     found = res["anomalies"].get("event-commit-beyond-match") or []
     assert found and all(a["commit"] > a["match"] for a in found), res["stats"]
+
+
+def test_stats_say_how_much_each_judged_invariant_rested_on() -> None:
+    """0 anomalies over 0 votes is no evidence: the counts tell a held invariant from an
+    idle one (issue 42's 20 correct runs are read by them)."""
+    evs = [
+        vote("n1", 3, "n2"), vote("n1", 3, "n2"), vote("n3", 3, "n2"), vote("n1", 4, "n1"),
+        leader("n2", 3), leader("n2", 3), leader("n1", 4),
+        commit("n2", 3, 10, 3), elected("n1", 4, 10, 3), truncated("n4", 4, (3, 11, 12)),
+        commit("n3", 3, 10, 3, role="follower", match=10),
+        commit("n5", 3, 10, 3, role="follower"),
+    ]  # fmt: skip
+    checked = check_node_events(evs, RAFT_KINDS, ALL)["stats"]["checked"]
+    assert checked == {
+        "one-vote-per-term": {"votes": 4, "member_terms": 3, "terms": 2},
+        "one-leader-per-term": {"terms": 2, "leaderships": 2},
+        "leader-completeness": {"elections": 1, "truncations": 1, "leader_commits": 1},
+        "follower-commit-bound": {"follower_commits": 1},
+        "safety-checks": {"lines": 0},
+    }
+    # only what was judged is counted
+    only_votes = check_node_events(evs, KINDS, frozenset({"one-vote-per-term"}))
+    assert set(only_votes["stats"]["checked"]) == {"one-vote-per-term", "safety-checks"}
