@@ -234,11 +234,13 @@ class KafkaWatchClient:
         events = list((op.value or {}).get("events") or [])
         t = self._t()
         try:
-            req = publish_request(events, int(0.8 * t * 1000))
+            # An acks=all produce of a loaded lab takes seconds: the gateway may wait 1.4
+            # client timeouts (the watchdog allows two), then answers TIMEOUT (unknown).
+            req = publish_request(events, int(1.4 * t * 1000))
         except ValueError as e:
             return op.complete("fail", op.value, error=f"client error: {e}")
         try:
-            reply = self._call(req, t)
+            reply = self._call(req, 1.6 * t)
         except ConnectionError as e:  # the gateway is on this machine: refused means not sent
             kind = "fail" if "connect failed" in str(e) else "info"
             return op.complete(kind, op.value, error=str(e)[:200])

@@ -231,6 +231,9 @@ public final class Gateway {
                 p.put(ProducerConfig.TRANSACTIONAL_ID_CONFIG, txnId);
                 p.put(ProducerConfig.TRANSACTION_TIMEOUT_CONFIG, String.valueOf(TXN_TIMEOUT_MS));
                 p.put(ProducerConfig.CLIENT_ID_CONFIG, txnId);
+                // initTransactions and commitTransaction block this long (finding the
+                // coordinator of a loaded cluster takes more than the plain producer's 2 s)
+                p.put(ProducerConfig.MAX_BLOCK_MS_CONFIG, "4000");
                 KafkaProducer<String, String> made = new KafkaProducer<>(p);
                 try {
                     made.initTransactions();
@@ -400,6 +403,15 @@ public final class Gateway {
         return out;
     }
 
+    /** A send's failure that says the record was never written: NOT_ENOUGH_REPLICAS (the
+     * leader checks the ISR before it appends) or no metadata for the topic within
+     * max.block.ms (the record never left the producer). */
+    private static boolean neverSent(Throwable cause) {
+        return cause instanceof NotEnoughReplicasException
+                || (cause instanceof org.apache.kafka.common.errors.TimeoutException
+                        && String.valueOf(cause.getMessage()).contains("not present in metadata"));
+    }
+
     /** One publish of the watch workload: one event through the node's producer (as
      * {@code send}), several as one transaction. {@code written} says what a failure means:
      * {@code no} (certainly nothing visible: refused before it was queued, NOT_ENOUGH_REPLICAS,
@@ -446,7 +458,7 @@ public final class Gateway {
             } catch (ExecutionException e) {
                 Throwable cause = e.getCause();
                 r.put("code", name(cause));
-                r.put("written", cause instanceof NotEnoughReplicasException ? "no" : "unknown");
+                r.put("written", neverSent(cause) ? "no" : "unknown");
                 r.put("error", String.valueOf(cause));
             } catch (TimeoutException e) {
                 r.put("code", "TIMEOUT");
@@ -615,7 +627,8 @@ public final class Gateway {
                 }
                 if (System.currentTimeMillis() >= deadline) {
                     r.put("code", "TXN_OPEN");
-                    r.put("error", "a transaction holds the stable offsets " + stable + " below " + hw);
+                    r.put("error", "a transaction holds the stable offsets " + stable + " below " + hw
+                            + "; open: " + openTransactions(stable, hw));
                     return r;
                 }
                 Frames.sleep(300);
@@ -656,6 +669,35 @@ public final class Gateway {
             r.put("error", String.valueOf(e));
         }
         return r;
+    }
+
+    /** The producers with a transaction open on the partitions whose stable offset is below
+     * the high watermark (Admin.describeProducers, KIP-664), for the triage of a snapshot
+     * that never saw them close. */
+    private String openTransactions(Map<TopicPartition, Long> stable, Map<TopicPartition, Long> hw) {
+        List<TopicPartition> held = new ArrayList<>();
+        for (Map.Entry<TopicPartition, Long> e : hw.entrySet()) {
+            if (!e.getValue().equals(stable.get(e.getKey()))) {
+                held.add(e.getKey());
+            }
+        }
+        StringBuilder b = new StringBuilder();
+        try {
+            admin.describeProducers(held).all().get(3, TimeUnit.SECONDS).forEach((tp, st) -> {
+                for (org.apache.kafka.clients.admin.ProducerState ps : st.activeProducers()) {
+                    if (ps.currentTransactionStartOffset().isPresent()) {
+                        b.append(tp).append(": producer ").append(ps.producerId()).append(" epoch ")
+                                .append(ps.producerEpoch()).append(" from offset ")
+                                .append(ps.currentTransactionStartOffset().getAsLong())
+                                .append(" last write ").append(Instant.ofEpochMilli(ps.lastTimestamp()))
+                                .append("; ");
+                    }
+                }
+            });
+        } catch (Exception e) {
+            b.append("describeProducers: ").append(e);
+        }
+        return b.toString();
     }
 
     private Long endOffset(KafkaConsumer<String, String> consumer, TopicPartition tp) {
