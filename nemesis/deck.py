@@ -9,7 +9,9 @@ schedule of one fault at a time finds a fraction of what these overlaps find
 
 A script is kept when the DB and the hosts can take every fault kind it plays, as the
 faults themselves declare it (:meth:`harness.core.fault.Fault.why_not`: the DB's
-capabilities, the inventory's host facts). A script made of parts that play without one
+capabilities and what it declines of a fault's effects and needs, the inventory's host
+facts; :func:`nemesis.package.check_faults` holds faults named with ``--nemesis`` to the
+same check). A script made of parts that play without one
 another (:data:`nemesis.profiles.SCRIPT_PARTS`: ``disk``) loses only the parts holding a
 refused kind and keeps the rest; the kinds it goes without are its ``dropped``, each with
 the reason, and the runner builds its steps without them. A script with a refused kind
