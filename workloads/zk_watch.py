@@ -63,7 +63,6 @@ from __future__ import annotations
 
 import copy
 import logging
-import time
 from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -176,21 +175,20 @@ class ZkWatchClient:
 
     def setup(self, ctx: RunContext) -> None:
         """The root and the streams' znodes (every worker may: made once, found after).
-        Not fatal: a publish to a missing znode makes it."""
+        One try, not fatal: a publish to a missing znode makes it, and a retry here would
+        hold every worker's start while the faults (already playing) keep a server down."""
         names = [f"s{i}" for i in range(self.streams)]
-        deadline = time.monotonic() + 30
-        while True:
-            try:
-                reply = self._call({"type": "watch-setup", "streams": names}, self._t())
-                if reply.get("code") == "SUCCESS":
-                    return
-                why = f"{reply.get('code')}: {reply.get('error')}"
-            except Exception as e:  # noqa: BLE001 - retried, then left to the publishes
-                why = f"{type(e).__name__}: {e}"
-            if time.monotonic() > deadline:
-                log.warning("zk watch setup on %s: %s (publishes make the znodes)", self.node, why)
-                return
-            time.sleep(1)
+        try:
+            reply = self._call({"type": "watch-setup", "streams": names}, self._t())
+            why = (
+                None
+                if reply.get("code") == "SUCCESS"
+                else f"{reply.get('code')}: {reply.get('error')}"
+            )
+        except Exception as e:  # noqa: BLE001 - left to the publishes
+            why = f"{type(e).__name__}: {e}"
+        if why is not None:
+            log.info("zk watch setup on %s: %s (publishes make the znodes)", self.node, why)
 
     def teardown(self, ctx: RunContext) -> None:
         pass
