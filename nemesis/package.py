@@ -5,7 +5,7 @@ that can apply those faults, a :class:`Schedule` that alternates a random
 ``start-<kind>`` with its ``stop-<kind>``, and ``final_ops`` that heal every
 enabled kind before the final reads. Everything about a fault comes from its
 registered object (:mod:`nemesis.registry`): this module knows no fault by name
-except the rolling upgrade's place in the schedule.
+(a ``rolling`` fault, the upgrade, is started first by what it declares).
 
 The schedule is pure: its choices (fault, shape, grudge, nodes, parameters) come
 from the rng it was given and the node list, so the same seed gives the same
@@ -47,13 +47,6 @@ __all__ = [
     "check_faults",
     "option_keys",
 ]
-
-UPGRADE_FIRST = True
-"""A start picks ``upgrade`` whenever it is idle and has steps left (one per node):
-the switch should happen early and under load, leaving the rest of the run to the
-new mode's faults, rather than drift into the final heal. Other kinds still start
-while an upgrade step is active (``overlap`` > 1); with one fault at a time, every
-other start is another kind, so partitions and kills land between the steps."""
 
 
 @dataclass(frozen=True)
@@ -99,10 +92,11 @@ def select(names: Sequence[str]) -> Selection:
     return Selection(faults, {k: tuple(v) for k, v in variants.items()})
 
 
-def parse_faults(faults: Sequence[str]) -> tuple[list[str], tuple[str, ...]]:
-    """(op kinds in first-seen order, partition shapes): the selection in brief."""
+def parse_faults(faults: Sequence[str]) -> tuple[list[str], dict[str, tuple[str, ...]]]:
+    """(op kinds in first-seen order, the variants selected of each kind): the selection
+    in brief (``partition-ring`` and ``partition-bridge`` select two shapes of one kind)."""
     sel = select(faults)
-    return sel.kinds, sel.variants.get("partition", ())
+    return sel.kinds, {k: v for k, v in sel.variants.items() if v}
 
 
 def option_keys() -> list[str]:
@@ -186,7 +180,8 @@ class Schedule:
     overlap: int = 1
     active: list[str] = field(default_factory=list)
     emitted: int = field(default=0)
-    upgrades: int = field(default=0)
+    steps: dict[str, int] = field(default_factory=dict)
+    """Starts so far of each ``rolling`` kind (one per node is its whole change)."""
     last_start: str | None = field(default=None)
 
     @property
@@ -212,23 +207,30 @@ class Schedule:
         ):
             i = 0 if len(self.active) == 1 else self.rng.randrange(len(self.active))
             return wait, fault_op(f"stop-{self.active.pop(i)}")
-        if (
-            UPGRADE_FIRST
-            and "upgrade" in idle
-            and self.upgrades < len(ctx.nodes)
-            and (self.overlap > 1 or self.last_start != "upgrade")
-        ):
-            kind = "upgrade"
-        else:
-            # Once every node has had its step, further upgrade starts would do nothing
-            # but take turns from the faults the new mode must meet (the final heal
-            # completes any step that failed).
-            spent = self.upgrades >= len(ctx.nodes) or (
-                self.overlap == 1 and self.last_start == "upgrade"
+        # A rolling kind (the upgrade) starts whenever it is idle and has steps left (one
+        # per node): the change should happen early and under load, leaving the rest of
+        # the run to the faults its new state must meet, rather than drift into the final
+        # heal. With one fault at a time, every other start is another kind, so partitions
+        # and kills land between its steps. Once every node has had its step, further
+        # starts would do nothing but take turns from the other faults (the final heal
+        # completes any step that failed).
+        n = len(ctx.nodes)
+
+        def spent(k: str) -> bool:
+            return self.faults[k].rolling and (
+                self.steps.get(k, 0) >= n or (self.overlap == 1 and self.last_start == k)
             )
-            kind = self.rng.choice([k for k in idle if k != "upgrade" or not spent] or idle)
-        if kind == "upgrade":
-            self.upgrades += 1
+
+        due = [
+            k
+            for k in idle
+            if self.faults[k].rolling
+            and self.steps.get(k, 0) < n
+            and (self.overlap > 1 or self.last_start != k)
+        ]
+        kind = due[0] if due else self.rng.choice([k for k in idle if not spent(k)] or idle)
+        if self.faults[kind].rolling:
+            self.steps[kind] = self.steps.get(kind, 0) + 1
         self.last_start = kind
         value = self._start_value(ctx, kind)
         self.active.append(kind)

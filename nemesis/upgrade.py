@@ -224,6 +224,7 @@ UPGRADE = Fault(
     targets="cluster",
     journal=(SWITCHING,),
     heal_value={"complete": True},
+    rolling=True,  # one node per start, early in the run (the schedule starts it first)
     colour="#2b9348",
     doc="the rolling upgrade of a mode-ha cluster to mode broker, one node per step",
 )

@@ -305,6 +305,10 @@ class Fault:
       completes every remaining step there).
     * ``heal_rank``: where its ``stop-<kind>`` goes in the final heal (lower first); a
       fault without one has no heal and is refused at registration.
+    * ``rolling``: a change made one node per start (the rolling upgrade): the stock
+      schedule starts it whenever it is idle until it has had one start per node, so the
+      change lands early and under load (with one fault at a time, its starts alternate
+      with the others'), and then only when nothing else is idle.
     * ``effects``: what it does to the cluster (:class:`Effects`: kills, pauses, moves
       the clock, ...), and ``periods``: how its periods are read from the history
       (:class:`Periods`); everything outside the fault's module asks these, never its name.
@@ -329,6 +333,7 @@ class Fault:
     journal: tuple[JournalKind, ...] = ()
     residue: Residue = field(default_factory=Residue)
     heal_value: Mapping[str, Any] | None = None
+    rolling: bool = False
     effects: Effects = field(default_factory=Effects)
     periods: Periods = field(default_factory=Periods)
     colour: str = "#999999"

@@ -84,9 +84,9 @@ def test_options_from_the_command_line() -> None:
 
 
 def test_parse_faults_merges_partition_shapes() -> None:
-    kinds, shapes = parse_faults(["partition-ring", "kill", "partition-bridge", "partition-ring"])
+    kinds, variants = parse_faults(["partition-ring", "kill", "partition-bridge", "partition-ring"])
     assert kinds == ["partition", "kill"]
-    assert shapes == ("majorities-ring", "bridge")
+    assert variants == {"partition": ("majorities-ring", "bridge")}
 
 
 def test_final_ops_heal_every_enabled_kind_network_first() -> None:
@@ -302,3 +302,30 @@ def test_hyphenated_fault_options_arrive_as_the_command_line_spells_them() -> No
         build_package(
             ["lose-unfsynced"], interval=2, rng=random.Random(1), lose_unfsynced_targetz="all"
         )
+
+
+def test_a_plugin_fault_declared_rolling_is_started_first_one_step_per_node() -> None:
+    """The schedule knows the upgrade by ``Fault.rolling``, not by name: a plugin's rolling
+    change gets one start per node, early, alternating with the others one at a time."""
+    from harness.core.fault import Fault, Selected
+    from nemesis.package import Schedule
+
+    def fault(name: str, rolling: bool) -> Fault:
+        return Fault(name=name, nemesis=lambda chosen: None, heal_rank=9000, rolling=rolling)  # type: ignore[arg-type,return-value]
+
+    faults = {"my-roll": fault("my-roll", True), "my-noise": fault("my-noise", False)}
+    sched = Schedule(
+        kinds=("my-noise", "my-roll"),
+        faults=faults,
+        selected={k: Selected() for k in faults},
+        interval=1.0,
+        rng=random.Random(7),
+    )
+    starts = []
+    while len(starts) < 4 * len(NODES):
+        nxt = sched.next(ctx())
+        assert nxt is not None
+        if nxt[1].f.startswith("start-"):
+            starts.append(nxt[1].f == "start-my-roll")
+    assert starts[: 2 * len(NODES)] == [True, False] * len(NODES)
+    assert not any(starts[2 * len(NODES) :])  # spent: every node had its step
