@@ -69,9 +69,11 @@ class Failover:
     comp: int
     """History index of the completion (the standby promoted, the others pointed at it)."""
     kill_time: int
+    """When the old primary was killed: the invocation's time plus the completion's
+    ``kill_ms`` (nemesis/failover.py), else the invocation's time."""
     promoted_time: int
-    """When the promoted node took over: the kill's time plus the completion's
-    ``promote_ms`` (nemesis/failover.py), else the completion's time."""
+    """When the promoted node took over: the invocation's time plus ``promote_ms``, else
+    the completion's time."""
     killed: Any
     promoted: Any
 
@@ -111,21 +113,25 @@ def failovers(faults: Sequence[Op]) -> list[Failover]:
             continue
         v = op.value if isinstance(op.value, dict) else {}
         if v.get("promoted"):
-            took = v.get("promote_ms")
-            promoted = pending.time + int(took * 1e6) if isinstance(took, (int, float)) else op.time
             out.append(
                 Failover(
                     n=len(out) + 1,
                     inv=pending.index,
                     comp=op.index,
-                    kill_time=pending.time,
-                    promoted_time=min(promoted, op.time),
+                    kill_time=_at(pending.time, v.get("kill_ms"), pending.time),
+                    promoted_time=min(_at(pending.time, v.get("promote_ms"), op.time), op.time),
                     killed=v.get("killed"),
                     promoted=v.get("promoted"),
                 )
             )
         pending = None
     return out
+
+
+def _at(start: int, ms: Any, otherwise: int) -> int:
+    """``start`` plus ``ms`` (the nemesis's own measure) in the history's ns, else
+    ``otherwise``."""
+    return start + int(ms * 1e6) if isinstance(ms, (int, float)) else otherwise
 
 
 def lost_writes(t: Txns, g: Graph, kind: str) -> list[Lost]:

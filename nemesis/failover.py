@@ -6,9 +6,10 @@ most data (``ha-promote`` with a new epoch) and points the other slaves at it
 current master, with an emptied data dir: classic HA cannot cut a divergent tail,
 so this is the only safe rejoin. What the promotion loses is not the nemesis's
 business; the checker measures it (async: a loss window; sync: a violation). For that
-measure the completion says when the promotion took effect: ``promote_ms``, the ms from
-just before the kill until the promoted node answered (the op's own completion comes
-later, after the other slaves were pointed at it).
+measure the completion says when the kill and the promotion took effect: ``kill_ms`` and
+``promote_ms``, the ms from the op's start until just before the kill and until the
+promoted node answered (asking every node's status comes first, and the op's own
+completion later, after the other slaves were pointed at it).
 """
 
 from __future__ import annotations
@@ -74,6 +75,7 @@ class FailoverNemesis:
         raise NemesisError(f"failover nemesis cannot handle {op.f!r}")
 
     def _start(self, ctx: RunContext, db: FailsOver, op: Op) -> Op:
+        t0 = time.monotonic()
         value: dict[str, Any] = dict(op.value or {})
         declined = getattr(db, "refused_faults", None)
         why = declined.get("failover") if isinstance(declined, dict) else None
@@ -86,7 +88,7 @@ class FailoverNemesis:
                 op, {**value, "nodes": []}, {"cluster": "no master answers; nothing done"}
             )
         old = max(masters, key=lambda n: (before[n] or {}).get("term") or 0)
-        t_kill = time.monotonic()
+        kill_ms = round((time.monotonic() - t0) * 1000, 1)
         db.kill(ctx, old)
         self.rejoin.add(old)
         after = db.statuses(ctx)
@@ -98,6 +100,7 @@ class FailoverNemesis:
                 "killed": old,
                 "offsets": {n: st.get("offset") for n, st in after.items() if st},
                 "master_offset": (before[old] or {}).get("offset"),
+                "kill_ms": kill_ms,
             }
         )
         if new is None:
@@ -108,7 +111,7 @@ class FailoverNemesis:
         except Exception as e:  # noqa: BLE001 - a refused promotion is the op's error
             errors[new] = f"promote: {e}"
             return completion(op, {**value, "promoted": None}, errors)
-        value["promote_ms"] = round((time.monotonic() - t_kill) * 1000, 1)
+        value["promote_ms"] = round((time.monotonic() - t0) * 1000, 1)
         followed: list[str] = []
         refused: list[str] = []
         for n, st in after.items():

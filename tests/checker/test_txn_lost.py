@@ -114,18 +114,18 @@ def test_a_stale_read_at_the_end_is_not_a_lost_commit() -> None:
 
 
 def test_the_window_ends_when_the_promotion_took_effect() -> None:
-    """``promote_ms`` (the nemesis's measure from the kill to the promoted node answering)
-    places the promotion; a failover that promoted nobody has no window."""
+    """``kill_ms`` and ``promote_ms`` (the nemesis's measures from the op's start) place
+    the kill and the promotion; a failover that promoted nobody has no window."""
     h = _History()
     h.txn(0, [["append", 0, 1]])
     h.txn(0, [["append", 0, 2]])  # acknowledged at op 3 (3 ms)
-    h.failover(promote_ms=0.5)  # killed at 4 ms, promoted at 4.5 ms
+    h.failover(kill_ms=0.2, promote_ms=0.5)  # invoked at 4 ms, promoted at 4.5 ms
     h.txn(1, [["r", 0, [1]], ["append", 0, 3]])
     h.txn(1, [["r", 0, [1, 3]]])
     res = check_txn(h.ops, {"durable": True, "loss_window": WINDOW})
     assert res["valid"] is True
     (fo,) = res["stats"]["lost_commits"]["failovers"]
-    assert fo["window_ms"] == 1.5 and fo["ms"] == 0.5
+    assert fo["window_ms"] == 1.5 and fo["ms"] == 0.3
     ops = [o.replace(value={**o.value, "promoted": None}) if o.type == "info" else o for o in h.ops]
     res = check_txn(ops, {"durable": True, "loss_window": WINDOW})
     assert res["valid"] is False and res["stats"]["lost_commits"]["failovers"] == []
