@@ -16,7 +16,9 @@ node order (with 5 hosts)::
 One broker group, so the queue workload's ``(topic, queue)`` is one RocketMQ message queue
 and every node's final drain reads the same queue (the master's or a slave's copy). Classic
 master/slave has no failover: the master stays the master, a slave never takes writes.
-``mode=controller`` is refused ("not yet").
+``mode=controller``: RocketMQ 5's controllers elect the master (docs/rocketmq.md).
+``consumer=push`` swaps the default workload for RocketMQ's push consumer, consume-and-ack
+(:mod:`harness.dbs.rocketmq_push`).
 
 The only part that is ours is the **client gateway** (``splitbrain.rocketmq.Gateway``, one JVM
 on the harness's side, started by :meth:`RocketMQDB.wait_ready`, stopped at teardown or when
@@ -400,7 +402,7 @@ class RocketMQOptions:
         "master-slave, dledger (the DLedger commitlog) or controller (RocketMQ 5's "
         "DLedger-replicated controller elects the master)",
     )
-    version: str = option(NEWEST, "the RocketMQ release from Maven Central (5.x)")
+    version: str = option(NEWEST, "the RocketMQ release from Maven Central (4.x or 5.x)")
     flush: Literal["SYNC_FLUSH", "ASYNC_FLUSH"] = option(
         "ASYNC_FLUSH", "flushDiskType (RocketMQ's default ASYNC_FLUSH)"
     )

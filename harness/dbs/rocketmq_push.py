@@ -17,9 +17,9 @@ message an op holds for its reply). What ``acked`` means is the ``ack`` option:
   master by a synchronous UPDATE_CONSUMER_OFFSET and answered SUCCESS. That is the most a
   RocketMQ consumer can have confirmed; RocketMQ keeps the offset in the broker's memory
   and writes ``consumerOffset.json`` every ``flushConsumerOffsetInterval`` (5 s), and a
-  slave copies it every few seconds, so a redelivery after such an ack is RocketMQ's
-  documented at-least-once (an offset lost with a broker's memory), which the triage
-  tells apart from a lost message.
+  slave copies it periodically, so a redelivery after such an ack would be RocketMQ's
+  at-least-once (an offset lost with a broker's memory), for the triage to tell apart
+  from a message handed out twice.
 - ``none``: nothing is committed by us and every delivery says ``acked: false``; only
   ``lost``, ``unexpected`` and ``failed-enqueue-delivered`` are judged.
 
