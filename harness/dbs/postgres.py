@@ -514,7 +514,13 @@ class PostgresDB(PidfileDaemonDB):
             timeout=300,
         )
         addr, own_port = self._addr(ctx, node)
-        own = "\n".join(node_conf(addr=addr, port=own_port, socket_dir=p["dir"])) + "\n"
+        lines = node_conf(addr=addr, port=own_port, socket_dir=p["dir"])
+        if self.o.sync:
+            # ALTER SYSTEM on the primary writes its own postgresql.auto.conf, which no WAL
+            # carries: a standby copied before it (every first standby) would be promoted
+            # without synchronous replication. A standby ignores the setting until then.
+            lines.append(f"synchronous_standby_names = '{SYNC_STANDBYS}'")
+        own = "\n".join(lines) + "\n"
         remote.run(f"cat >> {q(p['data'] + '/postgresql.auto.conf')}", stdin=own)
 
     def _connect(self, ctx: RunContext, timeout: float = 2.0, node: str | None = None) -> Any:
@@ -578,8 +584,9 @@ class PostgresDB(PidfileDaemonDB):
 
     def wait_ready(self, ctx: RunContext) -> None:
         """Until the primary answers (after setup, and after a kill healed); with ``sync``,
-        then makes its commits wait for a standby (ALTER SYSTEM, so a standby copied from it
-        later, and promoted, keeps the setting)."""
+        then makes its commits wait for a standby (ALTER SYSTEM; every standby has the
+        setting in its own configuration from :meth:`reset_as_slave`, so the one promoted
+        keeps it)."""
         self._await_up(ctx, self.server(ctx))
         if self.o.sync and self.o.replicas:
             with self._connect(ctx, timeout=5.0) as c:
