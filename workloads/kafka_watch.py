@@ -34,7 +34,10 @@ promise, :func:`harness.dbs.kafka.subscription_promises`):
   within a subscription.
 * ``final_state``: each partition's last committed record, read after the heal and the
   convergence wait, once no open transaction holds the last stable offset below the high
-  watermark.
+  watermark. A transaction still open 25 s after its producer's last write (its timeout,
+  10 s, is when Kafka aborts it: ``transaction.timeout.ms``) is *hanging*: the snapshot
+  then gives what a read_committed reader can read (``hanging`` names it), so acknowledged
+  records it hides are a ``watch-final-mismatch``.
 * ``scope``: ``stream``: a partition is its own sequence of offsets.
 
 Outcomes: a publish is ``fail`` when nothing can be visible (refused before it was queued,
@@ -166,12 +169,16 @@ def subscription_value(
 
 def snapshot_value(reply: Mapping[str, Any]) -> dict[str, Any]:
     """The snapshot's ok value from each partition's last record ``{partition: [offset,
-    value]}`` (no position across partitions: ``pos`` null)."""
+    value]}`` (no position across partitions: ``pos`` null); ``hanging`` names the
+    transactions that held a partition's stable offset far past their timeout."""
     streams = {
         stream_of(int(p)): {"value": str(v), "pos": int(off) + 1}
         for p, (off, v) in sorted((reply.get("partitions") or {}).items())
     }
-    return {"pos": None, "streams": streams}
+    out: dict[str, Any] = {"pos": None, "streams": streams}
+    if reply.get("hanging"):
+        out["hanging"] = str(reply["hanging"])[:400]
+    return out
 
 
 class KafkaWatchClient:

@@ -83,6 +83,36 @@ def test_the_snapshot_is_each_partitions_last_record() -> None:
     got = snapshot_value({"partitions": {"2": [9, "v5"], "0": [0, "v1"]}})
     assert got == {"pos": None, "streams": {"s0": {"value": "v1", "pos": 1},
                                             "s2": {"value": "v5", "pos": 10}}}  # fmt: skip
+    hung = snapshot_value({"partitions": {"0": [2, "v9"]}, "hanging": "t0-0: producer 2001"})
+    assert hung["streams"] == {"s0": {"value": "v9", "pos": 3}} and "2001" in hung["hanging"]
+
+
+def test_a_hanging_transaction_hiding_an_ack_is_a_final_mismatch() -> None:
+    """Kafka 4.4.0, seed 1000042907: an abort marker never written to t0-0 (its leader was
+    offline when the coordinator timed the transaction out) left the partition's stable
+    offset at 3 for good, so the acknowledged v16 at offset 4 is never readable by a
+    read_committed reader; the snapshot that says so is judged against the ack."""
+    ops: list[Op] = []
+
+    def done(process: int, f: str, inv: Any, typ: str, out: Any) -> None:
+        invocation = Op("invoke", process, f, inv, index=len(ops))
+        ops.append(invocation)
+        ops.append(invocation.replace(type=typ, value=out, index=len(ops)))
+
+    for i, v in enumerate(("v4", "v5", "v9")):
+        ev = [{"stream": "s0", "value": v}]
+        done(i, "publish", {"events": ev}, *publish_outcome(ev, {"code": "SUCCESS",
+                                                                "offsets": [i]})[:2])  # fmt: skip
+    ev = [{"stream": "s0", "value": "v16"}]
+    done(5, "publish", {"events": ev}, "ok", publish_outcome(ev, {"code": "SUCCESS",
+                                                                  "offsets": [4]})[1])  # fmt: skip
+    got = {"events": [[0, 0, "v4"], [0, 1, "v5"], [0, 2, "v9"]], "marks": [[0, 3, 3]]}
+    done(6, "subscribe", {"streams": None, "from": 0, "final": True}, "ok",
+         subscription_value(None, 0, got))  # fmt: skip
+    snap = {"partitions": {"0": [2, "v9"]}, "hanging": "t0-0: producer 2001 from offset 3"}
+    done(7, "snapshot", {"final": True}, "ok", snapshot_value(snap))
+    r = check_subscription(ops, dict(PROMISES))
+    assert set(r["anomalies"]) == {"watch-final-mismatch"}, r["anomalies"]
 
 
 def test_the_builtin_client_declares_kafkas_promises() -> None:
