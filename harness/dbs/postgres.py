@@ -77,6 +77,7 @@ __all__ = [
     "factory",
     "loss_window",
     "postgresql_conf",
+    "standby_conf",
 ]
 
 log = logging.getLogger(__name__)
@@ -161,6 +162,18 @@ def node_conf(*, addr: str, port: int, socket_dir: str) -> list[str]:
 
 SYNC_STANDBYS = "ANY 1 (*)"
 """``synchronous_standby_names`` with ``sync``: a commit waits until one standby flushed it."""
+
+
+def standby_conf(*, addr: str, port: int, socket_dir: str, sync: bool) -> str:
+    """What a standby adds to the configuration it copied: its own listen settings and,
+    with ``sync``, the synchronous standbys it will wait for once promoted. ALTER SYSTEM
+    on the primary writes the primary's own ``postgresql.auto.conf``, which no WAL
+    carries, so a standby copied before it (every first standby) would otherwise be
+    promoted without synchronous replication; a standby ignores the setting until then."""
+    lines = node_conf(addr=addr, port=port, socket_dir=socket_dir)
+    if sync:
+        lines.append(f"synchronous_standby_names = '{SYNC_STANDBYS}'")
+    return "\n".join(lines) + "\n"
 
 
 def postgresql_conf(*, addr: str, port: int, socket_dir: str) -> str:
@@ -514,13 +527,7 @@ class PostgresDB(PidfileDaemonDB):
             timeout=300,
         )
         addr, own_port = self._addr(ctx, node)
-        lines = node_conf(addr=addr, port=own_port, socket_dir=p["dir"])
-        if self.o.sync:
-            # ALTER SYSTEM on the primary writes its own postgresql.auto.conf, which no WAL
-            # carries: a standby copied before it (every first standby) would be promoted
-            # without synchronous replication. A standby ignores the setting until then.
-            lines.append(f"synchronous_standby_names = '{SYNC_STANDBYS}'")
-        own = "\n".join(lines) + "\n"
+        own = standby_conf(addr=addr, port=own_port, socket_dir=p["dir"], sync=self.o.sync)
         remote.run(f"cat >> {q(p['data'] + '/postgresql.auto.conf')}", stdin=own)
 
     def _connect(self, ctx: RunContext, timeout: float = 2.0, node: str | None = None) -> Any:

@@ -26,6 +26,7 @@ from harness.dbs.postgres import (
     _bin_dir,
     lsn_int,
     postgresql_conf,
+    standby_conf,
 )
 from harness.run.roles import checker_options
 from workloads.txn import TxnAborted, TxnClient
@@ -50,6 +51,14 @@ def test_the_config_keeps_commits_durable() -> None:
     conf = postgresql_conf(addr="127.0.0.1", port=5433, socket_dir="/d")
     assert "fsync = on" in conf and "synchronous_commit = on" in conf
     assert "port = 5433" in conf and "listen_addresses = '127.0.0.1'" in conf
+
+
+def test_a_synchronous_standby_keeps_synchronous_replication_once_promoted() -> None:
+    """The primary's ALTER SYSTEM is not replicated: each standby carries the setting."""
+    conf = standby_conf(addr="127.0.0.2", port=5432, socket_dir="/d", sync=True)
+    assert "synchronous_standby_names = 'ANY 1 (*)'" in conf
+    assert "listen_addresses = '127.0.0.2'" in conf
+    assert "synchronous" not in standby_conf(addr="a", port=1, socket_dir="/d", sync=False)
 
 
 def test_wal_positions_compare_as_integers() -> None:
