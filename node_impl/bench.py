@@ -8,6 +8,10 @@ Python leave for replication.
 ``bench crash`` is a safety soak, not a speed test: it SIGKILLs nodes under a
 steady append load and then proves that every acknowledged append is on every
 node, at its index, with its term and payload. Any loss exits 1.
+
+The commands and their options are ``harness/cli/bench.py`` (``splitbrain`` is the
+harness's); this module is the measuring, and imports nothing of the harness, as all of
+``node_impl`` (it ships alone to hosts).
 """
 
 from __future__ import annotations
@@ -21,18 +25,15 @@ import tempfile
 import threading
 import time
 from collections import Counter
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
-
-import click
 
 from node_impl.client import AsyncNodeClient, NodeClient
 from node_impl.local_cluster import LocalCluster
 from node_impl.store import LogStore, encode_body
 
-__all__ = ["bench_node", "bench_crash", "percentiles", "run_crash", "verify_logs"]
+__all__ = ["run_node_bench", "percentiles", "run_crash", "verify_logs"]
 
 
 def percentiles(samples: list[float]) -> dict[str, float | None]:
@@ -253,84 +254,6 @@ def run_node_bench(
         "results": results,
         "baseline": baseline,
     }
-
-
-def _bounded(
-    flag: str, lo: float, hi: float, default: float, help: str | None = None
-) -> Callable[[Any], Any]:
-    """``flag`` taking a number from ``lo`` to ``hi``, its default shown: whole when the
-    default is an int (counts, sizes), else seconds or rates."""
-    if isinstance(default, int):
-        span: click.ParamType = click.IntRange(int(lo), int(hi))
-    else:
-        span = click.FloatRange(lo, hi)
-    return click.option(flag, type=span, default=default, show_default=True, help=help)
-
-
-@click.command("node")
-@click.option(
-    "--mode",
-    type=click.Choice(["throughput", "latency", "both"]),
-    default="both",
-    show_default=True,
-)
-@_bounded("--entry-size", 0, 1 << 20, 100, "Payload bytes per appended entry.")
-@_bounded(
-    "--clients",
-    1,
-    1000,
-    16,
-    "Concurrent connections in throughput mode (each one request in flight).",
-)
-@_bounded("--batch", 1, 10000, 256, "Entries per append request in throughput mode.")
-@_bounded("--duration", 0.5, 3600, 10.0, "Measured seconds per mode.")
-@_bounded("--warmup", 0, 60, 1.0)
-@_bounded(
-    "--rate",
-    0,
-    1e7,
-    0.0,
-    "Throughput mode: entries/s on a fixed schedule (0 = as fast as acks come).",
-)
-@_bounded(
-    "--latency-rate", 1, 1e6, 1000.0, "Latency mode: single appends per second on a fixed schedule."
-)
-@_bounded("--nodes", 1, 9, 3)
-@click.option(
-    "--base-dir",
-    type=click.Path(file_okay=False, path_type=Path),
-    default=None,
-    help="Where node data dirs go (default: a temp dir).",
-)
-@click.option("--keep", is_flag=True, help="Keep the data dirs and node logs.")
-def bench_node(
-    mode: str,
-    entry_size: int,
-    clients: int,
-    batch: int,
-    duration: float,
-    warmup: float,
-    rate: float,
-    latency_rate: float,
-    nodes: int,
-    base_dir: Path | None,
-    keep: bool,
-) -> None:
-    """Acked appends/s and latency of a loopback cluster of reference nodes."""
-    out = run_node_bench(
-        mode=mode,
-        entry_size=entry_size,
-        clients=clients,
-        batch=batch,
-        duration=duration,
-        rate=rate,
-        latency_rate=latency_rate,
-        warmup=warmup,
-        nodes=nodes,
-        base_dir=base_dir,
-        keep=keep,
-    )
-    click.echo(json.dumps(out, indent=2))
 
 
 # ====================================================================== bench crash
@@ -557,47 +480,3 @@ def run_crash(
         "seconds": round(time.monotonic() - t0, 1),
         "examples": {"lost": v["lost"][:5], "divergent": v["divergent"][:5]},
     }
-
-
-@click.command("crash")
-@_bounded("--cycles", 1, 100000, 20)
-@click.option("--nodes", type=click.Choice(["3", "5"]), default="3", show_default=True)
-@_bounded("--workers", 1, 64, 3, "Client threads appending (each retries on redirect or failure).")
-@_bounded("--down", 0, 60, 0.3, "Mean seconds a killed node stays down.")
-@_bounded("--interval", 0, 60, 0.5, "Seconds of load between kills.")
-@click.option("--seed", type=int, default=1, show_default=True)
-@click.option("--bug", default=None, help="Run the nodes with a seeded bug (expect losses).")
-@click.option("--base-dir", type=click.Path(file_okay=False, path_type=Path), default=None)
-@click.option("--keep", is_flag=True, help="Keep data dirs and node logs.")
-def bench_crash(
-    cycles: int,
-    nodes: str,
-    workers: int,
-    down: float,
-    interval: float,
-    seed: int,
-    bug: str | None,
-    base_dir: Path | None,
-    keep: bool,
-) -> None:
-    """SIGKILL nodes under append load; verify every acked append survives on every node."""
-
-    def progress(cyc: int, acked: int) -> None:
-        if cyc % 10 == 0:
-            click.echo(f"cycle {cyc}/{cycles}: {acked} acked", err=True)
-
-    out = run_crash(
-        cycles=cycles,
-        nodes=int(nodes),
-        workers=workers,
-        down=down,
-        interval=interval,
-        seed=seed,
-        base_dir=base_dir,
-        keep=keep,
-        bug=bug,
-        progress=progress,
-    )
-    click.echo(json.dumps(out, indent=2))
-    if out["lost"] or out["divergent"]:
-        raise SystemExit(1)

@@ -24,7 +24,6 @@ them and anything sent after would never be read.
 from __future__ import annotations
 
 import contextlib
-import json
 import random
 import shutil
 import socket
@@ -37,7 +36,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import click
 import msgpack
 
 from node_impl.local_cluster import LocalCluster
@@ -48,7 +46,7 @@ __all__ = [
     "FrameFuzzer",
     "FuzzResult",
     "run_fuzz",
-    "bench_fuzz_frames",
+    "fuzz_frames_bench",
     "CLIENT_TYPES",
     "PEER_TYPES",
 ]
@@ -521,33 +519,18 @@ def _workdir(base: Path | None, keep: bool) -> Iterator[Path]:
             shutil.rmtree(d, ignore_errors=True)
 
 
-@click.command("fuzz-frames")
-@click.option(
-    "--frames",
-    type=click.IntRange(1),
-    default=100_000,
-    show_default=True,
-    help="How many fuzzed frames to send in all.",
-)
-@click.option("--nodes", type=click.IntRange(1, 5), default=1, show_default=True)
-@click.option("--seed", type=int, default=1, show_default=True)
-@click.option(
-    "--mode",
-    type=click.Choice(["dledger", "ha"]),
-    default="dledger",
-    show_default=True,
-    help="Node mode; ha runs n1 as the master of a master/slave group.",
-)
-@click.option("--base-dir", type=click.Path(file_okay=False, path_type=Path), default=None)
-@click.option("--keep", is_flag=True, help="Keep data dirs and node logs.")
-def bench_fuzz_frames(
-    frames: int, nodes: int, seed: int, mode: str, base_dir: Path | None, keep: bool
-) -> int:
-    """Fuzz a live node's ports with hostile frames; exit 1 on a crash or a damaged store."""
-
-    def progress(r: FuzzResult) -> None:
-        click.echo(f"{r.frames} frames, {r.seconds:.0f} s", err=True)
-
+def fuzz_frames_bench(
+    frames: int,
+    *,
+    nodes: int,
+    seed: int,
+    mode: str,
+    base_dir: Path | None,
+    keep: bool,
+    progress: Callable[[FuzzResult], None] | None = None,
+) -> tuple[dict[str, Any], bool]:
+    """``splitbrain bench fuzz-frames`` (its options: ``harness/cli/bench.py``): the
+    figures, and whether the node survived with its store intact."""
     with _workdir(base_dir, keep) as d:
         extra = ("--mode", "ha", "--ha-master", "n1") if mode == "ha" else ()
         res = run_fuzz(
@@ -563,5 +546,4 @@ def bench_fuzz_frames(
         out["seed"], out["nodes"], out["mode"] = seed, nodes, mode
         if keep:
             out["dir"] = str(d)
-    click.echo(json.dumps(out, indent=2))
-    return 0 if res.ok else 1
+    return out, res.ok

@@ -28,23 +28,20 @@ only same-run ratios mean anything.
 
 from __future__ import annotations
 
-import json
 import os
 import threading
 import time
 from dataclasses import dataclass, field, replace
-from pathlib import Path
 from typing import Any
 
 import click
 
-from harness.cli import options
 from harness.core.remote import Host
 
 __all__ = [
     "DbCpuSampler",
     "TimedClient",
-    "bench_campaign",
+    "campaign_bench",
     "campaign_figures",
     "is_daemon",
     "measure_campaign",
@@ -420,53 +417,8 @@ def summarize_rounds(rounds: list[dict[str, Any]], workloads: tuple[str, ...]) -
     return out
 
 
-@click.command(name="campaign")
-@options.lab(help="Lab to run on.")
-@click.option(
-    "--seconds",
-    type=click.FloatRange(min=1),
-    default=20.0,
-    show_default=True,
-    help="Load phase per campaign.",
-)
-@click.option("--concurrency", "-c", type=click.IntRange(min=1), default=10, show_default=True)
-@click.option(
-    "--workload",
-    "-w",
-    "workloads",
-    multiple=True,
-    default=("register", "append"),
-    show_default=True,
-    help="Our workloads (repeatable); each is compared with --etcd-workload.",
-)
-@click.option("--etcd-workload", default="etcd-register", show_default=True)
-@click.option(
-    "--rounds",
-    type=click.IntRange(min=1),
-    default=1,
-    show_default=True,
-    help="Repeat etcd and ours this many times, alternating the order; report medians.",
-)
-@click.option("--skip-etcd", is_flag=True, help="Only our node (no baseline, no ratios).")
-@click.option(
-    "--lazy-fs",
-    is_flag=True,
-    help="Also run each of our workloads with node data on a lazy fs (docs/disk-faults.md), "
-    "alternating with the plain runs; reports lazy / plain ok ops/s.",
-)
-@click.option("--no-check", is_flag=True, help="Skip the checker (faster; no verdicts).")
-@click.option(
-    "--db",
-    "other_dbs",
-    multiple=True,
-    metavar="NAME[:WORKLOAD]",
-    help="Another DB to measure in the same rounds (repeatable), with its default workload "
-    "and options unless one is named: e.g. --db dledger-java --db jraft.",
-)
-@options.db_options(help="Option for our DB (repeatable), e.g. read_mode=log.")
-@options.store(default=None, help="Keep the runs here (default: a temporary directory).")
-@options.output()
-def bench_campaign(
+def campaign_bench(
+    *,
     lab: str,
     seconds: float,
     concurrency: int,
@@ -475,23 +427,18 @@ def bench_campaign(
     rounds: int,
     skip_etcd: bool,
     lazy_fs: bool,
-    no_check: bool,
+    check: bool,
     other_dbs: tuple[str, ...],
-    db_options: tuple[str, ...],
+    db_options: dict[str, Any],
     store_root: str | None,
-    output: str | None,
-) -> None:
-    """Our node vs etcd: ok ops/s, latency and CPU per op, same lab, same run."""
+) -> dict[str, Any]:
+    """The figures of ``splitbrain bench campaign`` (:mod:`harness.cli.bench`): our node
+    vs etcd (and ``other_dbs``), ok ops/s, latency and CPU per op, same lab, same run."""
     import tempfile
 
     from harness.inventory.resolve import resolve_hosts
 
-    opts: dict[str, Any] = {}
-    for kv in db_options:
-        k, sep, v = kv.partition("=")
-        if not sep:
-            raise click.BadParameter(f"expected KEY=VALUE, got {kv!r}", param_hint="--db-option")
-        opts[k] = v
+    opts = dict(db_options)
     others = {f"db:{a}": other_db(a) for a in other_dbs}
     hosts = resolve_hosts(lab=lab, nodes_file=None, vagrant=None, docker=False, insecure=False)
     t0 = time.monotonic()
@@ -523,7 +470,7 @@ def bench_campaign(
                 seconds=seconds,
                 concurrency=concurrency,
                 store_root=root,
-                check=not no_check,
+                check=check,
                 db_options=db_options,
                 lazy_fs=lazy,
                 workload_options=workload_options,
@@ -567,7 +514,4 @@ def bench_campaign(
                 for w in workloads
             }
     out["wall_seconds"] = round(time.monotonic() - t0, 1)
-    text = json.dumps(out, indent=2)
-    if output:
-        Path(output).write_text(text + "\n")
-    click.echo(text)
+    return out

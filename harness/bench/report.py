@@ -23,9 +23,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-import click
-
-__all__ = ["make_run", "open_in_chromium", "bench_report", "measure"]
+__all__ = ["make_run", "open_in_chromium", "report_bench", "measure"]
 
 FAULT_CYCLE = ("partition", "kill", "clock")
 
@@ -188,18 +186,10 @@ def measure(ops: int, workdir: Path, *, opens: int = 3) -> dict[str, Any]:
     }
 
 
-@click.command(name="report")
-@click.option("--ops", default=100_000, show_default=True, type=int, help="Client ops (about).")
-@click.option("--opens", default=3, show_default=True, type=int, help="Page loads to time.")
-@click.option(
-    "--keep",
-    type=click.Path(file_okay=False, path_type=Path),
-    default=None,
-    help="Keep the run and its report in this directory.",
-)
-@click.option("--limit-ms", default=3000.0, show_default=True, help="Fail above this (median).")
-def bench_report(ops: int, opens: int, keep: Path | None, limit_ms: float) -> int:
-    """Build the report of a synthetic OPS-op run and time its opening in headless Chromium."""
+def report_bench(ops: int, opens: int, keep: Path | None, limit_ms: float) -> dict[str, Any]:
+    """The figures of ``splitbrain bench report`` (:mod:`harness.cli.bench`): the report of
+    a synthetic ``ops``-op run built and its opening timed in headless Chromium; ``ok``
+    when the median opening is within ``limit_ms``."""
     if keep is not None:
         keep.mkdir(parents=True, exist_ok=True)
         out = measure(ops, keep, opens=opens)
@@ -209,7 +199,4 @@ def bench_report(ops: int, opens: int, keep: Path | None, limit_ms: float) -> in
             out["page"] = None
     out["limit_ms"] = limit_ms
     out["ok"] = out["open_to_ready_ms_median"] <= limit_ms
-    click.echo(json.dumps(out, indent=2))
-    if not out["ok"]:
-        raise SystemExit(1)
-    return 0
+    return out

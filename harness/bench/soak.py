@@ -28,11 +28,10 @@ from typing import Any
 
 import click
 
-from harness.cli import options
 from harness.core.layout import HISTORY_JSONL
 from harness.run.roles import RECHECK
 
-__all__ = ["RssSampler", "growth_per_million", "bench_soak"]
+__all__ = ["RssSampler", "growth_per_million", "soak_bench"]
 
 MIB = 1 << 20
 
@@ -207,29 +206,17 @@ def _check(run_dir: Path, engine: str) -> dict[str, Any]:
     }
 
 
-@click.command(name="soak")
-@click.option("--seconds", type=click.FloatRange(min=1), default=300.0, show_default=True)
-@click.option("--concurrency", "-c", type=click.IntRange(min=1), default=10, show_default=True)
-@options.lab(default=None, help="Run the reference node on this lab (default: a null client).")
-@click.option("--no-report", is_flag=True, help="Skip rendering the report.")
-@click.option(
-    "--check-engine",
-    type=click.Choice(["local", "spark", "auto"]),
-    default=None,
-    help="Also check the stored run (`splitbrain check --engine E`) and time it.",
-)
-@options.store(default=None, help="Keep the run here (default: temp).")
-@options.output()
-def bench_soak(
+def soak_bench(
+    *,
     seconds: float,
     concurrency: int,
     lab: str | None,
-    no_report: bool,
+    report: bool,
     check_engine: str | None,
     store_root: str | None,
-    output: str | None,
-) -> None:
-    """A long unpaced run: harness RSS against ops recorded, Parquet, report cost."""
+) -> dict[str, Any]:
+    """The figures of ``splitbrain bench soak`` (:mod:`harness.cli.bench`): a long
+    unpaced run, harness RSS against ops recorded, Parquet, report cost."""
     with tempfile.TemporaryDirectory(prefix="sb-soak-") as tmp:
         root = Path(store_root or tmp)
         load_before = os.getloadavg()
@@ -283,9 +270,6 @@ def bench_soak(
         }
         if check_engine is not None:
             out["check"] = _check(run_dir, check_engine)
-        if not no_report:
+        if report:
             out["report"] = _report(run_dir)
-    text = json.dumps(out, indent=2)
-    if output:
-        Path(output).write_text(text + "\n")
-    click.echo(text)
+    return out

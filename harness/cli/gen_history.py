@@ -5,6 +5,7 @@ from __future__ import annotations
 import click
 
 from checker.synth import ANOMALIES, WORKLOADS, check_args, write_history
+from harness.cli import options
 
 __all__ = ["gen_history"]
 
@@ -20,9 +21,9 @@ __all__ = ["gen_history"]
     default=None,
     help="Plant one anomaly of this kind (default: a valid history).",
 )
-@click.option("--seed", type=int, default=0, show_default=True)
+@options.seed(default=0)
 @click.option("--nodes", type=int, default=5, show_default=True)
-@click.option("--concurrency", type=int, default=10, show_default=True)
+@options.concurrency()
 @click.option(
     "--keys",
     type=float,

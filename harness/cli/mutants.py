@@ -142,9 +142,7 @@ def mutants_main(
 )
 @options.lab(help="Embedded lab to run on (`splitbrain lab up --name NAME`).")
 @options.store()
-@click.option(
-    "--seed", type=int, default=0, show_default=True, help="Seed of --sample and of the runs."
-)
+@options.seed(default=0, help="Seed of --sample and of the runs.")
 @options.json_path(help="Write the mutation score, each mutant's outcome and its stages here.")
 def mutants(
     mutant_ids: tuple[str, ...],

@@ -26,6 +26,9 @@ __all__ = [
     "mutant_options",
     "count",
     "non_negative",
+    "seconds",
+    "concurrency",
+    "seed",
     "stack",
 ]
 
@@ -162,6 +165,33 @@ def non_negative(flag: str, dest: str | None = None, *, default: float, help: st
     names = (flag, dest) if dest else (flag,)
     return click.option(
         *names, type=click.FloatRange(min=0), default=default, show_default=True, help=help
+    )
+
+
+def seconds(*, default: float, help: str) -> Decorator:
+    """``--seconds S``: how long a benchmark's load lasts, at least 1 s, default shown."""
+    return click.option(
+        "--seconds", type=click.FloatRange(min=1), default=default, show_default=True, help=help
+    )
+
+
+def concurrency(*, default: int | None = 10, help: str | None = None) -> Decorator:
+    """``--concurrency/-c N``: client worker threads, at least 1 (None: the command
+    chooses, and says how in ``help``)."""
+    return click.option(
+        "--concurrency",
+        "-c",
+        type=click.IntRange(min=1),
+        default=default,
+        show_default=default is not None,
+        help=help,
+    )
+
+
+def seed(*, default: int | None, help: str | None = None) -> Decorator:
+    """``--seed N``: the seed a command draws from (None: the command picks and says one)."""
+    return click.option(
+        "--seed", type=int, default=default, show_default=default is not None, help=help
     )
 
 

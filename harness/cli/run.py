@@ -93,12 +93,8 @@ def parse_nemesis(text: str) -> tuple[str, ...]:
     f"has played once (at most {DEFAULT_TIME_LIMIT:g} s; with this option the deck cycles "
     "until the time is up); else 30].",
 )
-@click.option(
-    "--concurrency",
-    "-c",
-    type=click.IntRange(min=1),
-    default=None,
-    help="Client worker threads [default: the DB's default workload's, else 5].",
+@options.concurrency(
+    default=None, help="Client worker threads [default: the DB's default workload's, else 5]."
 )
 @click.option(
     "--rate",
@@ -131,7 +127,7 @@ def parse_nemesis(text: str) -> tuple[str, ...]:
     "agree (0: a fixed short sleep instead); not converged makes a valid verdict unknown.",
 )
 @options.bug()
-@click.option("--seed", type=int, default=None, help="RNG seed (random and recorded if omitted).")
+@options.seed(default=None, help="RNG seed (random and recorded if omitted).")
 @click.option(
     "--nemesis-interval",
     type=click.FloatRange(min=0.1),

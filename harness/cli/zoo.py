@@ -92,9 +92,7 @@ __all__ = ["zoo"]
     help="--lab names a VM lab (`splitbrain lab up --driver vm`): real clocks, netem, power.",
 )
 @options.store()
-@click.option(
-    "--seed",
-    type=int,
+@options.seed(
     default=None,
     help="Base seed; run i uses seed+i.  [default: random, and printed; 0 with --mutants]",
 )

@@ -103,7 +103,7 @@ def test_soak_checks_and_reports_the_stored_run(tmp_path):
     """The whole soak path on the null client: run, Parquet, check in a child, report."""
     from click.testing import CliRunner
 
-    from harness.bench.soak import bench_soak
+    from harness.cli.bench import bench_soak
 
     out = tmp_path / "soak.json"
     args = ["--seconds", "2", "--check-engine", "local", "--store", str(tmp_path / "s")]
