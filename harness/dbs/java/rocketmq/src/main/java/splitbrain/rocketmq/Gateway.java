@@ -263,9 +263,12 @@ public final class Gateway {
             r.put("code", "REMOTING_ERROR");
             r.put("error", String.valueOf(e));
         } catch (IllegalStateException e) {
-            // 5.x wraps a failed connection to the name server ("connect to null", asked for
-            // the route before the send) in an IllegalStateException: nothing was sent
-            if (!(e.getCause() instanceof RemotingConnectException)) {
+            // 5.x wraps a failed route lookup (no connection to the name server, "connect to
+            // null", or no answer from it) in an IllegalStateException thrown by
+            // MQClientInstance.updateTopicRouteInfoFromNameServer, which the producer asks
+            // before it sends anything: nothing was sent (measured: the stack in gateway.log)
+            StackTraceElement[] st = e.getStackTrace();
+            if (st.length == 0 || !st[0].getMethodName().equals("updateTopicRouteInfoFromNameServer")) {
                 throw e;
             }
             r.put("code", "MASTER_NOT_READY");
