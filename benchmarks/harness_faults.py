@@ -59,7 +59,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from soak_campaigns import NEMESES, SIGNALS, WORKLOADS, cli, harness_env, scan, start_run
+from soak_campaigns import NEMESES, SIGNALS, WORKLOADS, cli, harness_env, run_argv, scan, start_run
 
 KINDS = ("interrupt", "cut-short", "cut-long", "store-full", "store-ro", "none")
 VERDICTS = {0: "VALID", 1: "INVALID", 2: "UNKNOWN", 3: "DIRTY"}
@@ -377,14 +377,16 @@ def one(
         started = time.monotonic()
         proc = start_run(
             store / f"{name}.log",
+            run_argv(
+                lab=lab,
+                workload=workload,
+                nemesis=nemesis,
+                time_limit=time_limit,
+                store=run_store,
+                name=name,
+            ),
             env=run_env,
             cwd=cwd,
-            lab=lab,
-            workload=workload,
-            nemesis=nemesis,
-            time_limit=time_limit,
-            store=run_store,
-            name=name,
         )
         try:
             out = _drive(

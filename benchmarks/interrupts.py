@@ -69,14 +69,16 @@ def one(
     wait = rng.uniform(min_wait, max_wait)
     proc = start_run(
         store / f"{name}.log",
+        run_argv(
+            lab=lab,
+            workload=workload,
+            nemesis=nemesis,
+            time_limit=time_limit,
+            store=store,
+            name=name,
+        ),
         env=env,
         cwd=cwd,
-        lab=lab,
-        workload=workload,
-        nemesis=nemesis,
-        time_limit=time_limit,
-        store=store,
-        name=name,
     )
     started = time.monotonic()
     try:

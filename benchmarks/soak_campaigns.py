@@ -45,22 +45,10 @@ def run_argv(
 
 
 def start_run(
-    log: Path,
-    *,
-    env: dict[str, str] | None,
-    cwd: str | None,
-    lab: str,
-    workload: str,
-    nemesis: str,
-    time_limit: float,
-    store: Path,
-    name: str,
+    log: Path, argv: list[str], *, env: dict[str, str] | None, cwd: str | None
 ) -> subprocess.Popen[bytes]:
-    """Starts :func:`run_argv`'s campaign (faults every second) in its own session (a
-    signal to its group reaches every child), its output to ``log``."""
-    argv = run_argv(
-        lab=lab, workload=workload, nemesis=nemesis, time_limit=time_limit, store=store, name=name
-    )
+    """Starts ``argv`` (a :func:`run_argv`) in its own session (a signal to its group
+    reaches every child), its output to ``log``."""
     with open(log, "wb") as fh:
         return subprocess.Popen(
             argv,
