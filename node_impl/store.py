@@ -17,6 +17,7 @@ before the fsync started.
 from __future__ import annotations
 
 import bisect
+import contextlib
 import json
 import os
 import struct
@@ -482,7 +483,12 @@ class LogStore:
             if old is not None:
                 self._cache_bytes -= old.size
         if len(self._dbuf) >= _SPILL:
-            self._spill()
+            # Early hand-off only: the entry is in the log whatever the disk says, so a
+            # failed write must not fail the append (a leader answered UNSUPPORTED, a
+            # definite failure, for an entry that went on to commit). The bytes stay
+            # buffered; flush() writes them again and is the one to report the failure.
+            with contextlib.suppress(OSError):
+                self._spill()
 
     def hand_to_os(self) -> None:
         """Hand every buffered byte to the OS now, without fsync: a killed process then
@@ -701,11 +707,17 @@ class LogStore:
 
 
 def _pwrite_all(fd: int, data: bytes | bytearray, offset: int) -> None:
-    view = memoryview(data)
-    while view:
-        n = os.pwrite(fd, view, offset)
-        view = view[n:]
-        offset += n
+    """Write all of ``data`` at ``offset``.
+
+    Every view of ``data`` is released before this returns, an error included: a view
+    left in a failed write's traceback keeps the bytearray exported, and until the
+    garbage collector freed it every append to the buffer raised ``BufferError``.
+    """
+    with memoryview(data) as whole:
+        done = 0
+        while done < len(whole):
+            with whole[done:] as rest:
+                done += os.pwrite(fd, rest, offset + done)
 
 
 # -------------------------------------------------------------------- small state files
