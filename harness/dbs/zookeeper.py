@@ -9,7 +9,9 @@ server per node, all voters (3- and 5-node ensembles are the same code).
 The part that is ours is the **client gateway** (``splitbrain.zookeeper.Gateway``, one JVM on
 the harness's side): one loopback port per server speaking the reference node's kv
 protocol, each harness connection its own ZooKeeper session to that one server, so the
-``register`` workload and the linearizability checker drive ZooKeeper unchanged. A register
+``register`` workload and the linearizability checker drive ZooKeeper unchanged (it also
+serves the ``watch`` workload's ``watch-*`` requests: ``-w watch --workload-option
+client=zookeeper``, :mod:`workloads.zk_watch`, docs/subscriptions.md). A register
 is the znode ``/splitbrain/<key>``; write = ``setData`` (created when missing); cas =
 ``getData`` then ``setData`` at the version read (ZooKeeper decides it); read = ``sync`` then
 ``getData`` on the same session. What the checker may assume (:meth:`ZooKeeperDB.semantics`):
