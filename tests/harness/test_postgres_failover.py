@@ -72,7 +72,8 @@ def test_async_failover_gives_a_verdict_with_the_window_measured(
     assert all(isinstance(p["value"].get("promote_ms"), float) for p in promoted)
     lost = txn["stats"].get("lost_commits")
     if lost is not None:  # measured: each in-window loss names its failover
-        assert lost["in_window"] == len(txn["notes"].get("lost-commit-window", []))
+        shown = len(txn["notes"].get("lost-commit-window", []))  # the first 20 at most
+        assert shown == min(lost["in_window"], 20)
         for row in lost["failovers"]:
             assert row["lost_commits"] == 0 or row["window_ms"] >= 0
     # an async failover's in-window losses never fail the verdict; anything else would
