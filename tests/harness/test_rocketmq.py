@@ -30,6 +30,7 @@ from harness.core.db import (
     WaitsReady,
 )
 from harness.core.errors import ConfigError
+from harness.core.history import Op
 from harness.core.paired import PairedHistory
 from harness.dbs.rocketmq import (
     GATEWAY_JAVA,
@@ -46,7 +47,9 @@ from harness.dbs.rocketmq import (
     loss_window,
     roles,
 )
+from harness.dbs.rocketmq_push import PushQueueClient
 from tests.checker.test_queue import H
+from tests.workloads.conftest import make_ctx
 from workloads import get_workload
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -133,6 +136,70 @@ def test_consumer_push_makes_the_push_consumer_the_default_workload() -> None:
         get_workload(choice.name, {"ack": "slave"})
     with pytest.raises(ConfigError, match="consumer"):
         factory({"consumer": "pop"})
+
+
+class _Gateway:
+    """The gateway's answers to enqueue and dequeue, canned (the mapping rules only; the lab
+    test below runs the real gateway)."""
+
+    def __init__(self, reply: dict[str, Any]) -> None:
+        self.reply = reply
+        self.sent: list[dict[str, Any]] = []
+
+    def connect(self, host: str, port: int, timeout: float) -> _Gateway:
+        return self
+
+    def call(self, msg: dict[str, Any]) -> dict[str, Any]:
+        self.sent.append(msg)
+        return dict(self.reply)
+
+    def close(self) -> None:
+        pass
+
+
+def _push_op(tmp_path: Path, f: str, value: dict[str, Any], reply: dict[str, Any]) -> Op:
+    gw = _Gateway(reply)
+    ctx = make_ctx(tmp_path, {"n1": ("127.0.0.1", 1)})
+    client = PushQueueClient(ack="master").open(ctx, "n1")
+    client.connector = gw.connect
+    op = Op(type="invoke", process=0, f=f, value=value, node="n1")
+    done = client.invoke(ctx, op)
+    if f == "dequeue":
+        assert gw.sent[0]["ack"] == "master" and gw.sent[0]["final"] is bool(value.get("final"))
+    return done
+
+
+@pytest.mark.parametrize(
+    ("f", "reply", "outcome"),
+    [
+        ("enqueue", {"code": "SUCCESS", "msg_id": "X", "queue": 2, "queue_offset": 7}, "ok"),
+        ("enqueue", {"code": "MASTER_NOT_READY"}, "fail"),  # nothing left the client
+        ("enqueue", {"code": "SLAVE_NOT_AVAILABLE"}, "info"),  # written on the master
+        ("enqueue", {"code": "GATEWAY_ERROR"}, "info"),
+        ("dequeue", {"code": "NO_DELIVERY"}, "fail"),
+        ("dequeue", {"code": "NOT_DRAINED", "behind": [[2, 4, 68]]}, "fail"),
+        ("dequeue", {"code": "SUCCESS", "messages": [{"body": "m1", "acked": True}]}, "ok"),
+        ("dequeue", {"code": "TIMEOUT"}, "info"),  # may have taken a message unseen
+    ],
+)
+def test_push_client_outcomes(tmp_path: Path, f: str, reply: dict[str, Any], outcome: str) -> None:
+    """Only answers that prove nothing was stored (enqueue) or delivered (dequeue) are fails;
+    the history's values are the shapes total-queue reads."""
+    value = {"body": "m1"} if f == "enqueue" else {"max": 1, "final": True}
+    done = _push_op(tmp_path, f, value, reply)
+    assert done.type == outcome, done
+    if outcome == "ok" and f == "enqueue":
+        assert done.value == {
+            "body": "m1",
+            "id": "X",
+            "queue": 2,
+            "queue_offset": 7,
+            "offset": None,
+        }
+    if outcome == "ok" and f == "dequeue":
+        assert done.value["messages"] == [{"body": "m1", "acked": True}]
+    if reply.get("behind"):
+        assert "[[2, 4, 68]]" in str(done.error)
 
 
 def test_jvms_open_what_4x_reflects_into() -> None:
