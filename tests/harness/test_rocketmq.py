@@ -131,7 +131,8 @@ def test_consumer_push_makes_the_push_consumer_the_default_workload() -> None:
     choice = factory({"consumer": "push"}).default_workload()
     wl = get_workload(choice.name, choice.options)
     assert wl.name == "rocketmq-push" and wl.checker["checks"] == ["total-queue"]
-    assert get_workload(choice.name, {"ack": "none"}).client.ack == "none"
+    none = get_workload(choice.name, {"ack": "none"}).client
+    assert isinstance(none, PushQueueClient) and none.ack == "none"
     with pytest.raises(ConfigError, match="ack"):
         get_workload(choice.name, {"ack": "slave"})
     with pytest.raises(ConfigError, match="consumer"):
