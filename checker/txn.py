@@ -299,10 +299,10 @@ def _judge(
     lost_stats: dict[str, Any] | None = None
     if lost:
         fos = failovers(faults)
+        ack = {x.txn: _ack_time(pairs, x.txn) for x in lost}
         window: dict[int, Failover | None] = {}
         for x in lost:
-            window[x.txn] = window.get(x.txn) or in_window(t, x, fos)
-        ack = {x.txn: _ack_time(pairs, x.txn) for x in lost}
+            window[x.txn] = window.get(x.txn) or in_window(t, x, fos, ack[x.txn])
         inside = [x for x in lost if opts.loss_window and window[x.txn] is not None]
         outside = [x for x in lost if not (opts.loss_window and window[x.txn] is not None)]
         lost_stats = window_stats(lost, window, ack, fos)

@@ -204,12 +204,14 @@ def _lost_register(t: Txns, g: Graph) -> list[Lost]:
     return out
 
 
-def in_window(t: Txns, lost: Lost, fos: Sequence[Failover]) -> Failover | None:
-    """The first failover whose window holds ``lost``: its txn acknowledged before the
-    promotion, its evidence read invoked after the kill; None when none does."""
+def in_window(t: Txns, lost: Lost, fos: Sequence[Failover], acked: int) -> Failover | None:
+    """The first failover whose window holds ``lost``: its txn acknowledged (at time
+    ``acked``) before the promotion took effect, its evidence read invoked after the
+    failover began; None when none does. A commit the new primary acknowledged while the
+    other standbys were still being pointed at it is not the window's."""
     c, r = t.comp[lost.txn], t.inv[lost.read_by]
     for fo in fos:
-        if c < fo.comp and fo.inv < r:
+        if c < fo.comp and acked < fo.promoted_time and fo.inv < r:
             return fo
     return None
 

@@ -129,3 +129,25 @@ def test_the_window_ends_when_the_promotion_took_effect() -> None:
     ops = [o.replace(value={**o.value, "promoted": None}) if o.type == "info" else o for o in h.ops]
     res = check_txn(ops, {"durable": True, "loss_window": WINDOW})
     assert res["valid"] is False and res["stats"]["lost_commits"]["failovers"] == []
+
+
+def test_a_commit_acknowledged_after_the_promotion_took_effect_is_not_the_windows() -> None:
+    """The promotion took effect 0.5 ms into the failover op; a commit acknowledged after
+    it, while the op was still pointing the other standbys at the new primary, and lost,
+    is the new primary's loss, not the old one's window."""
+    h = _History()
+    h.txn(0, [["append", 0, 1]])
+    h._add(Op("invoke", NEMESIS, "start-failover", {"target": "master"}))  # op 2, 2 ms
+    h.txn(0, [["append", 0, 2]])  # acknowledged at op 4 (4 ms), by the new primary
+    value = {"killed": "n1", "promoted": "n2", "kill_ms": 0.1, "promote_ms": 0.5}
+    h._add(Op("info", NEMESIS, "start-failover", value))
+    h.txn(1, [["r", 0, [1]], ["append", 0, 3]])
+    h.txn(1, [["r", 0, [1, 3]]])
+    res = check_txn(h.ops, {"durable": True, "loss_window": WINDOW})
+    assert res["valid"] is False and res["anomalies"]["lost-commit"]
+    assert res["stats"]["lost_commits"]["in_window"] == 0
+    late = {**value, "promote_ms": 3.5}  # promoted at 5.5 ms: the same commit is the window's
+    ops = [
+        o.replace(value=late) if o.f == "start-failover" and o.type == "info" else o for o in h.ops
+    ]
+    assert check_txn(ops, {"durable": True, "loss_window": WINDOW})["valid"] is True
