@@ -657,10 +657,13 @@ public final class Gateway {
                     long lo = Math.max(begin, end - 64);
                     k.assign(List.of(tp));
                     k.seek(tp, lo);
-                    while (k.position(tp, Duration.ofMillis(1000)) < end) {
+                    long at;
+                    while ((at = k.position(tp, Duration.ofMillis(1000))) < end) {
                         if (System.currentTimeMillis() >= deadline) {
                             r.put("code", "TIMEOUT");
-                            r.put("error", "partition " + tp.partition() + " not read up to " + end);
+                            r.put("error", "partition " + tp.partition() + " read from " + lo
+                                    + " to position " + at + ", not up to " + end
+                                    + (found == null ? "" : " (last record at " + found.offset() + ")"));
                             return r;
                         }
                         for (ConsumerRecord<String, String> rec : k.poll(Duration.ofMillis(200)).records(tp)) {
