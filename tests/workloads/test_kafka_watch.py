@@ -271,6 +271,38 @@ def test_a_record_skipped_below_a_position_is_a_gap() -> None:
     assert set(r["anomalies"]) == {"watch-gap"}, r["anomalies"]
 
 
+@pytest.mark.spark
+@pytest.mark.slow
+def test_spark_agrees_on_the_planted_kafka_history() -> None:
+    """Result for result on the Kafka-shaped history with a gap, a duplicate and a
+    reordering planted (local[1], the DataFrame jobs forced with ``driver_records=0``:
+    minutes under load, hence slow)."""
+    pytest.importorskip("pyspark")
+    from pyspark.sql.types import LongType, StringType, StructField, StructType
+
+    from checker.spark.session import get_session
+    from checker.spark.subscription import check_subscription_spark
+
+    spark = get_session("local[1]")
+    cols = [("index", LongType()), ("type", StringType()), ("process", StringType())]
+    cols += [(n, StringType()) for n in ("f", "key", "value", "node")]
+    schema = StructType([StructField(n, t) for n, t in cols])
+    w = _world(_kafka_history(5))
+    rng = random.Random(1)
+    for kind in KINDS:
+        assert plant(w, kind, rng)
+    planted = history(w)
+    rows = [
+        (o.index, o.type, str(o.process), o.f, o.key, json.dumps(o.value), o.node) for o in planted
+    ]
+    local = check_subscription(planted, dict(PROMISES), cap=3)
+    assert set(local["anomalies"]) == set(KINDS), local["anomalies"]
+    remote = check_subscription_spark(
+        spark, spark.createDataFrame(rows, schema), dict(PROMISES), cap=3, driver_records=0
+    )
+    assert remote == local
+
+
 # the real system on the lab ----------------------------------------------------------
 
 
