@@ -245,6 +245,37 @@ def test_the_reference_nodes_commit_elected_and_truncated_lines(tmp_path: Path) 
     assert tr.removed == ((3, 10, 12), (4, 13, 14)) and tr.term == 5
 
 
+def _stale_tail_and_rejoin(c: Any, round_: int) -> None:
+    """The leader appends entries nobody else gets, is killed, and comes back as a
+    follower of a newer leader once that one has committed past its stale tail."""
+    old = c.wait_for_leader(30)
+    others = [n for n in c.nodes if n != old]
+    with c.client(old, timeout=5.0) as cl:
+        assert cl.kv_write(f"k{round_}", 0)["code"] == "SUCCESS"
+    for n in others:
+        c.pause(n)
+    with c.client(old, timeout=1.0) as cl:  # appended on the old leader alone
+        for i in range(5):
+            with contextlib.suppress(Exception):
+                cl.kv_write(f"stale{round_}-{i}", i, timeout=0.3)
+    c.kill(old)
+    for n in others:
+        c.resume(n)
+    new = c.wait_for_leader(30)
+    with c.client(new, timeout=5.0) as cl:
+        for i in range(8):
+            assert cl.kv_write(f"j{round_}-{i}", i)["code"] == "SUCCESS"
+    c.start(old)
+    c.wait_until(
+        lambda: (
+            (c.status(old) or {}).get("committedIndex", -1)
+            >= (c.status(new) or {}).get("committedIndex", 0)
+        ),
+        30,
+        "the old leader catching up",
+    )
+
+
 @pytest.mark.parametrize("bug", [None, "lax-push-term"])
 def test_a_real_cluster_logs_what_the_commit_invariants_need(
     tmp_path: Path, bug: str | None
@@ -253,41 +284,24 @@ def test_a_real_cluster_logs_what_the_commit_invariants_need(
     and comes back as a follower of a newer leader. The correct node's events hold
     commits and elections, every invariant is judged and none broken; ``lax-push-term``
     (DLedger 0.2: a follower's commit capped at its ledger end, not at what it matched)
-    takes the new leader's commit over its stale tail, which its commit lines show."""
+    takes the new leader's commit over its stale tail, which its commit lines show.
+
+    Whether the rejoining node takes a commit before its log is repaired depends on
+    whether the new leader's dispatcher saw it go (then it compares first): about one
+    round in four did not show it on the loaded machine, so the bug gets up to four
+    rounds and must show in one; the correct node must show nothing in two."""
     from harness.dbs.dledger import DLedgerDB
     from node_impl.local_cluster import LocalCluster
 
+    db = DLedgerDB()
     with LocalCluster(3, tmp_path, bug=bug) as c:
         c.start_all()
-        old = c.wait_for_leader(30)
-        others = [n for n in c.nodes if n != old]
-        with c.client(old, timeout=5.0) as cl:
-            assert cl.kv_write("k", 0)["code"] == "SUCCESS"
-        for n in others:
-            c.pause(n)
-        with c.client(old, timeout=1.0) as cl:  # appended on the old leader alone
-            for i in range(5):
-                with contextlib.suppress(Exception):
-                    cl.kv_write(f"stale{i}", i, timeout=0.3)
-        c.kill(old)
-        for n in others:
-            c.resume(n)
-        new = c.wait_for_leader(30)
-        with c.client(new, timeout=5.0) as cl:
-            for i in range(8):
-                assert cl.kv_write(f"j{i}", i)["code"] == "SUCCESS"
-        c.start(old)
-        c.wait_until(
-            lambda: (
-                (c.status(old) or {}).get("committedIndex", -1)
-                >= (c.status(new) or {}).get("committedIndex", 0)
-            ),
-            30,
-            "the old leader catching up",
-        )
-    evs = [e for n in c.nodes for e in read_node_logs(n, [c.data_dir(n) / "node.log"])]
-    db = DLedgerDB()
-    res = check_node_events(evs, db.event_kinds(), event_invariants(db))
+        for round_ in range(2 if bug is None else 4):
+            _stale_tail_and_rejoin(c, round_)
+            evs = [e for n in c.nodes for e in read_node_logs(n, [c.data_dir(n) / "node.log"])]
+            res = check_node_events(evs, db.event_kinds(), event_invariants(db))
+            if bug is not None and res["anomalies"].get("event-commit-beyond-match"):
+                break
     assert {e.kind for e in evs} >= {"commit", "elected"}
     assert set(res["stats"]["judged"]) >= {"leader-completeness", "follower-commit-bound"}
     if bug is None:
