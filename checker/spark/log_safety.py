@@ -268,15 +268,13 @@ class LogSafety:
         first = off.select(
             "*", F.row_number().over(W.partitionBy("node", "inc").orderBy("index")).alias("rn")
         ).where(F.col("rn") == 1)
-        return first.select(
-            _ex(
-                F,
-                "committed-regress",
-                F.array(-F.col("best.ni"), F.col("index")),
-                node=F.col("node"),
-                incarnation=F.col("inc"),
-                **{"from": F.col("best.c"), "to": F.col("c")},
-            ).alias("x")
+        return self._examples(
+            first,
+            "committed-regress",
+            F.array(-F.col("best.ni"), F.col("index")),
+            node=F.col("node"),
+            incarnation=F.col("inc"),
+            **{"from": F.col("best.c"), "to": F.col("c")},
         )
 
     def committed_regress_restart(self) -> Any:
@@ -289,16 +287,14 @@ class LogSafety:
         notes = x.where(
             F.col("p").isNotNull() & (F.col("p.inc") != F.col("inc")) & (F.col("c") < F.col("p.c"))
         )
-        return notes.select(
-            _ex(
-                F,
-                "committed-regress-restart",
-                F.array("p.index", "index"),
-                node=F.col("node"),
-                incarnation=F.col("inc"),
-                previous_incarnation=F.col("p.inc"),
-                **{"from": F.col("p.c"), "to": F.col("c")},
-            ).alias("x")
+        return self._examples(
+            notes,
+            "committed-regress-restart",
+            F.array("p.index", "index"),
+            node=F.col("node"),
+            incarnation=F.col("inc"),
+            previous_incarnation=F.col("p.inc"),
+            **{"from": F.col("p.c"), "to": F.col("c")},
         )
 
     def committed_beyond_end(self) -> Any:
@@ -306,16 +302,14 @@ class LogSafety:
         x = self.samples.where(
             F.col("c").isNotNull() & F.col("e").isNotNull() & (F.col("c") > F.col("e"))
         )
-        return x.select(
-            _ex(
-                F,
-                "committed-beyond-end",
-                F.array("index"),
-                node=F.col("node"),
-                incarnation=F.col("inc"),
-                committed=F.col("c"),
-                end=F.col("e"),
-            ).alias("x")
+        return self._examples(
+            x,
+            "committed-beyond-end",
+            F.array("index"),
+            node=F.col("node"),
+            incarnation=F.col("inc"),
+            committed=F.col("c"),
+            end=F.col("e"),
         )
 
     def two_leaders_in_term(self) -> Any:
@@ -330,10 +324,8 @@ class LogSafety:
             F.sort_array(F.collect_list("first")).alias("idx"),
         )
         x = terms.where(F.size("idx") > 1)
-        return x.select(
-            _ex(
-                F, "two-leaders-in-term", F.col("idx"), term=F.col("t"), nodes=F.col("nodes")
-            ).alias("x")
+        return self._examples(
+            x, "two-leaders-in-term", F.col("idx"), term=F.col("t"), nodes=F.col("nodes")
         )
 
     def term_regress(self) -> Any:
@@ -353,15 +345,13 @@ class LogSafety:
             F.max(floor).over(w).alias("best"),
         )
         off = x.where(F.col("t") < F.col("best.t"))
-        return off.select(
-            _ex(
-                F,
-                "term-regress",
-                F.array(-F.col("best.ni"), F.col("index")),
-                node=F.col("node"),
-                incarnation=F.col("inc"),
-                **{"from": F.col("best.t"), "to": F.col("t")},
-            ).alias("x")
+        return self._examples(
+            off,
+            "term-regress",
+            F.array(-F.col("best.ni"), F.col("index")),
+            node=F.col("node"),
+            incarnation=F.col("inc"),
+            **{"from": F.col("best.t"), "to": F.col("t")},
         )
 
     # ----- membership (checker.log_anomalies: leader-after-removal defines a removal)
@@ -408,16 +398,14 @@ class LogSafety:
             col("t") > col("r.t")
         )
         first = x.groupBy("node").agg(F.min(F.struct("index", "t", "r")).alias("s"))
-        return first.select(
-            _ex(
-                F,
-                "leader-after-removal",
-                F.array_sort(F.array(col("s.r.index"), col("s.index"))),
-                node=col("node"),
-                term=col("s.t"),
-                removed_term=col("s.r.t"),
-                config_index=col("s.r.ci"),
-            ).alias("x")
+        return self._examples(
+            first,
+            "leader-after-removal",
+            F.array_sort(F.array(col("s.r.index"), col("s.index"))),
+            node=col("node"),
+            term=col("s.t"),
+            removed_term=col("s.r.t"),
+            config_index=col("s.r.ci"),
         )
 
     def ack_after_removal(self) -> Any:
@@ -489,16 +477,14 @@ class LogSafety:
             .join(F.broadcast(self.removed), col("after") == col("m"))
             .where(col("at") > col("r.t"))
         )
-        return x.select(
-            _ex(
-                F,
-                "ack-after-removal",
-                F.array_sort(F.array(col("r.index"), col("comp"))),
-                node=col("m"),
-                term=col("at"),
-                index=col("li"),
-                removed_term=col("r.t"),
-            ).alias("x")
+        return self._examples(
+            x,
+            "ack-after-removal",
+            F.array_sort(F.array(col("r.index"), col("comp"))),
+            node=col("m"),
+            term=col("at"),
+            index=col("li"),
+            removed_term=col("r.t"),
         )
 
     def divergent_committed(self) -> Any:
@@ -510,7 +496,7 @@ class LogSafety:
             .agg(F.count("*").alias("k"), F.min("min_r").alias("r0"))
         )
         x = g.where(F.col("k") > 1)
-        return x.select(_ex(F, "divergent-committed", F.array("r0"), index=F.col("li")).alias("x"))
+        return self._examples(x, "divergent-committed", F.array("r0"), index=F.col("li"))
 
     def _unseen(self) -> Any:
         """Acked triples no final read shows, with the final reads' reach beside them
@@ -538,16 +524,14 @@ class LogSafety:
         """
         F = self.F
         x = self._lost()
-        return x.select(
-            _ex(
-                F,
-                "lost-ack",
-                F.array("min_ack"),
-                F.col("n_ack"),
-                payload=F.col("payload"),
-                index=F.col("li"),
-                term=F.col("term"),
-            ).alias("x")
+        return self._examples(
+            x,
+            "lost-ack",
+            F.array("min_ack"),
+            F.col("n_ack"),
+            payload=F.col("payload"),
+            index=F.col("li"),
+            term=F.col("term"),
         )
 
     def _by_payload(self) -> Any:
@@ -662,14 +646,8 @@ class LogSafety:
                 F.sort_array(F.collect_set("payload")).alias("payloads"),
             )
         )
-        return x.select(
-            _ex(
-                F,
-                "unproposed-committed",
-                F.array("r0"),
-                index=col("li"),
-                payloads=col("payloads"),
-            ).alias("x")
+        return self._examples(
+            x, "unproposed-committed", F.array("r0"), index=col("li"), payloads=col("payloads")
         )
 
     def append_order(self) -> Any:
@@ -710,15 +688,18 @@ class LogSafety:
             .select("li", "comp", F.greatest("within", "before").alias("prior"))
         )
         x = at_inv.where(F.col("prior").isNotNull() & (F.col("li") <= F.col("prior.li")))
-        return x.select(
-            _ex(
-                F,
-                "append-order",
-                F.array(-F.col("prior.nc"), F.col("comp")),
-                a_index=F.col("prior.li"),
-                b_index=F.col("li"),
-            ).alias("x")
+        return self._examples(
+            x,
+            "append-order",
+            F.array(-F.col("prior.nc"), F.col("comp")),
+            a_index=F.col("prior.li"),
+            b_index=F.col("li"),
         )
+
+    def _examples(self, rows: Any, kind: str, idx: Any, weight: Any = None, **fields: Any) -> Any:
+        """``rows`` as example rows of ``kind`` (:func:`_ex`), in the column ``x`` that
+        :meth:`_top` unions across the checks."""
+        return rows.select(_ex(self.F, kind, idx, weight, **fields).alias("x"))
 
     def _top(self, parts: list[Any]) -> list[Any]:
         """The first ``cap`` example rows of each kind in ``parts``, with the kind's total."""
