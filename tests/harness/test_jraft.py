@@ -220,3 +220,42 @@ def test_the_deck_keeps_the_disk_script_for_jraft() -> None:
     db = JRaftDB()
     for name in ("lose-unfsynced", "torn-write", "corrupt", "kill", "pause", "membership"):
         assert faults[name].why_not(db, []) is None, name
+
+
+@pytest.mark.lab
+@pytest.mark.slow
+def test_a_member_removed_and_added_back_wiped_rejoins_as_a_voter(lab: Any, tmp_path: Path) -> None:
+    """The membership asking (harness/dbs/members.py) on real JVMs: removePeer until the
+    member is gone, then addPeer of the wiped host under a fresh id until it votes."""
+    why = _usable()
+    if why:
+        pytest.skip(why)
+    store = tmp_path / "store"
+    p = subprocess.run(
+        [sys.executable, "-m", "harness.cli", "run", "--lab", lab.name, "--db", "jraft"]
+        + ["--nemesis", "membership-remove-add", "--nemesis-interval", "1"]
+        + ["--time-limit", "10", "--seed", "29"]
+        + ["--no-progress", "--store", str(store), "--name", "jraft-membership"],
+        cwd=REPO,
+        env={**os.environ, "PYTHONPATH": str(REPO)},
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
+    print(p.stdout, p.stderr[-3000:])
+    run = store / "jraft-membership" / "latest"
+    results = json.loads((run / "results.json").read_text())
+    ops = [json.loads(ln) for ln in (run / "history.jsonl").read_text().splitlines()]
+    assert p.returncode == 0, results.get("run")
+    starts = [
+        o for o in ops
+        if o["process"] == "nemesis" and o["f"] == "start-membership" and o["type"] == "info"
+    ]  # fmt: skip
+    assert starts, "no membership change landed"
+    changes = starts[0]["value"]["changes"]
+    assert [(c["op"], c["ok"]) for c in changes] == [("remove", True), ("add", True)], changes
+    node = changes[0]["node"]
+    assert node not in changes[0]["members"]["voters"]
+    assert changes[1]["node"] == node and changes[1]["id"].startswith(f"{node}.")
+    stops = [o for o in ops if o["f"] == "stop-membership" and o["type"] == "info"]
+    assert sorted(stops[-1]["value"]["members"]["voters"]) == sorted(h.name for h in lab.hosts())
