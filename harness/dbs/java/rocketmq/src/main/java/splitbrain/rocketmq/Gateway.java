@@ -87,8 +87,17 @@ public final class Gateway {
     private final SynchronousQueue<MessageExt> handoff = new SynchronousQueue<>();
     private final AtomicLong enqueued = new AtomicLong();
 
-    public static void main(String[] args) throws Exception {
-        new Gateway().run(args);
+    /** Exits on any failure to start: the producer's threads are not daemons, so a JVM whose
+     * main thread died (a port taken between the harness choosing it and the bind, measured:
+     * BindException) would otherwise live on serving nothing, and the harness would wait for
+     * its readiness until the timeout instead of seeing it exit. */
+    public static void main(String[] args) {
+        try {
+            new Gateway().run(args);
+        } catch (Throwable t) {
+            t.printStackTrace();
+            System.exit(1);
+        }
     }
 
     private void run(String[] args) throws Exception {
