@@ -113,7 +113,7 @@ def _assign(
     out = []
     for s in chosen:
         parts = taken[s.name]
-        if not parts and s.faults & fault_fs:
+        if not parts and s.on_faults_alone and s.faults & fault_fs:
             parts[ALL] = []
         for part in sorted(parts):
             out.append((run_name(s.name, part, parts), s, part, parts[part]))

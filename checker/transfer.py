@@ -218,6 +218,7 @@ TRANSFER = CheckerSpec(
     anomalies=("transfer-lost",),
     local=_local,
     faults=frozenset({MEMBERSHIP_F}),
+    on_faults_alone=True,
     doc="leadership transfers a DB promised to hand over that lost the leadership instead",
     examples=examples,
 )

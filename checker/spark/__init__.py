@@ -264,7 +264,7 @@ def _check_paired(
             results[name] = _run(spark, spec, recs, config)
         ran = {labels.checkers[c].name for c, _, _ in runs}
         for spec in labels.checkers:
-            if spec.name not in ran and spec.faults & fault_fs:
+            if spec.name not in ran and spec.on_faults_alone and spec.faults & fault_fs:
                 config = settings.config(spec.name, ALL, shared, faults)
                 results[spec.name] = _run(spark, spec, client.limit(0), config)
     finally:

@@ -39,9 +39,10 @@ entry point of the group ``splitbrain.checkers`` (built-ins in splitbrain's
   claimed records to the driver and runs ``local``. The records' columns:
   ``index``, ``type``, ``process``, ``f``, ``key``, ``value`` (JSON text), ``node`` and
   the typed ``v_*`` columns of docs/architecture.md §3 (no ``time``, no ``error``).
-- ``faults``: optional, the fault records (by ``f``) the checker judges besides client
-  ops; both engines then run it whenever the history holds one, and hand it the fault
-  records in ``CheckConfig.faults`` (checker/transfer.py: a leadership transfer's answer).
+- ``faults``: optional, the fault records (by ``f``) the checker reads besides client
+  ops; both engines hand them over in ``CheckConfig.faults`` when the history holds one
+  (checker/txn.py: a failover's loss window). With ``on_faults_alone`` it runs on them
+  even without client ops of its own (checker/transfer.py: a leadership transfer's answer).
 - ``examples``: histories with planted anomalies; the engine-agreement test runs them on
   both engines for every registered checker.
 
@@ -217,11 +218,15 @@ class CheckerSpec:
     notes: tuple[str, ...] = ()
     doc: str = ""
     faults: frozenset[str] = frozenset()
-    """The fault records this checker judges, by ``f`` (``start-membership``): it runs
-    whenever the history holds one of them, with every fault record in
-    ``CheckConfig.faults``, whether or not ``claims`` takes any client op. This is for
-    what a DB answered to the harness's own requests (a leadership transfer), which
-    only the nemesis's records hold; a checker of client ops leaves it empty."""
+    """The fault records this checker reads, by ``f`` (``start-failover``): a history
+    holding one gives the checker every fault record in ``CheckConfig.faults`` (the txn
+    checker places a failover's loss window by them). A checker that reads none leaves
+    it empty."""
+    on_faults_alone: bool = False
+    """Runs whenever the history holds one of its ``faults``, whether or not ``claims``
+    takes any client op: for what a DB answered to the harness's own requests (a
+    leadership transfer), which only the nemesis's records hold. False: it runs only on
+    the client ops it claims, as every other checker."""
     examples: Examples | str | None = None
     """Histories with planted anomalies, for the engine-agreement test
     (tests/checker/test_engines_agree.py runs every registered checker's on both engines

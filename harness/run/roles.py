@@ -172,12 +172,12 @@ def checker_options(
     if out.get("checks") is not None:
         # `run --check NAME`: a registered check on top of the workload's own selection (a
         # workload that selects nothing already runs every check that claims its ops).
-        # The checkers of fault records (CheckerSpec.faults) judge what the faults asked
-        # of the DB, not the workload's ops: its selection cannot know them, so they join
-        # it (each runs only on a history holding its records).
+        # The checkers of fault records alone (CheckerSpec.on_faults_alone) judge what
+        # the faults asked of the DB, not the workload's ops: its selection cannot know
+        # them, so they join it (each runs only on a history holding its records).
         from checker.registry import checkers
 
-        faulted = [name for name, c in checkers().items() if c.faults]
+        faulted = [name for name, c in checkers().items() if c.on_faults_alone]
         out["checks"] = list(dict.fromkeys([*out["checks"], *added, *faulted]))
     per = {str(k): dict(v) for k, v in dict(out.get("options") or {}).items()}
     for name, opts in db_checker_options(spec, db).items():
