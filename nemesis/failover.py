@@ -77,8 +77,7 @@ class FailoverNemesis:
     def _start(self, ctx: RunContext, db: FailsOver, op: Op) -> Op:
         t0 = time.monotonic()
         value: dict[str, Any] = dict(op.value or {})
-        declined = getattr(db, "refused_faults", None)
-        why = declined.get("failover") if isinstance(declined, dict) else None
+        why = FAILOVER.declined_by(db)
         if why:  # named by hand (the deck leaves it out): nothing is killed
             return completion(op, {**value, "nodes": []}, {"cluster": f"refused by the DB: {why}"})
         before = db.statuses(ctx)

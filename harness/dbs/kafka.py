@@ -345,12 +345,14 @@ class KafkaDB(GatewayDB):
         """One cluster id for every node's ``StorageTool format`` of this run."""
 
     @property
-    def refused_faults(self) -> dict[str, str]:
-        """Faults the deck leaves out, with the reason (``Fault.why_not`` reads it)."""
-        out = {"membership": _MEMBERSHIP}
+    def declines(self) -> dict[str, str]:
+        """What faults the DB cannot take, by what they do or need, with the reason
+        (``harness.core.fault.declines``): no membership change; without
+        ``flush_messages`` no fault that interposes on the page cache (``fuse``), whose
+        loss Kafka's default never promised to survive."""
+        out = {"changes_membership": _MEMBERSHIP}
         if self.options.flush_messages is None:
-            out["lose-unfsynced"] = _NO_FSYNC
-            out["torn-write"] = _NO_FSYNC
+            out["fuse"] = _NO_FSYNC
         return out
 
     # capabilities ---------------------------------------------------------------------

@@ -328,10 +328,11 @@ class PostgresDB(PidfileDaemonDB):
         self._epoch = 1
 
     @property
-    def refused_faults(self) -> dict[str, str]:
-        """The failover fault needs standbys (asynchronous ones declare a loss window)."""
+    def declines(self) -> dict[str, str]:
+        """A failover needs standbys (asynchronous ones declare a loss window): one server
+        declines the capability it otherwise has (``harness.core.fault.declines``)."""
         if self.o.replicas == 0:
-            return {"failover": "one server and no standby to promote (--db-option replicas=2)"}
+            return {"FailsOver": "one server and no standby to promote (--db-option replicas=2)"}
         return {}
 
     # what the harness asks --------------------------------------------------

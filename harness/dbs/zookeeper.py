@@ -213,7 +213,7 @@ class ZooKeeperDB(GatewayDB):
     # libfaketime's (the VM lab's real clocks take it).
     runs_under_faketime = False
     reconfigurable = False
-    refused_faults = {"membership": _MEMBERSHIP}
+    declines = {"changes_membership": _MEMBERSHIP}
     data_files = DataFiles(
         under="data", log=("version-2/log.*",), state=("version-2/currentEpoch",)
     )

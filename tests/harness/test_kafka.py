@@ -29,6 +29,7 @@ from harness.core.db import (
     WaitsReady,
 )
 from harness.core.errors import ConfigError
+from harness.core.remote import Host
 from harness.dbs.kafka import (
     NEWEST,
     KafkaDB,
@@ -39,6 +40,8 @@ from harness.dbs.kafka import (
     server_properties,
     subscription_promises,
 )
+from nemesis.disk import CORRUPT, LOSE_UNFSYNCED, TORN_WRITE
+from nemesis.membership import MEMBERSHIP
 
 ROOT = Path(__file__).resolve().parents[2]
 FIVE = ["n1", "n2", "n3", "n4", "n5"]
@@ -125,9 +128,12 @@ def test_capabilities_and_what_is_refused() -> None:
                 Converges):  # fmt: skip
         assert isinstance(db, cap), cap.__name__
     assert not isinstance(db, Reconfigurable)
-    refused = db.refused_faults
-    assert "not yet" in refused["membership"] and "page caches" in refused["lose-unfsynced"]
-    assert "lose-unfsynced" not in factory({"flush_messages": 1}).refused_faults
+    fuse = [Host(name="n1", address="127.0.0.1", extras={"fuse": True})]
+    assert "not yet" in (MEMBERSHIP.why_not(db, fuse) or "")
+    for lazy in (LOSE_UNFSYNCED, TORN_WRITE):
+        assert "page caches" in (lazy.why_not(db, fuse) or "")
+        assert lazy.why_not(factory({"flush_messages": 1}), fuse) is None
+    assert CORRUPT.why_not(db, fuse) is None  # its data files are declared
     choice = db.default_workload()
     assert choice.name == "queue" and choice.options["queues"] == 4
     assert choice.client_timeout and choice.client_timeout * 1000 > 8000  # > delivery timeout

@@ -68,7 +68,7 @@ def test_wal_positions_compare_as_integers() -> None:
 
 
 def test_failover_needs_standbys_and_asynchronous_ones_declare_a_loss_window() -> None:
-    """The deck's fault check and the failover nemesis both read ``refused_faults``: with
+    """The deck's fault check and the failover nemesis both read the DB's ``declines``: with
     no standby there is nothing to promote, and a by-hand failover then kills nothing.
     Asynchronous standbys may be failed over: the checker is told the loss window they
     allow; synchronous ones declare none."""
