@@ -248,7 +248,7 @@ def run(
         from harness.dbs.dledger import check_bug
 
         check_bug(bug)
-    from harness.run.roles import default_workload, prepare
+    from harness.run.roles import default_workload, prepare, workload_defaults
 
     choice = default_workload(db, db_opts) if workload is None else None
     if choice is not None:
@@ -258,6 +258,7 @@ def run(
         rate = choice.rate if rate is None else rate
         client_timeout = client_timeout or choice.client_timeout
     assert workload is not None
+    wl_opts = {**workload_defaults(db, db_opts, workload), **wl_opts}
     test_name = name or "-".join([db, workload] + ([bug] if bug else []))
     base_seed = seed if seed is not None else random.SystemRandom().randrange(2**31)
     run_opts: dict[str, Any] = {"db": db_opts, "nemesis": nem_opts}

@@ -36,6 +36,7 @@ __all__ = [
     "ResolvesArtifacts",
     "WorkloadChoice",
     "HasDefaultWorkload",
+    "HasWorkloadDefaults",
     "Members",
     "Reconfigurable",
     "TransfersLeadership",
@@ -260,6 +261,20 @@ class HasDefaultWorkload(Protocol):
     """A DB that names its strongest workload (depends on its options only, no connection)."""
 
     def default_workload(self) -> WorkloadChoice: ...
+
+
+@runtime_checkable
+class HasWorkloadDefaults(Protocol):
+    """A DB that gives a workload the user named the options it needs to speak to it.
+
+    ``-w watch`` on Kafka needs the Kafka subscription client, as ``-w watch`` on etcd
+    needs etcd's: a workload is built from its own options only (it never sees the DB),
+    so the DB declares them here, by workload name, and the run puts them under the
+    user's ``--workload-option`` (which win) and records them in ``test.json``. Declared
+    from the DB's options alone, without a connection, like :class:`HasDefaultWorkload`.
+    """
+
+    def workload_defaults(self, workload: str) -> Mapping[str, Any]: ...
 
 
 @dataclass(frozen=True)

@@ -147,6 +147,10 @@ class EtcdDB(PidfileDaemonDB):
     """etcd's WAL segments (preallocated 64 MB; corrupt aims at the data's end). Term and
     vote are HardState records inside the WAL, so there is no state file to roll back."""
 
+    def workload_defaults(self, workload: str) -> dict[str, Any]:
+        """``-w watch`` subscribes with this system's own client (etcd)."""
+        return {"client": "etcd"} if workload == "watch" else {}
+
     def default_workload(self) -> WorkloadChoice:
         """Linearizable registers through etcd's own transactions (workloads/etcd.py)."""
         return WorkloadChoice(name="etcd-register")

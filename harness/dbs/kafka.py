@@ -356,6 +356,10 @@ class KafkaDB(GatewayDB):
         return out
 
     # capabilities ---------------------------------------------------------------------
+    def workload_defaults(self, workload: str) -> dict[str, Any]:
+        """``-w watch`` subscribes with this system's own client (kafka)."""
+        return {"client": "kafka"} if workload == "watch" else {}
+
     def default_workload(self) -> WorkloadChoice:
         """Sends with unique bodies to every partition, pulls by offset from each node's
         replica, final drains of every partition from every node (checker ``queue``). The

@@ -280,6 +280,10 @@ class NatsDB(PidfileDaemonDB):
         self._fallback: str | None = None
         self._bins: dict[str, str] = {}
 
+    def workload_defaults(self, workload: str) -> dict[str, Any]:
+        """``-w watch`` subscribes with this system's own client (nats)."""
+        return {"client": "nats"} if workload == "watch" else {}
+
     def default_workload(self) -> WorkloadChoice:
         """Acked publishes to one replicated stream, read back and, after the heal, read
         from every replica's files: the plugin ``examples/nats`` (it needs nats-py)."""

@@ -225,6 +225,10 @@ class ZooKeeperDB(GatewayDB):
     options: ZooKeeperOptions
 
     # capabilities ---------------------------------------------------------------------
+    def workload_defaults(self, workload: str) -> dict[str, Any]:
+        """``-w watch`` subscribes with this system's own client (zookeeper)."""
+        return {"client": "zookeeper"} if workload == "watch" else {}
+
     def default_workload(self) -> WorkloadChoice:
         return DEFAULT_WORKLOAD
 

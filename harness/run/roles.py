@@ -27,7 +27,13 @@ from pathlib import Path
 from typing import Any
 
 from harness.core import plugins
-from harness.core.db import DB, HasDefaultWorkload, InformsChecker, WorkloadChoice
+from harness.core.db import (
+    DB,
+    HasDefaultWorkload,
+    HasWorkloadDefaults,
+    InformsChecker,
+    WorkloadChoice,
+)
 from harness.core.errors import ConfigError
 from harness.core.layout import RESULTS, TEST
 from harness.core.options import declared_options, parse_options
@@ -101,6 +107,23 @@ def default_workload(db: str, db_options: Mapping[str, Any]) -> WorkloadChoice:
             field="workload",
         )
     return choice
+
+
+def workload_defaults(db: str, db_options: Mapping[str, Any], workload: str) -> dict[str, Any]:
+    """The options ``db`` gives the workload the user named (``HasWorkloadDefaults``),
+    checked to be a mapping; empty for a DB that declares none."""
+    from harness.dbs import get_db
+
+    built = get_db(db, db_options)
+    if not isinstance(built, HasWorkloadDefaults):
+        return {}
+    given = built.workload_defaults(workload)
+    if not isinstance(given, Mapping):
+        raise ConfigError(
+            f"db {db}: workload_defaults({workload!r}) returned {given!r}, not a mapping",
+            field="workload",
+        )
+    return dict(given)
 
 
 def prepare(spec: TestSpec) -> Roles:
