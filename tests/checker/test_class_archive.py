@@ -74,6 +74,7 @@ def test_the_default_path_is_per_install(monkeypatch: pytest.MonkeyPatch, tmp_pa
     assert p is not None and p.parent == tmp_path / "splitbrain" and p.suffix == ".jsa"
 
 
+@pytest.mark.slow  # three Spark JVMs and an archive build: minutes
 @pytest.mark.spark
 def test_a_built_archive_is_mapped_and_a_damaged_one_ignored(tmp_path: Path) -> None:
     """``-Xshare:on`` makes the JVM refuse to start unless it maps the archive: the

@@ -324,6 +324,7 @@ def test_a_check_leaves_no_blocks_behind(spark: Any) -> None:
     assert [info.name() for info in cached] == []
 
 
+@pytest.mark.slow  # a Spark job run for its cancel: its 120 s bound is load-bound
 def test_a_failed_check_cancels_its_background_job(
     spark: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:

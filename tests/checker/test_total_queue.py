@@ -457,6 +457,7 @@ def _summary(r: dict[str, Any]) -> tuple[Any, ...]:
     return (r["valid"], s["anomaly_counts"], r["unknown"], *(s[k] for k in keys))
 
 
+@pytest.mark.slow  # the agreement test covers total-queue in the default run
 @pytest.mark.spark
 def test_spark_agrees_on_cases(spark):
     from checker.spark.total_queue import check_total_queue_spark
@@ -472,6 +473,7 @@ def test_spark_agrees_on_cases(spark):
         assert remote["stats"] == local["stats"], name
 
 
+@pytest.mark.slow  # the agreement test covers total-queue in the default run
 @pytest.mark.spark
 def test_spark_agrees_on_random_histories(spark):
     """A generated property test: random plants, both engines, same verdicts and counts."""
