@@ -26,14 +26,13 @@ from typing import Any
 
 import click
 
-from harness.cli import options
 from harness.control.memory import MemoryRemote
 from harness.core.layout import HISTORY_JSONL
 from harness.core.remote import Host
 from harness.dbs.null import NullDB
 from workloads.null import CountingGenerator, NullClient
 
-__all__ = ["bench_harness", "measure"]
+__all__ = ["harness_bench", "measure"]
 
 TARGET_NULL_OPS = 20_000.0
 """Null-client completions per second the recorder must reach (Jepsen's generator claims 20k)."""
@@ -187,22 +186,11 @@ def measure(
     }
 
 
-@click.command(name="harness")
-@click.option(
-    "--seconds",
-    type=click.FloatRange(min=1),
-    default=10.0,
-    show_default=True,
-    help="Load phase per run.",
-)
-@click.option("--concurrency", "-c", type=click.IntRange(min=1), default=10, show_default=True)
-@options.lab(help="Lab for the real-node run.")
-@click.option("--skip-node", is_flag=True, help="Only the null-client run (no lab needed).")
-@options.store(default=None, help="Keep the runs here (default: temp).")
-def bench_harness(
+def harness_bench(
     seconds: float, concurrency: int, lab: str, skip_node: bool, store_root: str | None
-) -> None:
-    """Ops/s the harness records with a null client and against the reference node."""
+) -> dict[str, Any]:
+    """Ops/s the harness records with a null client and against the reference node, with
+    the writer's baselines measured in the same run (``splitbrain bench harness``)."""
     with tempfile.TemporaryDirectory(prefix="sb-bench-") as tmp:
         root = store_root or tmp
         fake_hosts = [Host(name=f"n{i}", address=f"127.0.0.{i}") for i in range(1, 6)]
@@ -236,4 +224,4 @@ def bench_harness(
             skew is not None and skew <= TARGET_SKEW_MS
         )
         out["wall_seconds"] = round(time.monotonic() - t0, 1)
-    click.echo(json.dumps(out, indent=2))
+    return out

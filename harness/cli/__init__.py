@@ -72,7 +72,7 @@ BENCH_COMMANDS = {
     "node": "harness.cli.bench:bench_node",
     "crash": "harness.cli.bench:bench_crash",
     "checker": "harness.cli.bench:bench_checker",
-    "harness": "harness.bench.recording:bench_harness",
+    "harness": "harness.cli.bench:bench_harness",
     "campaign": "harness.cli.bench:bench_campaign",
     "soak": "harness.cli.bench:bench_soak",
     "fuzz-frames": "harness.cli.bench:bench_fuzz_frames",
@@ -83,8 +83,6 @@ OUTSIDE_CLI = {
     "node": "node_impl/cli.py: the reference node's own command line (its options go "
     "unchanged to the parser of `python -m node_impl`, its bug list is node_impl's), kept "
     "with the node, which ships to hosts alone and never imports the harness",
-    "bench harness": "harness/bench/recording.py: defined beside its measuring until that "
-    "module's command moves here too",
 }
 """Commands whose click definition lives outside ``harness/cli``, and why
 (tests/harness/test_cli_commands.py holds every other command to this package)."""

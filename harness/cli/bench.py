@@ -5,8 +5,6 @@ when run (``harness/bench/``, and the reference node's own benchmarks in ``node_
 which imports nothing of the harness because it ships alone to hosts), prints the
 figures as one JSON document and, where the figures say a check failed, exits 1.
 
-``bench harness`` is the one exception, still defined in :mod:`harness.bench.recording`
-beside its measuring (listed in ``harness.cli.BENCH_EXCEPTIONS``).
 """
 
 from __future__ import annotations
@@ -21,7 +19,7 @@ import click
 from harness.bench.checker_data import DEFAULT_CORPORA, DEFAULT_PEERS
 from harness.cli import options
 
-__all__ = ["bench_checker", "bench_campaign", "bench_soak", "bench_report"]
+__all__ = ["bench_checker", "bench_campaign", "bench_soak", "bench_report", "bench_harness"]
 __all__ += ["bench_node", "bench_crash", "bench_fuzz_frames"]
 
 
@@ -181,6 +179,21 @@ def bench_checker(output: Path | None, **opts: Any) -> None:
 
 
 # ---------------------------------------------------------------------- campaign
+
+
+@click.command(name="harness")
+@options.seconds(default=10.0, help="Load phase per run.")
+@options.concurrency(default=10)
+@options.lab(help="Lab for the real-node run.")
+@click.option("--skip-node", is_flag=True, help="Only the null-client run (no lab needed).")
+@options.store(default=None, help="Keep the runs here (default: temp).")
+def bench_harness(
+    seconds: float, concurrency: int, lab: str, skip_node: bool, store_root: str | None
+) -> None:
+    """Ops/s the harness records with a null client and against the reference node."""
+    from harness.bench.recording import harness_bench
+
+    _emit(harness_bench(seconds, concurrency, lab, skip_node, store_root))
 
 
 @click.command(name="campaign")
