@@ -18,7 +18,8 @@ judges those, and only those, so no DB is held to another's promises:
   than the entry's; or a follower cutting away (``truncate``, in term T) an entry of the
   same index and term as one committed in a term at or before T, and not known to be
   in the leader of T's log (a leader may have a follower cut entries it holds and
-  re-send them, after a stale APPEND of its own; see :func:`_cut_not_held`). Only
+  re-send them, after a stale APPEND of its own; see :func:`_cut_not_held`; nor past
+  where a leader re-elected in its own term rewrote it, :func:`_rewritten_after`). Only
   leaders' commits count as committed here: a follower's commit beyond its match is the
   next anomaly, not this one.
 - ``event-commit-beyond-match`` (``follower-commit-bound``): a follower raised its commit
@@ -205,9 +206,33 @@ def _cut_not_held(
     return [(t, max(first, upto + 1), last) for t, first, last in runs if t != term and last > upto]
 
 
+def _rewritten_after(events: Iterable[NodeEvent]) -> dict[int, int]:
+    """Per term, the index past which two different entries of that term may exist.
+
+    A DLedger node re-runs for leader in its persisted term after a restart (spec §4:
+    "a restarted node first polls in its persisted term") and may win it again with a
+    shorter log than its first leadership had sent (an unflushed tail lost): it then
+    writes new entries of the same term at the same indexes, and a follower still holds
+    the old ones, which the next leader has it cut. The full-entry COMPARE repairs that,
+    but (index, term) no longer names one entry there, so a cut beyond the shortest
+    re-election's log end is no evidence of a committed entry lost (seed 7317: n2.1
+    leader of term 3 three times; n5's old entry 273 of term 3 cut, the committed 273
+    and 274 of term 3 in the new leader's log)."""
+    seen: dict[int, int] = defaultdict(int)
+    after: dict[int, int] = {}
+    for ev in events:
+        if ev.kind != "elected" or ev.term is None or ev.index is None:
+            continue
+        seen[ev.term] += 1
+        if seen[ev.term] > 1:
+            after[ev.term] = min(after.get(ev.term, ev.index), ev.index)
+    return after
+
+
 def _leader_incomplete(events: Sequence[NodeEvent]) -> list[dict[str, Any]]:
     committed = _Committed(_leader_commits(events))
     held = _held_by_leaders(events)
+    rewritten = _rewritten_after(events)
     found: list[dict[str, Any]] = []
     for ev in events:
         if ev.kind == "elected" and ev.term is not None and ev.index is not None:
@@ -236,7 +261,10 @@ def _leader_incomplete(events: Sequence[NodeEvent]) -> list[dict[str, Any]]:
                 )
         elif ev.kind == "truncate" and ev.term is not None and ev.removed:
             hit: tuple[tuple[int, int, int], NodeEvent] | None = None
-            for term, first, last in _cut_not_held(ev.term, ev.removed, held):
+            for term, first, cut_last in _cut_not_held(ev.term, ev.removed, held):
+                last = min(cut_last, rewritten.get(term, cut_last))
+                if last < first:
+                    continue  # entries of a term its leader wrote twice: no evidence
                 c = committed.of_term_by(term, ev.term)
                 if c is not None and c.index is not None and c.index >= first:
                     hit = hit or ((term, first, min(last, c.index)), c)

@@ -332,3 +332,27 @@ def test_stats_say_how_much_each_judged_invariant_rested_on() -> None:
     # only what was judged is counted
     only_votes = check_node_events(evs, KINDS, frozenset({"one-vote-per-term"}))
     assert set(only_votes["stats"]["checked"]) == {"one-vote-per-term", "safety-checks"}
+
+
+def test_a_cut_past_a_same_term_re_election_is_not_incompleteness() -> None:
+    """Seed 7317 (correct node, read mode index): n2 led term 3, restarted having lost
+    its unflushed entry 273 (which n5 held), won term 3 again at log end 272 (DLedger
+    polls in its persisted term first) and committed a new 273 and 274 of term 3. The
+    leader of term 4 held those (elected at 279 of term 3) and had n5 cut its old 273.
+    (index, term) named two entries there, so the cut proves nothing; the check before
+    this fix called it leader incompleteness."""
+    base = [
+        elected("n2", 3, 190, 2), commit("n2", 3, 272, 3),
+        elected("n2", 3, 272, 3), commit("n2", 3, 274, 3),
+        elected("n4", 4, 279, 3),
+    ]  # fmt: skip
+    seen = check_node_events([*base, truncated("n5", 4, (3, 273, 273))], RAFT_KINDS, ALL)
+    assert seen["valid"] is True, seen["anomalies"]
+    # a cut reaching below the re-election's log end still counts, up to that end
+    deep = check_node_events([*base, truncated("n5", 4, (3, 260, 273))], RAFT_KINDS, ALL)
+    (a,) = deep["anomalies"]["event-leader-incomplete"]
+    assert a["cut"] == [260, 272]
+    # without the re-election, the same cut of 273 is the anomaly it always was
+    once = [elected("n2", 3, 190, 2), commit("n2", 3, 274, 3), elected("n4", 4, 279, 3)]
+    alone = check_node_events([*once, truncated("n5", 4, (3, 273, 273))], RAFT_KINDS, ALL)
+    assert alone["anomalies"]["event-leader-incomplete"][0]["cut"] == [273, 273]
