@@ -311,6 +311,7 @@ class DLedgerJavaDB(NodeLogEvents, PidfileDaemonDB):
                 version=self.options.version,
                 artifact=DLEDGER_ARTIFACT,
                 java=self.options.java,
+                shared=(maven.SHARED,),  # splitbrain.shared.Frames packs the replies
             )
         return self._program
 

@@ -10,6 +10,7 @@ import org.msgpack.core.MessagePack;
 import org.msgpack.core.MessagePacker;
 import org.msgpack.core.MessageUnpacker;
 import org.msgpack.value.Value;
+import splitbrain.shared.Frames;
 
 import java.io.BufferedInputStream;
 import java.io.BufferedOutputStream;
@@ -98,7 +99,7 @@ final class Endpoint {
                 }
                 byte[] payload = new byte[n];
                 in.readFully(payload);
-                Map<String, Value> msg = decode(payload);
+                Map<String, Value> msg = Frames.decodeValues(payload);
                 Map<String, Object> reply;
                 try {
                     reply = handle(msg);
@@ -110,7 +111,7 @@ final class Endpoint {
                 }
                 Value rid = msg.get("rid");
                 reply.put("rid", rid);
-                byte[] bytes = encode(reply);
+                byte[] bytes = Frames.encode(reply);
                 out.writeInt(bytes.length);
                 out.write(bytes);
                 out.flush();
@@ -336,59 +337,5 @@ final class Endpoint {
         r.put("term", after.term);
         r.put("leader", after.leader);
         return r;
-    }
-
-    // ---------------------------------------------------------------- msgpack
-
-    static Map<String, Value> decode(byte[] payload) throws IOException {
-        try (MessageUnpacker u = MessagePack.newDefaultUnpacker(payload)) {
-            Value v = u.unpackValue();
-            Map<String, Value> out = new LinkedHashMap<>();
-            if (!v.isMapValue()) {
-                return out;
-            }
-            for (Map.Entry<Value, Value> e : v.asMapValue().map().entrySet()) {
-                if (e.getKey().isStringValue()) {
-                    out.put(e.getKey().asStringValue().asString(), e.getValue());
-                }
-            }
-            return out;
-        }
-    }
-
-    static byte[] encode(Map<String, Object> msg) throws IOException {
-        MessageBufferPacker p = MessagePack.newDefaultBufferPacker();
-        pack(p, msg);
-        return p.toByteArray();
-    }
-
-    @SuppressWarnings("unchecked")
-    static void pack(MessagePacker p, Object o) throws IOException {
-        if (o == null) {
-            p.packNil();
-        } else if (o instanceof Value) {
-            p.packValue((Value) o);
-        } else if (o instanceof String) {
-            p.packString((String) o);
-        } else if (o instanceof Long || o instanceof Integer) {
-            p.packLong(((Number) o).longValue());
-        } else if (o instanceof Boolean) {
-            p.packBoolean((Boolean) o);
-        } else if (o instanceof Map) {
-            Map<String, Object> m = (Map<String, Object>) o;
-            p.packMapHeader(m.size());
-            for (Map.Entry<String, Object> e : m.entrySet()) {
-                p.packString(e.getKey());
-                pack(p, e.getValue());
-            }
-        } else if (o instanceof List) {
-            List<Object> l = (List<Object>) o;
-            p.packArrayHeader(l.size());
-            for (Object x : l) {
-                pack(p, x);
-            }
-        } else {
-            p.packString(o.toString());
-        }
     }
 }
