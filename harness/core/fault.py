@@ -253,6 +253,13 @@ def declines(db: object) -> dict[str, str]:
     a str-to-str mapping, or a lowercase key that is neither an effect nor a need: a typo
     would decline nothing) is a ConfigError naming the DB.
     """
+    if getattr(db, "refused_faults", None) is not None:
+        # the older form, keyed by fault name: read silently it would decline nothing
+        raise ConfigError(
+            f"{type(db).__name__}.refused_faults names faults; declare `declines` instead, "
+            "keyed by what a fault does or needs (harness.core.fault.declines)",
+            field="refused_faults",
+        )
     got = getattr(db, "declines", None)
     if got is None:
         return {}
@@ -365,19 +372,12 @@ class Fault:
 
     def declined_by(self, db: object) -> str | None:
         """The DB's own reason not to take this fault, or None: the first of its
-        :attr:`traits` that ``db`` declines (a ConfigError for a malformed declaration).
-
-        A DB's ``refused_faults`` (keyed by fault name, the older form) is still read
-        after it, until every built-in DB declares ``declines``.
-        """
+        :attr:`traits` that ``db`` declines (a ConfigError for a malformed declaration)."""
         declined = declines(db)
         for trait in self.traits:
             why = declined.get(trait)
             if why:
                 return f"{self.name}: {why} ({type(db).__name__} declines {trait})"
-        legacy = getattr(db, "refused_faults", None)
-        if isinstance(legacy, Mapping) and legacy.get(self.name):
-            return f"{self.name}: {legacy[self.name]}"
         return None
 
     def why_not(self, db: object, hosts: Sequence[Host]) -> str | None:

@@ -262,7 +262,7 @@ class JRaftDB(NodeLogEvents, AskedMembers, PidfileDaemonDB):
     is configured): RocksDB's WAL and tables, the newest by RocksDB's file number, and
     the raft meta (term, votedFor) that corrupt's rollback restores."""
 
-    # No ``refused_faults``: the deck leaves out a whole script when one of its faults is
+    # No ``declines``: the deck leaves out a whole script when one of its faults is
     # refused; lose-unfsynced works on JRaft and found the 1.2.4 meta loss (docs/jraft.md).
 
     unreachable_situations = {

@@ -507,16 +507,16 @@ _LAZYFS = (
     "(docs/rocketmq.md); use the VM lab's power fault to test power loss on real disks"
 )
 
-_REFUSED = {
-    "membership": "no runtime membership change the harness can ask of RocketMQ: a broker "
-    "group is its brokers' configuration (brokerName, and brokerId or the controllers' ids)",
-    "lose-unfsynced": _LAZYFS,
-    "torn-write": _LAZYFS,
-    "corrupt": "its file patterns are the reference node's (data.log, term.json); a broker "
-    "keeps commitlog/<offset>, consumequeue/<topic>/<queue>/<offset> and config/*.json, so "
-    "the deck's corrupt hit nothing (measured: no records)",
+_DECLINES = {
+    "changes_membership": "no runtime membership change the harness can ask of RocketMQ: a "
+    "broker group is its brokers' configuration (brokerName, and brokerId or the "
+    "controllers' ids)",
+    "fuse": _LAZYFS,
 }
-"""Faults the deck leaves out, with the reason it prints (``Fault.why_not`` reads it)."""
+"""What the deck leaves out, by what a fault does or needs, with the reason it prints
+(``harness.core.fault.declines``). Corrupt is left out without a word here: a broker
+declares no ``data_files`` (its commitlog, consume queues and config are not a log and a
+term the fault can aim at)."""
 
 
 def _int(v: Any) -> int | None:
@@ -535,7 +535,7 @@ class RocketMQDB(GatewayDB):
     shared = "brokers"
     runs_under_faketime = True
     reconfigurable = False
-    refused_faults = _REFUSED
+    declines = _DECLINES
     options: RocketMQOptions
 
     # capabilities ---------------------------------------------------------------------

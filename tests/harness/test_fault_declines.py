@@ -141,3 +141,13 @@ def test_the_cli_refuses_a_declined_fault_with_the_reason_before_any_host(tmp_pa
     assert out.returncode == 3, out.stderr
     assert "'lose-unfsynced'" in out.stderr and "DLedger acknowledges" in out.stderr
     assert not (tmp_path / "store").exists()  # nothing ran, nothing stored
+
+
+def test_the_older_refused_faults_is_an_error_naming_its_replacement() -> None:
+    """A DB still keyed by fault names would decline nothing if read silently."""
+
+    class Old:
+        refused_faults = {"membership": "static"}
+
+    with pytest.raises(ConfigError, match="refused_faults names faults; declare `declines`"):
+        declines(Old())

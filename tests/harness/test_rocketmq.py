@@ -32,6 +32,7 @@ from harness.core.db import (
 from harness.core.errors import ConfigError
 from harness.core.history import Op
 from harness.core.paired import PairedHistory
+from harness.core.remote import Host
 from harness.dbs.rocketmq import (
     GATEWAY_JAVA,
     NEWEST,
@@ -48,6 +49,8 @@ from harness.dbs.rocketmq import (
     roles,
 )
 from harness.dbs.rocketmq_push import PushQueueClient
+from nemesis.disk import CORRUPT, LOSE_UNFSYNCED
+from nemesis.membership import MEMBERSHIP
 from tests.checker.test_queue import H
 from tests.workloads.conftest import make_ctx
 from workloads import get_workload
@@ -121,7 +124,10 @@ def test_capabilities_declared_and_membership_refused() -> None:
     ):
         assert isinstance(db, cap), cap.__name__
     assert not isinstance(db, Reconfigurable)
-    assert "membership" in db.refused_faults
+    assert "no runtime membership change" in (MEMBERSHIP.why_not(db, []) or "")
+    fuse = [Host(name="n1", address="127.0.0.1", extras={"fuse": True})]
+    assert "fsyncs neither" in (LOSE_UNFSYNCED.why_not(db, fuse) or "")
+    assert "data_files" in (CORRUPT.why_not(db, fuse) or "")
     assert db.default_workload().name == "queue"
 
 
