@@ -57,6 +57,7 @@ from typing import TYPE_CHECKING, Any
 
 from harness.core.workload import client_timeout
 from workloads.addr import client_addr
+from workloads.watch import perform
 
 if TYPE_CHECKING:
     from harness.core.history import Op
@@ -228,14 +229,8 @@ class KafkaWatchClient:
         return self._conn.call(req, timeout)
 
     def invoke(self, ctx: RunContext, op: Op) -> Op:
-        node = op.node or self.node
-        if op.f == "publish":
-            return self._publish(op).replace(node=node)
-        if op.f == "subscribe":
-            return self._subscribe(op).replace(node=node)
-        if op.f == "snapshot":
-            return self._snapshot(op).replace(node=node)
-        return op.complete("fail", op.value, error=f"client error: watch cannot do {op.f!r}")
+        calls = {"publish": self._publish, "subscribe": self._subscribe, "snapshot": self._snapshot}
+        return perform(op, op.node or self.node, calls)
 
     def _publish(self, op: Op) -> Op:
         events = list((op.value or {}).get("events") or [])

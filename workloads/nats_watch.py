@@ -75,6 +75,7 @@ from typing import TYPE_CHECKING, Any
 
 from harness.core.workload import client_timeout
 from workloads.addr import client_addr
+from workloads.watch import perform
 
 if TYPE_CHECKING:
     from harness.core.history import Op
@@ -366,13 +367,8 @@ class NatsWatchClient:
         loop.stop()
 
     def invoke(self, ctx: RunContext, op: Op) -> Op:
-        if op.f == "publish":
-            return self._publish(op).replace(node=op.node or self.node)
-        if op.f == "subscribe":
-            return self._subscribe(op).replace(node=op.node or self.node)
-        if op.f == "snapshot":
-            return self._snapshot(op).replace(node=op.node or self.node)
-        return op.complete("fail", op.value, error=f"client error: watch cannot do {op.f!r}")
+        calls = {"publish": self._publish, "subscribe": self._subscribe, "snapshot": self._snapshot}
+        return perform(op, op.node or self.node, calls)
 
     # publish --------------------------------------------------------------------------
     def _publish(self, op: Op) -> Op:

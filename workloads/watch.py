@@ -27,7 +27,7 @@ of its own whose factory returns :func:`watch_workload` with its client.
 from __future__ import annotations
 
 import importlib
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
@@ -42,6 +42,7 @@ if TYPE_CHECKING:
     pass
 
 __all__ = [
+    "perform",
     "FinalWatch",
     "WatchClient",
     "WatchGen",
@@ -223,6 +224,16 @@ def watch_workload(
         final_generator=each_node(final),
         checker={"checks": ["subscription"], "options": {"subscription": promises}},
     )
+
+
+def perform(op: Op, node: str | None, calls: Mapping[str, Callable[[Op], Op]]) -> Op:
+    """One watch op done by the client's own call for its ``f`` (``publish``,
+    ``subscribe``, ``snapshot``), completed on ``node``; any other ``f`` fails unsent.
+    The clients differ in how they talk to their system, not in what an op is."""
+    call = calls.get(op.f)
+    if call is None:
+        return op.complete("fail", op.value, error=f"client error: watch cannot do {op.f!r}")
+    return call(op).replace(node=node)
 
 
 def _client(name: str) -> WatchClient:
