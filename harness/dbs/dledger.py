@@ -544,14 +544,21 @@ class DLedgerDB(NodeLogEvents, DLedgerMembership, PidfileDaemonDB):
     @property
     def unreachable_situations(self) -> dict[str, str]:
         """Mode dledger with read mode index: only a leader that confirmed its leadership
-        answers a read (spec §9), so a correct node never lets a non-leader answer one.
-        Mode ha, and the read modes follower and log, declare nothing."""
-        if self.node_mode != "dledger" or self.read_mode not in (None, "index"):
+        answers a read (spec §9); with read mode log, only a leader whose read entry
+        committed in its own term (which a deposed leader cannot get: the majority moved
+        on). So a correct node never lets a non-leader answer one (unreached in every
+        read-mode-log run of docs/zoo.md's correct-node table). Mode ha and read mode
+        follower declare nothing."""
+        if self.node_mode != "dledger" or self.read_mode not in (None, "index", "log"):
             return {}
+        how = (
+            "a read entry committed in its own term (read mode log)"
+            if self.read_mode == "log"
+            else "confirmed its leadership (read index)"
+        )
         return {
-            "read-from-non-leader": "the node answers a read only as a leader that has "
-            "confirmed its leadership (read index): a correct run never reaches this; a run "
-            "that does has found a stale read"
+            "read-from-non-leader": f"the node answers a read only as a leader that has {how}: "
+            "a correct run never reaches this; a run that does has found a stale read"
         }
 
     @property
