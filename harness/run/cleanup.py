@@ -88,8 +88,7 @@ class DirtyClusterError(SplitbrainError):
 
 def _undo_db_node(remote: Remote | None, entry: JournalRecord) -> None:
     """Stop a killed run's DB node by its pid files and wipe its directory (and empty parents)."""
-    if remote is None:
-        raise ValueError(f"undoing {entry.describe()} needs a connection to {entry.host}")
+    remote = jr.connected(remote, entry)
     u = entry.undo
     for pf in u.get("pidfiles", []):
         stop_by_pidfile(remote, str(pf))
