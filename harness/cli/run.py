@@ -242,8 +242,10 @@ def run(
     if leave_db_running:
         db_opts["leave_running"] = True
     from harness.dbs.rolling import upgrade_options
+    from nemesis.registry import fault as registered
 
-    db_opts = upgrade_options(db, faults, db_opts)
+    rolling = not use_deck and any(registered(n).rolling for n in faults)
+    db_opts = upgrade_options(db, rolling, db_opts)
     if bug and db == "dledger":
         from harness.dbs.dledger import check_bug
 

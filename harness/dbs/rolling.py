@@ -15,7 +15,7 @@ from __future__ import annotations
 import logging
 import shlex
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from harness.core.errors import ConfigError, NemesisError, RemoteError
@@ -31,14 +31,15 @@ __all__ = ["RollingUpgradeDB", "upgrade_options"]
 log = logging.getLogger(__name__)
 
 
-def upgrade_options(db: str, faults: Sequence[str], options: Mapping[str, Any]) -> dict[str, Any]:
-    """The DB options of a run: mode broker with an ``upgrade`` fault starts in mode ha.
+def upgrade_options(db: str, rolling: bool, options: Mapping[str, Any]) -> dict[str, Any]:
+    """The DB options of a run: mode broker under a rolling fault (``Fault.rolling``: the
+    upgrade) starts in mode ha.
 
     The fault switches a cluster *to* mode broker, so a broker cluster under it
     must begin as the classic one it is upgraded from.
     """
     out = dict(options)
-    if db == "dledger" and out.get("mode") == "broker" and "upgrade" in faults:
+    if db == "dledger" and out.get("mode") == "broker" and rolling:
         out.setdefault("upgrade_from", "ha")
     return out
 

@@ -207,10 +207,10 @@ def test_upgrade_is_a_cluster_fault_first_until_each_node_had_a_step_completed_a
 
 
 def test_run_options_start_a_broker_cluster_in_mode_ha_under_the_upgrade() -> None:
-    opts = upgrade_options("dledger", ("partition", "upgrade"), {"mode": "broker"})
+    opts = upgrade_options("dledger", True, {"mode": "broker"})
     assert opts == {"mode": "broker", "upgrade_from": "ha"}
-    assert upgrade_options("dledger", ("partition",), {"mode": "broker"}) == {"mode": "broker"}
-    assert upgrade_options("etcd", ("upgrade",), {}) == {}
+    assert upgrade_options("dledger", False, {"mode": "broker"}) == {"mode": "broker"}
+    assert upgrade_options("etcd", True, {}) == {}
     db = get_db("dledger", {**opts, "root": "/tmp/x"})
     assert isinstance(db, RollingUpgradeDB) and isinstance(db, Upgradable) and db.sync
     with pytest.raises(ConfigError, match="upgrade_from"):
