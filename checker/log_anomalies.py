@@ -48,7 +48,11 @@ Conventions every definition below relies on:
   ``1.0`` nor ``true`` nor the string ``"1"``.
 * **Value ordering.** Where an example lists ``[term, payload]`` values, they are sorted
   by :func:`value_key`; every kind's examples are listed by their ``indexes`` (the sorted
-  history indexes of the records that prove it), compared as lists.
+  history indexes of the records that prove it), compared as lists. Examples with equal
+  ``indexes`` (the same reads prove several log indexes or payloads: divergent-committed,
+  duplicate-payload, unproposed-committed) are then ordered by their other fields, by
+  name (``index`` before ``payload``), each integer by value and anything else by its
+  canonical text (:func:`tie_key`); capped lists keep the first ones in this order.
 """
 
 from __future__ import annotations
@@ -78,6 +82,7 @@ __all__ = [
     "is_system",
     "judgeable",
     "result",
+    "tie_key",
     "unsettled",
     "value_key",
     "volatile_of",
@@ -287,9 +292,34 @@ def is_system(payload: Any) -> bool:
 # --------------------------------------------------------------------------- examples
 
 
+def _field_key(x: Any) -> tuple[int, Any]:
+    """One field's place in :func:`tie_key`: integers by value, lists item by item,
+    anything else by its canonical text (tagged, so that no two kinds are compared)."""
+    if is_int(x):
+        return (0, x)
+    if isinstance(x, list):
+        return (1, [_field_key(v) for v in x])
+    return (2, canon(x))
+
+
+def tie_key(example: Mapping[str, Any]) -> list[tuple[str, tuple[int, Any]]]:
+    """The order of examples whose ``indexes`` are equal: their other public fields (no
+    leading underscore: an engine's scratch), by name, each by :func:`_field_key`.
+
+    Without it the order of such ties was whatever order an engine built them in (the
+    local engine's Arrow group-by, the Spark engine's collect), and a capped list kept
+    different examples in each."""
+    return [
+        (k, _field_key(example[k]))
+        for k in sorted(example)
+        if k != "indexes" and not k.startswith("_")
+    ]
+
+
 def by_indexes(examples: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Examples in the order results list them: by their ``indexes``, as lists."""
-    return sorted(examples, key=lambda e: e["indexes"])
+    """Examples in the order results list them: by their ``indexes``, as lists, ties by
+    :func:`tie_key`."""
+    return sorted(examples, key=lambda e: (e["indexes"], tie_key(e)))
 
 
 def first_examples(examples: list[dict[str, Any]], cap: int | None) -> list[dict[str, Any]]:

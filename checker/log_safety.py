@@ -10,7 +10,8 @@ history) by writing them as the Parquet a run writes (:func:`harness.core.parque
 and reading that back as the local engine reads a file, so there is one implementation.
 
 Examples carry ``"indexes"``, the sorted history indexes of the records that prove them,
-and each kind's examples are sorted by them, so the two engines give identical lists.
+and each kind's examples are sorted by them (ties by their other fields,
+:func:`checker.log_anomalies.tie_key`), so the two engines give identical lists.
 """
 
 from __future__ import annotations

@@ -142,6 +142,34 @@ def test_unproposed_committed_edges_same_result(tmp_path: Path) -> None:
     assert next(e for e in found if e["index"] == 9)["payload"] == "other"
 
 
+def test_examples_one_read_proves_are_listed_by_their_other_fields() -> None:
+    """One read proves every example of a kind (equal ``indexes``): they are listed by
+    their fields (checker.log_anomalies.tie_key), log indexes by value, so a capped list
+    keeps the lowest ones, as the Spark engine does. The Arrow group-by order they were
+    built in put index 10 after 16."""
+    from checker.log_anomalies import by_indexes
+
+    n = 40
+    ops = [
+        Op("invoke", 0, "append", {"payload": "a"}),
+        Op("ok", 0, "append", {"payload": "a", "index": 0, "term": 1}),
+        Op("invoke", 1, "read", {"from": 0}),
+        Op("ok", 1, "read", {"entries": [[0, 1, "a"]] + [[i, 1, f"y{i}"] for i in range(1, n)]}),
+    ]
+    res = check_log_safety([op.replace(index=i, time=i) for i, op in enumerate(ops)])
+    found = res["anomalies"]["unproposed-committed"]
+    assert [e["index"] for e in found] == list(range(1, n))
+    tied = [
+        {"payload": p, "log_indexes": li, "indexes": [3]}
+        for p, li in (("b", [2, 10]), ("a", [2, 10]), (7, [2, 9]), ("7", [2, 9]))
+    ]
+    assert by_indexes(tied) == [tied[2], tied[3], tied[1], tied[0]]
+    assert by_indexes([{"index": 2, "indexes": [4]}, {"index": 10, "indexes": [3, 5]}]) == [
+        {"index": 10, "indexes": [3, 5]},
+        {"index": 2, "indexes": [4]},
+    ]
+
+
 def test_function_level_agreement(tmp_path: Path) -> None:
     """Without the engine in between: ops, and the columns of their Parquet file."""
     ops = list(generate(1200, workload="append", anomaly=("lost-ack", "append-order"), seed=2))
