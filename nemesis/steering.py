@@ -195,4 +195,3 @@ def why_unreached(
     tried = sum(1 for s in steered if situation in (s.get("for") or ()))
     more = f" ({tried} steered for it)" if tried else ""
     return f"its scripts {', '.join(ran)} played{more} and it did not happen"
-

@@ -474,18 +474,15 @@ class ClientAPI(LogAPI):
         """
         n = self.node
         keys = msg.get("keys")
-        if keys is not None:
-            if (
-                not isinstance(keys, list)
-                or not keys
-                or len(keys) > MAX_READ_KEYS
-                or not all(isinstance(k, str) for k in keys)
-            ):
-                return self._err(
-                    "kv-read",
-                    "UNSUPPORTED",
-                    f"'keys' must be a list of 1 to {MAX_READ_KEYS} strings",
-                )
+        well_formed = (
+            isinstance(keys, list)
+            and 0 < len(keys) <= MAX_READ_KEYS
+            and all(isinstance(k, str) for k in keys)
+        )
+        if keys is not None and not well_formed:
+            return self._err(
+                "kv-read", "UNSUPPORTED", f"'keys' must be a list of 1 to {MAX_READ_KEYS} strings"
+            )
         key = msg.get("key")
         if keys is None and not isinstance(key, str):
             return self._err("kv-read", "UNSUPPORTED", "'key' must be a string")
