@@ -403,6 +403,15 @@ class Elector:
         d = decide_heartbeat(node.id, known, node.term, node.leader_id, term, leader)
         addr = msg.get("client_addr") if isinstance(msg.get("client_addr"), str) else None
         if d.follow:
+            if node.voted_for != leader:
+                # (ours) Following a leader of this term counts as this node's vote for it
+                # (persisted, R1). DLedger's voters refuse another candidate of a term only
+                # while they remember a vote; a node that joined the term by a heartbeat
+                # (a fresh member added mid-term, one that had voted for a loser) kept
+                # none, and once its leader fell silent it granted a same-term candidate:
+                # measured, n4 won term 3 with two re-added members' votes while n5 had
+                # led it (two leaders in one term, on the correct node).
+                node.grant_vote(leader)
             node.become_follower(leader, addr)
         elif d.refresh:
             self.last_leader_hb = time.monotonic()

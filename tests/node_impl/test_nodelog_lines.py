@@ -104,3 +104,19 @@ def test_reads_refused_by_a_non_leader_are_logged_once_per_role(tmp_path: Path) 
     node.log.close()
     refused = [e for e in _events(tmp_path / "node.log") if e.kind == "read-refused"]
     assert [(e.why, e.role) for e in refused] == [("not-leader", "candidate")]
+
+
+def test_a_node_that_follows_a_leader_refuses_another_candidate_of_its_term(
+    tmp_path: Path,
+) -> None:
+    """Following a leader is a vote for it: a node that joined term 2 by a heartbeat (no
+    vote of its own) must not elect a second leader of term 2 once its leader is quiet."""
+    node = _node(tmp_path)
+    node.adopt_term(2)
+    assert node.voted_for is None
+    hb = {"type": "heartbeat", "term": 2, "leader": "n2", "rid": 1}
+    assert node.elector.handle_heartbeat(hb)["code"] == "SUCCESS"
+    assert node.voted_for == "n2" and node.term_store.load() == (2, "n2")
+    node.become_candidate(2, need_increase=False)  # its leader fell silent: same term
+    assert _ask(node, 2, "n3") in ("REJECT_ALREADY_VOTED", "REJECT_ALREADY_HAS_LEADER")
+    assert _ask(node, 2, "n2") == "ACCEPT"
