@@ -3,17 +3,20 @@ real single-member etcd (``etcd``) for the clients that speak its gateway."""
 
 from __future__ import annotations
 
+import json
 import random
 import shutil
 import socket
 import subprocess
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from harness.core.history import HistoryWriter
+from harness.core.op import Op
 from harness.core.remote import Host
 from harness.core.spec import RunContext, TestSpec
 
@@ -93,3 +96,31 @@ def etcd(tmp_path: Path) -> Iterator[tuple[str, int]]:
             proc.kill()
             proc.wait()
         log.close()
+
+
+def plant_each(world: Any, kinds: Sequence[str], seed: int = 1) -> list[Op]:
+    """The history of ``world`` with one of each of ``kinds`` planted (each must take)."""
+    from checker.planted_subscription import history, plant
+
+    rng = random.Random(seed)
+    for kind in kinds:
+        assert plant(world, kind, rng), kind
+    return history(world)
+
+
+def spark_subscription(ops: Sequence[Op], opts: Mapping[str, Any], cap: int = 3) -> dict:
+    """The subscription checker's result on Spark (local[1]) for ``ops``, with its
+    DataFrame jobs forced (``driver_records=0``): what the watch clients' agreement tests
+    compare with the local engine's."""
+    from pyspark.sql.types import LongType, StringType, StructField, StructType
+
+    from checker.spark.session import get_session
+    from checker.spark.subscription import check_subscription_spark
+
+    spark = get_session("local[1]")
+    cols = [("index", LongType()), ("type", StringType()), ("process", StringType())]
+    cols += [(n, StringType()) for n in ("f", "key", "value", "node")]
+    schema = StructType([StructField(n, t) for n, t in cols])
+    rows = [(o.index, o.type, str(o.process), o.f, o.key, json.dumps(o.value), o.node) for o in ops]
+    frame = spark.createDataFrame(rows, schema)
+    return check_subscription_spark(spark, frame, dict(opts), cap=cap, driver_records=0)

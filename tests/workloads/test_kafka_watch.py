@@ -33,6 +33,8 @@ from workloads.kafka_watch import (
 )
 from workloads.watch import workload
 
+from .conftest import plant_each, spark_subscription
+
 ROOT = Path(__file__).resolve().parents[2]
 
 
@@ -278,29 +280,10 @@ def test_spark_agrees_on_the_planted_kafka_history() -> None:
     reordering planted (local[1], the DataFrame jobs forced with ``driver_records=0``:
     minutes under load, hence slow)."""
     pytest.importorskip("pyspark")
-    from pyspark.sql.types import LongType, StringType, StructField, StructType
-
-    from checker.spark.session import get_session
-    from checker.spark.subscription import check_subscription_spark
-
-    spark = get_session("local[1]")
-    cols = [("index", LongType()), ("type", StringType()), ("process", StringType())]
-    cols += [(n, StringType()) for n in ("f", "key", "value", "node")]
-    schema = StructType([StructField(n, t) for n, t in cols])
-    w = _world(_kafka_history(5))
-    rng = random.Random(1)
-    for kind in KINDS:
-        assert plant(w, kind, rng)
-    planted = history(w)
-    rows = [
-        (o.index, o.type, str(o.process), o.f, o.key, json.dumps(o.value), o.node) for o in planted
-    ]
+    planted = plant_each(_world(_kafka_history(5)), KINDS)
     local = check_subscription(planted, dict(PROMISES), cap=3)
     assert set(local["anomalies"]) == set(KINDS), local["anomalies"]
-    remote = check_subscription_spark(
-        spark, spark.createDataFrame(rows, schema), dict(PROMISES), cap=3, driver_records=0
-    )
-    assert remote == local
+    assert spark_subscription(planted, PROMISES) == local
 
 
 # the real system on the lab ----------------------------------------------------------

@@ -39,6 +39,8 @@ from workloads.nats_watch import (
 )
 from workloads.watch import WatchGen, WatchOptions, workload
 
+from .conftest import plant_each, spark_subscription
+
 # pure ------------------------------------------------------------------------------------
 
 
@@ -351,27 +353,8 @@ def test_spark_agrees_on_the_planted_real_history(
     DataFrame jobs forced with ``driver_records=0``: about forty stages, 10 minutes under
     a load average of 30, hence slow)."""
     pytest.importorskip("pyspark")
-    from pyspark.sql.types import LongType, StringType, StructField, StructType
-
-    from checker.spark.session import get_session
-    from checker.spark.subscription import check_subscription_spark
-
-    spark = get_session("local[1]")
-    cols = [("index", LongType()), ("type", StringType()), ("process", StringType())]
-    cols += [(n, StringType()) for n in ("f", "key", "value", "node")]
-    schema = StructType([StructField(n, t) for n, t in cols])
     ops, _ = real_ops
-    w = _world(ops)
-    rng = random.Random(1)
-    for kind in KINDS:
-        assert plant(w, kind, rng)
-    planted = history(w)
-    rows = [
-        (o.index, o.type, str(o.process), o.f, o.key, json.dumps(o.value), o.node) for o in planted
-    ]
+    planted = plant_each(_world(ops), KINDS)
     local = check_subscription(planted, dict(PROMISES), cap=3)
     assert set(local["anomalies"]) == set(KINDS), local["anomalies"]
-    remote = check_subscription_spark(
-        spark, spark.createDataFrame(rows, schema), dict(PROMISES), cap=3, driver_records=0
-    )
-    assert remote == local
+    assert spark_subscription(planted, PROMISES) == local

@@ -27,6 +27,8 @@ from harness.core.op import Op
 from workloads.watch import workload
 from workloads.zk_watch import PROMISES, ZkWatchClient, events_of, publish_outcome
 
+from .conftest import plant_each, spark_subscription
+
 # pure ------------------------------------------------------------------------------------
 
 
@@ -341,28 +343,8 @@ def test_spark_agrees_on_the_planted_real_history(
     """Result for result, on the real history with each kind planted (local[1], the
     DataFrame jobs forced with ``driver_records=0``)."""
     pytest.importorskip("pyspark")
-    from pyspark.sql.types import LongType, StringType, StructField, StructType
-
-    from checker.spark.session import get_session
-    from checker.spark.subscription import check_subscription_spark
-
-    spark = get_session("local[1]")
-    cols = [("index", LongType()), ("type", StringType()), ("process", StringType())]
-    cols += [(n, StringType()) for n in ("f", "key", "value", "node")]
-    schema = StructType([StructField(n, t) for n, t in cols])
     ops, _ = real_ops
-    w = _world(ops)
-    rng = random.Random(1)
-    for kind in KINDS:
-        assert plant(w, kind, rng)
-    planted = history(w)
-    rows = [
-        (o.index, o.type, str(o.process), o.f, o.key, json.dumps(o.value), o.node) for o in planted
-    ]
+    planted = plant_each(_world(ops), KINDS)
     for opts in (JUDGED, dict(PROMISES)):
-        local = check_subscription(planted, opts, cap=3)
-        remote = check_subscription_spark(
-            spark, spark.createDataFrame(rows, schema), opts, cap=3, driver_records=0
-        )
-        assert remote == local, opts
+        assert spark_subscription(planted, opts) == check_subscription(planted, opts, cap=3), opts
     assert set(check_subscription(planted, JUDGED)["anomalies"]) == set(KINDS)
