@@ -149,7 +149,7 @@ NEEDS: Mapping[str, str] = {
     "a page cache of its own, to drop or tear)",
 }
 """Every word a fault's ``needs`` may hold, and what it means. A DB may decline a need
-(``harness.core.db.declines``: the lazy fs under files it never fsyncs), so a word here
+(``harness.core.fault.declines``: the lazy fs under files it never fsyncs), so a word here
 says how the fault acts, not only what it asks of the hosts."""
 
 
@@ -299,7 +299,7 @@ class Fault:
       ``primaries`` (a DB reporting its leader), ``fuse`` (hosts whose inventory declares
       ``extras["fuse"]``; :data:`NEEDS`); ``db_needs``: the capabilities (``harness.core.db``
       protocols) the DB must declare; ``refuse``: any other reason it cannot act on this DB
-      and these hosts. What the DB itself declines (``harness.core.db.declines``) is matched
+      and these hosts. What the DB itself declines (``harness.core.fault.declines``) is matched
       against the fault's :attr:`traits`, never its name. :meth:`why_not` joins them, so the
       default campaign leaves out, and names, a fault script it could not play, and a fault
       named with ``--nemesis`` stops the run before it starts, instead of failing mid-run.
@@ -360,7 +360,7 @@ class Fault:
 
     @property
     def traits(self) -> tuple[str, ...]:
-        """What a DB may decline this fault by (``harness.core.db.declines``): its effects'
+        """What a DB may decline this fault by (``harness.core.fault.declines``): its effects'
         names (:data:`EFFECTS`), its needs (:data:`NEEDS`) and the names of the capabilities
         it needs of the DB (``FailsOver``). A fault is declined by what it does and needs,
         so a plugin's fault that declares the same is declined too, unnamed."""

@@ -255,7 +255,7 @@ class DLedgerJavaDB(NodeLogEvents, PidfileDaemonDB):
     @property
     def declines(self) -> dict[str, str]:
         """What the deck leaves out for DLedger and a ``--nemesis`` run refuses, with the
-        reason it prints (``harness.core.db.declines``; ``Fault.why_not`` matches it).
+        reason it prints (``harness.core.fault.declines``; ``Fault.why_not`` matches it).
 
         ``fuse``: the lazy fs faults (lose-unfsynced, torn-write). Not ``loses_writes``:
         the VM lab's power cut loses un-fsynced writes too, on real disks, and is what the
