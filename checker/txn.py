@@ -323,7 +323,8 @@ def _judge(
             found[LOST] = lost_examples(t, outside, window, ack)
     rt = opts.realtime or opts.isolation == "strict-serializable"
     order_edges(t, g, realtime=rt, process=opts.process)
-    core = cyclic_core(len(t), g.src, g.dst)
+    src, dst, _ = g.arrays()
+    core = cyclic_core(len(t), src, dst, hint=t.inv)
     comps = components(g, core) if core else []
     order_types = (RT if rt else 0) | (PR if opts.process else 0)
     for comp in comps:
@@ -343,7 +344,7 @@ def _judge(
             anomalies[name] = exs[:cap]
         else:
             allowed += [{"kind": name, **e} for e in exs[:cap]]
-    n_edges = {EDGE_NAMES[b]: g.typ.count(b) for b in (WW, WR, RW, RT, PR)}
+    n_edges = {EDGE_NAMES[b]: g.count(b) for b in (WW, WR, RW, RT, PR)}
     st = {name: t.status.count(code) for code, name in enumerate(("ok", "info", "fail"))}
     valid: bool | str = not anomalies
     reason = None

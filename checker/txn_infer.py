@@ -31,12 +31,16 @@ of a key and both wrote the key.
 
 from __future__ import annotations
 
+from array import array
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from harness.core.errors import HistoryError
 from harness.core.op import Op
+
+if TYPE_CHECKING:
+    import numpy as np
 
 __all__ = [
     "OK",
@@ -82,13 +86,22 @@ class Txns:
         return [self.inv[t]] if self.comp[t] < 0 else [self.inv[t], self.comp[t]]
 
 
+Ints = Any
+"""A sequence of txn ids: an ``array('q')`` as inference appends to it, or an int64 numpy
+array (the real-time edges, made whole)."""
+
+
 @dataclass
 class Graph:
-    """Edges as parallel lists (src, dst, type bit), plus what explains them."""
+    """Edges in blocks of one type each, plus what explains them."""
 
-    src: list[int] = field(default_factory=list)
-    dst: list[int] = field(default_factory=list)
-    typ: list[int] = field(default_factory=list)
+    blocks: list[tuple[int, Ints, Ints]] = field(default_factory=list)
+    """(type bit, sources, destinations), in the order the edges were found: the order the
+    cycle search walks a transaction's successors in, so both engines explain alike."""
+    partial: bool = False
+    """The edges are all there, but the maps below explain only some of the keys (the
+    inference was split between processes, :mod:`checker.txn_split`): fine for a graph
+    with no cycle, to be made whole before one is explained."""
     orders: dict[Any, list[Any]] = field(default_factory=dict)
     """list-append: each consistent key's version order (its longest read)."""
     order_from: dict[Any, int] = field(default_factory=dict)
@@ -120,8 +133,40 @@ class Graph:
             return self.by_key.get(k, {}).get(v, -1)
         return self.writer.get((k, v), -1)
 
+    nkeys: int = -1
+    """How many keys were written, when the maps do not hold them all (``partial``)."""
+
     def keys(self) -> int:
+        if self.nkeys >= 0:
+            return self.nkeys
         return len(self.by_key) if self.by_key else len({k for k, _ in self.writer})
+
+    def add(self, typ: int, src: Ints, dst: Ints) -> None:
+        """One block of edges of type ``typ`` (an empty one is dropped)."""
+        if len(src):
+            self.blocks.append((typ, src, dst))
+
+    def count(self, typ: int) -> int:
+        """How many edges of type ``typ`` (parallel edges of one pair counted each)."""
+        return sum(len(s) for ty, s, _ in self.blocks if ty == typ)
+
+    def arrays(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Every edge as three int64 arrays (sources, destinations, type bits), in order."""
+        import numpy as np
+
+        def arr(x: Ints) -> np.ndarray:
+            return np.frombuffer(x, dtype=np.int64) if isinstance(x, array) else np.asarray(x)
+
+        if not self.blocks:
+            e = np.zeros(0, dtype=np.int64)
+            return e, e, e
+        src = np.concatenate([arr(s) for _, s, _ in self.blocks])
+        dst = np.concatenate([arr(d) for _, _, d in self.blocks])
+        typ = np.repeat(
+            np.array([ty for ty, _, _ in self.blocks], dtype=np.int64),
+            [len(s) for _, s, _ in self.blocks],
+        )
+        return src, dst, typ
 
 
 def _bad(op_index: int, why: str, fld: str = "value") -> HistoryError:
@@ -154,27 +199,39 @@ def txns_of(pairs: Sequence[tuple[Op, Op | None]], kind: str) -> Txns:
     """The transactions; an ok one's micro-ops are its completion's (reads filled).
 
     Shapes are checked by :func:`check_shapes` when inference trips over one, so a good
-    history pays nothing for the check and a bad one gets the same error."""
-    codes = {"ok": OK, "info": INFO, "fail": FAIL}
-    comps = [c for _, c in pairs]
-    out = Txns(
-        inv=[i.index for i, _ in pairs],
-        comp=[-1 if c is None else c.index for c in comps],
-        process=[i.process for i, _ in pairs],
-        status=[INFO if c is None else codes[c.type] for c in comps],
-        mops=[i.value if c is None or c.type != "ok" else c.value for i, c in pairs],
-    )
+    history pays nothing for the check and a bad one gets the same error. One loop over
+    the pairs, not one per field: on a million-txn history, reading each op once is what
+    costs (0.47 s against 0.8 s for five comprehensions)."""
+    inv: list[int] = []
+    comp: list[int] = []
+    process: list[Any] = []
+    status: list[int] = []
+    mops: list[list[Any]] = []
+    ia, ca, pa, sa, ma = inv.append, comp.append, process.append, status.append, mops.append
     for i, c in pairs:
-        if c is not None and c.type == "ok":
-            done = c.value
-            if (
-                done.__class__ is not list
-                or i.value.__class__ is not list
-                or len(done) != len(i.value)
-            ):
-                check_shapes(kind, [(i, c)])
-                raise _bad(c.index, "an ok txn's value must list its micro-ops with reads filled")
-    return out
+        ia(i.index)
+        pa(i.process)
+        if c is None:
+            ca(-1)
+            sa(INFO)
+            ma(i.value)
+            continue
+        ca(c.index)
+        ty = c.type
+        if ty != "ok":
+            sa(FAIL if ty == "fail" else INFO if ty == "info" else _CODES[ty])
+            ma(i.value)
+            continue
+        sa(OK)
+        done = c.value
+        if done.__class__ is not list or i.value.__class__ is not list or len(done) != len(i.value):
+            check_shapes(kind, [(i, c)])
+            raise _bad(c.index, "an ok txn's value must list its micro-ops with reads filled")
+        ma(done)
+    return Txns(inv=inv, comp=comp, process=process, status=status, mops=mops)
+
+
+_CODES = {"ok": OK, "info": INFO, "fail": FAIL}
 
 
 def check_shapes(kind: str, pairs: Sequence[tuple[Op, Op | None]]) -> None:
@@ -215,10 +272,12 @@ Found = dict[str, list[dict[str, Any]]]
 """Anomalies without cycles: kind -> examples."""
 
 
-def infer(t: Txns, kind: str, *, wfr: bool = True) -> tuple[Graph, Found]:
-    """The dependency graph and the non-cycle anomalies of the transactions."""
+def infer(t: Txns, kind: str, *, wfr: bool = True, part: int = -1) -> tuple[Graph, Found]:
+    """The dependency graph and the non-cycle anomalies of the transactions; ``part`` 0 or
+    1 (list-append only): those of the keys of that parity alone, ``-1``: every key."""
     if kind == "list-append":
-        return _list_append(t)
+        # a split's errors go to its caller raw: it falls back to the whole, which words them
+        return _list_append(t) if part < 0 else _list_append_fast(t, part)
     return _rw_register(t, wfr)
 
 
@@ -243,9 +302,9 @@ def foreign_reads(t: Txns, i: int) -> list[tuple[Any, list[Any]]]:
     return out
 
 
-def _list_append(t: Txns) -> tuple[Graph, Found]:
+def _list_append(t: Txns, part: int = -1) -> tuple[Graph, Found]:
     try:
-        return _list_append_fast(t)
+        return _list_append_fast(t, part)
     except (TypeError, ValueError, AttributeError) as e:
         for i in range(len(t)):
             check_shapes("list-append", _pairs_of(t, i))
@@ -260,7 +319,9 @@ def _dup_append(t: Txns, first: int, i: int, k: Any, v: Any) -> None:
     )
 
 
-def _list_append_fast(t: Txns) -> tuple[Graph, Found]:
+def _list_append_fast(t: Txns, part: int = -1) -> tuple[Graph, Found]:
+    """``part`` 0 or 1: only the keys of that parity (the other half is another
+    process's, :mod:`checker.txn_split`); -1: every key."""
     g = Graph()
     found: Found = {}
     by_key = g.by_key
@@ -278,6 +339,8 @@ def _list_append_fast(t: Txns) -> tuple[Graph, Found]:
         mops = mops_l[i]
         if st != OK:
             for f, k, v in mops:
+                if part >= 0 and k & 1 != part:
+                    continue
                 if f == APPEND:
                     if st == FAIL:
                         failed[(k, v)] = i
@@ -296,6 +359,8 @@ def _list_append_fast(t: Txns) -> tuple[Graph, Found]:
             continue
         state: dict[Any, list[Any]] | None = None  # key -> own appends since its last read
         for f, k, v in mops:
+            if part >= 0 and k & 1 != part:
+                continue
             if f == APPEND:
                 wk = by_key.get(k)
                 if wk is None:
@@ -349,12 +414,7 @@ def _list_append_fast(t: Txns) -> tuple[Graph, Found]:
                 j -= 1
             rl.append((i, v, j, False))
             state[k] = []
-    ww_s: list[int] = []
-    ww_d: list[int] = []
-    wr_s: list[int] = []
-    wr_d: list[int] = []
-    rw_s: list[int] = []
-    rw_d: list[int] = []
+    ww_s, ww_d, wr_s, wr_d, rw_s, rw_d = (array("q") for _ in range(6))
     orders, order_from = g.orders, g.order_from
     ww_a, ww_b, wr_a, wr_b = ww_s.append, ww_d.append, wr_s.append, wr_d.append
     rw_a, rw_b = rw_s.append, rw_d.append
@@ -492,10 +552,12 @@ def _lost(t: Txns, k: Any, version: Any, ts: list[int]) -> dict[str, Any]:
     }
 
 
-def _edges(g: Graph, s: list[int], d: list[int], typ: int) -> None:
-    g.src += s
-    g.dst += d
-    g.typ += [typ] * len(s)
+def _edges(g: Graph, s: list[int] | array[int], d: list[int] | array[int], typ: int) -> None:
+    g.add(
+        typ,
+        s if isinstance(s, array) else array("q", s),
+        d if isinstance(d, array) else array("q", d),
+    )
 
 
 def _rw_register(t: Txns, wfr: bool) -> tuple[Graph, Found]:
@@ -682,28 +744,45 @@ def order_edges(t: Txns, g: Graph, *, realtime: bool, process: bool) -> None:
             last[p] = i
         _edges(g, s, d, PR)
     if realtime:
-        # events in history order: each invocation gets an edge from every txn in the
-        # frontier (completed, not yet known to precede another completed one)
-        events: list[tuple[int, int, int]] = []
-        for i in range(len(t)):
-            if status[i] != OK:
-                if status[i] == INFO:
-                    events.append((t.inv[i], 0, i))
-                continue
-            events.append((t.inv[i], 0, i))
-            events.append((t.comp[i], 1, i))
-        events.sort()
-        frontier: list[int] = []
-        preds: dict[int, list[int]] = {}
-        s, d = [], []
-        for _, kind, i in events:
-            if kind == 0:
-                if frontier:
-                    preds[i] = list(frontier)
-                    s += frontier
-                    d += [i] * len(frontier)
-            else:
-                before = set(preds.pop(i, ()))
-                frontier = [f for f in frontier if f not in before]
-                frontier.append(i)
-        _edges(g, s, d, RT)
+        src, dst = _realtime(t)
+        g.add(RT, src, dst)
+
+
+def _realtime(t: Txns) -> tuple[np.ndarray, np.ndarray]:
+    """The real-time edges: each invocation (of a txn not failed) gets one from every ok
+    txn in the frontier (completed before it, and not yet known to precede another
+    completed one), in history order, each invocation's from the frontier in completion
+    order.
+
+    Why no walk over events: an ok txn ``a`` enters the frontier at its completion and
+    leaves it at the first completion of an ok txn invoked after that, ``R(a)``; ``R``
+    grows with ``a``'s completion, so each invocation's frontier is one run of the ok txns
+    in completion order, found by two binary searches (4.3M edges of a million-txn
+    history in a fraction of a second, where the walk took two)."""
+    import numpy as np
+
+    status = np.asarray(t.status, dtype=np.int8)
+    inv = np.asarray(t.inv, dtype=np.int64)
+    comp = np.asarray(t.comp, dtype=np.int64)
+    b = np.flatnonzero(status != FAIL)  # the invocations, in history order
+    b = b[np.argsort(inv[b], kind="stable")]
+    b_inv = inv[b]
+    a = np.flatnonzero(status == OK)
+    a = a[np.argsort(comp[a], kind="stable")]  # the ok txns, in completion order
+    a_comp = comp[a]
+    # R(a): the least completion among the ok txns invoked after a completed (an
+    # invocation at a's completion index comes first, as in history order)
+    by_inv = a[np.argsort(inv[a], kind="stable")]
+    s_inv = inv[by_inv]
+    big = np.iinfo(np.int64).max
+    suffix_min = np.append(np.minimum.accumulate(comp[by_inv][::-1])[::-1], big)
+    leave = suffix_min[np.searchsorted(s_inv, a_comp, side="right")]
+    # invocation b's frontier: the a completed before it (a_comp < b_inv) that have not
+    # left it yet (leave >= b_inv: an invocation at the same index as a completion is first)
+    hi = np.searchsorted(a_comp, b_inv, side="left")
+    lo = np.searchsorted(leave, b_inv, side="left")
+    counts = np.maximum(hi - lo, 0)
+    total = int(counts.sum())
+    starts = np.cumsum(counts) - counts
+    pos = np.arange(total, dtype=np.int64) + np.repeat(lo - starts, counts)
+    return a[pos], np.repeat(b, counts)

@@ -97,7 +97,8 @@ def txn_bench(n: int, *, kind: str = "list-append", seed: int = 1) -> dict[str, 
         g, _ = infer(t, kind)
         dg = nx.DiGraph()
         dg.add_nodes_from(range(len(t)))
-        dg.add_edges_from(zip(g.src, g.dst, strict=True))
+        src, dst, _ = g.arrays()
+        dg.add_edges_from(zip(src.tolist(), dst.tolist(), strict=True))
         return any(len(c) > 1 for c in nx.strongly_connected_components(dg))
 
     cyclic, wall, cpu = _timed(with_networkx)
@@ -113,7 +114,8 @@ def txn_bench(n: int, *, kind: str = "list-append", seed: int = 1) -> dict[str, 
         try:
             t = txns_of(pairs, kind)
             g, _ = infer(t, kind)
-            return len(cyclic_core(len(t), g.src, g.dst))
+            src, dst, _ = g.arrays()
+            return len(cyclic_core(len(t), src, dst, hint=t.inv))
         finally:
             gc.enable()
 
