@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import bisect
 import json
+import re
 import tempfile
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
@@ -383,8 +384,17 @@ def _ints(arr: Any) -> list[int | None]:
         return [None if x is None else int(x) for x in txt.to_pylist()]
 
 
+_JSON_INT = re.compile(r"-?(?:0|[1-9][0-9]*)")
+
+
 def _loads(x: str | None) -> Any:
-    return None if x is None else json.loads(x)
+    """A JSON text decoded; an integer's (every acked log index, once per ack) without
+    the decoder's Python entry, which cost ten times the match."""
+    if x is None:
+        return None
+    if _JSON_INT.fullmatch(x):
+        return int(x)
+    return json.loads(x)
 
 
 def _decoded(h: Any, name: str, take: Any) -> list[Any]:
@@ -527,6 +537,159 @@ def _distinct(parts: list[Any]) -> Any:
     )
 
 
+_OBS_SCHEMA_FIELDS = (
+    ("li", "int64"),
+    ("term", "string"),
+    ("payload", "string"),
+    ("r", "int64"),
+    ("fin", "int8"),
+)
+"""The columns of a committed-observation table and of :func:`_distinct`'s result."""
+
+
+def _obs_schema() -> Any:
+    import pyarrow as pa
+
+    return pa.schema([(n, pa.type_for_alias(t)) for n, t in _OBS_SCHEMA_FIELDS])
+
+
+def _flat(col: Any) -> Any:
+    """A table column as one Arrow array."""
+    return col.chunk(0) if col.num_chunks == 1 else col.combine_chunks()
+
+
+class _Agreed:
+    """Committed observations reduced as they stream in, without hashing each one.
+
+    The first (term, payload) seen at each log index of a dense run ``base..base+n-1`` is
+    that index's *agreed* value; an observation equal to it (compared by two array gathers
+    and string equality kernels) only lowers the index's first reader and raises its
+    final flag. Whatever disagrees, has a null, or falls outside the run is kept as it
+    came, for :func:`_distinct`, as every observation was before. :meth:`distinct` gives
+    exactly what :func:`_distinct` over all the observations gives (its rows in another
+    order, which no check reads).
+
+    Why: reads of long log prefixes (a tool reading the whole log back, again and again)
+    repeat each entry hundreds of times, and hashing every repeat (Arrow's group-by on an
+    integer and two strings, 11M observations in a 1M-record history) was most of the
+    check; a correct log's repeats all agree, so only disagreements are hashed.
+    """
+
+    def __init__(self) -> None:
+        import numpy as np
+
+        self.base = -1  # the run's first log index, set by the first observation batch
+        self.n = 0
+        self.terms: list[Any] = []  # the agreed terms and payloads, in pieces (combined lazily)
+        self.payloads: list[Any] = []
+        self.r = np.empty(0, np.int64)
+        self.fin = np.empty(0, np.int8)
+        self.rest: list[Any] = []
+        self.rows = self.merged = 0
+
+    def _agreed(self, pieces: list[Any]) -> Any:
+        import pyarrow as pa
+
+        if len(pieces) > 1:
+            pieces[:] = [pa.concat_arrays(pieces)]
+        return pieces[0]
+
+    def add(self, t: Any) -> None:
+        """One batch of committed observations (the columns of :data:`_OBS_SCHEMA_FIELDS`)."""
+        import numpy as np
+        import pyarrow as pa
+        import pyarrow.compute as pc
+
+        if not t.num_rows:
+            return
+        li = _flat(t["li"]).to_numpy()
+        term, pay = _flat(t["term"]), _flat(t["payload"])
+        if self.base < 0:
+            nonneg = li[li >= 0]
+            self.base = int(nonneg.min()) if len(nonneg) else 0
+        # li - base cannot overflow: base >= 0 and it is taken only where li >= base
+        above = li >= self.base
+        off = np.where(above, li - self.base, -1)
+        whole = pc.and_(pc.is_valid(term), pc.is_valid(pay)).to_numpy(zero_copy_only=False)
+        new = np.flatnonzero((off >= self.n) & whole)
+        if len(new):  # extend the run with the first value seen at each next index
+            u, first = np.unique(off[new], return_index=True)
+            run = (u - np.arange(len(u))) == self.n
+            k = len(u) if run.all() else int(np.argmin(run))
+            if k:
+                sel = pa.array(new[first[:k]])
+                self.terms.append(term.take(sel))
+                self.payloads.append(pay.take(sel))
+                self.r = np.concatenate([self.r, np.full(k, np.iinfo(np.int64).max, np.int64)])
+                self.fin = np.concatenate([self.fin, np.zeros(k, np.int8)])
+                self.n += k
+        inside = (off >= 0) & (off < self.n)
+        idx = np.flatnonzero(inside)
+        agree = np.zeros(len(li), bool)
+        if len(idx):
+            o = off[idx]
+            every = len(idx) == len(li)
+            at = pa.array(idx)
+            ti = term if every else term.take(at)
+            pi = pay if every else pay.take(at)
+            oa = pa.array(o)
+            same = pc.and_(
+                pc.equal(ti, self._agreed(self.terms).take(oa)),
+                pc.equal(pi, self._agreed(self.payloads).take(oa)),
+            )
+            eq = pc.fill_null(same, False).to_numpy(zero_copy_only=False)
+            a, oa_ = idx[eq], o[eq]
+            agree[a] = True
+            r = _flat(t["r"]).to_numpy()[a]
+            lower = r < self.r[oa_]
+            if lower.any():
+                np.minimum.at(self.r, oa_[lower], r[lower])
+            fin = _flat(t["fin"]).to_numpy()[a]
+            up = fin > self.fin[oa_]
+            if up.any():
+                np.maximum.at(self.fin, oa_[up], fin[up])
+        if not agree.all():
+            self._keep(t.filter(pa.array(~agree)))
+
+    def _keep(self, t: Any) -> None:
+        import pyarrow as pa
+
+        self.rest.append(_distinct([t]))
+        self.rows += self.rest[-1].num_rows
+        # merge once the parts outgrow twice what the last merge kept: the rows held stay
+        # within a small multiple of the distinct entries, whatever the reads repeat
+        if len(self.rest) > 1 and self.rows > 2 * self.merged + OBSERVATIONS_PER_SLICE:
+            self.rest = [_distinct(self.rest)]
+            self.rows = self.merged = self.rest[0].num_rows
+            pa.default_memory_pool().release_unused()
+
+    def distinct(self) -> Any:
+        """One row per distinct (li, term, payload) observed, with its first reader and
+        whether a final read showed it: :func:`_distinct` of every observation added."""
+        import numpy as np
+        import pyarrow as pa
+
+        schema = _obs_schema()
+        parts = list(self.rest)
+        if self.n:
+            parts.insert(
+                0,
+                pa.table(
+                    [
+                        pa.array(self.base + np.arange(self.n, dtype=np.int64)),
+                        self._agreed(self.terms),
+                        self._agreed(self.payloads),
+                        pa.array(self.r),
+                        pa.array(self.fin),
+                    ],
+                    schema=schema,
+                ),
+            )
+        if not parts:
+            return schema.empty_table()
+        return parts[0] if len(parts) == 1 and not self.rest else _distinct(parts)
+
+
 def check_log_safety_columns(
     h: Any, ha: dict[str, Any] | None = None, *, settled_terms_only: bool = False
 ) -> dict[str, Any]:
@@ -582,32 +745,16 @@ def check_log_safety_columns(
         & ~pc.is_valid(h.column("key").take(pa.array(inv))).to_numpy(zero_copy_only=False)
     )
     reads = _ReadCols(h, comp[rm], inv[rm])
-    parts: list[Any] = []
-    rows = merged = n_obs = 0
+    agreed = _Agreed()
+    n_obs = 0
     final_reach = -1
     for t in reads.observations(h, first=True):
         n_obs += t.num_rows
         fl = t["fin"].to_numpy() == 1
         if fl.any():
             final_reach = max(final_reach, int(t["li"].to_numpy()[fl].max()))
-        parts.append(_distinct([t]))
-        rows += parts[-1].num_rows
-        # merge once the parts outgrow twice what the last merge kept: the rows held stay
-        # within a small multiple of the distinct entries, whatever the reads repeat
-        if len(parts) > 1 and rows > 2 * merged + OBSERVATIONS_PER_SLICE:
-            parts = [_distinct(parts)]
-            rows = merged = parts[0].num_rows
-            pa.default_memory_pool().release_unused()
-    schema = pa.schema(
-        [
-            ("li", pa.int64()),
-            ("term", pa.string()),
-            ("payload", pa.string()),
-            ("r", pa.int64()),
-            ("fin", pa.int8()),
-        ]
-    )
-    d = _distinct(parts) if parts else schema.empty_table()
+        agreed.add(t)
+    d = agreed.distinct()
     is_read = reads.is_read
     final = reads.final & is_read
     # the final reach (checker.log_anomalies): the node's end reached, covered by committed
@@ -631,9 +778,11 @@ def check_log_safety_columns(
     take = pa.array(sp)
     incs = _incarnations(h.column("v_incarnation").take(take))
     leader = eq("v_role", sp, '"leader"').tolist()
-    unsettled_role = [
-        unsettled(json.loads(r)) if r else False for r in h.column("v_role").take(take).to_pylist()
-    ]
+    unsettled_role = _per_distinct(
+        h.column("v_role").take(take),
+        lambda r: unsettled(json.loads(r)) if r else False,
+        missing=False,
+    )
     nodes = _per_distinct(h.column("node").take(take))
     samples = [
         _Sample(i, n, inc[1], inc[0], c, e, t, ld, *_member_config(n, mem, cfg), unsettled=cd)

@@ -38,9 +38,24 @@ from harness.core.history import Op
 if TYPE_CHECKING:
     from typing_extensions import Unpack
 
-__all__ = ["ANOMALIES", "WORKLOADS", "generate", "records", "write_history", "check_args"]
+__all__ = [
+    "ANOMALIES",
+    "READ_SHAPES",
+    "WORKLOADS",
+    "generate",
+    "records",
+    "write_history",
+    "check_args",
+]
 
 WORKLOADS = ("append", "register", "mixed")
+READ_SHAPES = ("short", "long-prefix")
+"""What a client's log read asks for. ``short``: sixteen entries just below the commit
+point, one client op in ten. ``long-prefix``: the whole committed log from index 0, as a
+tool that reads the log back from its start does: about :data:`_PREFIX_READS` reads per
+history, whatever its length, so the entries read grow with the history as its records
+do (about eight per record beside the final reads', 370-380 bytes of JSONL per record
+against 200 for ``short``; issue 43 measured a foreign 1M-op history of this shape)."""
 LOG_ANOMALIES = (
     "lost-ack",
     "divergent-committed",
@@ -76,6 +91,7 @@ _READ_SPAN = 16  # entries asked for by a non-final read
 _FINAL_CHUNK = 1000  # entries per final read
 _TERM_EVERY = 4000  # records between elections, on average
 _RESTART_EVERY = 9000  # records between node restarts, on average
+_PREFIX_READS = 180  # long-prefix: client reads per history, about (each a whole prefix)
 
 
 class _Log:
@@ -135,12 +151,18 @@ def _kinds(anomaly: str | Iterable[str] | None) -> list[str]:
 
 
 def check_args(
-    workload: str, anomaly: str | Iterable[str] | None, nodes: int, concurrency: int
+    workload: str,
+    anomaly: str | Iterable[str] | None,
+    nodes: int,
+    concurrency: int,
+    reads: str = "short",
 ) -> None:
     if workload not in WORKLOADS:
         raise click.BadParameter(
             f"workload must be one of {', '.join(WORKLOADS)}, got {workload!r}"
         )
+    if reads not in READ_SHAPES:
+        raise click.BadParameter(f"reads must be one of {', '.join(READ_SHAPES)}, got {reads!r}")
     for kind in _kinds(anomaly):
         if kind not in ANOMALIES:
             raise click.BadParameter(f"anomaly must be one of {', '.join(ANOMALIES)}, got {kind!r}")
@@ -163,6 +185,7 @@ class SynthOptions(TypedDict, total=False):
     concurrency: int
     keys: int | None
     key_window: int | None
+    reads: str
 
 
 def records(
@@ -175,6 +198,7 @@ def records(
     concurrency: int = 10,
     keys: int | None = None,
     key_window: int | None = None,
+    reads: str = "short",
 ) -> Iterator[Record]:
     """Yield about ``n_ops`` raw history records (final reads come on top), in history order.
 
@@ -186,6 +210,8 @@ def records(
     slides over all keys as the run goes on: then concurrent clients hit the same
     keys, as a real workload's hot keys do, and each key's search has overlapping ops
     to order (uniform picks over 100k keys almost never overlap).
+
+    ``reads`` shapes the clients' log reads (:data:`READ_SHAPES`).
     """
     for typ, proc, f, key, val, node, err, _ in _simulate(
         n_ops,
@@ -196,6 +222,7 @@ def records(
         concurrency=concurrency,
         keys=keys,
         key_window=key_window,
+        reads=reads,
     ):
         yield (typ, proc, f, key, val if isinstance(val, str) else val.json(), node, err)
 
@@ -219,13 +246,16 @@ def _simulate(
     concurrency: int,
     keys: int | None,
     key_window: int | None = None,
+    reads: str = "short",
 ) -> Iterator[tuple[Any, ...]]:
     """The records of :func:`records`, with two differences for the Parquet writer: a log
     read's ok value is a :class:`_Slice` rather than text, and each record carries its
     value's typed columns: ``v_kind``, then one text (or None) per
     :data:`harness.core.history.VALUE_FIELDS`."""
-    check_args(workload, anomaly, nodes, concurrency)
+    check_args(workload, anomaly, nodes, concurrency, reads)
     rng = random.Random(seed)
+    # long-prefix: the chance that a log client's op is a read (a whole prefix)
+    prefix_p = min(0.5, _PREFIX_READS / max(n_ops, 1)) if reads == "long-prefix" else None
     names = [f"n{i + 1}" for i in range(nodes)]
     do_log = workload in ("append", "mixed")
     do_reg = workload in ("register", "mixed")
@@ -345,7 +375,7 @@ def _simulate(
                     next_val += 1
                     open_op[w] = ("cas", key, (old, v))
                     yield ("invoke", proc, "cas", key, f"[{old},{v}]", node, None, _ARRAY)
-            elif rng.random() < 0.9:
+            elif rng.random() < (0.9 if prefix_p is None else 1 - prefix_p):
                 pid = next_pid
                 next_pid += 1
                 open_op[w] = ("append", None, (pid, emitted))
@@ -353,14 +383,18 @@ def _simulate(
                 yield ("invoke", proc, "append", None, val, node, None, ("object", p, *_NONE7))
             else:
                 hi = committed()
-                lo = max(0, hi - rng.randrange(_READ_SPAN * 4))
-                open_op[w] = ("read", None, (lo, lo + _READ_SPAN - 1))
+                if prefix_p is not None:
+                    lo, to = 0, hi
+                else:
+                    lo = max(0, hi - rng.randrange(_READ_SPAN * 4))
+                    to = lo + _READ_SPAN - 1
+                open_op[w] = ("read", None, (lo, to))
                 yield (
                     "invoke",
                     proc,
                     "read",
                     None,
-                    f'{{"from":{lo},"to":{lo + _READ_SPAN - 1}}}',
+                    f'{{"from":{lo},"to":{to}}}',
                     node,
                     None,
                     _OBJECT,
@@ -572,9 +606,10 @@ def write_history(
         "concurrency": 10,
         "keys": None,
         "key_window": None,
+        "reads": "short",
         **kw,
     }
-    check_args(kw["workload"], kw["anomaly"], kw["nodes"], kw["concurrency"])
+    check_args(kw["workload"], kw["anomaly"], kw["nodes"], kw["concurrency"], kw["reads"])
     from harness.core.history import parquet_schema, parquet_writer
 
     out = _ParquetBatch(parquet_schema())

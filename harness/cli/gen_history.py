@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import click
 
-from checker.synth import ANOMALIES, WORKLOADS, check_args, write_history
+from checker.synth import ANOMALIES, READ_SHAPES, WORKLOADS, check_args, write_history
 from harness.cli import options
 
 __all__ = ["gen_history"]
@@ -38,6 +38,15 @@ __all__ = ["gen_history"]
     "that concurrent clients share keys (default: any key, uniformly).",
 )
 @click.option(
+    "--reads",
+    type=click.Choice(READ_SHAPES),
+    default="short",
+    show_default=True,
+    help="What a client's log read returns: short (16 entries below the commit point) or "
+    "long-prefix (the whole committed log from index 0, a few hundred times a history; "
+    "about 370 bytes of JSONL per record).",
+)
+@click.option(
     "--out",
     "out",
     type=click.Path(dir_okay=False),
@@ -53,6 +62,7 @@ def gen_history(
     concurrency: int,
     keys: float | None,
     key_window: int | None,
+    reads: str,
     out: str,
 ) -> None:
     """Write a synthetic history, valid unless --anomaly plants one."""
@@ -60,7 +70,7 @@ def gen_history(
         raise click.BadParameter("--ops must be at least 1")
     if (keys is not None and keys < 1) or (key_window is not None and key_window < 1):
         raise click.BadParameter("--keys and --key-window must be at least 1")
-    check_args(workload, anomaly, nodes, concurrency)
+    check_args(workload, anomaly, nodes, concurrency, reads)
     n = write_history(
         out,
         int(n_ops),
@@ -71,5 +81,6 @@ def gen_history(
         concurrency=concurrency,
         keys=None if keys is None else int(keys),
         key_window=key_window,
+        reads=reads,
     )
     click.echo(f"wrote {n} records to {out}")
