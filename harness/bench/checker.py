@@ -33,6 +33,7 @@ def checker_bench(
     cluster_only: bool,
     jsonl: float | None,
     jsonl_workload: str,
+    jsonl_shape: str | None,
     txn: float | None,
     skip_corpora: bool,
     spark_master: str | None,
@@ -69,7 +70,11 @@ def checker_bench(
             cluster_size=None if cluster_size is None else int(cluster_size),
             cluster_only=cluster_only,
         )
-    if jsonl:
+    if jsonl and jsonl_shape:
+        from harness.bench.checker_shape import shape_bench
+
+        result["jsonl_shape"] = shape_bench(int(jsonl), shape=jsonl_shape, master=spark_master)
+    elif jsonl:
         wls = [w.strip() for w in jsonl_workload.split(",") if w.strip()]
         result["jsonl"] = jsonl_bench(
             int(jsonl),

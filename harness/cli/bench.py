@@ -136,6 +136,14 @@ def _node_dirs(*, help: str = "Where node data dirs go (default: a temp dir).") 
     help="Workloads of the JSONL run.",
 )
 @click.option(
+    "--jsonl-shape",
+    type=click.Choice(["long-prefix"]),
+    default=None,
+    help="With --jsonl: an append history whose log reads have this shape (gen-history "
+    "--reads), beside gen-history's of the same size as the baseline, each checked end to "
+    "end by `splitbrain check` on both engines (time, peak memory of the process tree).",
+)
+@click.option(
     "--txn",
     "txn",
     type=float,
