@@ -35,6 +35,9 @@ def checker_bench(
     jsonl_workload: str,
     jsonl_shape: str | None,
     txn: float | None,
+    huge: float | None,
+    huge_baseline: float,
+    huge_dir: Path | None,
     skip_corpora: bool,
     spark_master: str | None,
     no_local_baseline: bool,
@@ -85,4 +88,14 @@ def checker_bench(
         )
     if txn:
         result["txn"] = txn_bench(int(txn))
+    if huge:
+        from harness.bench.checker_huge import huge_bench
+
+        result["huge"] = huge_bench(
+            int(huge),
+            baseline=int(huge_baseline) or None,
+            keys=int(keys),
+            key_window=key_window or None,
+            where=huge_dir,
+        )
     return result

@@ -151,6 +151,21 @@ def _node_dirs(*, help: str = "Where node data dirs go (default: a temp dir).") 
     help="The transactional checker on a list-append history of this many txns, e.g. 1e6, "
     "beside baselines timed in the same run.",
 )
+@click.option(
+    "--huge",
+    "huge",
+    type=float,
+    default=None,
+    help="A register history of this many records, e.g. 1e8, written and checked on both "
+    "engines (write and check time, peak memory, load), beside --huge-baseline's.",
+)
+@click.option("--huge-baseline", type=float, default=1e7, show_default=True, help="0: no baseline.")
+@click.option(
+    "--huge-dir",
+    type=click.Path(file_okay=False, path_type=Path),
+    default=None,
+    help="Where --huge writes its files (default: temp; deleted after).",
+)
 @click.option("--skip-corpora", is_flag=True, help="Only the scale run.")
 @options.spark_master()
 @click.option(
