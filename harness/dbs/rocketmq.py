@@ -460,6 +460,16 @@ class RocketMQOptions:
         "by queue) or push (RocketMQ's push consumer, consume-and-ack, checked by total-queue: "
         "harness/dbs/rocketmq_push.py)",
     )
+    upgrade_to: Literal["dledger"] | None = option(
+        None,
+        "mode master-slave: the rolling upgrade fault (--nemesis upgrade) switches the group, "
+        "one broker at a time, to this mode (harness/dbs/rocketmq_upgrade.py)",
+    )
+    switch_timeout: float = option(
+        240.0,
+        "upgrade: seconds one broker's switch (clean stop, start on DLedger) may take",
+        minimum=1,
+    )
     power_loss: bool = option(
         False,
         "the run cuts power (the VM lab's power fault): declare ASYNC_FLUSH's loss window to "
@@ -474,6 +484,12 @@ class RocketMQOptions:
                 f"rocketmq version {self.version}: controller mode needs 5.x", field="mode"
             )
         absolute_root(self.root)
+        if self.upgrade_to is not None and self.mode != "master-slave":
+            raise ConfigError(
+                f"rocketmq upgrade_to={self.upgrade_to}: the upgrade starts from mode "
+                f"master-slave, not {self.mode}",
+                field="upgrade_to",
+            )
 
 
 DEFAULT_WORKLOAD = WorkloadChoice(
@@ -627,6 +643,11 @@ class RocketMQDB(GatewayDB):
         """Whether the master is elected (dledger, controller) rather than configured."""
         return self.dledger or self.controller_mode
 
+    def runs_dledger(self, ctx: RunContext, node: str) -> bool:
+        """Whether ``node``'s broker runs the DLedger commitlog (every broker in mode dledger;
+        the upgrade's subclass: the brokers it switched)."""
+        return self.dledger
+
     def layout(self, ctx: RunContext) -> dict[str, str]:
         """Each node's configured role (:func:`roles`): what it runs, not whom it leads."""
         o = self.options
@@ -714,7 +735,7 @@ class RocketMQDB(GatewayDB):
         if role == "controller":
             return ctl
         p = self.options.broker_port
-        return [p, p + 2] if self.dledger else [p, p + 1]
+        return [p, p + 2] if self.runs_dledger(ctx, node) else [p, p + 1]
 
     def _namesrv_addr(self, ctx: RunContext) -> str:
         return ";".join(
@@ -814,7 +835,7 @@ class RocketMQDB(GatewayDB):
                 "minInSyncReplicas": str(o.min_in_sync_replicas),
                 "totalReplicas": str(len(brokers)),
             }
-        if self.dledger:
+        if self.runs_dledger(ctx, node):
             peers = ";".join(
                 f"n{i}-{ctx.hosts[b].address}:{self.options.broker_port + 2}"
                 for i, b in enumerate(brokers)
@@ -1015,4 +1036,9 @@ class RocketMQDB(GatewayDB):
 @declares_options(RocketMQOptions)
 def factory(options: RocketMQOptions | Mapping[str, Any]) -> DB:
     """``--db rocketmq``."""
-    return RocketMQDB(as_options(RocketMQOptions, options, role="db rocketmq"))
+    opts = as_options(RocketMQOptions, options, role="db rocketmq")
+    if opts.upgrade_to is not None:
+        from harness.dbs.rocketmq_upgrade import RocketMQUpgradeDB
+
+        return RocketMQUpgradeDB(opts)
+    return RocketMQDB(opts)

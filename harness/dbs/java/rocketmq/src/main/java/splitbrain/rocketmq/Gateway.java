@@ -148,6 +148,11 @@ public final class Gateway {
         tc.setReadQueueNums(intOpt("queues", 4));
         tc.setWriteQueueNums(intOpt("queues", 4));
         tc.setPerm(6);
+        // --order-topic true (the upgrade from master/slave): a broker made read-only
+        // (brokerPermission=4) refuses a send naming a queue of an order topic with
+        // NO_PERMISSION, and lets one of any other topic through (AbstractSendMessageProcessor
+        // .msgCheck), so only an order topic lets the upgrade's seal stop the old commitlog
+        tc.setOrder(Boolean.parseBoolean(opts.getOrDefault("order-topic", "false")));
         // every broker of the group: under DLedger any of them may be the next master, and
         // a slave that has the topic serves pulls before its first config sync
         List<String> todo = new ArrayList<>(List.of(opts.get("brokers").split(",")));
@@ -224,6 +229,8 @@ public final class Gateway {
                 return dequeue(req);
             case "status":
                 return status(node, target);
+            case "seal":
+                return seal(target);
             // 5.x only: begin
             case "controller-status":
                 return controllerStatus();
@@ -586,6 +593,29 @@ public final class Gateway {
         return out;
     }
 
+    /** The upgrade's seal: RocketMQ's updateBrokerConfig brokerPermission=4 (read-only) on the
+     * node's broker, what {@code mqadmin updateBrokerConfig -k brokerPermission -v 4} sends
+     * (UPDATE_BROKER_CONFIG); the broker persists it in its configuration file and registers
+     * again with the name server. */
+    private Map<String, Object> seal(String target) {
+        Map<String, Object> r = new LinkedHashMap<>();
+        if (target.equals("route")) {
+            r.put("code", "NOT_A_BROKER");
+            return r;
+        }
+        java.util.Properties p = new java.util.Properties();
+        p.setProperty("brokerPermission", "4");
+        try {
+            api.updateBrokerConfig(target, p, 3000);
+            r.put("code", "SUCCESS");
+        } catch (Exception e) {
+            r.put("code", "SEAL_FAILED");
+            r.put("error", String.valueOf(e));
+        }
+        note("seal " + target + ": " + r);
+        return r;
+    }
+
     /** The gateway's view for the harness: the name server's route (broker id -> address), whether
      * the test's topic exists, and the node's broker's own runtime table when it is a broker. */
     private Map<String, Object> status(String node, String target) {
@@ -615,6 +645,14 @@ public final class Gateway {
                 r.put("runtime", rt);
             } catch (Exception e) {
                 r.put("runtime_error", String.valueOf(e));
+            }
+            try {
+                // the broker's own configuration: brokerPermission (4 once the upgrade sealed it)
+                java.util.Properties bc = api.getBrokerConfig(target, 2000);
+                r.put("broker_permission", bc.getProperty("brokerPermission"));
+                r.put("dledger", bc.getProperty("enableDLegerCommitLog"));
+            } catch (Exception e) {
+                r.put("config_error", String.valueOf(e));
             }
             try {
                 // whether this broker serves the test's topic yet (a slave copies topic
