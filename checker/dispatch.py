@@ -72,15 +72,17 @@ def check_history(
             source, model=model, master=master, timeout=timeout, opts=dict(opts or {})
         )
     else:
+        from checker.keyed import check_local_keyed
         from checker.local import check_local, check_local_columns
 
         path = history_path(source)
         fast = None
         if path is not None and path.suffix.lower() in (".parquet", ".jsonl") and path.exists():
-            # Typed columns (the Parquet's, or made from the JSONL), with no Op per
-            # record, when every checker that applies can read them (log histories);
-            # else ops, as always.
-            fast = check_local_columns(path, model=model, timeout=timeout, opts=opts)
+            # A big Parquet history judged key by key is streamed, never held; else typed
+            # columns (the Parquet's, or made from the JSONL), with no Op per record, when
+            # every checker that applies can read them (log histories); else ops, as always.
+            fast = check_local_keyed(path, model=model, timeout=timeout, opts=opts)
+            fast = fast or check_local_columns(path, model=model, timeout=timeout, opts=opts)
         res = fast or check_local(read_ops(source), model=model, timeout=timeout, opts=opts)
     if engine == "auto":
         res["engine_requested"] = "auto"

@@ -29,10 +29,11 @@ pending rest fit at the end. Each is checked against a brute-force oracle in
 
 from __future__ import annotations
 
+import json
 import operator
 import os
 import time
-from collections.abc import Callable, Generator, Sequence
+from collections.abc import Callable, Generator, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -40,6 +41,7 @@ from checker.families import is_log, is_queue, is_set, lin_family
 from checker.models import NOT_A_READ, UNKNOWN, Fail, Model, RegisterOps, freeze, get_model
 from checker.results import AUTO_MODELS, key_order, shape_linearizable
 from harness.core.checker import CheckConfig, CheckerSpec, OpShape
+from harness.core.errors import HistoryError
 from harness.core.op import NEMESIS, Op
 from harness.core.paired import pair_positions
 
@@ -54,6 +56,10 @@ __all__ = [
     "check_linearizable",
     "partition_ops",
     "lift_keys",
+    "check_key",
+    "merge_keys",
+    "ops_of_rows",
+    "KEY_COLUMNS",
     "FAST",
 ]
 
@@ -1019,6 +1025,155 @@ def check_linearizable(
     }
 
 
+# --------------------------------------------------------------------------- one key at a time
+#
+# Both engines' paths for histories too big to hold (a Spark task's sorted partition, the local
+# engine's key buckets, checker.keyed) hand the search one key's records at a time and merge
+# the per-key answers here, so the two cannot word a result differently.
+
+KEY_COLUMNS = ("key", "index", "type", "process", "f", "value", "node")
+"""What the search needs of a record: the key, the history order, and the op itself."""
+
+_loads = json.loads
+
+
+def _value(text: str | None) -> Any:
+    """A value column's JSON text decoded, with the texts register histories are made of
+    (``null`` and non-negative integers) done without the JSON decoder, which costs a
+    tenth of a record's whole search there. Anything else goes through ``json.loads``;
+    integers with a sign or leading zeros too, so that what is not JSON still fails."""
+    if text is None or text == "null":
+        return None
+    if text.isascii() and text.isdigit() and (text[0] != "0" or len(text) == 1):
+        return int(text)
+    if text[:1] == "[" and text[-1:] == "]" and text.isascii():  # a cas's [old,new]
+        items = text[1:-1].split(",")
+        if all(t.isdigit() and (t[0] != "0" or len(t) == 1) for t in items):
+            return [int(t) for t in items]
+    return _loads(text)
+
+
+def ops_of_rows(rows: Sequence[Sequence[Any]]) -> list[Op]:
+    """One key's :data:`KEY_COLUMNS` rows, in history order, as :class:`Op`\\ s.
+
+    A value that is not JSON is a :class:`HistoryError` naming the record's index, as the
+    op reader raises for the whole history."""
+    out: list[Op] = []
+    append = out.append
+    for key, index, typ, proc, f, val, node in rows:
+        try:
+            value = _value(val)
+        except ValueError as e:
+            raise HistoryError(f"record {index}: {e}", index=index, field="value") from None
+        # positional: type, process, f, value, key, time, index, node (a third faster)
+        append(Op(typ, proc if proc == NEMESIS else int(proc), f, value, key, 0, index, node))
+    return out
+
+
+def _drive(gen: Any, deadline: float | None) -> tuple[bool | str, dict[str, Any]]:
+    """A search generator run to its end, or ``"unknown"`` past ``deadline`` (monotonic), as
+    :func:`check_partition` runs one."""
+    try:
+        while True:
+            next(gen)
+            if deadline is not None and time.monotonic() > deadline:
+                gen.close()
+                return "unknown", {"reason": "timeout"}
+    except StopIteration as stop:
+        return stop.value
+
+
+def check_key(
+    ops: list[Op], model: Model, deadline: float | None
+) -> tuple[int, int, dict[str, Any] | None]:
+    """One key: ``(parts, steps, None)`` when linearizable, else ``(0, 0, result)`` with
+    :func:`check_linearizable`'s whole result for the key.
+
+    The common case takes the short road (partition, one search per part, through the
+    compiled pass straight from the ops where it applies), with no counterexample
+    machinery; anything else is checked again the long way, so failures, timeouts and
+    errors come back exactly as :func:`check_linearizable` words them. ``deadline`` is
+    wall-clock time (``time.time()``): Spark's executors do not share the driver's
+    monotonic clock.
+    """
+    left = None if deadline is None else deadline - time.time()
+    try:
+        if left is None or left > 0:
+            mono = None if left is None else time.monotonic() + left
+            parts = partition_ops(ops, model, keys=True)
+            steps = 0
+            for name in sorted(parts, key=key_order):
+                gen = prepared_search(parts[name], model, clients_only=True)
+                if gen is None:
+                    gen = search(make_entries(parts[name], model), model)
+                verdict, info = _drive(gen, mono)
+                if verdict is not True:
+                    break
+                steps += info["steps"]
+            else:
+                return len(parts), steps, None
+        timeout = None if deadline is None else max(0.001, deadline - time.time())
+        return 0, 0, check_linearizable(ops, model, timeout=timeout, keys=True)
+    except Exception as e:  # noqa: BLE001 - reported as the local engine's check_safe does
+        return 0, 0, {"error": f"{type(e).__name__}: {e}"}
+
+
+def merge_keys(
+    n_parts: int, steps: int, results: Sequence[tuple[Any, dict[str, Any]]], model: Model
+) -> dict[str, Any]:
+    """The checker's result from per-key answers: the parts and steps of the keys that were
+    linearizable, and :func:`check_key`'s whole result for each key that was not
+    (``(key, result)``, any order). Every key was searched to its end, so nothing is
+    ``unchecked_keys``; the counterexample is the first failing key's, by key order."""
+    errors = [r["error"] for _, r in results if "error" in r]
+    if errors:
+        return {"valid": "unknown", "error": errors[0]}
+    failures: list[Any] = []
+    unknown: list[Any] = []
+    cex = None
+    for _key, r in sorted(results, key=lambda kr: key_order(kr[0])):
+        n_parts += r["keys"]
+        steps += r["steps"]
+        failures.extend(r["failures"])
+        unknown.extend(r["unknown_keys"])
+        if r["counterexample"] is not None and cex is None:
+            cex = r["counterexample"]
+    failures.sort(key=key_order)
+    if failures:
+        unknown = []
+    valid: bool | str = False if failures else ("unknown" if unknown else True)
+    res: dict[str, Any] = {
+        "valid": valid,
+        "model": model.name,
+        "keys": n_parts,
+        "failures": failures,
+        "unknown_keys": sorted(unknown, key=key_order),
+        "unchecked_keys": [],
+        "counterexample": cex,
+        "steps": steps,
+    }
+    return shape_linearizable(res, model)
+
+
+def _keyed(groups: Iterable[tuple[Any, list[Op]]], config: CheckConfig) -> dict[str, Any] | None:
+    """``CheckerSpec.keyed``: the part's records a key at a time, each searched as it comes
+    (memory holds one key's ops), merged by :func:`merge_keys`; None for ``keys=False``,
+    where the whole history is one object."""
+    if not config.keys:
+        return None
+    m = _model_of(config)
+    deadline = None if config.timeout is None else time.time() + config.timeout
+    n = steps = 0
+    found: list[tuple[Any, dict[str, Any]]] = []
+    for key, ops in groups:
+        parts, s, res = check_key(ops, m, deadline)
+        n += parts
+        steps += s
+        if res is not None:
+            found.append((key, res))
+    return merge_keys(n, steps, found, m)
+
+
 # --------------------------------------------------------------------------- registration
 
 
@@ -1080,6 +1235,7 @@ LINEARIZABLE = CheckerSpec(
     claims=_claims,
     anomalies=("nonlinearizable",),
     local=_local,
+    keyed=_keyed,
     spark="checker.spark.linearizable:check_linearizable_registered",
     doc="per-key linearizability against a model (Porcupine's search)",
     examples="checker.planted:linearizable",

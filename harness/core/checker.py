@@ -93,7 +93,7 @@ index it was looking at, when it can tell).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
@@ -112,6 +112,7 @@ __all__ = [
     "Claims",
     "LocalCheck",
     "ColumnarCheck",
+    "KeyedCheck",
     "SparkCheck",
     "Example",
     "Examples",
@@ -192,6 +193,10 @@ LocalCheck = Callable[[PairedHistory, CheckConfig], "dict[str, Any]"]
 ColumnarCheck = Callable[[Any, CheckConfig], "dict[str, Any] | None"]
 """``(ColumnarHistory of the claimed pairs, config) -> result map``: the same result as the
 checker's ``local``, from columns (see ``CheckerSpec.columnar``)."""
+KeyedCheck = Callable[[Iterable[tuple[Any, list[Op]]], CheckConfig], "dict[str, Any] | None"]
+"""``((key, that key's ops in history order), ..., config) -> result map``, the keys in any
+order: the same result as ``local`` for a checker whose verdict is each key's alone (see
+``CheckerSpec.keyed``); None when this config is not judged key by key."""
 SparkCheck = Callable[[Any, Any, CheckConfig], "dict[str, Any]"]
 """``(SparkSession, DataFrame of the claimed records, config) -> result map``."""
 Example = tuple[Sequence[Op], Mapping[str, Any], tuple[str, ...]]
@@ -214,6 +219,10 @@ class CheckerSpec:
     spark: SparkCheck | str | None = None
     columnar: ColumnarCheck | None = None
     """The local engine's columnar path (module docstring); None: ``local`` only."""
+    keyed: KeyedCheck | None = None
+    """The local engine's path for a history too big to hold (``checker.keyed``): the
+    claimed records split by ``key`` on disk and handed over one key at a time, so memory
+    holds a key's ops, never the history's. None: the checker needs its share whole."""
     options: type | None = None
     notes: tuple[str, ...] = ()
     doc: str = ""
