@@ -17,8 +17,11 @@ Done here under load, one broker per ``start-upgrade`` (nemesis/upgrade.py decid
 
 1. the seal: RocketMQ's ``updateBrokerConfig brokerPermission=4`` on the master (sent by
    the gateway, UPDATE_BROKER_CONFIG). A read-only broker refuses sends naming a queue only
-   for an *order* topic (``AbstractSendMessageProcessor.msgCheck``), so this DB creates the
-   test's topic as an order topic; from then on the master answers ``NO_PERMISSION`` (a
+   for an *order* topic (``AbstractSendMessageProcessor.msgCheck``), so this DB makes the
+   test's topic an order topic (created with ``order=true``, and put in the name server's
+   ``ORDER_TOPIC_CONFIG``, which 4.x needs: its admin topic creation drops the flag and its
+   brokers take it from the name server at their next registration); once the broker says
+   both (``brokerPermission`` 4, the topic ordered), the master answers ``NO_PERMISSION`` (a
    fail: nothing written) and its commitlog stops growing;
 2. a slave is switched once its ``commitLogMaxOffset`` equals the sealed master's; the master
    goes last. Switching: clean stop (SIGTERM: the broker's shutdown hook flushes and removes
@@ -53,6 +56,9 @@ __all__ = ["PHASES", "RocketMQUpgradeDB", "acked_by_phase", "divided_offset"]
 
 log = logging.getLogger(__name__)
 
+SEAL_WAIT_S = 30.0
+"""How long the seal waits for the broker to say it is read-only and the topic is ordered
+(a 4.x broker takes the order-topic configuration at its next registration, 10 s here)."""
 SEAL_SETTLE_S = 1.0
 """After the broker took the seal: a send past its permission check is in the commitlog."""
 
@@ -120,6 +126,12 @@ def acked_by_phase(ops: Iterable[Op]) -> dict[str, Any]:
         topic, queue = bodies[body]
         counts[phase]["lost"] += (topic, queue, body) not in drained
     return {"phases": counts, "upgrade_started": seal, "upgrade_done": done}
+
+
+def _seal_holds(status: dict[str, Any]) -> bool:
+    """The broker is read-only and holds the test's topic as an order topic: only then does
+    it refuse sends naming a queue (``AbstractSendMessageProcessor.msgCheck``)."""
+    return status.get("broker_permission") == "4" and status.get("order_topic") is True
 
 
 def _int(v: Any) -> int | None:
@@ -205,7 +217,7 @@ class RocketMQUpgradeDB(RocketMQDB):
                 "mode": "broker" if switched else "ha",
                 "role": "master" if n == master and not switched else "slave",
                 "offset": offset,
-                "sealed": st.get("broker_permission") == "4" and n in self.sealed,
+                "sealed": n in self.sealed and _seal_holds(st),
                 "leader": master,
             }
         return out
@@ -220,6 +232,17 @@ class RocketMQUpgradeDB(RocketMQDB):
             r = c.call({"type": "seal"}, 10.0)
         if r.get("code") != "SUCCESS":
             raise NemesisError(f"{node}: seal answered {r.get('code')} {r.get('error') or ''}")
+        deadline = time.monotonic() + SEAL_WAIT_S
+        st = gateway_status((host, port), 3.0) or {}
+        while not _seal_holds(st):
+            if time.monotonic() >= deadline:
+                raise NemesisError(
+                    f"{node}: not sealed {SEAL_WAIT_S:g} s after brokerPermission=4 "
+                    f"(brokerPermission {st.get('broker_permission')}, order topic "
+                    f"{st.get('order_topic')})"
+                )
+            time.sleep(0.5)
+            st = gateway_status((host, port), 3.0) or {}
         time.sleep(SEAL_SETTLE_S)
         with self._lock:
             self.sealed.add(node)

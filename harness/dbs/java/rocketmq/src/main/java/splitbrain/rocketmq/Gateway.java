@@ -153,6 +153,20 @@ public final class Gateway {
         // NO_PERMISSION, and lets one of any other topic through (AbstractSendMessageProcessor
         // .msgCheck), so only an order topic lets the upgrade's seal stop the old commitlog
         tc.setOrder(Boolean.parseBoolean(opts.getOrDefault("order-topic", "false")));
+        // ... and as RocketMQ's own order-topic configuration (mqadmin updateOrderConf: the
+        // name server's ORDER_TOPIC_CONFIG namespace), which each broker applies to its topic
+        // at its next registration: 4.x's admin topic creation drops the order flag
+        while (tc.isOrder()) {
+            try {
+                api.putKVConfigValue("ORDER_TOPIC_CONFIG", tc.getTopicName(),
+                        opts.get("broker-name") + ":" + intOpt("queues", 4), 3000);
+                note("order topic " + tc.getTopicName() + " configured on the name server");
+                break;
+            } catch (Exception e) {
+                note("order topic config: " + e);
+                Frames.sleep(500);
+            }
+        }
         // every broker of the group: under DLedger any of them may be the next master, and
         // a slave that has the topic serves pulls before its first config sync
         List<String> todo = new ArrayList<>(List.of(opts.get("brokers").split(",")));
@@ -653,6 +667,14 @@ public final class Gateway {
                 r.put("dledger", bc.getProperty("enableDLegerCommitLog"));
             } catch (Exception e) {
                 r.put("config_error", String.valueOf(e));
+            }
+            try {
+                // whether the broker holds the test's topic as an order topic (the seal's need)
+                var w = api.getAllTopicConfig(target, 2000);
+                TopicConfig tc = w.getTopicConfigTable().get(opts.get("topic"));
+                r.put("order_topic", tc != null && tc.isOrder());
+            } catch (Exception e) {
+                r.put("topic_config_error", String.valueOf(e));
             }
             try {
                 // whether this broker serves the test's topic yet (a slave copies topic
