@@ -121,7 +121,8 @@ class UpgradeNemesis:
         if not isinstance(ctx.db, Upgradable):
             raise NemesisError(
                 "the upgrade fault needs a DB that switches nodes to a new mode "
-                "(--db dledger --db-option mode=broker: the cluster then starts in mode ha); "
+                "(--db dledger --db-option mode=broker: the cluster then starts in mode ha; "
+                "--db rocketmq --db-option mode=master-slave --db-option upgrade_to=dledger); "
                 f"{type(ctx.db).__name__} cannot"
             )
         return ctx.db
