@@ -40,7 +40,6 @@ import logging
 import re
 import shlex
 import time
-from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
 from harness.core.errors import NemesisError, RemoteError
@@ -49,10 +48,9 @@ from harness.dbs.gateway import gateway_status
 from harness.dbs.rocketmq import RocketMQDB
 
 if TYPE_CHECKING:
-    from harness.core.op import Op
     from harness.core.spec import RunContext
 
-__all__ = ["PHASES", "RocketMQUpgradeDB", "acked_by_phase", "divided_offset"]
+__all__ = ["RocketMQUpgradeDB", "divided_offset"]
 
 log = logging.getLogger(__name__)
 
@@ -70,62 +68,6 @@ def divided_offset(store_log: str) -> int | None:
     the switch), or None."""
     found = _DIVIDED.findall(store_log)
     return int(found[-1]) if found else None
-
-
-PHASES = ("before", "during", "after")
-
-
-def acked_by_phase(ops: Iterable[Op]) -> dict[str, Any]:
-    """The acked sends of an upgrade run by phase, and how many of each the final drains hold.
-
-    ``before``: acked before the first ``start-upgrade`` was invoked (that step seals the
-    master); ``after``: invoked after the step whose completion left no broker ``remaining``;
-    ``during``: the rest (a send that straddles a boundary counts where it was not yet
-    settled, so ``during`` takes every send in flight across the switch). ``lost``: acked and
-    in no node's final drain of its queue, the queue checker's ``queue-lost``, by phase.
-    Without a completed upgrade, ``after`` stays empty and ``upgrade_done`` is None.
-    """
-    seal: int | None = None
-    done: int | None = None
-    invoked: dict[Any, Op] = {}
-    sends: list[tuple[int, int, str]] = []  # (invoke time, ok time, body)
-    drained: set[tuple[Any, Any, str]] = set()
-    bodies: dict[str, tuple[Any, Any]] = {}
-    for op in ops:
-        if op.process == "nemesis":
-            if op.f == "start-upgrade" and op.type == "invoke" and seal is None:
-                seal = op.time
-            if op.type != "invoke" and op.f in ("start-upgrade", "stop-upgrade"):
-                v = op.value if isinstance(op.value, dict) else {}
-                if done is None and v.get("remaining") == []:
-                    done = op.time
-            continue
-        if op.type == "invoke":
-            invoked[op.process] = op
-            continue
-        inv = invoked.pop(op.process, None)
-        if inv is None or op.type != "ok" or not isinstance(op.value, dict):
-            continue
-        v = op.value
-        if op.f == "send":
-            body = str(v.get("body"))
-            sends.append((inv.time, op.time, body))
-            bodies[body] = (v.get("topic"), v.get("queue"))
-        elif op.f == "pull" and v.get("final"):
-            for m in v.get("messages") or []:
-                drained.add((v.get("topic"), v.get("queue"), str(m[2])))
-    counts = {p: {"acked": 0, "lost": 0} for p in PHASES}
-    for t_inv, t_ok, body in sends:
-        if seal is None or t_ok < seal:
-            phase = "before"
-        elif done is not None and t_inv > done:
-            phase = "after"
-        else:
-            phase = "during"
-        counts[phase]["acked"] += 1
-        topic, queue = bodies[body]
-        counts[phase]["lost"] += (topic, queue, body) not in drained
-    return {"phases": counts, "upgrade_started": seal, "upgrade_done": done}
 
 
 def _seal_holds(status: dict[str, Any]) -> bool:

@@ -80,7 +80,8 @@ def test_a_plugin_db_declares_what_the_checker_must_know() -> None:
     )
     opts = checker_options(spec)
     assert opts["options"] == {"log-safety": {"ha": {"sync": True}}}
-    assert opts["checks"] == ["log-safety", "transfer"] and opts["model"] is None
+    assert opts["checks"] == ["log-safety", "transfer", "upgrade-phases"]
+    assert opts["model"] is None
     # the built-in null DB declares nothing: nothing is merged
     assert checker_options(TestSpec(name="t", nodes=("n1",), db="null"))["options"] == {}
 

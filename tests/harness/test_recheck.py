@@ -144,7 +144,8 @@ def test_run_and_recheck_hand_the_checker_the_same_options(tmp_path: Path, monke
     assert run_opts["opts"]["options"]["log-safety"]["ha"] == {"sync": False}
     # the workload's selection, and the checkers of fault records (they run only on
     # histories holding their records)
-    assert run_opts["opts"]["checks"] == ["log-safety", "transfer"] and run_opts["model"] is None
+    assert run_opts["opts"]["checks"] == ["log-safety", "transfer", "upgrade-phases"]
+    assert run_opts["model"] is None
 
 
 def test_checker_options_come_from_the_declarations_not_from_a_shared_dict():
@@ -153,7 +154,7 @@ def test_checker_options_come_from_the_declarations_not_from_a_shared_dict():
     )
     assert ha["options"] == {"log-safety": {"ha": {"sync": False}}}
     # the samples feed log-safety (no "samples" check); transfer judges fault records
-    assert ha["checks"] == ["log-safety", "transfer"]
+    assert ha["checks"] == ["log-safety", "transfer", "upgrade-phases"]
     plain = checker_options(TestSpec(name="t", nodes=("n1",), workload="append"))
     assert plain["options"] == {} and "ha" not in plain
     upgrade = checker_options(
@@ -164,7 +165,8 @@ def test_checker_options_come_from_the_declarations_not_from_a_shared_dict():
             options={"db": {"mode": "broker", "upgrade_from": "ha"}},
         )
     )
-    assert upgrade["options"] == {} and upgrade["checks"] == ["queue", "transfer"]
+    assert upgrade["options"] == {}
+    assert upgrade["checks"] == ["queue", "transfer", "upgrade-phases"]
     reg = checker_options(TestSpec(name="t", nodes=("n1",), workload="register"))
     assert reg["model"] == "cas-register" and reg["keys"] is True and "independent" not in reg
 

@@ -12,11 +12,12 @@ from typing import Any
 
 import pytest
 
+from checker.upgrade_phases import acked_by_phase
 from harness.core.db import Upgradable
 from harness.core.errors import ConfigError
 from harness.core.history import Op
 from harness.dbs.rocketmq import RocketMQDB, factory
-from harness.dbs.rocketmq_upgrade import RocketMQUpgradeDB, acked_by_phase, divided_offset
+from harness.dbs.rocketmq_upgrade import RocketMQUpgradeDB, divided_offset
 from nemesis.upgrade import next_step
 from tests.workloads.conftest import make_ctx
 
@@ -158,4 +159,8 @@ def check_upgrade_run(run: Path, returncode: int) -> dict[str, Any]:
     assert all(c["lost"] == 0 for c in counts.values()), counts
     test = json.loads((run / "test.json").read_text())
     assert test["artifacts"]["upgrade_to"] == "dledger"
+    # the verdict names them: the upgrade-phases checker ran on the same history
+    recheck = run / "recheck.json"
+    judged = json.loads(recheck.read_text()) if recheck.exists() else results
+    assert judged["checkers"]["upgrade-phases"]["stats"]["phases"] == counts
     return phases
