@@ -7,9 +7,9 @@ their total count) and a handful of counters. How a big history is checked
 (measured on 10M records, 2 cores; see benchmarks/README.md): after the pairing
 pass (:mod:`checker.spark.pairing`), log reads' entries, most of the data (two
 per record, a thousand per final read), are exploded once, beside the
-acknowledged appends, and shuffled once, by log index, into ``D``: one row per
-distinct (log index, term, payload) with counts and first history indexes, a few
-million narrow rows kept in memory. Samples are kept too, partitioned by node.
+acknowledged appends, aggregated in each scan task and shuffled, then moved by log
+index, into ``D``: one row per distinct (log index, term, payload) with counts and
+first history indexes, a few million narrow rows kept in memory. Samples are kept too, partitioned by node.
 Every check is then a window or aggregate over those, unioned into one job that
 returns the first ``cap`` examples per kind with the totals.
 
@@ -164,6 +164,10 @@ class LogSafety:
 
         # D: committed observations and acked appends, by (log index, term, payload).
         # The first row of each read also stands for the read itself, for the counters.
+        # Aggregated before any shuffle (Spark's partial aggregation, in each scan task),
+        # then moved by log index, which the checks over D group by: reads of long log
+        # prefixes repeat each entry hundreds of times, and shuffling every observation
+        # by index first (11M rows of a 1M-record history) was most of such a check.
         fl = col("fl")
 
         def has(bits: int) -> Any:
@@ -182,6 +186,7 @@ class LogSafety:
                 F.sum(has(_FIRST | _FIN).cast("long")).alias("n_final_reads"),
                 F.sum(has(_DONE).cast("long")).alias("n_done"),
             )
+            .repartition(parts, "li")
         )
         # D is computed by a job of its own thread, while this one plans the rest: every
         # check's plan is built, and the final job submitted, before D is there.
@@ -237,7 +242,7 @@ class LogSafety:
         acks = self.apps.where((col("type") == "ok") & col("li").isNotNull()).select(
             "li", "term", "payload", col("comp").alias("r"), F.lit(_ACK).cast("tinyint").alias("fl")
         )
-        return x.unionByName(acks).repartition(self.parts, "li")
+        return x.unionByName(acks)
 
     def _keep(self, df: Any) -> Any:
         """``df`` kept (:mod:`checker.spark.kept`); the first job that reads it computes it
