@@ -76,23 +76,36 @@ class HistoryWriter:
 
     Thread-safe: clients and the nemesis run in threads and share one writer.
     It assigns ``index`` (and ``time``, from a monotonic clock started with the
-    writer, unless the op carries one) and writes every line with one ``write(2)`` of
-    its own (no buffer in this process), so a crash of the harness loses at most the
-    line being written. Reopening an existing file continues its numbering: nothing
-    already recorded is overwritten.
+    writer, unless the op carries one) and writes every line with a ``write(2)`` of
+    its own (no buffer in this process) before ``append`` returns, so a crash of the
+    harness loses at most the lines being written, never one an ``append`` returned.
+    Reopening an existing file continues its numbering: nothing already recorded is
+    overwritten.
+
+    Stamping and writing hold two different locks (a group commit). ``_seq`` guards
+    only the index, the time stamp and the queue of lines, and nothing done under it
+    gives up the GIL; ``_io`` is held by the one thread that writes every queued line,
+    in index order, with one ``write(2)``, while the others wait for their line to be
+    in the file. With one lock over both, the holder gave up the GIL inside ``write``
+    and then had to win it back while every other worker queued behind the lock, and
+    CPython's locks are not fair: a worker could wait there for hundreds of ms while
+    the others wrote tens of thousands of lines, stamped that late (the issue's p99
+    of 1.4 ms, maxima of 0.2-1.2 s; ``splitbrain bench harness``). Times stay in index
+    order, since both are taken together under ``_seq``.
 
     A write the file system refuses (full, read-only, an I/O error) is a
-    :class:`HistoryStoreError`: what landed of that line is cut off again when the file
-    system lets us (else it stays as the torn last line readers drop), the writer keeps
-    the error as :attr:`failure`, and every later append raises it at once. ``close``
-    never raises for it.
+    :class:`HistoryStoreError`: what landed of those lines is cut off again when the
+    file system lets us (else it stays as the torn last line readers drop), the writer
+    keeps the error as :attr:`failure`, every append whose line had not reached the
+    file raises it, and so does every later one, at once. ``close`` never raises for it.
     """
 
     def __init__(
         self, path: str | os.PathLike[str], *, fsync_every: int = 0, start_ns: int | None = None
     ) -> None:
         self.path = Path(path)
-        self._lock = threading.Lock()
+        self._seq = threading.Lock()
+        self._io = threading.Lock()
         self._start = _time.monotonic_ns() if start_ns is None else start_ns
         self.origin_wall_ns = _time.time_ns() - (_time.monotonic_ns() - self._start)
         """The wall clock's reading when the history's clock read 0, taken once, now: op
@@ -108,6 +121,11 @@ class HistoryWriter:
             _drop_torn_tail(self.path)
         self._fd: int | None = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
         self._end = os.fstat(self._fd).st_size
+        self._queue: list[bytes] = []
+        """Lines stamped but not yet written, in index order, from index ``_written``."""
+        self._written = self._next
+        """Lines in the file: every index below this one."""
+        self._closed = False
 
     def now(self) -> int:
         """Nanoseconds since the test started, on the harness's monotonic clock."""
@@ -116,57 +134,78 @@ class HistoryWriter:
     def append(self, op: Op) -> Op:
         """Record ``op`` as the next line; returns it with its ``index`` and ``time``.
 
-        Every worker of a run waits here for every other's line, so the time under the
-        lock is the recorder's pace and the stamping delay of whoever waits: the line is
-        encoded from the fields directly (``Op.to_dict`` and ``dataclasses.replace`` took
-        a third of a null run's CPU), and the returned op is built after the lock is let
-        go. The line is in the file (one ``write(2)``) before this returns, as before.
+        Every worker of a run passes through ``_seq``, so the time under it is the
+        recorder's pace and the stamping delay of whoever waits: the fields are encoded
+        before it (an op that cannot be encoded raises here, using no index), and only
+        the index and time are spliced in under it. The line is in the file (a
+        ``write(2)``, this thread's or another's) before this returns, as before.
         """
-        with self._lock:
-            if self._fd is None:
+        rest = _line(
+            {
+                "type": op.type,
+                "process": op.process,
+                "f": op.f,
+                "key": op.key,
+                "value": op.value,
+                "node": op.node,
+                "error": op.error,
+            }
+        )
+        with self._seq:
+            if self._closed:
                 raise self.failure or HistoryError("history writer is closed", path=self.path)
             index = self._next
             t = op.time or _time.monotonic_ns() - self._start
-            data = _line(
-                {
-                    "index": index,
-                    "time": t,
-                    "type": op.type,
-                    "process": op.process,
-                    "f": op.f,
-                    "key": op.key,
-                    "value": op.value,
-                    "node": op.node,
-                    "error": op.error,
-                }
-            )
-            try:
-                n = os.write(self._fd, data)
-                while n < len(data):  # a short write: the rest, or the error that stopped it
-                    n += os.write(self._fd, data[n:])
-            except OSError as e:
-                self._fail(e, index)
-            self._end += len(data)
+            self._queue.append(b'{"index":%d,"time":%d,' % (index, t) + rest[1:])
             self._next = index + 1
-            if self._fsync_every and self._next % self._fsync_every == 0:
-                try:
-                    os.fsync(self._fd)
-                except OSError as e:
-                    self._fail(e, index, written=True)
+        if self._written <= index:
+            with self._io:
+                if self._written <= index:
+                    self._write_queued()
+            if self._written <= index:  # its line was in a write the file system refused
+                raise self.failure or HistoryError("history writer is closed", path=self.path)
         return Op(op.type, op.process, op.f, op.value, op.key, t, index, op.node, op.error)
 
-    def _fail(self, e: OSError, index: int, *, written: bool = False) -> None:
-        """Stop writing for good; cut a partial line if the file system lets us; raise."""
+    def _write_queued(self) -> None:
+        """Write every queued line with one ``write(2)`` (the caller holds ``_io``)."""
+        with self._seq:
+            lines, self._queue = self._queue, []
+        if not lines or self._fd is None:
+            return
+        first = self._written
+        data = lines[0] if len(lines) == 1 else b"".join(lines)
+        try:
+            n = os.write(self._fd, data)
+            while n < len(data):  # a short write: the rest, or the error that stopped it
+                n += os.write(self._fd, data[n:])
+        except OSError as e:
+            self._fail(e, first)
+        self._end += len(data)
+        self._written = first + len(lines)
+        fe = self._fsync_every
+        if fe and first // fe != self._written // fe:
+            try:
+                os.fsync(self._fd)
+            except OSError as e:
+                self._fail(e, self._written, written=True)
+
+    def _fail(self, e: OSError, intact: int, *, written: bool = False) -> None:
+        """Stop writing for good; cut partial lines if the file system lets us; raise.
+
+        ``intact``: the lines in the file before the write that failed (all of them, with
+        ``written``, when the write went through but the fsync after it did not)."""
         fd, self._fd = self._fd, None
+        with self._seq:
+            self._closed = True
+            self._queue = []
         if fd is not None:
             if not written:
                 with contextlib.suppress(OSError):
                     os.ftruncate(
                         fd, self._end
-                    )  # what landed of this line (often allowed on a full disk)
+                    )  # what landed of these lines (often allowed on a full disk)
             with contextlib.suppress(OSError):
                 os.close(fd)
-        intact = index + 1 if written else index
         why = e.strerror or str(e) or type(e).__name__
         self.failure = HistoryStoreError(
             f"cannot write the history ({why}); its first {intact} records are intact",
@@ -179,7 +218,13 @@ class HistoryWriter:
         return self._next
 
     def close(self) -> None:
-        with self._lock:
+        """Write what is queued, fsync and close; never raises for the store."""
+        with self._io:
+            with self._seq:
+                self._closed = True
+            if self._fd is not None:
+                with contextlib.suppress(HistoryStoreError):
+                    self._write_queued()
             fd, self._fd = self._fd, None
             if fd is None:
                 return
