@@ -12,9 +12,14 @@ that stamp is how late the op is stamped (the wait for the writer's lock behind 
 other workers, and the harness's own steps in between): ``stamp_skew_ms`` gives its
 median, p99 and maximum, and the spread of the workers' medians (one worker stamped
 consistently later than another). Beside it, measured in the same command so the
-machine's load is the same, two baselines of the history writer alone on one thread:
-the writer as it is, and the design it replaced (a buffered text file flushed per
-line): what the runner's figure is to be read against.
+machine's load is the same, the baselines the runner's figures are to be read against:
+the history writer alone on one thread, as it is and as the design it replaced (a
+buffered text file flushed per line), in appends/s; and ``concurrency`` bare threads
+recording null ops (invoke, stamp, completion) through the writer as it is and through
+the one-lock design before it (stamp, encode and ``write(2)`` under one lock), each
+with its ops/s and stamp delay (p50, p99, max). The one-lock writer's stamps wait
+behind a holder that gave up the GIL inside ``write`` and must win it back: on a
+loaded machine that is its p99 (harness/core/jsonl.py's HistoryWriter explains).
 """
 
 from __future__ import annotations
@@ -96,6 +101,122 @@ class _BufferedWriter:
 
     def close(self) -> None:
         self._fh.close()
+
+
+class _OneLockWriter:
+    """The recorder design the group commit replaced: stamp, encode and ``write(2)``
+    under one lock (the history writer of commit 0196f01, failure handling left out)."""
+
+    def __init__(self, path: str) -> None:
+        import os
+        import threading
+
+        from harness.core.jsonl import _line
+
+        self._encode = _line
+        self._fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+        self._lock = threading.Lock()
+        self._start = time.monotonic_ns()
+        self._next = 0
+
+    def now(self) -> int:
+        return time.monotonic_ns() - self._start
+
+    def append(self, op: Any) -> Any:
+        import os
+
+        from harness.core.op import Op
+
+        with self._lock:
+            index = self._next
+            t = op.time or time.monotonic_ns() - self._start
+            os.write(
+                self._fd,
+                self._encode(
+                    {
+                        "index": index,
+                        "time": t,
+                        "type": op.type,
+                        "process": op.process,
+                        "f": op.f,
+                        "key": op.key,
+                        "value": op.value,
+                        "node": op.node,
+                        "error": op.error,
+                    }
+                ),
+            )
+            self._next = index + 1
+        return Op(op.type, op.process, op.f, op.value, op.key, t, index, op.node, op.error)
+
+    def close(self) -> None:
+        import os
+
+        os.close(self._fd)
+
+
+def _threads_recording(writer: Any, threads: int, seconds: float) -> dict[str, float]:
+    """``threads`` threads recording null ops through ``writer`` for ``seconds``: an
+    invocation, the answer's stamp, its completion; ops/s and the stamp delay in ms."""
+    import threading
+
+    from harness.core.op import Op
+
+    late: list[list[int]] = [[] for _ in range(threads)]
+    stop = time.monotonic() + seconds
+
+    def loop(p: int) -> None:
+        mine, n = late[p], 0
+        while time.monotonic() < stop:
+            n += 1
+            writer.append(Op("invoke", p, "append", {"payload": f"p{n}"}, node="n1"))
+            answered = writer.now()
+            comp = writer.append(Op("ok", p, "append", {"payload": f"p{n}"}, node="n1"))
+            mine.append(comp.time - answered)
+
+    ts = [threading.Thread(target=loop, args=(p,), daemon=True) for p in range(threads)]
+    t0 = time.perf_counter()
+    for t in ts:
+        t.start()
+    for t in ts:
+        t.join()
+    el = time.perf_counter() - t0
+    d = sorted(x for xs in late for x in xs)
+    if not d:
+        return {"ops_per_s": 0.0}
+    ms = 1e-6
+    return {
+        "ops_per_s": round(len(d) / el, 1),
+        "stamp_p50_ms": round(d[len(d) // 2] * ms, 4),
+        "stamp_p99_ms": round(d[min(len(d) - 1, int(len(d) * 0.99))] * ms, 4),
+        "stamp_max_ms": round(d[-1] * ms, 4),
+    }
+
+
+def recorder_baselines(
+    root: str, threads: int, seconds: float = 1.0, rounds: int = 2
+) -> dict[str, dict[str, float]]:
+    """Bare threads recording through the writer and through the one-lock design, in
+    alternating rounds (the load weighs on both alike); each design's round with the
+    lowest stamp p99."""
+    import os
+
+    from harness.core.history import HistoryWriter
+
+    best: dict[str, dict[str, float]] = {}
+    for r in range(rounds):
+        for name, make in (("threads_writer", HistoryWriter), ("threads_one_lock", _OneLockWriter)):
+            path = os.path.join(root, f"baseline-{name}-{r}.jsonl")
+            w = make(path)
+            try:
+                got = _threads_recording(w, threads, seconds)
+            finally:
+                w.close()
+                os.unlink(path)
+            old = best.get(name)
+            if old is None or got.get("stamp_p99_ms", 0.0) < old.get("stamp_p99_ms", 0.0):
+                best[name] = got
+    return best
 
 
 def writer_baselines(root: str, n: int = 100_000, rounds: int = 3) -> dict[str, float]:
@@ -203,7 +324,10 @@ def harness_bench(
             "concurrency": concurrency,
             "load_seconds": seconds,
             "null_client": null,
-            "baseline": writer_baselines(root),
+            "baseline": {
+                **writer_baselines(root),
+                **recorder_baselines(root, concurrency),
+            },
         }
         if not skip_node:
             from harness.inventory.resolve import resolve_hosts

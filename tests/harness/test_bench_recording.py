@@ -27,3 +27,14 @@ def test_the_null_run_reports_its_skew_and_the_baselines_run(tmp_path):
     base = writer_baselines(str(tmp_path), n=2000, rounds=1)
     assert base["writer_appends_per_s"] > 0 and base["buffered_writer_appends_per_s"] > 0
     assert not list(tmp_path.glob("baseline-*"))
+
+
+def test_the_recorder_baselines_time_both_designs_on_threads(tmp_path):
+    from harness.bench.recording import recorder_baselines
+
+    base = recorder_baselines(str(tmp_path), threads=3, seconds=0.2, rounds=1)
+    for name in ("threads_writer", "threads_one_lock"):
+        got = base[name]
+        assert got["ops_per_s"] > 0
+        assert 0 <= got["stamp_p50_ms"] <= got["stamp_p99_ms"] <= got["stamp_max_ms"]
+    assert not list(tmp_path.glob("baseline-*"))
