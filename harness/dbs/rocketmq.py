@@ -52,10 +52,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
-from harness.core.db import DB, Convergence, ConvergenceReport, WorkloadChoice, poll_converged
+from harness.core.db import Convergence, ConvergenceReport, WorkloadChoice, poll_converged
 from harness.core.errors import ConfigError, RemoteError
 from harness.core.fanout import map_values
-from harness.core.options import as_options, declares_options, option
+from harness.core.options import option
 from harness.dbs.daemon import NO_COND_FIX, absolute_root, raise_if_exited
 from harness.dbs.gateway import GatewayDB, gateway_status
 from harness.dbs.maven import SOURCES, release_version
@@ -79,7 +79,6 @@ __all__ = [
     "check_version",
     "gateway_source_4x",
     "logback_4x",
-    "factory",
     "loss_window",
     "roles",
 ]
@@ -1031,14 +1030,3 @@ class RocketMQDB(GatewayDB):
         # store.log holds the message store's own complaints (consume queue building,
         # recovery, DLedger truncation), which broker.log does not
         return [p["stdout"], f"{p['logs']}/broker.log", f"{p['logs']}/store.log"]
-
-
-@declares_options(RocketMQOptions)
-def factory(options: RocketMQOptions | Mapping[str, Any]) -> DB:
-    """``--db rocketmq``."""
-    opts = as_options(RocketMQOptions, options, role="db rocketmq")
-    if opts.upgrade_to is not None:
-        from harness.dbs.rocketmq_upgrade import RocketMQUpgradeDB
-
-        return RocketMQUpgradeDB(opts)
-    return RocketMQDB(opts)

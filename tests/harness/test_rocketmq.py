@@ -42,12 +42,12 @@ from harness.dbs.rocketmq import (
     check_version,
     controller_conf,
     controller_loss_window,
-    factory,
     gateway_source_4x,
     logback_4x,
     loss_window,
     roles,
 )
+from harness.dbs.rocketmq_factory import factory
 from harness.dbs.rocketmq_push import PushQueueClient
 from nemesis.disk import CORRUPT, LOSE_UNFSYNCED
 from nemesis.membership import MEMBERSHIP

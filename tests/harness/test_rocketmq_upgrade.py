@@ -16,7 +16,8 @@ from checker.upgrade_phases import acked_by_phase
 from harness.core.db import Upgradable
 from harness.core.errors import ConfigError
 from harness.core.history import Op
-from harness.dbs.rocketmq import RocketMQDB, factory
+from harness.dbs.rocketmq import RocketMQDB
+from harness.dbs.rocketmq_factory import factory
 from harness.dbs.rocketmq_upgrade import RocketMQUpgradeDB, divided_offset
 from nemesis.upgrade import next_step
 from tests.workloads.conftest import make_ctx
