@@ -291,7 +291,7 @@ def _judge(
     faults: Sequence[Op] = (),
     rejudge: bool = True,
 ) -> dict[str, Any]:
-    kind = workload_of([p[0] for p in pairs], opts.workload)
+    kind = workload_of((p[0] for p in pairs), opts.workload)
     t = txns_of(pairs, kind)
     g, found = infer(t, kind, wfr=opts.wfr)
     lost = lost_writes(t, g, kind)

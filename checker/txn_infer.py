@@ -32,8 +32,9 @@ of a key and both wrote the key.
 from __future__ import annotations
 
 from array import array
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
+from operator import itemgetter
 from typing import TYPE_CHECKING, Any
 
 from harness.core.errors import HistoryError
@@ -98,10 +99,6 @@ class Graph:
     blocks: list[tuple[int, Ints, Ints]] = field(default_factory=list)
     """(type bit, sources, destinations), in the order the edges were found: the order the
     cycle search walks a transaction's successors in, so both engines explain alike."""
-    partial: bool = False
-    """The edges are all there, but the maps below explain only some of the keys (the
-    inference was split between processes, :mod:`checker.txn_split`): fine for a graph
-    with no cycle, to be made whole before one is explained."""
     orders: dict[Any, list[Any]] = field(default_factory=dict)
     """list-append: each consistent key's version order (its longest read)."""
     order_from: dict[Any, int] = field(default_factory=dict)
@@ -133,12 +130,7 @@ class Graph:
             return self.by_key.get(k, {}).get(v, -1)
         return self.writer.get((k, v), -1)
 
-    nkeys: int = -1
-    """How many keys were written, when the maps do not hold them all (``partial``)."""
-
     def keys(self) -> int:
-        if self.nkeys >= 0:
-            return self.nkeys
         return len(self.by_key) if self.by_key else len({k for k, _ in self.writer})
 
     def add(self, typ: int, src: Ints, dst: Ints) -> None:
@@ -173,7 +165,7 @@ def _bad(op_index: int, why: str, fld: str = "value") -> HistoryError:
     return HistoryError(why, index=op_index, field=fld)
 
 
-def workload_of(ops: Sequence[Op], declared: str | None) -> str:
+def workload_of(ops: Iterable[Op], declared: str | None) -> str:
     """``list-append`` or ``rw-register``: as declared, else from the first write seen."""
     if declared and declared != "auto":
         if declared not in _WRITE:
@@ -272,12 +264,10 @@ Found = dict[str, list[dict[str, Any]]]
 """Anomalies without cycles: kind -> examples."""
 
 
-def infer(t: Txns, kind: str, *, wfr: bool = True, part: int = -1) -> tuple[Graph, Found]:
-    """The dependency graph and the non-cycle anomalies of the transactions; ``part`` 0 or
-    1 (list-append only): those of the keys of that parity alone, ``-1``: every key."""
+def infer(t: Txns, kind: str, *, wfr: bool = True) -> tuple[Graph, Found]:
+    """The dependency graph and the non-cycle anomalies of the transactions."""
     if kind == "list-append":
-        # a split's errors go to its caller raw: it falls back to the whole, which words them
-        return _list_append(t) if part < 0 else _list_append_fast(t, part)
+        return _list_append(t)
     return _rw_register(t, wfr)
 
 
@@ -302,9 +292,9 @@ def foreign_reads(t: Txns, i: int) -> list[tuple[Any, list[Any]]]:
     return out
 
 
-def _list_append(t: Txns, part: int = -1) -> tuple[Graph, Found]:
+def _list_append(t: Txns) -> tuple[Graph, Found]:
     try:
-        return _list_append_fast(t, part)
+        return _list_append_fast(t)
     except (TypeError, ValueError, AttributeError) as e:
         for i in range(len(t)):
             check_shapes("list-append", _pairs_of(t, i))
@@ -319,15 +309,14 @@ def _dup_append(t: Txns, first: int, i: int, k: Any, v: Any) -> None:
     )
 
 
-def _list_append_fast(t: Txns, part: int = -1) -> tuple[Graph, Found]:
-    """``part`` 0 or 1: only the keys of that parity (the other half is another
-    process's, :mod:`checker.txn_split`); -1: every key."""
+def _list_append_fast(t: Txns) -> tuple[Graph, Found]:
     g = Graph()
     found: Found = {}
     by_key = g.by_key
     failed: dict[tuple[Any, Any], int] = {}
     final: dict[Any, dict[int, Any]] = {}  # key -> txn -> its last append to the key
-    reads: dict[Any, list[tuple[int, list[Any], int, bool]]] = {}
+    reads: dict[Any, list[tuple[int, list[Any], int, bool, int]]] = {}
+    """key -> its reads: (txn, the list, how much of it others wrote, external, its length)"""
     status, mops_l = t.status, t.mops
     APPEND, READ = "append", _READ
 
@@ -339,8 +328,6 @@ def _list_append_fast(t: Txns, part: int = -1) -> tuple[Graph, Found]:
         mops = mops_l[i]
         if st != OK:
             for f, k, v in mops:
-                if part >= 0 and k & 1 != part:
-                    continue
                 if f == APPEND:
                     if st == FAIL:
                         failed[(k, v)] = i
@@ -359,8 +346,6 @@ def _list_append_fast(t: Txns, part: int = -1) -> tuple[Graph, Found]:
             continue
         state: dict[Any, list[Any]] | None = None  # key -> own appends since its last read
         for f, k, v in mops:
-            if part >= 0 and k & 1 != part:
-                continue
             if f == APPEND:
                 wk = by_key.get(k)
                 if wk is None:
@@ -386,12 +371,14 @@ def _list_append_fast(t: Txns, part: int = -1) -> tuple[Graph, Found]:
             if rl is None:
                 rl = reads[k] = []
             if state is None:
-                rl.append((i, v, len(v), True))
+                nv = len(v)
+                rl.append((i, v, nv, True, nv))
                 state = {k: []}
                 continue
             s = state.get(k)
             if s is None:
-                rl.append((i, v, len(v), True))
+                nv = len(v)
+                rl.append((i, v, nv, True, nv))
                 state[k] = []
                 continue
             n = len(s)
@@ -412,20 +399,88 @@ def _list_append_fast(t: Txns, part: int = -1) -> tuple[Graph, Found]:
             wk = by_key.get(k, {})
             while j and wk.get(v[j - 1]) == i:
                 j -= 1
-            rl.append((i, v, j, False))
+            rl.append((i, v, j, False, len(v)))
             state[k] = []
+    edges = _per_key(t, g, found, reads, by_key, final, failed)
+    for typ, j in ((WW, 0), (WR, 2), (RW, 4)):
+        g.add(typ, edges[j], edges[j + 1])
+    return g, found
+
+
+def _per_key(
+    t: Txns,
+    g: Graph,
+    found: Found,
+    reads: dict[Any, list[Any]],
+    by_key: dict[Any, dict[Any, int]],
+    final: dict[Any, dict[int, Any]],
+    failed: dict[tuple[Any, Any], int],
+) -> tuple[array[int], ...]:
+    """The second pass, over each key's reads: its version
+    order, its edges (returned: ww, wr and rw sources and destinations) and its anomalies (into ``found``), its order and last read
+    (into ``g``)."""
+
+    def add(kind_: str, ex: dict[str, Any]) -> None:
+        found.setdefault(kind_, []).append(ex)
+
     ww_s, ww_d, wr_s, wr_d, rw_s, rw_d = (array("q") for _ in range(6))
     orders, order_from = g.orders, g.order_from
     ww_a, ww_b, wr_a, wr_b = ww_s.append, ww_d.append, wr_s.append, wr_d.append
     rw_a, rw_b = rw_s.append, rw_d.append
     last_read = g.last_read
+    no_writes: dict[Any, Any] = {}
     for k, rl in reads.items():
         last_read[k] = (rl[-1][0], rl[-1][1])
-        longest = rl[0]
-        for r in rl:
-            if len(r[1]) > len(longest[1]):
-                longest = r
+        longest = max(rl, key=_LENGTH)  # the first of the longest
         order = longest[1]
+        # the plain case first: the reads are prefixes of the longest, whose elements were
+        # each appended once, and no read ends in an intermediate append; anything else
+        # undoes what this key added and takes the general way below
+        wk = by_key.get(k, no_writes)
+        fk = final.get(k, no_writes)
+        norder = len(order)
+        wp: list[Any] = list(map(wk.get, order))  # None: no txn appended it
+        marks = len(ww_s), len(wr_s), len(rw_s)
+        plain = None not in wp and len(set(order)) == norder
+        if plain:
+            prev = wp[0] if wp else -1
+            for w in wp[1:]:
+                if w != prev:
+                    ww_a(prev)
+                    ww_b(w)
+                prev = w
+            lost_p: dict[int, list[int]] | None = None
+            for i, v, n, ext, nv in rl:
+                if nv and order[:nv] != v:
+                    plain = False
+                    break
+                if n:
+                    w = wp[n - 1]
+                    if w != i:
+                        if fk[w] != v[n - 1]:
+                            plain = False
+                            break
+                        wr_a(w)
+                        wr_b(i)
+                if n < norder:
+                    w = wp[n]
+                    if w != i:
+                        rw_a(i)
+                        rw_b(w)
+                if ext and i in fk:
+                    if lost_p is None:
+                        lost_p = {}
+                    lost_p.setdefault(n, []).append(i)
+            if plain:
+                orders[k] = order
+                order_from[k] = longest[0]
+                if lost_p:
+                    for n, ts in lost_p.items():
+                        if len(ts) > 1:
+                            add("lost-update", _lost(t, k, order[:n], ts))
+                continue
+            del ww_s[marks[0] :], ww_d[marks[0] :], wr_s[marks[1] :], wr_d[marks[1] :]
+            del rw_s[marks[2] :], rw_d[marks[2] :]
         consistent = True
         if len(set(order)) != len(order):
             seen: set[Any] = set()
@@ -458,8 +513,6 @@ def _list_append_fast(t: Txns, part: int = -1) -> tuple[Graph, Found]:
                 )
                 consistent = False
                 break
-        wk = by_key.get(k, {})
-        fk = final.get(k, {})
         ws = [wk.get(x, -1) for x in order]
         bad_elems = [j for j, w in enumerate(ws) if w < 0] if -1 in ws else ()
         for j in bad_elems:
@@ -498,8 +551,7 @@ def _list_append_fast(t: Txns, part: int = -1) -> tuple[Graph, Found]:
                     ww_b(w)
                 prev = w
         lost: dict[int, list[int]] | None = None
-        norder = len(order)
-        for i, v, n, ext in rl:
+        for i, v, n, ext, _ in rl:
             if n:
                 x = v[n - 1]
                 w = ws[n - 1] if consistent else wk.get(x, -1)
@@ -531,10 +583,11 @@ def _list_append_fast(t: Txns, part: int = -1) -> tuple[Graph, Found]:
             for n, ts in lost.items():
                 if len(ts) > 1:
                     add("lost-update", _lost(t, k, order[:n] if consistent else n, ts))
-    _edges(g, ww_s, ww_d, WW)
-    _edges(g, wr_s, wr_d, WR)
-    _edges(g, rw_s, rw_d, RW)
-    return g, found
+    return ww_s, ww_d, wr_s, wr_d, rw_s, rw_d
+
+
+_LENGTH = itemgetter(4)
+"""A read's length, in :func:`_list_append_fast`'s tuples."""
 
 
 def _tail(v: list[Any], n: int = 8) -> str:
