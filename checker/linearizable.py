@@ -835,15 +835,7 @@ def check_partition(
     longest linearizable prefix found as ``[(entry id, state after), ...]``, from
     which :func:`checker.counterexample.build_counterexample` builds the report.
     """
-    gen = search(entries, model)
-    try:
-        while True:
-            next(gen)
-            if deadline is not None and time.monotonic() > deadline:
-                gen.close()
-                return "unknown", {"reason": "timeout"}
-    except StopIteration as stop:
-        return stop.value
+    return _drive(search(entries, model), deadline)
 
 
 def shortest_failing_prefix(
