@@ -85,7 +85,9 @@ def test_local_engine_classifies_queue_ops() -> None:
     h = valid_history()
     assert set(classify(h.ops)) == {"queue"}
     res = check_local(h.ops)
-    assert res["valid"] is True and set(res["checkers"]) == {"queue"}
+    # upgrade-phases claims every queue history and judges only one holding upgrade records
+    assert res["valid"] is True and set(res["checkers"]) == {"queue", "upgrade-phases"}
+    assert res["checkers"]["upgrade-phases"]["stats"]["judged"] is False
 
 
 def test_no_final_drain_is_unknown() -> None:
