@@ -47,6 +47,7 @@ from checker.results import compose_results
 from harness.core.checker import JSON_KINDS, OpShape
 from harness.core.errors import HistoryError
 from harness.core.op import NEMESIS, OP_TYPES, Op
+from harness.core.paired import pair_positions
 
 __all__ = ["KEYED_ROWS", "BUCKET_ROWS", "check_local_keyed"]
 
@@ -361,48 +362,20 @@ def _pair(
 
 
 def _raise_exact(b: Any, carry: _Carry, fs: dict[Any, int], procs: dict[Any, int]) -> None:
-    """The batch walked record by record, as :func:`~harness.core.paired.pair_positions`
-    walks a history, from the carried state: raises its HistoryError for the first fault."""
+    """The batch paired by :func:`~harness.core.paired.pair_positions` itself (strict), after
+    ops standing for the carried state: an ``info`` pair for each process gone before this
+    batch, then each still-open invocation with its own index and ``f``. So it raises the
+    whole path's HistoryError, word for word, for the first fault."""
     f_name = {v: k for k, v in fs.items()}
     p_name = {v: k for k, v in procs.items()}
-    open_by: dict[int, tuple[int, str]] = {
-        p_name[int(p)]: (int(i), f_name[int(fc)])
-        for p, i, fc in zip(carry.proc, carry.index, carry.f, strict=True)
-    }
-    crashed = {p_name[c] for c in carry.crashed}
+    ops: list[Op] = []
+    for c in carry.crashed:
+        ops += [Op("invoke", p_name[c], "gone"), Op("info", p_name[c], "gone")]
+    for p, i, fc in zip(carry.proc, carry.index, carry.f, strict=True):
+        ops.append(Op("invoke", p_name[int(p)], f_name[int(fc)], index=int(i)))
     cols = [b.column(c).to_pylist() for c in ("index", "type", "process", "f")]
-    for index, typ, proc_text, f in zip(*cols, strict=True):
-        proc = int(proc_text)
-        if typ == "invoke":
-            if proc in open_by:
-                raise HistoryError(
-                    f"process {proc} invoked again while op {open_by[proc][0]} was open",
-                    index=index,
-                    field="process",
-                )
-            if proc in crashed:
-                raise HistoryError(
-                    f"process {proc} invoked again after an info completion",
-                    index=index,
-                    field="process",
-                )
-            open_by[proc] = (index, f)
-            continue
-        inv = open_by.pop(proc, None)
-        if inv is None:
-            raise HistoryError(
-                f"{typ} completion of process {proc} has no invocation",
-                index=index,
-                field="process",
-            )
-        if inv[1] != f:
-            raise HistoryError(
-                f"completion f {f!r} differs from its invocation's {inv[1]!r}",
-                index=index,
-                field="f",
-            )
-        if typ == "info":
-            crashed.add(proc)
+    ops += [Op(t, int(p), f, index=i) for i, t, p, f in zip(*cols, strict=True)]
+    pair_positions(ops, strict=True)
 
 
 # --------------------------------------------------------------------------- passes 2 and 3
