@@ -45,7 +45,7 @@ from typing import TYPE_CHECKING, Any
 from harness.core.errors import NemesisError, RemoteError
 from harness.core.fanout import map_values
 from harness.dbs.gateway import gateway_status
-from harness.dbs.rocketmq import RocketMQDB
+from harness.dbs.rocketmq import RocketMQDB, _int
 
 if TYPE_CHECKING:
     from harness.core.spec import RunContext
@@ -74,13 +74,6 @@ def _seal_holds(status: dict[str, Any]) -> bool:
     """The broker is read-only and holds the test's topic as an order topic: only then does
     it refuse sends naming a queue (``AbstractSendMessageProcessor.msgCheck``)."""
     return status.get("broker_permission") == "4" and status.get("order_topic") is True
-
-
-def _int(v: Any) -> int | None:
-    try:
-        return int(v)
-    except (TypeError, ValueError):
-        return None
 
 
 class RocketMQUpgradeDB(RocketMQDB):
